@@ -1,0 +1,300 @@
+"""Generate the shim's C wrappers from the declarative table.
+
+    python csrc/generate.py OUT_DIR
+
+reads mpigraph/mpi_functions.py and writes OUT_DIR/wrappers.c, one C wrapper
+per function that has a parameter list (the others are hand-written in
+csrc/shim.c) plus the MPI-4 large-count variant of every function with count
+arguments, and OUT_DIR/pmpi.h, the table of PMPI function pointers.  What a wrapper
+records follows from its kind and its parameter names (see the table's
+docstring).  Run by setup.py at build time; the output is a build product.
+"""
+
+import importlib.util
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load_table():
+    path = os.path.join(HERE, os.pardir, "mpigraph", "mpi_functions.py")
+    spec = importlib.util.spec_from_file_location("mpi_functions", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+T = load_table()
+
+# Large-count (MPI-4 "_c") variants: which parameters change type.
+_LARGE_COUNT_TYPES = {
+    "count": "MPI_Count", "sendcount": "MPI_Count", "recvcount": "MPI_Count",
+    "sendcounts": "MPI_Count", "recvcounts": "MPI_Count",
+    "displs": "MPI_Aint", "sdispls": "MPI_Aint", "rdispls": "MPI_Aint",
+}
+
+
+def parse_params(params):
+    """'const int x[], MPI_Comm comm' -> [(c_declaration, name), ...]."""
+    out = []
+    for decl in params.split(","):
+        decl = decl.strip()
+        name = re.search(r"(\w+)\s*(\[\])?$", decl).group(1)
+        out.append((decl, name))
+    return out
+
+
+def large_count_params(params):
+    """The parameter list of the _c variant, or None when the function has no counts."""
+    changed = False
+    out = []
+    for decl, name in params:
+        if name in _LARGE_COUNT_TYPES:
+            decl = re.sub(r"\bint\b", _LARGE_COUNT_TYPES[name], decl, count=1)
+            changed = True
+        out.append((decl, name))
+    return out if changed else None
+
+
+# --- what each kind records ---------------------------------------------------
+
+def _bytes_p2p(names):
+    if "count" in names:
+        return "(int64_t)count * mg_type_size(datatype)"
+    return "(int64_t)sendcount * mg_type_size(sendtype)"
+
+
+def _group_size():
+    return "(c->is_inter ? c->remote_size : c->size)"
+
+
+_COLLECTIVE_NAMES = {name for name, _, _ in T._COLLECTIVES}
+
+
+def collective_base(name):
+    """'MPI_Iallreduce' -> 'allreduce', 'MPI_Allreduce' -> 'allreduce'."""
+    short = name[len("MPI_"):]
+    if short not in _COLLECTIVE_NAMES and short.startswith("I"):
+        short = short[1:]
+    return short.lower()
+
+
+def body(f, names, large):
+    """The C statements run after the PMPI call; `r` is the reserved record."""
+    k = f.kind
+    lines = []
+    if k in (T.SEND, T.ISEND, T.SEND_INIT):
+        lines += [
+            "int32_t peer = mg_world_peer(c, dest);",
+            "int64_t bytes = %s;" % _bytes_p2p(names),
+        ]
+        flags = "MG_SEND" + (" | MG_PERSISTENT" if k == T.SEND_INIT else "")
+        if k != T.SEND:
+            lines.append("int64_t req = rc == MPI_SUCCESS ? mg_request_new(*request, c, peer, tag, bytes, %s, 0) : 0;"
+                         % flags)
+        rec = ["r->peer = peer;", "r->tag = tag;", "r->bytes = bytes;"]
+        if k != T.SEND:
+            rec.append("r->request = req;")
+        return lines, flags, rec, 1
+    if k in (T.IRECV, T.RECV_INIT):
+        flags = "MG_RECV" + (" | MG_PERSISTENT" if k == T.RECV_INIT else "")
+        lines += [
+            "int32_t peer = mg_world_peer(c, source);",
+            "int64_t bytes = %s;" % _bytes_p2p(names),
+            "int64_t req = rc == MPI_SUCCESS ? mg_request_new(*request, c, peer, mg_tag(tag), bytes, %s, 0) : 0;"
+            % flags,
+        ]
+        rec = ["r->peer = peer;", "r->tag = mg_tag(tag);", "r->bytes = bytes;", "r->request = req;"]
+        return lines, flags, rec, 1
+    if k == T.RECV:
+        rec = ["if (rc == MPI_SUCCESS) mg_fill_from_status(r, c, st);",
+               "else { r->peer = mg_world_peer(c, source); r->tag = mg_tag(tag); }"]
+        return lines, "MG_RECV", rec, 1
+    if k == T.SENDRECV:
+        send_bytes = _bytes_p2p(names) if "sendcount" in names else "(int64_t)count * mg_type_size(datatype)"
+        rec = ["r->peer = mg_world_peer(c, dest);", "r->tag = sendtag;", "r->bytes = %s;" % send_bytes,
+               "mg_fill(r + 1, %d, t0, t1, MG_PART | MG_RECV | extra_flags);" % f.id,
+               "r[1].comm = c->id;",
+               "if (rc == MPI_SUCCESS) mg_fill_from_status(r + 1, c, st);",
+               "else { r[1].peer = mg_world_peer(c, source); r[1].tag = mg_tag(recvtag); }"]
+        return lines, "MG_SEND", rec, 2
+    if k == T.PROBE:
+        cond = "rc == MPI_SUCCESS && *flag" if "flag" in names else "rc == MPI_SUCCESS"
+        rec = ["if (%s) mg_fill_from_status(r, c, st);" % cond,
+               "else { r->peer = mg_world_peer(c, source); r->tag = mg_tag(tag); }"]
+        return lines, "0", rec, 1
+    if k in (T.N_TO_N, T.ONE_TO_N, T.N_TO_ONE, T.SCAN):
+        lines.append("int64_t bytes = %s;" % _bytes_collective_for(f, large))
+        rec = ["r->seq = seq;", "r->bytes = bytes;"]
+        if "root" in names:
+            rec.append("r->root = mg_world_root(c, root);")
+        if f.nonblocking:
+            lines.append("int64_t req = rc == MPI_SUCCESS ? "
+                         "mg_request_new(*request, c, MG_PEER_NONE, MG_TAG_NONE, bytes, 0, seq) : 0;")
+            rec.append("r->request = req;")
+        return lines, "0", rec, 1
+    raise ValueError("no generated wrapper for kind %r (%s)" % (k, f.name))
+
+
+def _bytes_collective_for(f, large):
+    n = _group_size()
+    sum_counts = "mg_sum_counts_c" if large else "mg_sum_counts"
+    sum_w = "mg_sum_counts_types_c" if large else "mg_sum_counts_types"
+    not_in_place = "sendbuf == MPI_IN_PLACE ? 0 : "
+    count_bytes = "(int64_t)count * mg_type_size(datatype)"
+    send_bytes = "(int64_t)sendcount * mg_type_size(sendtype)"
+    return {
+        "barrier": "0",
+        "bcast": count_bytes,
+        "reduce": count_bytes,
+        "allreduce": count_bytes,
+        "scan": count_bytes,
+        "exscan": count_bytes,
+        "reduce_scatter": "%s(recvcounts, c->size) * mg_type_size(datatype)" % sum_counts,
+        "reduce_scatter_block": "(int64_t)recvcount * c->size * mg_type_size(datatype)",
+        "gather": not_in_place + send_bytes,
+        "gatherv": not_in_place + send_bytes,
+        "allgather": not_in_place + send_bytes,
+        "allgatherv": not_in_place + send_bytes,
+        "scatter": "mg_is_root(c, root) ? %s * %s : 0" % (send_bytes, n),
+        "scatterv": "mg_is_root(c, root) ? %s(sendcounts, %s) * mg_type_size(sendtype) : 0" % (sum_counts, n),
+        "alltoall": not_in_place + "%s * %s" % (send_bytes, n),
+        "alltoallv": not_in_place + "%s(sendcounts, %s) * mg_type_size(sendtype)" % (sum_counts, n),
+        "alltoallw": not_in_place + "%s(sendcounts, sendtypes, %s)" % (sum_w, n),
+    }[collective_base(f.name)]
+
+
+def comm_param(names):
+    for candidate in ("comm", "comm_old", "local_comm", "intercomm"):
+        if candidate in names:
+            return candidate
+    raise ValueError("no communicator parameter in %s" % names)
+
+
+def wrapper(f, params, large):
+    name = f.name + ("_c" if large else "")
+    names = [n for _, n in params]
+    decl = ", ".join(d for d, _ in params)
+    # A receive's status is always asked for, even when the caller ignores it,
+    # because the real source, tag and size come from it.
+    has_status = "status" in names
+    call_args = ", ".join("st" if n == "status" else n for n in names)
+    pcall = "P%s(%s)" % (name, call_args)
+    plain = "P%s(%s)" % (name, ", ".join(names))
+    extra = "MG_LARGE_COUNT" if large else "0"
+    out = ["int %s(%s)" % (name, decl), "{",
+           "    if (!mg_should_record())", "        return %s;" % plain]
+    if f.kind == T.COMM_CREATE:
+        newcomm = [n for d, n in params if d.startswith("MPI_Comm *")][-1]
+        out += [
+            "    mg_depth++;",
+            "    int64_t t0 = mg_now();",
+            "    int rc = %s;" % plain,
+            "    int64_t t1 = mg_now();",
+            "    mg_comm_created(%d, t0, t1, rc, %s, rc == MPI_SUCCESS ? *%s : MPI_COMM_NULL);"
+            % (f.id, comm_param(names), newcomm),
+            "    mg_depth--;", "    return rc;", "}", ""]
+        return "\n".join(out)
+    out.append("    mg_depth++;")
+    if has_status:
+        out += ["    MPI_Status st_local;",
+                "    MPI_Status *st = status == MPI_STATUS_IGNORE ? &st_local : status;"]
+    if f.kind in T.COLLECTIVE_KINDS:
+        out.append("    mg_comm *c = mg_comm_of(%s);" % comm_param(names))
+        out.append("    uint32_t seq = ++c->seq;")
+    out += ["    int64_t t0 = mg_now();",
+            "    int rc = %s;" % pcall,
+            "    int64_t t1 = mg_now();"]
+    if f.kind not in T.COLLECTIVE_KINDS:
+        out.append("    mg_comm *c = mg_comm_of(%s);" % comm_param(names))
+    pre, flags, rec, n_records = body(f, names, large)
+    out += ["    " + line for line in pre]
+    out += ["    uint16_t extra_flags = %s | (rc == MPI_SUCCESS ? 0 : MG_ERROR);" % extra,
+            "    mg_record *r = mg_reserve(%d);" % n_records,
+            "    if (r) {",
+            "        mg_fill(r, %d, t0, t1, %s | extra_flags);" % (f.id, flags),
+            "        r->comm = c->id;"]
+    out += ["        " + line for line in rec]
+    out += ["        mg_publish(%d);" % n_records, "    }",
+            "    mg_depth--;", "    return rc;", "}", ""]
+    return "\n".join(out)
+
+
+# PMPI functions the hand-written core calls besides the wrapped ones.
+_CORE_PMPI = [
+    "Init", "Init_thread", "Finalize", "Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall",
+    "Testany", "Testsome", "Start", "Startall", "Request_free", "Comm_free",
+    "Comm_rank", "Comm_size", "Comm_group", "Comm_test_inter", "Comm_remote_size", "Comm_remote_group",
+    "Group_translate_ranks", "Group_free", "Type_size", "Get_count", "Allreduce", "Bcast",
+]
+_CORE_PMPI_LARGE = ["Get_count_c"]
+
+
+def pmpi_names():
+    """(names, large-count names) of every PMPI function the shim calls, without the prefix."""
+    names, large = list(_CORE_PMPI), list(_CORE_PMPI_LARGE)
+    for f in T.FUNCTIONS:
+        if f.params is None:
+            continue
+        short = f.name[len("MPI_"):]
+        if short not in names:
+            names.append(short)
+        if large_count_params(parse_params(f.params)) is not None:
+            large.append(short + "_c")
+    return names, large
+
+
+def generate_pmpi_header():
+    """pmpi.h: every PMPI_X becomes a call through a pointer resolved at run time.
+
+    The shim links no MPI library: it finds the program's own (whatever its
+    file name: libmpi.so.12, libmpich.so.12, ...) when MPI is initialised, so
+    one build serves every library of the ABI it was compiled for.
+    """
+    names, large = pmpi_names()
+
+    def block(ns):
+        out = ["extern __typeof__(PMPI_%s) *mg_pmpi_%s;" % (n, n) for n in ns]
+        out += ["#define PMPI_%s (*MG_PMPI(%s))" % (n, n) for n in ns]
+        return out
+
+    lines = ["/* Generated by csrc/generate.py: do not edit. */",
+             "#ifndef MPIGRAPH_PMPI_H", "#define MPIGRAPH_PMPI_H", "",
+             "void mg_resolve_pmpi(void);",
+             "#define MG_PMPI(n) (__builtin_expect(mg_pmpi_##n != 0, 1) ? mg_pmpi_##n : (mg_resolve_pmpi(), mg_pmpi_##n))",
+             ""]
+    lines += block(names)
+    lines += ["#define MG_PMPI_NAMES(X) " + " ".join("X(%s)" % n for n in names), ""]
+    lines += ["#if MPI_VERSION >= 4"] + block(large)
+    lines += ["#define MG_PMPI_NAMES_LARGE(X) " + " ".join("X(%s)" % n for n in large),
+              "#else", "#define MG_PMPI_NAMES_LARGE(X)", "#endif", "", "#endif", ""]
+    return "\n".join(lines)
+
+
+def generate():
+    chunks = ["/* Generated by csrc/generate.py from mpigraph/mpi_functions.py: do not edit. */",
+              '#include "shim.h"', "",
+              "void mg_comm_created(int func, int64_t t0, int64_t t1, int rc, MPI_Comm parent, MPI_Comm newcomm);",
+              ""]
+    large = []
+    for f in T.FUNCTIONS:
+        if f.params is None:
+            continue
+        params = parse_params(f.params)
+        chunks.append(wrapper(f, params, False))
+        lc = large_count_params(params)
+        if lc is not None:
+            large.append(wrapper(f, lc, True))
+    chunks += ["#if MPI_VERSION >= 4", ""] + large + ["#endif /* MPI_VERSION >= 4 */", ""]
+    chunks.append("const int mg_n_functions = %d;" % len(T.FUNCTIONS))
+    return "\n".join(chunks)
+
+
+if __name__ == "__main__":
+    out_dir = sys.argv[1]
+    with open(os.path.join(out_dir, "wrappers.c"), "w") as out:
+        out.write(generate())
+    with open(os.path.join(out_dir, "pmpi.h"), "w") as out:
+        out.write(generate_pmpi_header())

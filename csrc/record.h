@@ -1,0 +1,82 @@
+/* The raw log format: the C side of mpigraph/record.py.  Change both together
+ * (tests/test_record.py checks every offset against the Python dtypes). */
+#ifndef MPIGRAPH_RECORD_H
+#define MPIGRAPH_RECORD_H
+
+#include <stdint.h>
+
+#define MG_MAGIC "MPIGRAPH"
+#define MG_VERSION 1
+#define MG_HEADER_SIZE 4096
+
+/* Record flags. */
+#define MG_PART 0x0001
+#define MG_LARGE_COUNT 0x0002
+#define MG_SEND 0x0004
+#define MG_RECV 0x0008
+#define MG_PERSISTENT 0x0010
+#define MG_FORTRAN 0x0020
+#define MG_ERROR 0x0040
+
+/* Special field values. */
+#define MG_PEER_NONE (-1)
+#define MG_PEER_PROC_NULL (-2)
+#define MG_PEER_ANY (-3)
+#define MG_TAG_NONE (-1)
+#define MG_TAG_ANY (-2)
+#define MG_ROOT_NONE (-1)
+
+/* Header flags. */
+#define MG_HEADER_FINALIZED 0x1
+#define MG_HEADER_RECORDING_DROPPED 0x2
+
+/* Clock sources. */
+#define MG_CLOCK_MONOTONIC 0
+#define MG_CLOCK_TSC 1
+
+/* Calibration slots. */
+#define MG_CALIB_INIT_A 0
+#define MG_CALIB_INIT_B 1
+#define MG_CALIB_LAST 2
+#define MG_CALIB_FINAL 3
+#define MG_N_CALIB 4
+
+typedef struct mg_record {
+    int64_t t_start;
+    int64_t t_end;
+    int64_t bytes;
+    int64_t request;
+    int64_t comm;
+    int32_t peer;
+    int32_t tag;
+    int32_t root;
+    uint32_t seq;
+    uint16_t func;
+    uint16_t flags;
+    uint32_t thread;
+} mg_record;
+
+typedef struct mg_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t header_size;
+    uint32_t record_size;
+    uint32_t flags;
+    int32_t world_rank;
+    int32_t world_size;
+    int32_t pid;
+    int32_t thread_level;
+    uint32_t clock_source;
+    uint32_t n_functions;
+    int64_t n_records;
+    int64_t calib_ticks[MG_N_CALIB];
+    int64_t calib_ns[MG_N_CALIB];
+    int64_t start_unix_ns;
+    char hostname[64];
+    char job_id[64];
+} mg_header;
+
+_Static_assert(sizeof(mg_record) == 64, "record must be 64 bytes");
+_Static_assert(sizeof(mg_header) <= MG_HEADER_SIZE, "header must fit its page");
+
+#endif

@@ -1,0 +1,239 @@
+/* mpigraph shim: state shared by the hand-written core (shim.c) and the
+ * wrappers generated from mpigraph/mpi_functions.py (wrappers.c).
+ *
+ * The hot path of a wrapper is: test the recording flag, read the clock
+ * twice around the PMPI call, reserve a slot in the mmap'ed log, fill it,
+ * publish it.  Everything else (communicator tables, request ids) lives in
+ * hash tables that are touched only by the calls that need them. */
+#ifndef MPIGRAPH_SHIM_H
+#define MPIGRAPH_SHIM_H
+
+#include <mpi.h>
+#include <stdint.h>
+#include <time.h>
+#include <pthread.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+#include "record.h"
+#include "pmpi.h" /* generated: PMPI_X calls go through resolved pointers */
+
+/* A communicator the shim knows: its agreed id and how to turn its ranks
+ * into world ranks.  Never freed (requests may outlive their communicator),
+ * only unlinked from the handle table by MPI_Comm_free. */
+typedef struct mg_comm {
+    MPI_Comm handle;
+    int64_t id;
+    int size;            /* local group size */
+    int rank;            /* this process's rank in the local group */
+    int *world;          /* local rank -> world rank; NULL means identity */
+    int is_inter;
+    int remote_size;
+    int *remote_world;   /* remote rank -> world rank (intercommunicators) */
+    uint32_t seq;        /* collectives called on it so far */
+} mg_comm;
+
+/* What the shim remembers of a request between its start and completion. */
+typedef struct mg_request {
+    uint64_t key;        /* the MPI_Request handle's bits; 0 = empty slot */
+    int64_t id;
+    mg_comm *comm;
+    int64_t bytes;
+    int32_t peer;        /* world rank, or MG_PEER_* */
+    int32_t tag;
+    uint32_t seq;        /* collective sequence number for nonblocking collectives */
+    uint16_t flags;      /* MG_SEND | MG_RECV | MG_PERSISTENT */
+    uint16_t active;     /* started and not yet completed */
+} mg_request;
+
+struct mg_state {
+    volatile int recording;   /* 1 while calls are being logged */
+    int use_tsc;
+    int threaded;             /* MPI_THREAD_MULTIPLE: appends take the lock */
+    int world_rank, world_size;
+    mg_header *header;        /* the mapped file: header, then records */
+    mg_record *records;
+    int64_t n;                /* records published */
+    int64_t capacity;         /* records that fit in the mapping */
+    int fd;
+    pthread_mutex_t lock;
+    mg_comm world;
+    mg_comm self;
+    int64_t next_request_id;
+};
+
+extern struct mg_state mg;
+extern __thread int mg_depth __attribute__((tls_model("initial-exec")));
+extern __thread int32_t mg_thread_slot __attribute__((tls_model("initial-exec")));
+
+static inline int64_t mg_monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline int64_t mg_now(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (mg.use_tsc)
+        return (int64_t)__rdtsc();
+#endif
+    return mg_monotonic_ns();
+}
+
+/* True when this call should be logged: recording is on and we are not
+ * already inside another wrapper (MPI calling MPI, Fortran calling C). */
+static inline int mg_should_record(void)
+{
+    return mg.recording && !mg_depth;
+}
+
+mg_record *mg_grow_and_reserve(int64_t count);
+void mg_assign_thread_slot(void);
+void mg_lock(void);
+void mg_unlock(void);
+
+/* Reserve `count` consecutive records; mg_publish(count) makes them visible.
+ * The call record and its parts are reserved together so they stay adjacent. */
+static inline mg_record *mg_reserve(int64_t count)
+{
+    if (mg.threaded) {
+        mg_lock();
+        if (mg_thread_slot < 0)
+            mg_assign_thread_slot();
+    }
+    if (__builtin_expect(mg.n + count > mg.capacity, 0))
+        return mg_grow_and_reserve(count);
+    return mg.records + mg.n;
+}
+
+static inline void mg_publish(int64_t count)
+{
+    mg.n += count;
+    /* A plain store is enough: a crash loses at most the unpublished record. */
+    mg.header->n_records = mg.n;
+    if (mg.threaded)
+        mg_unlock();
+}
+
+static inline void mg_fill(mg_record *r, int func, int64_t t0, int64_t t1, uint16_t flags)
+{
+    r->t_start = t0;
+    r->t_end = t1;
+    r->bytes = 0;
+    r->request = 0;
+    r->comm = 0;
+    r->peer = MG_PEER_NONE;
+    r->tag = MG_TAG_NONE;
+    r->root = MG_ROOT_NONE;
+    r->seq = 0;
+    r->func = (uint16_t)func;
+    r->flags = flags;
+    r->thread = (uint32_t)mg_thread_slot;
+}
+
+mg_comm *mg_comm_lookup_slow(MPI_Comm comm);
+
+static inline mg_comm *mg_comm_of(MPI_Comm comm)
+{
+    if (comm == MPI_COMM_WORLD)
+        return &mg.world;
+    return mg_comm_lookup_slow(comm);
+}
+
+/* A rank of `c` (remote group for intercommunicators) as a world rank. */
+static inline int32_t mg_world_peer(const mg_comm *c, int r)
+{
+    if (r >= 0) {
+        if (c->is_inter)
+            return r < c->remote_size ? c->remote_world[r] : MG_PEER_NONE;
+        if (r >= c->size)
+            return MG_PEER_NONE;
+        return c->world ? c->world[r] : r;
+    }
+    if (r == MPI_PROC_NULL)
+        return MG_PEER_PROC_NULL;
+    if (r == MPI_ANY_SOURCE)
+        return MG_PEER_ANY;
+    return MG_PEER_NONE;
+}
+
+static inline int32_t mg_tag(int tag)
+{
+    return tag == MPI_ANY_TAG ? MG_TAG_ANY : tag;
+}
+
+/* The root of a rooted collective as a world rank (intercommunicators use
+ * MPI_ROOT for the root itself and MPI_PROC_NULL for the rest of its group). */
+static inline int32_t mg_world_root(const mg_comm *c, int root)
+{
+    if (c->is_inter) {
+        if (root == MPI_ROOT)
+            return mg.world_rank;
+        if (root == MPI_PROC_NULL)
+            return MG_ROOT_NONE;
+    }
+    return mg_world_peer(c, root);
+}
+
+static inline int mg_is_root(const mg_comm *c, int root)
+{
+    return c->is_inter ? root == MPI_ROOT : root == c->rank;
+}
+
+static inline int64_t mg_type_size(MPI_Datatype type)
+{
+    int size = 0;
+    if (type == MPI_DATATYPE_NULL)
+        return 0;
+    if (PMPI_Type_size(type, &size) != MPI_SUCCESS || size == MPI_UNDEFINED)
+        return 0;
+    return size;
+}
+
+/* Sums of per-rank counts for the v/w collectives (recorded as bytes sent). */
+static inline int64_t mg_sum_counts(const int counts[], int n)
+{
+    int64_t s = 0;
+    for (int i = 0; i < n; i++)
+        s += counts[i];
+    return s;
+}
+
+static inline int64_t mg_sum_counts_types(const int counts[], const MPI_Datatype types[], int n)
+{
+    int64_t s = 0;
+    for (int i = 0; i < n; i++)
+        s += (int64_t)counts[i] * mg_type_size(types[i]);
+    return s;
+}
+
+#if MPI_VERSION >= 4
+static inline int64_t mg_sum_counts_c(const MPI_Count counts[], int n)
+{
+    int64_t s = 0;
+    for (int i = 0; i < n; i++)
+        s += counts[i];
+    return s;
+}
+
+static inline int64_t mg_sum_counts_types_c(const MPI_Count counts[], const MPI_Datatype types[], int n)
+{
+    int64_t s = 0;
+    for (int i = 0; i < n; i++)
+        s += counts[i] * mg_type_size(types[i]);
+    return s;
+}
+#endif
+
+/* Requests. */
+int64_t mg_request_new(MPI_Request req, mg_comm *comm, int32_t peer, int32_t tag, int64_t bytes,
+                       uint16_t flags, uint32_t seq);
+mg_request *mg_request_find(MPI_Request req);
+
+/* Status of a receive: the real source, tag and byte count. */
+void mg_fill_from_status(mg_record *r, const mg_comm *c, const MPI_Status *st);
+
+#endif

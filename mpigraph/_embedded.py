@@ -1,0 +1,83 @@
+"""The Python side of the shim, run inside the profiled program's process.
+
+The shim calls in here through cffi (see EMBEDDING_INIT in setup.py):
+
+- C programs: ``analyse_at_finalize`` from the MPI_Finalize wrapper, before
+  PMPI_Finalize, with the interpreter started by the shim;
+- Python programs: ``register_atexit`` from MPI_Init; the analysis then runs
+  from an atexit hook, because mpi4py finalises MPI only after the interpreter
+  is gone.  If the program calls MPI.Finalize() itself, the shim analyses there.
+
+Keep imports lazy: this module is imported at MPI_Init of every Python program.
+"""
+
+import sys
+
+
+def _provide_libmpi_name():
+    """Let mpi4py load inside a program whose MPICH is not called libmpi.so.12.
+
+    mpi4py's MPICH extension needs a library named libmpi.so.12.  Debian's
+    MPICH is libmpich.so.12: there, load the empty stub that carries that
+    name, so every MPI symbol resolves to the program's own library through
+    the global scope instead of mpi4py finding a second, foreign MPI.
+    """
+    import ctypes
+    import os
+
+    program = ctypes.CDLL(None)
+    if not hasattr(program, "MPI_Get_version") or hasattr(program, "ompi_mpi_comm_self"):
+        return  # MPI loaded privately (a Python program) or Open MPI: nothing to do
+    try:
+        ctypes.CDLL("libmpi.so.12", mode=os.RTLD_NOLOAD)
+    except OSError:
+        ctypes.CDLL(os.path.join(os.path.dirname(os.path.abspath(__file__)), "compat", "libmpi.so.12"))
+
+
+def _analyse(run_dir):
+    """Analyse the finished run on a private duplicate of MPI_COMM_WORLD."""
+    if "mpi4py.MPI" not in sys.modules:
+        _provide_libmpi_name()
+    import mpi4py
+
+    # In a C program MPI is already initialised and will be finalised by the
+    # program itself: mpi4py must do neither.
+    mpi4py.rc.initialize = False
+    mpi4py.rc.finalize = False
+    from mpi4py import MPI
+
+    from mpigraph import analysis, config
+
+    comm = MPI.COMM_WORLD.Dup()
+    try:
+        analysis.analyze(run_dir, comm, config.from_env(), in_job=True)
+    finally:
+        comm.Free()
+
+
+def analyse_at_finalize(run_dir):
+    """Entry point from the C MPI_Finalize wrapper; 1 on success (cffi returns 0 on failure)."""
+    try:
+        _analyse(run_dir)
+        return 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        return 0
+
+
+def register_atexit(ffi, lib):
+    import atexit
+
+    def analyse_at_exit():
+        if lib.mpigraph_close_log() or lib.mpigraph_analysis_wanted():
+            run_dir = ffi.string(lib.mpigraph_run_dir()).decode()
+            if not analyse_at_finalize(run_dir):
+                print("mpigraph: the analysis did not complete; raw logs are in %s "
+                      "(run: mpigraph analyze %s)" % (run_dir, run_dir), file=sys.stderr)
+            lib.mpigraph_mark_analysed()
+
+    atexit.register(analyse_at_exit)
+    return 1
