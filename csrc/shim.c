@@ -975,7 +975,8 @@ static void start_recording(int func, int64_t t0, int64_t t1, int provided)
     int ok = err[0] == '\0', all_ok = 0;
     PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all_ok) {
-        if (!ok)
+        /* A directory problem is the same on every rank: say it once. */
+        if (!ok && (!setup.error[0] || mg.world_rank == 0))
             say("rank %d: %s; the program runs on without profiling", mg.world_rank, err);
         if (mg.header) {
             char path[PATH_MAX + 32];
