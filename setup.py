@@ -136,7 +136,7 @@ def build_shim(out_dir, build_temp, verbose=False):
     ffi.set_source(
         "_mpigraph_shim",
         '#include "shim.h"\n' + SHIM_API,
-        sources=[os.path.join(CSRC, "shim.c"), wrappers],
+        sources=[os.path.join(CSRC, "shim.c"), os.path.join(CSRC, "clock_sync.c"), wrappers],
         include_dirs=[CSRC, build_temp] + mpi_include_dirs,
         define_macros=[("MG_BUILD_PYTHON", '"%s"' % python)],
         extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-Wno-unused-function"],

@@ -41,6 +41,15 @@
 #define MG_CALIB_FINAL 3
 #define MG_N_CALIB 4
 
+/* Clock synchronisation samples (csrc/clock_sync.c). */
+#define MG_N_BARRIER_SAMPLES 8
+typedef struct mg_sync {
+    int64_t offset_ns;
+    int64_t rtt_ns;
+    int64_t local_ns;
+    int64_t barrier_ns[MG_N_BARRIER_SAMPLES][2];
+} mg_sync;
+
 typedef struct mg_record {
     int64_t t_start;
     int64_t t_end;
@@ -74,6 +83,10 @@ typedef struct mg_header {
     int64_t start_unix_ns;
     char hostname[64];
     char job_id[64];
+    int32_t sync_parent;
+    int32_t sync_pingpongs;
+    mg_sync sync_init;
+    mg_sync sync_final;
 } mg_header;
 
 _Static_assert(sizeof(mg_record) == 64, "record must be 64 bytes");

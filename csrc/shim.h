@@ -228,6 +228,12 @@ static inline int64_t mg_sum_counts_types_c(const MPI_Count counts[], const MPI_
 }
 #endif
 
+/* Clock synchronisation samples (clock_sync.c). */
+int64_t mg_clock_ns(void);
+void mg_sync_setup(void);
+void mg_sync_measure(mg_sync *s);
+void mg_sync_finish(void);
+
 /* Requests. */
 int64_t mg_request_new(MPI_Request req, mg_comm *comm, int32_t peer, int32_t tag, int64_t bytes,
                        uint16_t flags, uint32_t seq);

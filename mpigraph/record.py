@@ -63,6 +63,18 @@ HEADER_RECORDING_DROPPED = 0x2  # the shim could not grow the file: records were
 CLOCK_MONOTONIC = 0      # ticks are CLOCK_MONOTONIC nanoseconds
 CLOCK_TSC = 1            # ticks are rdtsc cycles, calibrated against CLOCK_MONOTONIC
 
+# Clock synchronisation samples (see csrc/clock_sync.c): taken at MPI_Init and
+# at MPI_Finalize, in this rank's clock (CLOCK_MONOTONIC ns, plus any test skew).
+N_BARRIER_SAMPLES = 8    # barriers timed for the barrier-and-median baseline
+SYNC_DTYPE = np.dtype(
+    [
+        ("offset_ns", "<i8"),  # this rank's clock minus its tree parent's, best ping-pong
+        ("rtt_ns", "<i8"),     # round trip of that best ping-pong
+        ("local_ns", "<i8"),   # this rank's clock at the middle of that ping-pong; 0 = not measured
+        ("barrier_ns", "<i8", (N_BARRIER_SAMPLES, 2)),  # (before, after) each barrier
+    ]
+)
+
 # Calibration pair slots.
 CALIB_INIT_A = 0         # taken in MPI_Init
 CALIB_INIT_B = 1         # taken in MPI_Init, a few ms after A
@@ -107,6 +119,10 @@ HEADER_DTYPE = np.dtype(
         ("start_unix_ns", "<i8"),  # CLOCK_REALTIME at MPI_Init, for humans
         ("hostname", "S64"),
         ("job_id", "S64"),         # the run's id, the same on every rank
+        ("sync_parent", "<i4"),    # parent in the ping-pong tree (-1 on rank 0)
+        ("sync_pingpongs", "<i4"), # ping-pongs per measurement
+        ("sync_init", SYNC_DTYPE),
+        ("sync_final", SYNC_DTYPE),
     ]
 )
 assert HEADER_DTYPE.itemsize <= HEADER_SIZE

@@ -25,7 +25,9 @@ int main(void)
     FIELD(mg_header, world_size) FIELD(mg_header, pid) FIELD(mg_header, thread_level)
     FIELD(mg_header, clock_source) FIELD(mg_header, n_functions) FIELD(mg_header, n_records)
     FIELD(mg_header, calib_ticks) FIELD(mg_header, calib_ns) FIELD(mg_header, start_unix_ns)
-    FIELD(mg_header, hostname) FIELD(mg_header, job_id)
+    FIELD(mg_header, hostname) FIELD(mg_header, job_id) FIELD(mg_header, sync_parent)
+    FIELD(mg_header, sync_pingpongs) FIELD(mg_header, sync_init) FIELD(mg_header, sync_final)
+    FIELD(mg_sync, offset_ns) FIELD(mg_sync, rtt_ns) FIELD(mg_sync, local_ns) FIELD(mg_sync, barrier_ns)
     printf("constants %d %d %d %d %d %d %d %d %d %d %d\n", MG_PART, MG_LARGE_COUNT, MG_SEND, MG_RECV,
            MG_PERSISTENT, MG_FORTRAN, MG_ERROR, MG_PEER_PROC_NULL, MG_PEER_ANY, MG_TAG_ANY, MG_HEADER_SIZE);
     return 0;
@@ -46,9 +48,9 @@ def test_c_and_python_layouts_agree(tmp_path):
     sizes = lines[0].split()
     assert int(sizes[1]) == record.RECORD_DTYPE.itemsize == record.RECORD_SIZE
     assert int(sizes[2]) == record.HEADER_DTYPE.itemsize
-    dtypes = {"mg_record": record.RECORD_DTYPE, "mg_header": record.HEADER_DTYPE}
+    dtypes = {"mg_record": record.RECORD_DTYPE, "mg_header": record.HEADER_DTYPE, "mg_sync": record.SYNC_DTYPE}
     fields = [line.split() for line in lines[1:] if not line.startswith("constants")]
-    assert len(fields) == len(record.RECORD_DTYPE.names) + len(record.HEADER_DTYPE.names)
+    assert len(fields) == sum(len(d.names) for d in dtypes.values())
     for struct, name, offset, size in fields:
         dtype, py_offset = dtypes[struct].fields[name][:2]
         assert (int(offset), int(size)) == (py_offset, dtype.itemsize), (struct, name)

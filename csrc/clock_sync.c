@@ -1,0 +1,113 @@
+/* Clock synchronisation samples, taken at MPI_Init and MPI_Finalize.
+ *
+ * The shim only measures; mpigraph/clock.py turns the samples into offsets
+ * and drifts.  Two methods are sampled every time, so they can be compared:
+ *
+ * - ping-pong along a binomial tree: in round k every rank r with
+ *   r mod 2^(k+1) == 2^k measures its clock against its parent r - 2^k;
+ *   P - 1 pairs in ceil(log2 P) rounds.  Of PINGPONGS exchanges the one with
+ *   the smallest round trip is kept (the least disturbed by queueing).
+ * - the barrier-and-median baseline of seed 004 (section 5.4): each rank's
+ *   clock before and after N barriers.
+ *
+ * For tests, MPIGRAPH_TEST_CLOCK_OFFSETS_NS and MPIGRAPH_TEST_CLOCK_DRIFTS_PPM
+ * (comma-separated, one value per world rank) skew this rank's clock as seen
+ * by the calibration pairs and these samples, so the analysis must recover a
+ * known offset and drift.  The wrappers' hot path is not touched by it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+#define PINGPONGS 10
+#define TAG 0x6d67 /* on a private communicator: no clash with the program */
+
+static MPI_Comm sync_comm = MPI_COMM_NULL;
+static int64_t skew_offset_ns;
+static double skew_drift; /* fractional: ppm * 1e-6 */
+static int64_t skew_origin_ns;
+
+/* The value at position `index` of a comma-separated list, or 0. */
+static double list_value(const char *list, int index)
+{
+    for (int i = 0; list && *list; i++) {
+        char *end;
+        double v = strtod(list, &end);
+        if (i == index)
+            return v;
+        list = strchr(end, ',');
+        if (list)
+            list++;
+    }
+    return 0;
+}
+
+int64_t mg_clock_ns(void)
+{
+    int64_t ns = mg_monotonic_ns();
+    return ns + skew_offset_ns + (int64_t)(skew_drift * (double)(ns - skew_origin_ns));
+}
+
+void mg_sync_setup(void)
+{
+    skew_offset_ns = (int64_t)list_value(getenv("MPIGRAPH_TEST_CLOCK_OFFSETS_NS"), mg.world_rank);
+    skew_drift = list_value(getenv("MPIGRAPH_TEST_CLOCK_DRIFTS_PPM"), mg.world_rank) * 1e-6;
+    skew_origin_ns = mg_monotonic_ns();
+    PMPI_Comm_dup(MPI_COMM_WORLD, &sync_comm);
+    int r = mg.world_rank;
+    mg.header->sync_parent = r == 0 ? -1 : r - (r & -r); /* clear the lowest set bit */
+    mg.header->sync_pingpongs = PINGPONGS;
+}
+
+static void serve_child(int child)
+{
+    for (int i = 0; i < PINGPONGS; i++) {
+        int64_t t1, t23[2];
+        PMPI_Recv(&t1, 1, MPI_INT64_T, child, TAG, sync_comm, MPI_STATUS_IGNORE);
+        t23[0] = mg_clock_ns();
+        t23[1] = mg_clock_ns();
+        PMPI_Send(t23, 2, MPI_INT64_T, child, TAG, sync_comm);
+    }
+}
+
+static void measure_parent(int parent, mg_sync *s)
+{
+    s->rtt_ns = INT64_MAX;
+    for (int i = 0; i < PINGPONGS; i++) {
+        int64_t t1 = mg_clock_ns(), t23[2];
+        PMPI_Send(&t1, 1, MPI_INT64_T, parent, TAG, sync_comm);
+        PMPI_Recv(t23, 2, MPI_INT64_T, parent, TAG, sync_comm, MPI_STATUS_IGNORE);
+        int64_t t4 = mg_clock_ns();
+        int64_t rtt = (t4 - t1) - (t23[1] - t23[0]);
+        if (rtt < s->rtt_ns) {
+            s->rtt_ns = rtt;
+            s->offset_ns = ((t1 - t23[0]) + (t4 - t23[1])) / 2;
+            s->local_ns = t1 + (t4 - t1) / 2;
+        }
+    }
+}
+
+void mg_sync_measure(mg_sync *s)
+{
+    int r = mg.world_rank, size = mg.world_size;
+    memset(s, 0, sizeof *s);
+    if (r == 0)
+        s->local_ns = mg_clock_ns(); /* the reference: offset 0 */
+    for (int step = 1; step < size; step <<= 1) {
+        if (r % (2 * step) == step)
+            measure_parent(r - step, s);
+        else if (r % (2 * step) == 0 && r + step < size)
+            serve_child(r + step);
+    }
+    for (int i = 0; i < MG_N_BARRIER_SAMPLES; i++) {
+        s->barrier_ns[i][0] = mg_clock_ns();
+        PMPI_Barrier(sync_comm);
+        s->barrier_ns[i][1] = mg_clock_ns();
+    }
+}
+
+void mg_sync_finish(void)
+{
+    if (sync_comm != MPI_COMM_NULL)
+        PMPI_Comm_free(&sync_comm);
+}
