@@ -30,6 +30,7 @@ from setuptools.dist import Distribution
 HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = os.path.join(HERE, "csrc")
 LIBRARY = "libmpigraph.so"
+C_SOURCES = ["shim.c", "pmpi.c", "logfile.c", "handle_map.c", "comms.c", "requests.c", "clock_sync.c"]
 
 # The Python side of the shim: cffi runs this once, in the program's process,
 # at the first call into Python.
@@ -123,6 +124,8 @@ def build_shim(out_dir, build_temp, verbose=False):
         f.write(generate.generate())
     with open(os.path.join(build_temp, "pmpi.h"), "w") as f:
         f.write(generate.generate_pmpi_header())
+    with open(os.path.join(build_temp, "ids.h"), "w") as f:
+        f.write(generate.generate_ids_header())
 
     mpicc = os.environ.get("MPIGRAPH_MPICC")
     mpi_include_dirs = mpicc_include_dirs(mpicc) if mpicc else wheel_mpich_include_dirs()
@@ -136,7 +139,7 @@ def build_shim(out_dir, build_temp, verbose=False):
     ffi.set_source(
         "_mpigraph_shim",
         '#include "shim.h"\n' + SHIM_API,
-        sources=[os.path.join(CSRC, "shim.c"), os.path.join(CSRC, "clock_sync.c"), wrappers],
+        sources=[os.path.join(CSRC, name) for name in C_SOURCES] + [wrappers],
         include_dirs=[CSRC, build_temp] + mpi_include_dirs,
         define_macros=[("MG_BUILD_PYTHON", '"%s"' % python)],
         extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-Wno-unused-function"],

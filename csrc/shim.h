@@ -18,6 +18,7 @@
 
 #include "record.h"
 #include "pmpi.h" /* generated: PMPI_X calls go through resolved pointers */
+#include "ids.h"  /* generated: MG_ID_<MPI name> */
 
 /* A communicator the shim knows: its agreed id and how to turn its ranks
  * into world ranks.  Never freed (requests may outlive their communicator),
@@ -64,6 +65,9 @@ struct mg_state {
 };
 
 extern struct mg_state mg;
+
+/* One message on stderr, prefixed "mpigraph: ". */
+void mg_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern __thread int mg_depth __attribute__((tls_model("initial-exec")));
 extern __thread int32_t mg_thread_slot __attribute__((tls_model("initial-exec")));
 
@@ -135,6 +139,8 @@ static inline void mg_fill(mg_record *r, int func, int64_t t0, int64_t t1, uint1
 }
 
 mg_comm *mg_comm_lookup_slow(MPI_Comm comm);
+void mg_comms_setup(void);
+void mg_comm_created(int func, int64_t t0, int64_t t1, int rc, MPI_Comm parent, MPI_Comm newcomm);
 
 static inline mg_comm *mg_comm_of(MPI_Comm comm)
 {
@@ -227,6 +233,20 @@ static inline int64_t mg_sum_counts_types_c(const MPI_Count counts[], const MPI_
     return s;
 }
 #endif
+
+/* The clock and the log file (logfile.c). */
+#include <limits.h>
+struct mg_run_setup {  /* what rank 0 decides at MPI_Init and broadcasts */
+    char dir[PATH_MAX];
+    char job_id[64];
+    char error[PATH_MAX + 256]; /* empty when the directory is ready */
+};
+void mg_choose_clock(void);
+void mg_calibrate(int slot);
+void mg_prepare_run_dir(struct mg_run_setup *s);
+int mg_open_log(const struct mg_run_setup *s, int thread_level, char *err, size_t errlen);
+void mg_discard_log(const struct mg_run_setup *s);
+void mg_close_log_file(void);
 
 /* Clock synchronisation samples (clock_sync.c). */
 int64_t mg_clock_ns(void);

@@ -1,0 +1,376 @@
+/* Requests: ids from the call that creates a request to the Wait/Test call
+ * that completes it (one part record per completed request), persistent
+ * requests and their Starts. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "handle_map.h"
+#include "shim.h"
+
+#define SMALL 16 /* requests handled without malloc in one Wait/Test call */
+
+static handle_map request_map;
+static mg_request *free_requests;
+
+static mg_request *request_alloc(void)
+{
+    if (!free_requests) {
+        /* Requests come from slabs and go back to a free list: no malloc per request. */
+        mg_request *slab = calloc(1024, sizeof *slab);
+        for (int i = 0; i < 1024; i++) {
+            slab[i].comm = (mg_comm *)free_requests; /* the free list reuses the comm field */
+            free_requests = &slab[i];
+        }
+    }
+    mg_request *q = free_requests;
+    free_requests = (mg_request *)q->comm;
+    return q;
+}
+
+static void request_release(mg_request *q)
+{
+    map_remove(&request_map, q->key);
+    q->comm = (mg_comm *)free_requests;
+    free_requests = q;
+}
+
+int64_t mg_request_new(MPI_Request req, mg_comm *comm, int32_t peer, int32_t tag, int64_t bytes,
+                       uint16_t flags, uint32_t seq)
+{
+    if (mg.threaded)
+        mg_lock();
+    uint64_t key = HANDLE_KEY(req);
+    mg_request *old = map_get(&request_map, key);
+    if (old) /* a request we never saw complete: its handle was reused */
+        request_release(old);
+    mg_request *q = request_alloc();
+    q->key = key;
+    q->id = ++mg.next_request_id;
+    q->comm = comm;
+    q->peer = peer;
+    q->tag = tag;
+    q->bytes = bytes;
+    q->flags = flags;
+    q->seq = seq;
+    q->active = !(flags & MG_PERSISTENT);
+    map_put(&request_map, key, q);
+    if (mg.threaded)
+        mg_unlock();
+    return q->id;
+}
+
+mg_request *mg_request_find(MPI_Request req)
+{
+    if (mg.threaded)
+        mg_lock();
+    mg_request *q = map_get(&request_map, HANDLE_KEY(req));
+    if (mg.threaded)
+        mg_unlock();
+    return q;
+}
+
+void mg_fill_from_status(mg_record *r, const mg_comm *c, const MPI_Status *st)
+{
+    int count = 0;
+    r->peer = mg_world_peer(c, st->MPI_SOURCE);
+    r->tag = mg_tag(st->MPI_TAG);
+    if (st->MPI_SOURCE == MPI_PROC_NULL) {
+        r->tag = MG_TAG_NONE;
+        r->bytes = 0;
+        return;
+    }
+#if MPI_VERSION >= 4
+    MPI_Count large = 0;
+    if (PMPI_Get_count_c(st, MPI_BYTE, &large) == MPI_SUCCESS && large != MPI_UNDEFINED) {
+        r->bytes = large;
+        return;
+    }
+#endif
+    if (PMPI_Get_count(st, MPI_BYTE, &count) == MPI_SUCCESS && count != MPI_UNDEFINED)
+        r->bytes = count;
+}
+
+/* One part record per request a Wait/Test call completed.  `done` holds the
+ * indices (into saved) of the completed requests; statuses[j] belongs to done[j]. */
+static void log_completions(int func, int64_t t0, int64_t t1, int rc, const MPI_Request *saved, int n_done,
+                            const int *done, const MPI_Status *statuses)
+{
+    mg_request *small[SMALL];
+    mg_request **found = n_done <= SMALL ? small : malloc(sizeof *found * (size_t)n_done);
+    int n_found = 0;
+    if (mg.threaded)
+        mg_lock();
+    for (int j = 0; j < n_done; j++) {
+        mg_request *q = map_get(&request_map, HANDLE_KEY(saved[done ? done[j] : j]));
+        found[j] = q && q->active ? q : NULL;
+        n_found += found[j] != NULL;
+    }
+    mg_record *r = mg_reserve(1 + n_found);
+    if (r) {
+        uint16_t err = rc == MPI_SUCCESS ? 0 : MG_ERROR;
+        mg_fill(r, func, t0, t1, err);
+        mg_record *part = r + 1;
+        for (int j = 0; j < n_done; j++) {
+            mg_request *q = found[j];
+            if (!q)
+                continue;
+            mg_fill(part, func, t0, t1, MG_PART | q->flags | err);
+            part->request = q->id;
+            part->comm = q->comm->id;
+            part->seq = q->seq;
+            part->peer = q->peer;
+            part->tag = q->tag;
+            part->bytes = q->bytes;
+            if ((q->flags & MG_RECV) && statuses)
+                mg_fill_from_status(part, q->comm, &statuses[j]);
+            part++;
+        }
+        mg_publish(1 + n_found);
+    }
+    for (int j = 0; j < n_done; j++) {
+        mg_request *q = found[j];
+        if (!q)
+            continue;
+        q->active = 0;
+        if (!(q->flags & MG_PERSISTENT))
+            request_release(q);
+    }
+    if (mg.threaded)
+        mg_unlock();
+    if (found != small)
+        free(found);
+}
+
+/* Scratch space for the request handles and statuses of one Wait/Test call. */
+typedef struct {
+    MPI_Request small_req[SMALL];
+    MPI_Status small_st[SMALL];
+    int small_idx[SMALL];
+    MPI_Request *saved;
+    MPI_Status *st;
+    int *idx;
+} scratch;
+
+static void scratch_init(scratch *s, int n, const MPI_Request *reqs, MPI_Status *statuses)
+{
+    int big = n > SMALL;
+    s->saved = big ? malloc(sizeof(MPI_Request) * (size_t)n) : s->small_req;
+    s->idx = big ? malloc(sizeof(int) * (size_t)n) : s->small_idx;
+    s->st = statuses != MPI_STATUSES_IGNORE ? statuses : big ? malloc(sizeof(MPI_Status) * (size_t)n) : s->small_st;
+    if (n > 0)
+        memcpy(s->saved, reqs, sizeof(MPI_Request) * (size_t)n);
+}
+
+static void scratch_free(scratch *s, MPI_Status *statuses)
+{
+    if (s->saved != s->small_req)
+        free(s->saved);
+    if (s->idx != s->small_idx)
+        free(s->idx);
+    if (s->st != statuses && s->st != s->small_st)
+        free(s->st);
+}
+
+#define BEGIN_COMPLETION(call)                                                                                 \
+    if (!mg_should_record())                                                                                   \
+        return call;                                                                                           \
+    mg_depth++
+
+int MPI_Wait(MPI_Request *request, MPI_Status *status)
+{
+    BEGIN_COMPLETION(PMPI_Wait(request, status));
+    MPI_Status local, *st = status == MPI_STATUS_IGNORE ? &local : status;
+    MPI_Request saved = *request;
+    int64_t t0 = mg_now();
+    int rc = PMPI_Wait(request, st);
+    int64_t t1 = mg_now();
+    log_completions(MG_ID_MPI_Wait, t0, t1, rc, &saved, 1, NULL, st);
+    mg_depth--;
+    return rc;
+}
+
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
+{
+    BEGIN_COMPLETION(PMPI_Test(request, flag, status));
+    MPI_Status local, *st = status == MPI_STATUS_IGNORE ? &local : status;
+    MPI_Request saved = *request;
+    int64_t t0 = mg_now();
+    int rc = PMPI_Test(request, flag, st);
+    int64_t t1 = mg_now();
+    log_completions(MG_ID_MPI_Test, t0, t1, rc, &saved, *flag ? 1 : 0, NULL, st);
+    mg_depth--;
+    return rc;
+}
+
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
+{
+    BEGIN_COMPLETION(PMPI_Waitall(count, requests, statuses));
+    scratch s;
+    scratch_init(&s, count, requests, statuses);
+    int64_t t0 = mg_now();
+    int rc = PMPI_Waitall(count, requests, s.st);
+    int64_t t1 = mg_now();
+    log_completions(MG_ID_MPI_Waitall, t0, t1, rc, s.saved, count, NULL, s.st);
+    scratch_free(&s, statuses);
+    mg_depth--;
+    return rc;
+}
+
+int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[])
+{
+    BEGIN_COMPLETION(PMPI_Testall(count, requests, flag, statuses));
+    scratch s;
+    scratch_init(&s, count, requests, statuses);
+    int64_t t0 = mg_now();
+    int rc = PMPI_Testall(count, requests, flag, s.st);
+    int64_t t1 = mg_now();
+    log_completions(MG_ID_MPI_Testall, t0, t1, rc, s.saved, *flag ? count : 0, NULL, s.st);
+    scratch_free(&s, statuses);
+    mg_depth--;
+    return rc;
+}
+
+static int any_wrapper(int func, int count, MPI_Request requests[], int *index, int *flag, MPI_Status *status)
+{
+    scratch s;
+    scratch_init(&s, count, requests, MPI_STATUSES_IGNORE);
+    MPI_Status local, *st = status == MPI_STATUS_IGNORE ? &local : status;
+    int done_flag = 1;
+    int64_t t0 = mg_now();
+    int rc = func == MG_ID_MPI_Waitany ? PMPI_Waitany(count, requests, index, st)
+                                  : PMPI_Testany(count, requests, index, &done_flag, st);
+    int64_t t1 = mg_now();
+    if (flag)
+        *flag = done_flag;
+    int completed = done_flag && *index != MPI_UNDEFINED && rc == MPI_SUCCESS;
+    log_completions(func, t0, t1, rc, completed ? &s.saved[*index] : s.saved, completed, NULL, st);
+    scratch_free(&s, MPI_STATUSES_IGNORE);
+    return rc;
+}
+
+int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
+{
+    BEGIN_COMPLETION(PMPI_Waitany(count, requests, index, status));
+    int rc = any_wrapper(MG_ID_MPI_Waitany, count, requests, index, NULL, status);
+    mg_depth--;
+    return rc;
+}
+
+int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag, MPI_Status *status)
+{
+    BEGIN_COMPLETION(PMPI_Testany(count, requests, index, flag, status));
+    int rc = any_wrapper(MG_ID_MPI_Testany, count, requests, index, flag, status);
+    mg_depth--;
+    return rc;
+}
+
+static int some_wrapper(int func, int incount, MPI_Request requests[], int *outcount, int indices[],
+                        MPI_Status statuses[])
+{
+    scratch s;
+    scratch_init(&s, incount, requests, statuses);
+    int64_t t0 = mg_now();
+    int rc = func == MG_ID_MPI_Waitsome ? PMPI_Waitsome(incount, requests, outcount, indices, s.st)
+                                   : PMPI_Testsome(incount, requests, outcount, indices, s.st);
+    int64_t t1 = mg_now();
+    int n = *outcount == MPI_UNDEFINED ? 0 : *outcount;
+    log_completions(func, t0, t1, rc, s.saved, n, indices, s.st);
+    scratch_free(&s, statuses);
+    return rc;
+}
+
+int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[])
+{
+    BEGIN_COMPLETION(PMPI_Waitsome(incount, requests, outcount, indices, statuses));
+    int rc = some_wrapper(MG_ID_MPI_Waitsome, incount, requests, outcount, indices, statuses);
+    mg_depth--;
+    return rc;
+}
+
+int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[])
+{
+    BEGIN_COMPLETION(PMPI_Testsome(incount, requests, outcount, indices, statuses));
+    int rc = some_wrapper(MG_ID_MPI_Testsome, incount, requests, outcount, indices, statuses);
+    mg_depth--;
+    return rc;
+}
+
+/* Start and Startall: a part per request started, so each activation of a
+ * persistent request can be matched like a fresh Isend/Irecv. */
+static void log_starts(int func, int64_t t0, int64_t t1, int rc, int count, const MPI_Request *requests)
+{
+    if (mg.threaded)
+        mg_lock();
+    mg_record *r = mg_reserve(1 + count);
+    if (r) {
+        uint16_t err = rc == MPI_SUCCESS ? 0 : MG_ERROR;
+        mg_fill(r, func, t0, t1, err);
+        int parts = 0;
+        for (int i = 0; i < count; i++) {
+            mg_request *q = map_get(&request_map, HANDLE_KEY(requests[i]));
+            if (!q)
+                continue;
+            q->active = rc == MPI_SUCCESS;
+            mg_record *p = r + 1 + parts++;
+            mg_fill(p, func, t0, t1, MG_PART | q->flags | err);
+            p->request = q->id;
+            p->comm = q->comm->id;
+            p->peer = q->peer;
+            p->tag = q->tag;
+            p->bytes = q->bytes;
+        }
+        mg_publish(1 + parts);
+    }
+    if (mg.threaded)
+        mg_unlock();
+}
+
+int MPI_Start(MPI_Request *request)
+{
+    BEGIN_COMPLETION(PMPI_Start(request));
+    int64_t t0 = mg_now();
+    int rc = PMPI_Start(request);
+    int64_t t1 = mg_now();
+    log_starts(MG_ID_MPI_Start, t0, t1, rc, 1, request);
+    mg_depth--;
+    return rc;
+}
+
+int MPI_Startall(int count, MPI_Request requests[])
+{
+    BEGIN_COMPLETION(PMPI_Startall(count, requests));
+    int64_t t0 = mg_now();
+    int rc = PMPI_Startall(count, requests);
+    int64_t t1 = mg_now();
+    log_starts(MG_ID_MPI_Startall, t0, t1, rc, count, requests);
+    mg_depth--;
+    return rc;
+}
+
+int MPI_Request_free(MPI_Request *request)
+{
+    BEGIN_COMPLETION(PMPI_Request_free(request));
+    MPI_Request saved = *request;
+    int64_t t0 = mg_now();
+    int rc = PMPI_Request_free(request);
+    int64_t t1 = mg_now();
+    if (mg.threaded)
+        mg_lock();
+    mg_request *q = map_get(&request_map, HANDLE_KEY(saved));
+    mg_record *r = mg_reserve(1);
+    if (r) {
+        mg_fill(r, MG_ID_MPI_Request_free, t0, t1, rc == MPI_SUCCESS ? 0 : MG_ERROR);
+        if (q) {
+            r->request = q->id;
+            r->comm = q->comm->id;
+            r->flags |= q->flags;
+        }
+        mg_publish(1);
+    }
+    if (q && rc == MPI_SUCCESS)
+        request_release(q);
+    if (mg.threaded)
+        mg_unlock();
+    mg_depth--;
+    return rc;
+}
