@@ -1,0 +1,174 @@
+"""Settings, read from MPIGRAPH_* environment variables.
+
+Inside a profiled job the only way to pass settings to the analysis is the
+environment (``mpigraph run`` and ``mpiexec -genv`` set it for every rank);
+offline, ``mpigraph analyze`` reads the same variables and its options override
+them.  ``SETTINGS`` is the one table of every variable, its default and its
+meaning: ``mpigraph config`` prints it and the README copies it.
+
+Some variables are read by the C shim only (``shim_only``): they are listed so
+users find them in one place, but the analysis never looks at them.
+"""
+
+import dataclasses
+import math
+import os
+from collections import namedtuple
+
+
+class ConfigError(ValueError):
+    """A setting has a value mpigraph does not accept; the message names the variable."""
+
+
+ALGORITHMS = ("dijkstra", "delta-stepping", "parallel-dijkstra", "parallel-delta-stepping",
+              "toposort", "parallel-toposort")
+CLOCK_METHODS = ("pingpong", "barrier", "none")
+DEFAULT_COMPRESS_LEVEL = 3   # zstandard's own default level: fast, most of the gain
+
+Setting = namedtuple("Setting", "name default help shim_only")
+
+SETTINGS = [
+    Setting("MPIGRAPH_OUT", "./mpigraph-<date>-<jobid>",
+            "run directory: the raw logs go to <dir>/raw/, the report to <dir>/", False),
+    Setting("MPIGRAPH_ANALYZE", "on",
+            "on|off: analyse the run at MPI_Finalize (off: only write the raw logs)", False),
+    Setting("MPIGRAPH_ALGORITHM", "dijkstra",
+            "critical-path algorithm: " + ", ".join(ALGORITHMS), False),
+    Setting("MPIGRAPH_CLOCK", "pingpong",
+            "cross-rank clock alignment: pingpong (offset and drift by ping-pong), "
+            "barrier (barrier and median, the baseline), none (trust the clocks)", False),
+    Setting("MPIGRAPH_THRESHOLD", "0",
+            "seconds: compute gaps shorter than this merge the calls around them (0: keep all)", False),
+    Setting("MPIGRAPH_SPLITS", "on",
+            "on|off: split the graph at global synchronisation points and solve the pieces in parallel", False),
+    Setting("MPIGRAPH_COMPRESS", "on",
+            "off|on|1-22: zstandard level for data exchanged between analysis ranks (on = %d)"
+            % DEFAULT_COMPRESS_LEVEL, False),
+    Setting("MPIGRAPH_QUIET", "0", "1: print neither the summary nor progress messages", False),
+    Setting("MPIGRAPH_VERBOSE", "0",
+            "1: print every analysis stage with its time on stderr (always on above 1e6 records)", False),
+    Setting("MPIGRAPH_RECORD", "on", "on|off: record at all (off: the shim does nothing)", True),
+    Setting("MPIGRAPH_CLOCK_SOURCE", "tsc if invariant",
+            "tsc|monotonic: the clock the shim reads in every wrapper", True),
+    Setting("MPIGRAPH_PYTHON", "the installing Python",
+            "the Python interpreter the shim starts at MPI_Finalize of a C/Fortran program", True),
+]
+
+_ON = ("on", "1", "yes", "true")
+_OFF = ("off", "0", "no", "false")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """The analysis settings; field docs are in SETTINGS."""
+
+    out: str = None               # None: the shim chose the directory
+    analyze: bool = True
+    algorithm: str = "dijkstra"
+    clock: str = "pingpong"
+    threshold: float = 0.0        # seconds
+    splits: bool = True
+    compress: int = DEFAULT_COMPRESS_LEVEL   # zstandard level, 0 = off
+    quiet: bool = False
+    verbose: bool = False
+
+    def with_overrides(self, **changes):
+        """A copy with the non-None `changes` applied and validated (command-line options)."""
+        changes = {k: v for k, v in changes.items() if v is not None}
+        if "algorithm" in changes:
+            changes["algorithm"] = parse_algorithm(changes["algorithm"], "--algorithm")
+        return dataclasses.replace(self, **changes)
+
+
+def _bad(name, value, accepted):
+    return ConfigError("%s=%r is not valid; accepted: %s" % (name, value, accepted))
+
+
+def parse_switch(value, name):
+    """on|off (also 1/0, yes/no, true/false, any case) -> bool."""
+    v = value.strip().lower()
+    if v in _ON:
+        return True
+    if v in _OFF:
+        return False
+    raise _bad(name, value, "on or off (or 1/0, yes/no, true/false)")
+
+
+def parse_algorithm(value, name="MPIGRAPH_ALGORITHM"):
+    v = value.strip().lower()
+    if v not in ALGORITHMS:
+        raise _bad(name, value, ", ".join(ALGORITHMS))
+    return v
+
+
+def parse_clock(value, name="MPIGRAPH_CLOCK"):
+    v = value.strip().lower()
+    if v not in CLOCK_METHODS:
+        raise _bad(name, value, ", ".join(CLOCK_METHODS))
+    return v
+
+
+def parse_threshold(value, name="MPIGRAPH_THRESHOLD"):
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (seconds >= 0 and math.isfinite(seconds)):
+        raise _bad(name, value, "a number of seconds >= 0, such as 0 or 1e-6")
+    return seconds
+
+
+def parse_compress(value, name="MPIGRAPH_COMPRESS"):
+    v = value.strip().lower()
+    if v in _OFF:
+        return 0
+    if v in _ON:
+        return DEFAULT_COMPRESS_LEVEL
+    if v.isdigit() and 1 <= int(v) <= 22:
+        return int(v)
+    raise _bad(name, value, "off, on, or a zstandard level 1-22")
+
+
+def parse_flag(value, name):
+    """0/1 flags (QUIET, VERBOSE); on/off spellings are accepted too."""
+    return parse_switch(value, name)
+
+
+# variable -> (Config field, parser)
+_PARSERS = {
+    "MPIGRAPH_OUT": ("out", lambda value, name: value or None),
+    "MPIGRAPH_ANALYZE": ("analyze", parse_switch),
+    "MPIGRAPH_ALGORITHM": ("algorithm", parse_algorithm),
+    "MPIGRAPH_CLOCK": ("clock", parse_clock),
+    "MPIGRAPH_THRESHOLD": ("threshold", parse_threshold),
+    "MPIGRAPH_SPLITS": ("splits", parse_switch),
+    "MPIGRAPH_COMPRESS": ("compress", parse_compress),
+    "MPIGRAPH_QUIET": ("quiet", parse_flag),
+    "MPIGRAPH_VERBOSE": ("verbose", parse_flag),
+}
+assert set(_PARSERS) == {s.name for s in SETTINGS if not s.shim_only}
+
+
+def from_env(environ=None):
+    """The Config described by `environ` (default os.environ); unset or empty variables keep their default.
+
+    Raises ConfigError naming the first variable with a bad value.
+    """
+    environ = os.environ if environ is None else environ
+    values = {}
+    for name, (field, parse) in _PARSERS.items():
+        raw = environ.get(name)
+        if raw is not None and (raw.strip() or field == "out"):
+            values[field] = parse(raw, name)
+    return Config(**values)
+
+
+def settings_table():
+    """The settings as a text table: variable, default, meaning."""
+    width = max(len(s.name) for s in SETTINGS)
+    dwidth = max(len(s.default) for s in SETTINGS)
+    lines = ["%-*s  %-*s  %s" % (width, "variable", dwidth, "default", "meaning")]
+    for s in SETTINGS:
+        note = " (read by the shim)" if s.shim_only else ""
+        lines.append("%-*s  %-*s  %s%s" % (width, s.name, dwidth, s.default, s.help, note))
+    return "\n".join(lines) + "\n"

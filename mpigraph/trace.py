@@ -1,0 +1,276 @@
+"""Read and validate the shim's raw logs (``<run>/raw/rank-<r>.log``).
+
+The records are never copied: ``RankLog.records`` is a read-only numpy
+memmap of exactly ``n_records`` records of ``record.RECORD_DTYPE``.  Every
+problem a damaged, foreign or incomplete log can have becomes a TraceError
+whose message names the file and, for a bad record, its index; validation is
+vectorised (one pass of numpy over the records, no Python loop per record).
+
+``find_run`` looks at the directory (which ranks, which job), ``open_logs``
+opens the logs of some ranks, ``open_run`` does both for all ranks.  The
+analysis splits them so each analysis rank opens only the logs it owns.
+"""
+
+import os
+import re
+from collections import namedtuple
+
+import numpy as np
+
+from mpigraph import clock, mpi_functions, record
+
+
+class TraceError(Exception):
+    """A run directory or a log cannot be analysed; the message names the file (and record)."""
+
+
+LOG_NAME = re.compile(r"^rank-(\d+)\.log$")
+
+RunInfo = namedtuple("RunInfo", "run_dir world_size job_id")
+
+
+def raw_dir(run_dir):
+    return os.path.join(run_dir, "raw")
+
+
+def log_path(run_dir, rank):
+    return os.path.join(raw_dir(run_dir), "rank-%d.log" % rank)
+
+
+class RankLog:
+    """One rank's log: its header and a memmap of its records.
+
+    Attributes: path, header (a numpy record of HEADER_DTYPE: ``header["pid"]``),
+    records (memmap of RECORD_DTYPE, length n_records), rank, world_size,
+    job_id, hostname, finalized (reached MPI_Finalize and closed the log),
+    recording_dropped (the shim stopped recording early: disk full), clock (a
+    clock.Conversion from ticks to ns).
+    """
+
+    def __init__(self, path, header, records):
+        self.path = path
+        self.header = header
+        self.records = records
+        self.rank = int(header["world_rank"])
+        self.world_size = int(header["world_size"])
+        self.job_id = _text(header["job_id"])
+        self.hostname = _text(header["hostname"])
+        self.finalized = bool(header["flags"] & record.HEADER_FINALIZED)
+        self.recording_dropped = bool(header["flags"] & record.HEADER_RECORDING_DROPPED)
+        try:
+            self.clock = clock.conversion_from_header(header)
+        except clock.ClockError as e:
+            raise TraceError("%s: %s" % (path, e)) from None
+
+    @property
+    def n_records(self):
+        return len(self.records)
+
+    def __repr__(self):
+        return "RankLog(%r, rank=%d, records=%d)" % (self.path, self.rank, self.n_records)
+
+
+class Run:
+    """The logs of one run that this process opened (all of them, or the ranks asked for)."""
+
+    def __init__(self, info, logs):
+        self.run_dir = info.run_dir
+        self.world_size = info.world_size
+        self.job_id = info.job_id
+        self.logs = logs   # trace rank -> RankLog, in rank order
+
+    def __repr__(self):
+        return "Run(%r, world_size=%d, opened=%d)" % (self.run_dir, self.world_size, len(self.logs))
+
+
+def _text(value):
+    return bytes(value).rstrip(b"\0").decode("utf-8", "replace")
+
+
+# ---- the header ------------------------------------------------------------
+
+def read_header(path):
+    """(header, file size) of a log, the header checked for magic, version and sizes."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(record.HEADER_DTYPE.itemsize)
+    except OSError as e:
+        raise TraceError("%s: cannot read: %s" % (path, e.strerror or e)) from None
+    if size == 0:
+        raise TraceError("%s: empty file (0 bytes): the rank never wrote its log header" % path)
+    if len(head) >= len(record.MAGIC) and head[: len(record.MAGIC)] != record.MAGIC:
+        raise TraceError("%s: not an mpigraph log (the file does not start with %r)"
+                         % (path, record.MAGIC.decode()))
+    if size < record.HEADER_SIZE:
+        raise TraceError("%s: truncated header: the file has %d bytes, a log header has %d"
+                         % (path, size, record.HEADER_SIZE))
+    header = np.frombuffer(head, record.HEADER_DTYPE, count=1)[0]
+    _check_header(path, header)
+    return header, size
+
+
+def _check_header(path, header):
+    if header["version"] != record.VERSION:
+        raise TraceError("%s: log format version %d; this mpigraph reads version %d"
+                         % (path, header["version"], record.VERSION))
+    if header["header_size"] != record.HEADER_SIZE:
+        raise TraceError("%s: header size %d; this mpigraph reads %d-byte headers"
+                         % (path, header["header_size"], record.HEADER_SIZE))
+    if header["record_size"] != record.RECORD_SIZE:
+        raise TraceError("%s: record size %d; this mpigraph reads %d-byte records"
+                         % (path, header["record_size"], record.RECORD_SIZE))
+    if header["world_size"] < 1 or not 0 <= header["world_rank"] < header["world_size"]:
+        raise TraceError("%s: bad header: rank %d of world size %d"
+                         % (path, header["world_rank"], header["world_size"]))
+    if header["n_records"] < 0:
+        raise TraceError("%s: bad header: %d records" % (path, header["n_records"]))
+
+
+# ---- the records -----------------------------------------------------------
+
+def _map_records(path, size, n_records):
+    complete = (size - record.HEADER_SIZE) // record.RECORD_SIZE
+    if complete < n_records:
+        raise TraceError(
+            "%s: truncated: the header counts %d records but the file holds only %d complete records "
+            "(%d missing: the file has %d bytes, %d are needed)"
+            % (path, n_records, complete, n_records - complete, size,
+               record.HEADER_SIZE + n_records * record.RECORD_SIZE))
+    if n_records == 0:
+        return np.zeros(0, record.RECORD_DTYPE)
+    return np.memmap(path, dtype=record.RECORD_DTYPE, mode="r", offset=record.HEADER_SIZE,
+                     shape=(n_records,))
+
+
+def _known_functions():
+    known = np.zeros(1 << 16, bool)
+    known[list(mpi_functions.BY_ID)] = True
+    return known
+
+
+_KNOWN = _known_functions()
+
+
+def call_index(records):
+    """For each record, the index of its call record (itself for a call, the call before it for a part).
+
+    -1 for a part record with no call record before it.
+    """
+    index = np.arange(len(records), dtype=np.int64)
+    is_part = (records["flags"] & record.PART) != 0
+    return np.maximum.accumulate(np.where(is_part, -1, index)) if len(records) else index
+
+
+def validate_records(path, records):
+    """Raise TraceError for the first record that breaks the format's rules."""
+    if len(records) == 0:
+        return
+    func, t_start, t_end = records["func"], records["t_start"], records["t_end"]
+    owner = call_index(records)
+    safe_owner = np.maximum(owner, 0)
+    problems = []   # (first bad index, message for it)
+
+    def first(bad, describe):
+        where = np.flatnonzero(bad)
+        if len(where):
+            problems.append((int(where[0]), describe))
+
+    first(~_KNOWN[func], lambda i: "unknown function id %d" % func[i])
+    first(t_end < t_start, lambda i: "ends before it starts (t_start %d, t_end %d ticks)" % (t_start[i], t_end[i]))
+    first(owner < 0, lambda i: "a part record (flag PART) with no call record before it")
+    first((owner >= 0) & ((func != func[safe_owner]) | (t_start != t_start[safe_owner])
+                          | (t_end != t_end[safe_owner])),
+          lambda i: "part record of %s does not share the function and times of its call record %d (%s)"
+          % (mpi_functions.name_of(func[i]), owner[i], mpi_functions.name_of(func[owner[i]])))
+    if problems:
+        index, describe = min(problems, key=lambda p: p[0])
+        raise TraceError("%s: record %d: %s" % (path, index, describe(index)))
+
+
+def open_log(path, validate=True):
+    """Open one log: header checked, records mapped (not copied) and validated."""
+    header, size = read_header(path)
+    match = LOG_NAME.match(os.path.basename(path))
+    if match and int(match.group(1)) != header["world_rank"]:
+        raise TraceError("%s: the header says rank %d, the file name another rank" % (path, header["world_rank"]))
+    records = _map_records(path, size, int(header["n_records"]))
+    if validate:
+        validate_records(path, records)
+    return RankLog(path, header, records)
+
+
+# ---- the run directory -------------------------------------------------------
+
+def list_logs(run_dir):
+    """{trace rank: path} of the logs in run_dir/raw."""
+    raw = raw_dir(run_dir)
+    try:
+        names = os.listdir(raw)
+    except FileNotFoundError:
+        what = "is not a directory" if not os.path.isdir(run_dir) else "has no raw/ directory"
+        raise TraceError("%s %s: not an mpigraph run directory" % (run_dir, what)) from None
+    except OSError as e:
+        raise TraceError("%s: cannot list: %s" % (raw, e.strerror or e)) from None
+    logs = {int(m.group(1)): os.path.join(raw, name) for name in names for m in [LOG_NAME.match(name)] if m}
+    if not logs:
+        raise TraceError("%s: no rank-<r>.log files: not an mpigraph run directory" % raw)
+    return dict(sorted(logs.items()))
+
+
+def _ranges(ranks):
+    """'0-3, 7' for [0, 1, 2, 3, 7]."""
+    ranks = sorted(ranks)
+    parts, start = [], None
+    for i, r in enumerate(ranks):
+        if start is None:
+            start = r
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            parts.append(str(start) if start == r else "%d-%d" % (start, r))
+            start = None
+    return ", ".join(parts)
+
+
+def find_run(run_dir):
+    """RunInfo of run_dir: checks that the logs of ranks 0..P-1 are all there, and no others.
+
+    P (the world size) and the job id come from the lowest rank's header.
+    """
+    run_dir = os.path.abspath(run_dir)
+    paths = list_logs(run_dir)
+    # The lowest rank's header decides; if rank 0 is missing the error below says so.
+    reference = paths[min(paths)]
+    header, _ = read_header(reference)
+    world_size = int(header["world_size"])
+    missing = sorted(set(range(world_size)) - set(paths))
+    extra = sorted(r for r in paths if r >= world_size)
+    name = os.path.basename(reference)
+    if missing:
+        raise TraceError("%s: missing the logs of rank%s %s (world size %d, from %s)"
+                         % (raw_dir(run_dir), "s" if len(missing) > 1 else "", _ranges(missing),
+                            world_size, name))
+    if extra:
+        raise TraceError("%s: logs of ranks %s beyond the world size %d (from %s): logs of two runs are mixed"
+                         % (raw_dir(run_dir), _ranges(extra), world_size, name))
+    return RunInfo(run_dir, world_size, _text(header["job_id"]))
+
+
+def open_logs(info, ranks):
+    """{rank: RankLog} for `ranks` of the run `info`, each validated and checked to belong to the run."""
+    logs = {}
+    for rank in ranks:
+        log = open_log(log_path(info.run_dir, rank))
+        if log.world_size != info.world_size:
+            raise TraceError("%s: world size %d, but rank-0.log says %d: logs of two runs are mixed"
+                             % (log.path, log.world_size, info.world_size))
+        if log.job_id != info.job_id:
+            raise TraceError("%s: job id %r, but rank-0.log says %r: logs of two runs are mixed"
+                             % (log.path, log.job_id, info.job_id))
+        logs[rank] = log
+    return logs
+
+
+def open_run(run_dir, ranks=None):
+    """Open the run in run_dir: the logs of `ranks` (default all), validated."""
+    info = find_run(run_dir)
+    return Run(info, open_logs(info, range(info.world_size) if ranks is None else ranks))
