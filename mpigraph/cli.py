@@ -1,0 +1,159 @@
+"""The ``mpigraph`` command.
+
+    mpigraph lib                          path of the shim library to LD_PRELOAD
+    mpigraph demo [-n 4] [--out DIR]      profile the bundled imbalanced demo
+    mpigraph run -n N [--out DIR] [--algorithm A] [--mpiexec PATH] -- prog args
+    mpigraph analyze DIR [--algorithm A] [--quiet] [--verbose]
+                                          analyse saved logs again (serially, or
+                                          under mpiexec -n K in parallel)
+    mpigraph report DIR                   print DIR/summary.txt again
+    mpigraph config                       the MPIGRAPH_* settings
+
+Errors the user can fix (bad logs, bad settings, no MPI) print one line
+``mpigraph: error: ...`` on stderr and exit with status 2.  Subcommands import
+what they need when they run: ``mpigraph lib`` is used in ``$(...)`` and must
+stay fast, and the launcher modules are optional here.
+"""
+
+import argparse
+import os
+import sys
+
+from mpigraph import __version__
+from mpigraph import config as settings
+
+EXIT_USER_ERROR = 2
+
+
+def cmd_lib(args):
+    from mpigraph._lib import library_path
+
+    print(library_path())
+    return 0
+
+
+def cmd_demo(args):
+    from mpigraph.demo import run_demo
+
+    return run_demo(args.n, args.out)
+
+
+def cmd_run(args):
+    from mpigraph.launcher import run
+
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    settings.from_env()   # a bad MPIGRAPH_* setting fails here, not in every rank at MPI_Finalize
+    options = {}
+    if args.algorithm:
+        options["MPIGRAPH_ALGORITHM"] = settings.parse_algorithm(args.algorithm, "--algorithm")
+    # The launcher prints summary.txt once the job is over: the ranks need not print it too.
+    options["MPIGRAPH_QUIET"] = "1"
+    return run(program, args.n, out=args.out, options=options, mpiexec=args.mpiexec)
+
+
+def cmd_analyze(args):
+    from mpigraph import analysis
+
+    try:
+        cfg = settings.from_env().with_overrides(
+            algorithm=args.algorithm, quiet=True if args.quiet else None, verbose=True if args.verbose else None)
+    except settings.ConfigError:
+        if _analysis_rank() != 0:
+            return EXIT_USER_ERROR   # every rank found the same error: rank 0 says it
+        raise
+    analysis.analyze(args.run_dir, None, cfg)
+    return 0
+
+
+def _analysis_rank():
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.rank
+
+
+def cmd_report(args):
+    from mpigraph.report import print_summary
+
+    print_summary(args.run_dir)
+    return 0
+
+
+def cmd_config(args):
+    sys.stdout.write(settings.settings_table())
+    in_effect = [s.name for s in settings.SETTINGS if os.environ.get(s.name)]
+    if in_effect:
+        print("\nset in this environment:")
+        for name in in_effect:
+            print("  %s=%s" % (name, os.environ[name]))
+    settings.from_env()   # say so if one of them is not valid
+    return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="mpigraph", description="Profile an MPI program and find why it is slow.",
+        epilog="Settings are MPIGRAPH_* environment variables: see 'mpigraph config'.")
+    parser.add_argument("--version", action="version", version="mpigraph " + __version__)
+    sub = parser.add_subparsers(dest="command", metavar="command")
+    sub.required = True
+
+    p = sub.add_parser("lib", help="print the path of the shim library to LD_PRELOAD")
+    p.set_defaults(func=cmd_lib)
+
+    p = sub.add_parser("demo", help="profile the bundled, deliberately imbalanced MPI program")
+    p.add_argument("-n", type=int, default=4, help="ranks (default 4)")
+    p.add_argument("--out", metavar="DIR", help="run directory (default ./mpigraph-<date>-<id>)")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("run", help="run an MPI program under mpigraph: mpigraph run -n N -- ./app args")
+    p.add_argument("-n", type=int, required=True, help="ranks")
+    p.add_argument("--out", metavar="DIR", help="run directory (default ./mpigraph-<date>-<id>)")
+    p.add_argument("--algorithm", choices=settings.ALGORITHMS, help="critical-path algorithm")
+    p.add_argument("--mpiexec", metavar="PATH", help="the mpiexec to use (default: from PATH)")
+    p.add_argument("program", nargs=argparse.REMAINDER, help="-- the program and its arguments")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("analyze", help="analyse a run directory again (mpiexec -n K mpigraph analyze DIR)")
+    p.add_argument("run_dir", metavar="DIR")
+    p.add_argument("--algorithm", choices=settings.ALGORITHMS, help="critical-path algorithm")
+    p.add_argument("--quiet", action="store_true", help="do not print the summary")
+    p.add_argument("--verbose", action="store_true", help="print each stage and its time on stderr")
+    p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("report", help="print the summary of an analysed run again")
+    p.add_argument("run_dir", metavar="DIR")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("config", help="list the MPIGRAPH_* settings and their defaults")
+    p.set_defaults(func=cmd_config)
+    return parser
+
+
+def _user_error_types():
+    """Errors that mean bad input, not a bug: one line, no traceback.
+
+    Looked up in sys.modules so the fast subcommands do not import numpy just
+    to name TraceError: an error class that was never imported was never raised.
+    """
+    types = [settings.ConfigError, FileNotFoundError]
+    for module, name in (("mpigraph.trace", "TraceError"), ("mpigraph.launcher", "LauncherError")):
+        if module in sys.modules:
+            types.append(getattr(sys.modules[module], name))
+    return tuple(types)
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.func is cmd_run and not [a for a in args.program if a != "--"]:
+        build_parser().error("run: no program given (mpigraph run -n N -- ./app args)")
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:   # noqa: BLE001 -- sorted into user errors and bugs just below
+        if "mpigraph.parallel" in sys.modules and isinstance(error, sys.modules["mpigraph.parallel"].PeerFailed):
+            return EXIT_USER_ERROR   # the analysis rank that failed printed its own error
+        if isinstance(error, _user_error_types()):
+            print("mpigraph: error: %s" % error, file=sys.stderr)
+            return EXIT_USER_ERROR
+        raise
