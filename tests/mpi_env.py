@@ -1,0 +1,151 @@
+"""Find the MPI tools the integration tests use, build test programs, run them.
+
+Two MPIs are used when present:
+
+- the ``mpich`` wheel installed with mpigraph (``pip install '.[mpich]'``):
+  mpicc and mpiexec in this Python's bin/ (or on PATH); no Fortran compiler;
+- Debian's system MPICH (apt-get install mpich libmpich-dev gfortran):
+  /usr/bin/mpicc.mpich, mpif90.mpich and mpiexec.mpich (named explicitly,
+  because installing Open MPI switches the plain mpicc/mpiexec alternatives).
+
+Both are MPICH-ABI (libmpi.so.12 / libmpich.so.12), so one shim serves both.
+
+Oversubscription: the tests run 4 ranks on machines that may have 2 cores,
+and MPICH's ranks busy-poll while they wait.  With the mpich 5 wheel (ch4),
+MPIR_CVAR_CH4_PROGRESS_THROTTLE=1 with ..._NO_PROGRESS_COUNT=16 makes a
+waiting rank usleep(1) after 16 polls without progress; measured on 2 cores
+with 4 ranks, one computing while three wait in MPI_Allreduce, 100 times: 1.2 s
+per run without it, 0.4 s with it.  Debian's MPICH 4.0.2 (ch4:ucx) does not
+know that variable and ignores it (neither MPIR_CVAR_POLLS_BEFORE_YIELD nor
+hydra's -bind-to changed its times measurably), so its runs stay short instead.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAMS = os.path.join(HERE, "programs")
+REPO = os.path.dirname(HERE)
+
+# Set for every MPI run the tests start (mpiexec passes its environment on to the ranks).
+QUIET_POLLING = {
+    "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
+    "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "16",
+}
+
+
+class MPI:
+    """One MPI installation: its compiler wrappers and its launcher (None when absent)."""
+
+    def __init__(self, name, mpicc, mpiexec, mpif90=None):
+        self.name, self.mpicc, self.mpiexec, self.mpif90 = name, mpicc, mpiexec, mpif90
+
+    def __repr__(self):
+        return "MPI(%s: %s, %s, %s)" % (self.name, self.mpicc, self.mpiexec, self.mpif90)
+
+
+def _executable(path):
+    return path if path and os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+def _tool(name):
+    """`name` from this Python's bin/ (where the mpich wheel puts it), else from PATH."""
+    return _executable(os.path.join(os.path.dirname(sys.executable), name)) or \
+        _executable(os.path.join(sys.prefix, "bin", name)) or _executable(shutil.which(name))
+
+
+def wheel_mpi():
+    """The MPI mpigraph was installed with: the mpich wheel, or whatever mpicc/mpiexec PATH has."""
+    mpicc, mpiexec = _tool("mpicc"), _tool("mpiexec")
+    return MPI("wheel", mpicc, mpiexec) if mpicc and mpiexec else None
+
+
+def debian_mpich():
+    """Debian's MPICH (mpich + libmpich-dev), with gfortran when mpif90.mpich works."""
+    mpicc, mpiexec = _executable("/usr/bin/mpicc.mpich"), _executable("/usr/bin/mpiexec.mpich")
+    mpif90 = _executable("/usr/bin/mpif90.mpich") if shutil.which("gfortran") else None
+    return MPI("debian-mpich", mpicc, mpiexec, mpif90) if mpicc and mpiexec else None
+
+
+def shim_path():
+    """The shim to preload, as the user finds it: `python -m mpigraph lib`."""
+    out = subprocess.run([sys.executable, "-m", "mpigraph", "lib"], capture_output=True, text=True, env=base_env())
+    if out.returncode != 0 or not out.stdout.strip():
+        raise RuntimeError("`python -m mpigraph lib` failed (%d): %s" % (out.returncode, out.stderr))
+    return out.stdout.strip()
+
+
+def base_env(extra=None):
+    """The environment for the commands the tests start.
+
+    The test process's own, without LD_PRELOAD and MPIGRAPH_* settings, plus
+    QUIET_POLLING, and with the directory of the mpigraph package the tests
+    import first on PYTHONPATH: commands and ranks use the same mpigraph as
+    the tests (the installed one, or a source checkout's).
+    """
+    import mpigraph
+
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("MPIGRAPH_")}
+    env.update(QUIET_POLLING)
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(mpigraph.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([package_parent] + [p for p in [env.get("PYTHONPATH")] if p])
+    env.update(extra or {})
+    return env
+
+
+class Builder:
+    """Compiles programs once per test session into a private directory."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.cache = {}
+
+    def build(self, source, compiler, flags=()):
+        """Path of `source` (a file name under tests/programs or a path) built with `compiler`."""
+        path = source if os.path.isabs(source) else os.path.join(PROGRAMS, source)
+        key = (path, compiler, tuple(flags))
+        if key not in self.cache:
+            stem = os.path.basename(path).replace(".", "_")
+            exe = os.path.join(self.directory, "%s-%s" % (stem, os.path.basename(compiler)))
+            workdir = exe + ".d"      # Fortran .mod files go here, one directory per build
+            os.makedirs(workdir, exist_ok=True)
+            result = subprocess.run([compiler, "-O1", *flags, "-o", exe, path], cwd=workdir,
+                                    capture_output=True, text=True)
+            if result.returncode != 0:
+                raise RuntimeError("cannot build %s with %s:\n%s%s" % (path, compiler, result.stdout, result.stderr))
+            self.cache[key] = exe
+        return self.cache[key]
+
+
+def mpirun(mpi, nprocs, argv, out=None, rank_env=None, cwd=None):
+    """Run `argv` on `nprocs` ranks with `mpi`'s mpiexec; returns the CompletedProcess.
+
+    With `out`, the ranks run under the shim (LD_PRELOAD, set for the ranks
+    only with -genv, as the README tells users) and write their run into `out`.
+    `rank_env` holds further variables for the ranks.  No time limit.
+    """
+    cmd = [mpi.mpiexec, "-n", str(nprocs)]
+    env_for_ranks = dict(rank_env or {})
+    if out is not None:
+        env_for_ranks = {"LD_PRELOAD": shim_path(), "MPIGRAPH_OUT": str(out), **env_for_ranks}
+    for name, value in env_for_ranks.items():
+        cmd += ["-genv", name, str(value)]
+    return subprocess.run(cmd + [str(a) for a in argv], capture_output=True, text=True, env=base_env(), cwd=cwd)
+
+
+def mpigraph(args, nprocs=None, mpi=None, cwd=None):
+    """Run the mpigraph command (`python -m mpigraph args`), under mpiexec -n nprocs if given."""
+    cmd = [sys.executable, "-m", "mpigraph", *[str(a) for a in args]]
+    if nprocs:
+        cmd = [(mpi or wheel_mpi()).mpiexec, "-n", str(nprocs)] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, env=base_env(), cwd=cwd)
+
+
+def read_functions_csv(path):
+    """{function: calls} from a functions.csv."""
+    import csv
+
+    with open(path, newline="") as f:
+        return {row["function"]: int(row["calls"]) for row in csv.DictReader(f)}
