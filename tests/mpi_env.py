@@ -29,6 +29,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "programs")
 REPO = os.path.dirname(HERE)
 
+# Where the commands the tests start run unless told otherwise: not the repository's root,
+# where `python -m mpigraph` would import the source tree's mpigraph/ (no compiled shim there
+# after a plain `pip install .`) instead of the installed package.
+NEUTRAL_CWD = HERE
+
 # Set for every MPI run the tests start (mpiexec passes its environment on to the ranks).
 QUIET_POLLING = {
     "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
@@ -71,7 +76,8 @@ def debian_mpich():
 
 def shim_path():
     """The shim to preload, as the user finds it: `python -m mpigraph lib`."""
-    out = subprocess.run([sys.executable, "-m", "mpigraph", "lib"], capture_output=True, text=True, env=base_env())
+    out = subprocess.run([sys.executable, "-m", "mpigraph", "lib"], capture_output=True, text=True, env=base_env(),
+                         cwd=NEUTRAL_CWD)
     if out.returncode != 0 or not out.stdout.strip():
         raise RuntimeError("`python -m mpigraph lib` failed (%d): %s" % (out.returncode, out.stderr))
     return out.stdout.strip()
@@ -132,7 +138,8 @@ def mpirun(mpi, nprocs, argv, out=None, rank_env=None, cwd=None):
         env_for_ranks = {"LD_PRELOAD": shim_path(), "MPIGRAPH_OUT": str(out), **env_for_ranks}
     for name, value in env_for_ranks.items():
         cmd += ["-genv", name, str(value)]
-    return subprocess.run(cmd + [str(a) for a in argv], capture_output=True, text=True, env=base_env(), cwd=cwd)
+    return subprocess.run(cmd + [str(a) for a in argv], capture_output=True, text=True, env=base_env(),
+                          cwd=cwd or NEUTRAL_CWD)
 
 
 def mpigraph(args, nprocs=None, mpi=None, cwd=None):
@@ -140,7 +147,7 @@ def mpigraph(args, nprocs=None, mpi=None, cwd=None):
     cmd = [sys.executable, "-m", "mpigraph", *[str(a) for a in args]]
     if nprocs:
         cmd = [(mpi or wheel_mpi()).mpiexec, "-n", str(nprocs)] + cmd
-    return subprocess.run(cmd, capture_output=True, text=True, env=base_env(), cwd=cwd)
+    return subprocess.run(cmd, capture_output=True, text=True, env=base_env(), cwd=cwd or NEUTRAL_CWD)
 
 
 def read_functions_csv(path):
