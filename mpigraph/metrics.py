@@ -68,133 +68,141 @@ FUNCTION_COLUMNS = [
     Column("bytes_collective", "int", "bytes passed to collectives"),
 ]
 
-# ---- vectorised lookups by function id ------------------------------------------
+# ---- which records count where, by function id ---------------------------------
 
-_KINDS = sorted({f.kind for f in mf.FUNCTIONS})
-_KIND_CODE = {k: i for i, k in enumerate(_KINDS)}
+N_IDS = mf.MAX_ID + 1    # dense per-function arrays are indexed by function id
 
 
-def _kind_table():
-    table = np.full(1 << 16, -1, np.int16)
-    for f in mf.FUNCTIONS:
-        table[f.id] = _KIND_CODE[f.kind]
+def _ids_of(*kinds):
+    """Boolean array over function ids: the function is of one of `kinds`."""
+    table = np.zeros(N_IDS, bool)
+    table[[f.id for f in mf.FUNCTIONS if f.kind in kinds]] = True
     return table
 
 
-KIND_OF = _kind_table()   # function id -> kind code (-1: unknown id)
+IS_INIT = _ids_of(mf.INIT)
+IS_FINALIZE = _ids_of(mf.FINALIZE)
+# Bytes are counted where the data moves (see the module doc), decided per function:
+SENDS_IN_CALL = _ids_of(mf.SEND, mf.ISEND, mf.SENDRECV)     # not SEND_INIT: nothing moves yet
+SENDS_IN_PARTS = _ids_of(mf.START)                          # each start of a persistent send
+RECEIVES_IN_CALL = _ids_of(mf.RECV)                         # not IRECV: only the posted size is known
+RECEIVES_IN_PARTS = _ids_of(mf.SENDRECV, mf.COMPLETION)     # the receive half; completed receives
+COLLECTIVE = _ids_of(mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN)
 
-
-def _kind_mask(kind_codes, *kinds):
-    return np.isin(kind_codes, [_KIND_CODE[k] for k in kinds])
-
-
-# ---- grouping --------------------------------------------------------------
+# A record's category: 3 bits from its flags.  Bytes are summed per (function, category).
+_PART_BIT, _SEND_BIT, _RECV_BIT = 4, 2, 1
+_CATEGORIES = np.arange(8)
+_CALL_CATS = _CATEGORIES[(_CATEGORIES & _PART_BIT) == 0]
+_SEND_CALL_CATS = _CALL_CATS[(_CALL_CATS & _SEND_BIT) != 0]
+_RECV_CALL_CATS = _CALL_CATS[(_CALL_CATS & _RECV_BIT) != 0]
+_SEND_PART_CATS = _SEND_CALL_CATS | _PART_BIT
+_RECV_PART_CATS = _RECV_CALL_CATS | _PART_BIT
 
 _INT64_MAX = np.iinfo(np.int64).max
 _INT64_MIN = np.iinfo(np.int64).min
 
 
-def group_reduce(keys, columns):
-    """Group rows by key and reduce each column with its ufunc.
-
-    `columns` maps name -> (values, ufunc) with ufunc one of np.add, np.minimum,
-    np.maximum.  Returns (sorted unique keys, {name: reduced values}).
-    """
-    keys = np.asarray(keys)
-    if len(keys) == 0:
-        return keys[:0], {name: np.asarray(values)[:0] for name, (values, _) in columns.items()}
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-    reduced = {name: ufunc.reduceat(np.asarray(values)[order], starts) for name, (values, ufunc) in columns.items()}
-    return sorted_keys[starts], reduced
-
-
 # ---- one rank's log -----------------------------------------------------------
 
-def record_masks(records):
-    """Boolean masks over the records: call, init, finalize, sent, received, collective."""
+def _shift(flags, flag, bit):
+    """(flags & flag) moved to the position of `bit` (both single bits), as uint32."""
+    moved = (flags & flag).astype(np.uint32)
+    shift = int(bit).bit_length() - int(flag).bit_length()
+    return moved << shift if shift >= 0 else moved >> -shift
+
+
+def function_partials(log, start_ns, end_ns):
+    """Dense per-function sums of one log: {column: int64 array indexed by function id}.
+
+    One pass of numpy over the records, no sorting: counts and byte sums by
+    (function id, category) with bincount/add.at, call durations with add.at,
+    minimum.at and maximum.at (exact int64, unlike bincount's float weights).
+    """
+    records = log.records
+    func = records["func"]
     flags = records["flags"]
-    kind = KIND_OF[records["func"]]
     part = (flags & record.PART) != 0
+    key = ((func.astype(np.uint32) << 3) | _shift(flags, record.PART, _PART_BIT)
+           | _shift(flags, record.SEND, _SEND_BIT) | _shift(flags, record.RECV, _RECV_BIT))
+    count = np.bincount(key, minlength=N_IDS * 8).reshape(N_IDS, 8)
+    nbytes = np.zeros(N_IDS * 8, np.int64)
+    np.add.at(nbytes, key, records["bytes"])
+    nbytes = nbytes.reshape(N_IDS, 8)
+
     call = ~part
-    sends = (flags & record.SEND) != 0
-    recvs = (flags & record.RECV) != 0
-    persistent = (flags & record.PERSISTENT) != 0
+    call_func = func[call].astype(np.intp)
+    duration = (end_ns - start_ns)[call]
+    total = np.zeros(N_IDS, np.int64)
+    shortest = np.full(N_IDS, _INT64_MAX, np.int64)
+    longest = np.full(N_IDS, _INT64_MIN, np.int64)
+    np.add.at(total, call_func, duration)
+    np.minimum.at(shortest, call_func, duration)
+    np.maximum.at(longest, call_func, duration)
+
+    calls = count[:, _CALL_CATS].sum(axis=1)
     return {
-        "call": call,
-        "init": call & _kind_mask(kind, mf.INIT),
-        "finalize": call & _kind_mask(kind, mf.FINALIZE),
-        # A persistent send moves data at each Start (a part per request), not at Send_init.
-        "sent": sends & ((call & ~persistent) | (part & _kind_mask(kind, mf.START))),
-        # Received sizes are known from the status: at the receive, or at the completion of a request.
-        "received": recvs & ((call & _kind_mask(kind, mf.RECV))
-                             | (part & _kind_mask(kind, mf.SENDRECV, mf.COMPLETION))),
-        "collective": call & _kind_mask(kind, mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN),
+        "calls": calls,
+        "ranks": (calls > 0).astype(np.int64),
+        "time_total": total,
+        "time_min": shortest,
+        "time_max": longest,
+        "bytes_sent": np.where(SENDS_IN_CALL, nbytes[:, _SEND_CALL_CATS].sum(axis=1), 0)
+        + np.where(SENDS_IN_PARTS, nbytes[:, _SEND_PART_CATS].sum(axis=1), 0),
+        "bytes_received": np.where(RECEIVES_IN_CALL, nbytes[:, _RECV_CALL_CATS].sum(axis=1), 0)
+        + np.where(RECEIVES_IN_PARTS, nbytes[:, _RECV_PART_CATS].sum(axis=1), 0),
+        "bytes_collective": np.where(COLLECTIVE, nbytes[:, _CALL_CATS].sum(axis=1), 0),
     }
 
 
-def rank_row(log, start_ns, end_ns, masks):
+def program_span(log, start_ns, end_ns):
+    """(start, end) ns of the rank's program: first MPI_Init end to last MPI_Finalize start.
+
+    Without a Finalize (the rank crashed or was killed) the end is the end of
+    its last record; without an Init, the start is the start of its first.
+    """
+    if log.n_records == 0:
+        return 0, 0
+    func = log.records["func"]
+    inits = np.flatnonzero(IS_INIT[func] & ((log.records["flags"] & record.PART) == 0))
+    start = end_ns[inits[0]] if len(inits) else start_ns.min()
+    finals = np.flatnonzero(IS_FINALIZE[func])
+    end = start_ns[finals[-1]] if (log.finalized and len(finals)) else end_ns.max()
+    return int(start), int(end)
+
+
+def rank_row(log, start_ns, end_ns, partials):
     """The per-rank values of one log (program_start/end absolute ns; made relative later)."""
-    nbytes = log.records["bytes"]
-    call, init, finalize = masks["call"], masks["init"], masks["finalize"]
-    if len(start_ns) == 0:
-        program_start = program_end = 0
-    else:
-        inits = np.flatnonzero(init)
-        program_start = end_ns[inits[0]] if len(inits) else start_ns.min()
-        finals = np.flatnonzero(finalize)
-        program_end = start_ns[finals[-1]] if (log.finalized and len(finals)) else end_ns.max()
-    mpi_calls = call & ~init & ~finalize
+    program_start, program_end = program_span(log, start_ns, end_ns)
+    user_calls = ~IS_INIT & ~IS_FINALIZE
     return {
         "rank": log.rank,
         "host": log.hostname,
         "pid": int(log.header["pid"]),
-        "program_start": int(program_start),
-        "program_end": int(program_end),
-        "mpi_time": int((end_ns[mpi_calls] - start_ns[mpi_calls]).sum()),
-        "calls": int(call.sum()),
+        "program_start": program_start,
+        "program_end": program_end,
+        "mpi_time": int(partials["time_total"][user_calls].sum()),
+        "calls": int(partials["calls"].sum()),
         "records": log.n_records,
-        "bytes_sent": int(nbytes[masks["sent"]].sum()),
-        "bytes_received": int(nbytes[masks["received"]].sum()),
-        "bytes_collective": int(nbytes[masks["collective"]].sum()),
+        "bytes_sent": int(partials["bytes_sent"].sum()),
+        "bytes_received": int(partials["bytes_received"].sum()),
+        "bytes_collective": int(partials["bytes_collective"].sum()),
         "finalized": log.finalized,
         "recording_dropped": log.recording_dropped,
     }
 
 
-def function_partials(log, start_ns, end_ns, masks):
-    """Per-function partial sums of one log: func, calls, ranks, time sums/min/max, bytes."""
-    call = masks["call"]
-    duration = end_ns - start_ns
-    nbytes = log.records["bytes"]
-    zero = np.int64(0)
-    funcs, cols = group_reduce(log.records["func"], {
-        "calls": (call.astype(np.int64), np.add),
-        "time_total": (np.where(call, duration, zero), np.add),
-        "time_min": (np.where(call, duration, _INT64_MAX), np.minimum),
-        "time_max": (np.where(call, duration, _INT64_MIN), np.maximum),
-        "bytes_sent": (np.where(masks["sent"], nbytes, zero), np.add),
-        "bytes_received": (np.where(masks["received"], nbytes, zero), np.add),
-        "bytes_collective": (np.where(masks["collective"], nbytes, zero), np.add),
-    })
-    cols["function_id"] = funcs.astype(np.int64)
-    cols["ranks"] = np.ones(len(funcs), np.int64)
-    return cols
-
-
 def local_tables(logs, times):
-    """(rank rows, function partials) of the logs this analysis rank owns.
+    """(rank rows, function partials summed over the owned logs) of this analysis rank.
 
     `logs` maps trace rank -> RankLog, `times` trace rank -> (start_ns, end_ns).
     """
     rows, partials = [], []
     for rank, log in logs.items():
         start_ns, end_ns = times[rank]
-        masks = record_masks(log.records)
-        rows.append(rank_row(log, start_ns, end_ns, masks))
-        partials.append(function_partials(log, start_ns, end_ns, masks))
-    return rows, partials
+        partial = function_partials(log, start_ns, end_ns)
+        rows.append(rank_row(log, start_ns, end_ns, partial))
+        partials.append(partial)
+    return rows, combine_partials(partials)
 
 
 # ---- combining on rank 0 --------------------------------------------------------
@@ -204,14 +212,23 @@ _PARTIAL_REDUCERS = {"calls": np.add, "ranks": np.add, "time_total": np.add, "ti
                      "bytes_collective": np.add}
 
 
+def combine_partials(partials):
+    """Dense partials of several logs (or analysis ranks) combined into one; None when there are none."""
+    partials = [p for p in partials if p is not None]
+    if not partials:
+        return None
+    return {name: ufunc.reduce(np.stack([p[name] for p in partials]), axis=0)
+            for name, ufunc in _PARTIAL_REDUCERS.items()}
+
+
 def function_table(partials):
-    """Combine per-log partials into the function table, sorted by time_total, longest first."""
-    merged = {name: np.concatenate([p[name] for p in partials]) if partials else np.zeros(0, np.int64)
-              for name in list(_PARTIAL_REDUCERS) + ["function_id"]}
-    funcs, cols = group_reduce(merged["function_id"], {n: (merged[n], u) for n, u in _PARTIAL_REDUCERS.items()})
-    # Every row has calls >= 1: a part record never comes without its call record.
+    """The function table from dense partials: the functions called, longest time_total first."""
+    funcs = np.flatnonzero(partials["calls"]) if partials is not None else np.zeros(0, np.int64)
+    cols = {name: partials[name][funcs] if partials is not None else np.zeros(0, np.int64)
+            for name in _PARTIAL_REDUCERS}
+    # Every called function has calls >= 1: a part record never comes without its call record.
     cols["time_mean"] = np.rint(cols["time_total"] / np.maximum(cols["calls"], 1)).astype(np.int64)
-    cols["function_id"] = funcs
+    cols["function_id"] = funcs.astype(np.int64)
     cols["function"] = np.array([mf.name_of(f) for f in funcs], dtype=object)
     cols["kind"] = np.array([mf.BY_ID[f].kind for f in funcs], dtype=object)
     order = np.lexsort((funcs, -cols["time_total"]))
@@ -248,5 +265,4 @@ def gather_tables(comm, local):
     if comm.rank != 0:
         return None
     rows = [row for rank_rows, _ in gathered for row in rank_rows]
-    partials = [p for _, rank_partials in gathered for p in rank_partials]
-    return Tables(rank_table(rows), function_table(partials))
+    return Tables(rank_table(rows), function_table(combine_partials([p for _, p in gathered])))

@@ -167,22 +167,33 @@ def validate_records(path, records):
     if len(records) == 0:
         return
     func, t_start, t_end = records["func"], records["t_start"], records["t_end"]
-    owner = call_index(records)
-    safe_owner = np.maximum(owner, 0)
     problems = []   # (first bad index, message for it)
 
-    def first(bad, describe):
-        where = np.flatnonzero(bad)
-        if len(where):
-            problems.append((int(where[0]), describe))
+    def first(bad, describe, where=None):
+        """Note the first True of `bad`; `where` maps positions in `bad` to record indices."""
+        hits = np.flatnonzero(bad)
+        if len(hits):
+            index = int(hits[0] if where is None else where[hits[0]])
+            problems.append((index, describe))
 
     first(~_KNOWN[func], lambda i: "unknown function id %d" % func[i])
     first(t_end < t_start, lambda i: "ends before it starts (t_start %d, t_end %d ticks)" % (t_start[i], t_end[i]))
-    first(owner < 0, lambda i: "a part record (flag PART) with no call record before it")
-    first((owner >= 0) & ((func != func[safe_owner]) | (t_start != t_start[safe_owner])
-                          | (t_end != t_end[safe_owner])),
-          lambda i: "part record of %s does not share the function and times of its call record %d (%s)"
-          % (mpi_functions.name_of(func[i]), owner[i], mpi_functions.name_of(func[owner[i]])))
+    # Part records are few: check them alone, each against the last call record before it.
+    is_part = (records["flags"] & record.PART) != 0
+    parts = np.flatnonzero(is_part)
+    if len(parts):
+        calls = np.flatnonzero(~is_part)
+        before = np.searchsorted(calls, parts) - 1
+        first(before < 0, lambda i: "a part record (flag PART) with no call record before it", parts)
+        owner = calls[np.maximum(before, 0)] if len(calls) else parts
+
+        def describe_part(i):
+            call = calls[np.searchsorted(calls, i) - 1]
+            return ("part record of %s does not share the function and times of its call record %d (%s)"
+                    % (mpi_functions.name_of(func[i]), call, mpi_functions.name_of(func[call])))
+
+        first((before >= 0) & ((func[parts] != func[owner]) | (t_start[parts] != t_start[owner])
+                               | (t_end[parts] != t_end[owner])), describe_part, parts)
     if problems:
         index, describe = min(problems, key=lambda p: p[0])
         raise TraceError("%s: record %d: %s" % (path, index, describe(index)))

@@ -144,12 +144,29 @@ def test_rank_without_records(tmp_path):
     assert np.isnan(ranks["mpi_fraction"][1]) and ranks["calls"].tolist() == [8, 0]
 
 
-def test_group_reduce():
-    keys, cols = metrics.group_reduce(np.array([5, 1, 5, 3, 1]), {
-        "n": (np.ones(5, np.int64), np.add), "lo": (np.array([9, 2, 4, 7, 1]), np.minimum)})
-    assert keys.tolist() == [1, 3, 5] and cols["n"].tolist() == [2, 1, 2] and cols["lo"].tolist() == [1, 7, 4]
-    keys, cols = metrics.group_reduce(np.zeros(0, np.int64), {"n": (np.zeros(0, np.int64), np.add)})
-    assert len(keys) == 0 and len(cols["n"]) == 0
+def test_partials_of_split_ownership_combine_to_the_whole(tmp_path):
+    # Analysis ranks owning {0} and {1} separately must add up to one owning both.
+    write_run(tmp_path)
+    run = trace.open_run(tmp_path)
+    times = {r: (clock.to_ns(log, log.records["t_start"]), clock.to_ns(log, log.records["t_end"]))
+             for r, log in run.logs.items()}
+    rows0, partial0 = metrics.local_tables({0: run.logs[0]}, times)
+    rows1, partial1 = metrics.local_tables({1: run.logs[1]}, times)
+    _, none = metrics.local_tables({}, times)
+    assert none is None
+    combined = metrics.function_table(metrics.combine_partials([partial1, none, partial0]))
+    check_function_table(combined)
+    check_rank_table(metrics.rank_table(rows1 + rows0))
+
+
+def test_times_sum_exactly_beyond_float_precision(tmp_path):
+    big = 2**53 + 1           # not a float64: a float accumulator would lose the 1
+    write_rank(tmp_path, 0, 1, [rec("MPI_Init", 0, 1), rec("MPI_Barrier", 10, 10 + big),
+                                rec("MPI_Barrier", 20 + big, 21 + big), rec("MPI_Finalize", 30 + big, 30 + big)])
+    tables = tables_of(tmp_path)
+    barrier = list(tables.functions["function"]).index("MPI_Barrier")
+    assert tables.functions["time_total"][barrier] == big + 1
+    assert tables.ranks["mpi_time"].tolist() == [big + 1]
 
 
 # ---- the report files ----------------------------------------------------------------------
