@@ -21,11 +21,14 @@ PROGRESS_RECORDS = 1_000_000
 
 
 class Progress:
-    """Stage names and timings on stderr, from analysis rank 0 only."""
+    """Stage names and timings on stderr, from analysis rank 0 only.
 
-    def __init__(self, may_print, verbose):
-        self.may_print = may_print
-        self.enabled = may_print and verbose
+    Printed when config.verbose, or when the run is big unless config.quiet.
+    """
+
+    def __init__(self, is_root, config):
+        self.may_print = is_root and (config.verbose or not config.quiet)
+        self.enabled = is_root and config.verbose
         self.done = []   # (stage, seconds, note) of the stages so far
 
     def enable_for(self, n_records):
@@ -109,7 +112,7 @@ def analyze(run_dir, comm=None, config=None, in_job=False):
         from mpigraph import config as config_module
 
         config = config_module.from_env()
-    progress = Progress(comm.rank == 0 and not config.quiet, config.verbose)
+    progress = Progress(comm.rank == 0, config)
 
     info, logs, n_records = progress.run("trace", _open_owned_logs, comm, run_dir, in_job,
                                          note=lambda r: "%d ranks, %d records" % (r[0].world_size, r[2]))

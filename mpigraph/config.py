@@ -44,9 +44,10 @@ SETTINGS = [
     Setting("MPIGRAPH_COMPRESS", "on",
             "off|on|1-22: zstandard level for data exchanged between analysis ranks (on = %d)"
             % DEFAULT_COMPRESS_LEVEL, False),
-    Setting("MPIGRAPH_QUIET", "0", "1: print neither the summary nor progress messages", False),
+    Setting("MPIGRAPH_QUIET", "0", "1: print no summary at the end, and no progress unless verbose", False),
     Setting("MPIGRAPH_VERBOSE", "0",
-            "1: print every analysis stage with its time on stderr (always on above 1e6 records)", False),
+            "1: print every analysis stage with its time on stderr (done anyway above 1e6 records "
+            "unless quiet)", False),
     Setting("MPIGRAPH_RECORD", "on", "on|off: record at all (off: the shim does nothing)", True),
     Setting("MPIGRAPH_CLOCK_SOURCE", "tsc if invariant",
             "tsc|monotonic: the clock the shim reads in every wrapper", True),
@@ -120,12 +121,12 @@ def parse_threshold(value, name="MPIGRAPH_THRESHOLD"):
 
 def parse_compress(value, name="MPIGRAPH_COMPRESS"):
     v = value.strip().lower()
+    if v.isdigit() and 0 <= int(v) <= 22:   # a number is a level: "1" is level 1, "0" is off
+        return int(v)
     if v in _OFF:
         return 0
     if v in _ON:
         return DEFAULT_COMPRESS_LEVEL
-    if v.isdigit() and 1 <= int(v) <= 22:
-        return int(v)
     raise _bad(name, value, "off, on, or a zstandard level 1-22")
 
 

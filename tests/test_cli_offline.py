@@ -1,0 +1,252 @@
+"""The mpigraph command, offline: analyse saved logs as a real subprocess, serially and under mpiexec.
+
+Also the CLI's contract with the launcher side (launcher.run, demo.run_demo,
+_lib.library_path), checked in-process with those functions replaced.
+"""
+
+import os
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+import mpigraph
+from mpigraph import cli, record
+from tracebuild import part, rec, write_rank
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TIMEOUT = 120   # a hang is a failure, not a stuck test run
+
+
+def env(**extra):
+    """The environment for a subprocess: this source tree first, no MPIGRAPH_* or shim from outside."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("MPIGRAPH_") and k != "LD_PRELOAD"}
+    e["PYTHONPATH"] = ROOT + os.pathsep + e.get("PYTHONPATH", "")
+    e.update(extra)
+    return e
+
+
+def mpigraph_cmd(*args, nprocs=None, **extra_env):
+    cmd = [sys.executable, "-m", "mpigraph"] + [str(a) for a in args]
+    if nprocs:
+        cmd = ["mpiexec", "-n", str(nprocs)] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env(**extra_env))
+
+
+def rank_rows(rank):
+    """A small but varied log: rank-dependent compute, a ring of Isend/Irecv + Waitall, an Allreduce."""
+    t = 1000 * rank
+    wait = rec("MPI_Waitall", t + 3000, t + 3500 + 100 * rank)
+    return [
+        rec("MPI_Init", t, t + 200),
+        rec("MPI_Isend", t + 1000, t + 1100, record.SEND, bytes=100 * (rank + 1), request=1),
+        rec("MPI_Irecv", t + 1200, t + 1250, record.RECV, bytes=4096, request=2),
+        wait, part(wait, record.SEND, request=1, bytes=100 * (rank + 1)),
+        part(wait, record.RECV, request=2, bytes=100 * rank + 1),
+        rec("MPI_Allreduce", t + 4000, 9000, bytes=8, seq=1),
+        rec("MPI_Finalize", 9500 + rank, 9500 + rank),
+    ]
+
+
+def write_run(run_dir, world_size=4):
+    for r in range(world_size):
+        write_rank(run_dir, r, world_size, rank_rows(r), host="node%d" % (r // 2))
+    return run_dir
+
+
+def report_files(run_dir):
+    return {name: (run_dir / name).read_bytes() for name in ("ranks.csv", "functions.csv", "summary.txt")}
+
+
+# ---- analyze as a subprocess ----------------------------------------------------------------
+
+
+def test_analyze_serial(tmp_path):
+    run_dir = write_run(tmp_path / "run")
+    result = mpigraph_cmd("analyze", run_dir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (run_dir / "summary.txt").read_text()
+    assert "ranks          4 (all finalized)" in result.stdout
+    assert result.stderr == ""
+    rows = (run_dir / "ranks.csv").read_text().splitlines()
+    assert len(rows) == 5 and rows[0].startswith("rank,host,pid,program_start_s")
+    # Rank 3: Init ends at 3200, Finalize starts at 9503; Isend+Irecv+Waitall+Allreduce = 100+50+800+2000.
+    assert rows[4].split(",")[:7] == ["3", "node1", "1003", "0.000003000", "0.000009303", "0.000006303",
+                                      "0.000002950"]
+    assert pq.read_table(run_dir / "ranks.parquet").num_rows == 4
+
+
+@pytest.mark.parametrize("nprocs", [2, 3])
+def test_analyze_under_mpiexec_gives_the_same_report(tmp_path, nprocs):
+    serial = write_run(tmp_path / "serial")
+    parallel = write_run(tmp_path / "parallel")
+    assert mpigraph_cmd("analyze", serial, "--quiet").returncode == 0
+    result = mpigraph_cmd("analyze", parallel, nprocs=nprocs)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("mpigraph 0.1.0 report") == 1          # printed by analysis rank 0 only
+    files_serial, files_parallel = report_files(serial), report_files(parallel)
+    assert files_parallel["ranks.csv"] == files_serial["ranks.csv"]
+    assert files_parallel["functions.csv"] == files_serial["functions.csv"]
+    assert (files_parallel["summary.txt"].replace(str(parallel).encode(), b"DIR")
+            == files_serial["summary.txt"].replace(str(serial).encode(), b"DIR"))
+    assert pq.read_table(parallel / "ranks.parquet").equals(pq.read_table(serial / "ranks.parquet"))
+
+
+def test_more_analysis_ranks_than_trace_ranks(tmp_path):
+    run_dir = write_run(tmp_path / "run", world_size=1)
+    result = mpigraph_cmd("analyze", run_dir, "--quiet", nprocs=2)
+    assert result.returncode == 0, result.stderr
+    assert len((run_dir / "ranks.csv").read_text().splitlines()) == 2
+
+
+def assert_one_clean_error(result, expected):
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("mpigraph: error: ")]
+    assert len(errors) == 1, result.stderr
+    assert expected in errors[0], errors[0]
+    return errors[0]
+
+
+def test_bad_log_is_one_line(tmp_path):
+    run_dir = write_run(tmp_path / "run")
+    rows = rank_rows(2)
+    rows[3]["t_end"] = rows[3]["t_start"] - 1
+    write_rank(run_dir, 2, 4, rows, host="node1")
+    result = mpigraph_cmd("analyze", run_dir)
+    assert result.returncode == 2
+    assert_one_clean_error(result, "%s: record 3: ends before it starts" % (run_dir / "raw" / "rank-2.log"))
+    assert not (run_dir / "summary.txt").exists()
+
+
+def test_bad_log_under_mpiexec_is_one_line_and_no_hang(tmp_path):
+    run_dir = write_run(tmp_path / "run")
+    with open(run_dir / "raw" / "rank-3.log", "r+b") as f:   # owned by analysis rank 1 of 2
+        f.truncate(record.HEADER_SIZE + 2 * record.RECORD_SIZE)
+    result = mpigraph_cmd("analyze", run_dir, nprocs=2)
+    assert_one_clean_error(result, "rank-3.log: truncated: the header counts 8 records but the file holds "
+                                   "only 2 complete records")
+
+
+def test_missing_rank_under_mpiexec(tmp_path):
+    run_dir = write_run(tmp_path / "run")
+    os.remove(run_dir / "raw" / "rank-1.log")
+    result = mpigraph_cmd("analyze", run_dir, nprocs=2)
+    assert_one_clean_error(result, "missing the logs of rank 1 (world size 4, from rank-0.log)")
+
+
+def test_not_a_run_directory(tmp_path):
+    result = mpigraph_cmd("analyze", tmp_path / "nothing")
+    assert result.returncode == 2
+    assert_one_clean_error(result, "is not a directory: not an mpigraph run directory")
+
+
+def test_bad_setting_is_one_line(tmp_path):
+    run_dir = write_run(tmp_path / "run")
+    result = mpigraph_cmd("analyze", run_dir, MPIGRAPH_ALGORITHM="bfs", nprocs=2)
+    assert_one_clean_error(result, "MPIGRAPH_ALGORITHM='bfs' is not valid; accepted: dijkstra, delta-stepping")
+
+
+def test_bad_algorithm_option(tmp_path):
+    result = mpigraph_cmd("analyze", write_run(tmp_path / "run"), "--algorithm", "bfs")
+    assert result.returncode == 2 and "invalid choice: 'bfs'" in result.stderr
+
+
+def test_analyze_verbose_prints_stages(tmp_path):
+    result = mpigraph_cmd("analyze", write_run(tmp_path / "run"), "--verbose", "--quiet")
+    assert result.returncode == 0 and result.stdout == ""
+    assert [line.split()[1] for line in result.stderr.splitlines()] == ["trace", "clock", "metrics", "report"]
+    result = mpigraph_cmd("analyze", write_run(tmp_path / "run2"))
+    assert result.returncode == 0 and result.stderr == ""    # small runs: no progress unless asked
+
+
+def test_report_prints_the_summary_again(tmp_path):
+    run_dir = write_run(tmp_path / "run")
+    assert mpigraph_cmd("report", run_dir).returncode == 2      # not analysed yet
+    assert_one_clean_error(mpigraph_cmd("report", run_dir), "summary.txt does not exist")
+    mpigraph_cmd("analyze", run_dir, "--quiet")
+    result = mpigraph_cmd("report", run_dir)
+    assert result.returncode == 0 and result.stdout == (run_dir / "summary.txt").read_text()
+
+
+def test_config_command():
+    result = mpigraph_cmd("config", MPIGRAPH_THRESHOLD="0.5")
+    assert result.returncode == 0
+    assert "MPIGRAPH_ALGORITHM" in result.stdout and "MPIGRAPH_THRESHOLD=0.5" in result.stdout
+    assert_one_clean_error(mpigraph_cmd("config", MPIGRAPH_THRESHOLD="soon"), "MPIGRAPH_THRESHOLD='soon'")
+
+
+def test_version_and_help():
+    assert mpigraph_cmd("--version").stdout.strip() == "mpigraph " + mpigraph.__version__
+    help_text = mpigraph_cmd("--help").stdout
+    for command in ("lib", "demo", "run", "analyze", "report", "config"):
+        assert command in help_text
+
+
+def test_import_is_lean():
+    # The shim imports mpigraph at MPI_Finalize of every rank; the CLI parses before it imports.
+    code = ("import sys, mpigraph, mpigraph.cli, mpigraph.config; "
+            "print(sorted(m for m in ('numpy', 'mpi4py', 'pyarrow') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(),
+                            timeout=TIMEOUT)
+    assert result.stdout.strip() == "[]", result.stderr
+
+
+# ---- the contract with the launcher side, in-process -----------------------------------------
+
+
+def test_run_calls_launcher(monkeypatch):
+    import mpigraph.launcher
+
+    calls = []
+    monkeypatch.setattr(mpigraph.launcher, "run", lambda *a, **k: calls.append((a, k)) or 7)
+    monkeypatch.delenv("MPIGRAPH_ALGORITHM", raising=False)
+    code = cli.main(["run", "-n", "3", "--out", "/tmp/o", "--algorithm", "toposort", "--mpiexec", "/x/mpiexec",
+                     "--", "./app", "-v", "--flag"])
+    assert code == 7
+    assert calls == [((["./app", "-v", "--flag"], 3),
+                      dict(out="/tmp/o", options={"MPIGRAPH_ALGORITHM": "toposort", "MPIGRAPH_QUIET": "1"},
+                           mpiexec="/x/mpiexec"))]
+
+
+def test_run_without_program(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["run", "-n", "2", "--"])
+    assert info.value.code == 2 and "no program given" in capsys.readouterr().err
+
+
+def test_run_launcher_error_is_one_line(monkeypatch, capsys):
+    import mpigraph.launcher
+
+    def fail(*args, **kwargs):
+        raise mpigraph.launcher.LauncherError("no mpiexec found")
+
+    monkeypatch.setattr(mpigraph.launcher, "run", fail)
+    assert cli.main(["run", "-n", "2", "--", "./app"]) == 2
+    assert capsys.readouterr().err == "mpigraph: error: no mpiexec found\n"
+
+
+def test_demo_calls_run_demo(monkeypatch):
+    import mpigraph.demo
+
+    calls = []
+    monkeypatch.setattr(mpigraph.demo, "run_demo", lambda n, out: calls.append((n, out)) or 0)
+    assert cli.main(["demo"]) == 0
+    assert cli.main(["demo", "-n", "2", "--out", "d"]) == 0
+    assert calls == [(4, None), (2, "d")]
+
+
+def test_lib_prints_the_library_path(monkeypatch, capsys):
+    import mpigraph._lib
+
+    monkeypatch.setattr(mpigraph._lib, "library_path", lambda: "/opt/mpigraph/libmpigraph.so")
+    assert cli.main(["lib"]) == 0
+    assert capsys.readouterr().out == "/opt/mpigraph/libmpigraph.so\n"
+
+    def missing():
+        raise FileNotFoundError("/x/libmpigraph.so is missing: install mpigraph with pip")
+
+    monkeypatch.setattr(mpigraph._lib, "library_path", missing)
+    assert cli.main(["lib"]) == 2
+    assert capsys.readouterr().err == "mpigraph: error: /x/libmpigraph.so is missing: install mpigraph with pip\n"
