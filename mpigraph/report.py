@@ -212,7 +212,8 @@ def summary_text(info, tables):
         "ranks          %d (%s)" % (info.world_size, "all finalized" if finalized == info.world_size
                                     else "%d finalized" % finalized),
         "hosts          %d (%s)" % (len(hosts), _list(np.array(hosts, dtype=object), limit=8)),
-        "run time       %s s (first MPI_Init to last MPI_Finalize)" % _seconds(run_time),
+        "run time       %s s (first MPI_Init to last MPI_Finalize%s)"
+        % (_seconds(run_time), "" if finalized == info.world_size else " or last record"),
         "MPI time       %s s summed over ranks, %s of their program time"
         % (_seconds(mpi_total), _percent(mpi_total / program_total if program_total else np.nan)),
         "calls          %d (%d records)" % (ranks["calls"].sum(), ranks["records"].sum()),

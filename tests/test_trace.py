@@ -7,7 +7,7 @@ import pytest
 
 from mpigraph import clock, record, trace
 from mpigraph.parallel import Ownership
-from tracebuild import part, rec, write_rank, write_simple_run
+from tracebuild import part, rec, records, write_rank, write_simple_run
 
 # ---- a good log ----------------------------------------------------------------
 
@@ -178,6 +178,13 @@ def test_part_record_with_other_times(tmp_path):
     rows = _good_rows()
     rows[4]["t_end"] = 601
     assert "record 4: part record of MPI_Waitall does not share" in _error(write_rank(tmp_path, 0, 1, rows))
+
+
+def test_call_index():
+    wait = rec("MPI_Waitall", 500, 600)
+    rows = [part(wait), rec("MPI_Init", 0, 1), wait, part(wait), part(wait), rec("MPI_Finalize", 9, 9)]
+    assert trace.call_index(records(rows)).tolist() == [-1, 1, 2, 2, 2, 5]
+    assert trace.call_index(records([])).tolist() == []
 
 
 def test_first_bad_record_wins(tmp_path):
