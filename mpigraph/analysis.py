@@ -119,12 +119,15 @@ def analyze(run_dir, comm=None, config=None, in_job=False):
     progress.enable_for(n_records)
     times = progress.run("clock", parallel.collectively, comm, _to_ns, logs)
 
-    # Hook: match.  Pair sends with receives, requests with their completions and
-    # the members of each collective instance; build the activity graph (DESIGN.md).
-    # Hook: path.  The critical path with config.algorithm, config.splits and
-    # config.threshold, from the matched graph.
+    # Hook: match (a later issue).  Pair sends with receives, requests with their
+    # completions and the members of each collective instance; build the activity
+    # graph (DESIGN.md).  Wait states and imbalance then join the metrics stage.
 
     tables = progress.run("metrics", _metrics, comm, logs, times)
+
+    # Hook: path (a later issue).  The critical path of the matched graph with
+    # config.algorithm, config.splits and config.threshold; its tables join the report.
+
     text = progress.run("report", parallel.collectively, comm, _write_report, comm, info.run_dir, info, tables)
     if comm.rank == 0 and not config.quiet:
         sys.stdout.write(text)
