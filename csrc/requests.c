@@ -9,6 +9,11 @@
 
 #define SMALL 16 /* requests handled without malloc in one Wait/Test call */
 
+/* Requests are looked up by handle, but a handle does not name one request:
+ * MPICH hands the same built-in handle to every send that completed at once.
+ * So each handle keys a list of outstanding requests (oldest first), and each
+ * request remembers the program's MPI_Request variable it was stored in: a
+ * completion takes the request whose variable it is given, else the oldest. */
 static handle_map request_map;
 static mg_request *free_requests;
 
@@ -18,33 +23,69 @@ static mg_request *request_alloc(void)
         /* Requests come from slabs and go back to a free list: no malloc per request. */
         mg_request *slab = calloc(1024, sizeof *slab);
         for (int i = 0; i < 1024; i++) {
-            slab[i].comm = (mg_comm *)free_requests; /* the free list reuses the comm field */
+            slab[i].next = free_requests;
             free_requests = &slab[i];
         }
     }
     mg_request *q = free_requests;
-    free_requests = (mg_request *)q->comm;
+    free_requests = q->next;
+    q->next = NULL;
     return q;
 }
 
+/* Unlink q from its handle's list and return it to the free list. */
 static void request_release(mg_request *q)
 {
-    map_remove(&request_map, q->key);
-    q->comm = (mg_comm *)free_requests;
+    mg_request *first = map_get(&request_map, q->key);
+    if (first == q) {
+        if (q->next)
+            map_put(&request_map, q->key, q->next);
+        else
+            map_remove(&request_map, q->key);
+    } else {
+        mg_request *p = first;
+        while (p && p->next != q)
+            p = p->next;
+        if (p)
+            p->next = q->next;
+    }
+    q->next = free_requests;
     free_requests = q;
 }
 
-int64_t mg_request_new(MPI_Request req, mg_comm *comm, int32_t peer, int32_t tag, int64_t bytes,
+/* The request stored in `slot` under `handle`, else the oldest with that
+ * handle (a copied handle); with `active`, only requests still in flight. */
+static mg_request *request_lookup(MPI_Request handle, const void *slot, int active)
+{
+    mg_request *first = map_get(&request_map, HANDLE_KEY(handle)), *q;
+    for (q = first; q; q = q->next)
+        if (q->slot == slot && (q->active || !active))
+            return q;
+    for (q = first; q; q = q->next)
+        if (q->active || !active)
+            return q;
+    return NULL;
+}
+
+int64_t mg_request_new(MPI_Request *slot, mg_comm *comm, int32_t peer, int32_t tag, int64_t bytes,
                        uint16_t flags, uint32_t seq)
 {
+    if (*slot == MPI_REQUEST_NULL)
+        return 0;
     if (mg.threaded)
         mg_lock();
-    uint64_t key = HANDLE_KEY(req);
-    mg_request *old = map_get(&request_map, key);
-    if (old) /* a request we never saw complete: its handle was reused */
-        request_release(old);
+    uint64_t key = HANDLE_KEY(*slot);
+    mg_request *first = map_get(&request_map, key), *last = NULL;
+    for (mg_request *p = first, *next; p; p = next) {
+        next = p->next;
+        if (p->slot == slot) /* the variable was overwritten: that request is gone */
+            request_release(p);
+        else
+            last = p;
+    }
     mg_request *q = request_alloc();
     q->key = key;
+    q->slot = slot;
     q->id = ++mg.next_request_id;
     q->comm = comm;
     q->peer = peer;
@@ -53,20 +94,13 @@ int64_t mg_request_new(MPI_Request req, mg_comm *comm, int32_t peer, int32_t tag
     q->flags = flags;
     q->seq = seq;
     q->active = !(flags & MG_PERSISTENT);
-    map_put(&request_map, key, q);
+    if (last)
+        last->next = q;
+    else
+        map_put(&request_map, key, q);
     if (mg.threaded)
         mg_unlock();
     return q->id;
-}
-
-mg_request *mg_request_find(MPI_Request req)
-{
-    if (mg.threaded)
-        mg_lock();
-    mg_request *q = map_get(&request_map, HANDLE_KEY(req));
-    if (mg.threaded)
-        mg_unlock();
-    return q;
 }
 
 void mg_fill_from_status(mg_record *r, const mg_comm *c, const MPI_Status *st)
@@ -90,10 +124,11 @@ void mg_fill_from_status(mg_record *r, const mg_comm *c, const MPI_Status *st)
         r->bytes = count;
 }
 
-/* One part record per request a Wait/Test call completed.  `done` holds the
- * indices (into saved) of the completed requests; statuses[j] belongs to done[j]. */
-static void log_completions(int func, int64_t t0, int64_t t1, int rc, const MPI_Request *saved, int n_done,
-                            const int *done, const MPI_Status *statuses)
+/* One part record per request a Wait/Test call completed.  Completion j is
+ * the request saved[i] stored in slots[i], i = done ? done[j] : j; its status
+ * is statuses[j]. */
+static void log_completions(int func, int64_t t0, int64_t t1, int rc, const MPI_Request *saved,
+                            const MPI_Request *slots, int n_done, const int *done, const MPI_Status *statuses)
 {
     mg_request *small[SMALL];
     mg_request **found = n_done <= SMALL ? small : malloc(sizeof *found * (size_t)n_done);
@@ -101,9 +136,12 @@ static void log_completions(int func, int64_t t0, int64_t t1, int rc, const MPI_
     if (mg.threaded)
         mg_lock();
     for (int j = 0; j < n_done; j++) {
-        mg_request *q = map_get(&request_map, HANDLE_KEY(saved[done ? done[j] : j]));
-        found[j] = q && q->active ? q : NULL;
-        n_found += found[j] != NULL;
+        int i = done ? done[j] : j;
+        mg_request *q = saved[i] == MPI_REQUEST_NULL ? NULL : request_lookup(saved[i], &slots[i], 1);
+        if (q)
+            q->active = 0; /* taken: a second completion with the same handle gets another */
+        found[j] = q;
+        n_found += q != NULL;
     }
     mg_record *r = mg_reserve(1 + n_found);
     if (r) {
@@ -127,14 +165,9 @@ static void log_completions(int func, int64_t t0, int64_t t1, int rc, const MPI_
         }
         mg_publish(1 + n_found);
     }
-    for (int j = 0; j < n_done; j++) {
-        mg_request *q = found[j];
-        if (!q)
-            continue;
-        q->active = 0;
-        if (!(q->flags & MG_PERSISTENT))
-            request_release(q);
-    }
+    for (int j = 0; j < n_done; j++)
+        if (found[j] && !(found[j]->flags & MG_PERSISTENT))
+            request_release(found[j]);
     if (mg.threaded)
         mg_unlock();
     if (found != small)
@@ -184,7 +217,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status)
     int64_t t0 = mg_now();
     int rc = PMPI_Wait(request, st);
     int64_t t1 = mg_now();
-    log_completions(MG_ID_MPI_Wait, t0, t1, rc, &saved, 1, NULL, st);
+    log_completions(MG_ID_MPI_Wait, t0, t1, rc, &saved, request, 1, NULL, st);
     mg_depth--;
     return rc;
 }
@@ -197,7 +230,7 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
     int64_t t0 = mg_now();
     int rc = PMPI_Test(request, flag, st);
     int64_t t1 = mg_now();
-    log_completions(MG_ID_MPI_Test, t0, t1, rc, &saved, *flag ? 1 : 0, NULL, st);
+    log_completions(MG_ID_MPI_Test, t0, t1, rc, &saved, request, *flag ? 1 : 0, NULL, st);
     mg_depth--;
     return rc;
 }
@@ -210,7 +243,7 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
     int64_t t0 = mg_now();
     int rc = PMPI_Waitall(count, requests, s.st);
     int64_t t1 = mg_now();
-    log_completions(MG_ID_MPI_Waitall, t0, t1, rc, s.saved, count, NULL, s.st);
+    log_completions(MG_ID_MPI_Waitall, t0, t1, rc, s.saved, requests, count, NULL, s.st);
     scratch_free(&s, statuses);
     mg_depth--;
     return rc;
@@ -224,7 +257,7 @@ int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuse
     int64_t t0 = mg_now();
     int rc = PMPI_Testall(count, requests, flag, s.st);
     int64_t t1 = mg_now();
-    log_completions(MG_ID_MPI_Testall, t0, t1, rc, s.saved, *flag ? count : 0, NULL, s.st);
+    log_completions(MG_ID_MPI_Testall, t0, t1, rc, s.saved, requests, *flag ? count : 0, NULL, s.st);
     scratch_free(&s, statuses);
     mg_depth--;
     return rc;
@@ -243,7 +276,7 @@ static int any_wrapper(int func, int count, MPI_Request requests[], int *index, 
     if (flag)
         *flag = done_flag;
     int completed = done_flag && *index != MPI_UNDEFINED && rc == MPI_SUCCESS;
-    log_completions(func, t0, t1, rc, completed ? &s.saved[*index] : s.saved, completed, NULL, st);
+    log_completions(func, t0, t1, rc, s.saved, requests, completed, index, st);
     scratch_free(&s, MPI_STATUSES_IGNORE);
     return rc;
 }
@@ -274,7 +307,7 @@ static int some_wrapper(int func, int incount, MPI_Request requests[], int *outc
                                    : PMPI_Testsome(incount, requests, outcount, indices, s.st);
     int64_t t1 = mg_now();
     int n = *outcount == MPI_UNDEFINED ? 0 : *outcount;
-    log_completions(func, t0, t1, rc, s.saved, n, indices, s.st);
+    log_completions(func, t0, t1, rc, s.saved, requests, n, indices, s.st);
     scratch_free(&s, statuses);
     return rc;
 }
@@ -307,7 +340,7 @@ static void log_starts(int func, int64_t t0, int64_t t1, int rc, int count, cons
         mg_fill(r, func, t0, t1, err);
         int parts = 0;
         for (int i = 0; i < count; i++) {
-            mg_request *q = map_get(&request_map, HANDLE_KEY(requests[i]));
+            mg_request *q = request_lookup(requests[i], &requests[i], 0);
             if (!q)
                 continue;
             q->active = rc == MPI_SUCCESS;
@@ -356,7 +389,7 @@ int MPI_Request_free(MPI_Request *request)
     int64_t t1 = mg_now();
     if (mg.threaded)
         mg_lock();
-    mg_request *q = map_get(&request_map, HANDLE_KEY(saved));
+    mg_request *q = saved == MPI_REQUEST_NULL ? NULL : request_lookup(saved, request, 0);
     mg_record *r = mg_reserve(1);
     if (r) {
         mg_fill(r, MG_ID_MPI_Request_free, t0, t1, rc == MPI_SUCCESS ? 0 : MG_ERROR);

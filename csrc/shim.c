@@ -219,6 +219,7 @@ static int start_python(void)
 
 static void analyse_in_job(void)
 {
+    fflush(NULL); /* the program's buffered output comes before the report's */
     int ok = start_python() == 0 && mpigraph_py_finalize(mg_run_dir) == 1;
     mg_phase = MG_ANALYSED;
     if (!ok)

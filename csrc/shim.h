@@ -37,7 +37,9 @@ typedef struct mg_comm {
 
 /* What the shim remembers of a request between its start and completion. */
 typedef struct mg_request {
-    uint64_t key;        /* the MPI_Request handle's bits; 0 = empty slot */
+    uint64_t key;        /* the MPI_Request handle's bits */
+    const void *slot;    /* the program's MPI_Request variable that received the handle */
+    struct mg_request *next; /* next request with the same handle, or next free */
     int64_t id;
     mg_comm *comm;
     int64_t bytes;
@@ -255,9 +257,9 @@ void mg_sync_measure(mg_sync *s);
 void mg_sync_finish(void);
 
 /* Requests. */
-int64_t mg_request_new(MPI_Request req, mg_comm *comm, int32_t peer, int32_t tag, int64_t bytes,
+/* Remember the request just stored in *slot; returns its id (0 for MPI_REQUEST_NULL). */
+int64_t mg_request_new(MPI_Request *slot, mg_comm *comm, int32_t peer, int32_t tag, int64_t bytes,
                        uint16_t flags, uint32_t seq);
-mg_request *mg_request_find(MPI_Request req);
 
 /* Status of a receive: the real source, tag and byte count. */
 void mg_fill_from_status(mg_record *r, const mg_comm *c, const MPI_Status *st);

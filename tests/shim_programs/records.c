@@ -24,6 +24,16 @@ int main(int argc, char **argv)
     MPI_Isend(&x, 4 - 3, MPI_INT, right, 7, MPI_COMM_WORLD, &reqs[1]);
     MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
 
+    /* Two small sends that complete at once: MPICH gives both the same
+     * built-in handle, yet each must complete as its own request. */
+    MPI_Request both[4];
+    int in2[2];
+    MPI_Irecv(&in2[0], 1, MPI_INT, left, 11, MPI_COMM_WORLD, &both[0]);
+    MPI_Irecv(&in2[1], 1, MPI_INT, right, 12, MPI_COMM_WORLD, &both[1]);
+    MPI_Isend(&x, 1, MPI_INT, right, 11, MPI_COMM_WORLD, &both[2]);
+    MPI_Isend(&x, 1, MPI_INT, left, 12, MPI_COMM_WORLD, &both[3]);
+    MPI_Waitall(4, both, MPI_STATUSES_IGNORE);
+
     /* A persistent pair started twice. */
     MPI_Request p[2];
     MPI_Recv_init(&y, 1, MPI_INT, left, 9, MPI_COMM_WORLD, &p[0]);
