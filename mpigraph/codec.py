@@ -70,6 +70,8 @@ _FIXED = struct.Struct("<4sBBHQQQII")
 _STREAM = struct.Struct("<QQBB")
 _COLUMN_TAIL = struct.Struct("<BQB")       # encoding, parameter, stream count
 _CRC = struct.Struct("<I")
+_NAME_LEN = struct.Struct("<H")
+_DTYPE_LEN = struct.Struct("<B")
 
 _UINT = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
 _SINT = {1: np.dtype("<i1"), 2: np.dtype("<i2"), 4: np.dtype("<i4"), 8: np.dtype("<i8")}
@@ -359,7 +361,7 @@ def _column_descriptor(name, dtype, encoding, parameter, metas):
     dtype_bytes = dtype.str.encode("ascii")
     if len(name_bytes) > 0xFFFF:
         raise ValueError("column name too long: %r..." % name[:40])
-    head = (struct.pack("<H", len(name_bytes)) + name_bytes + struct.pack("<B", len(dtype_bytes))
+    head = (_NAME_LEN.pack(len(name_bytes)) + name_bytes + _DTYPE_LEN.pack(len(dtype_bytes))
             + dtype_bytes + _COLUMN_TAIL.pack(encoding, parameter & 0xFFFFFFFFFFFFFFFF, len(metas)))
     return head + b"".join(_STREAM.pack(*meta) for meta in metas)
 
@@ -472,12 +474,12 @@ def read_header(data):
 
 
 def _read_column(reader, n_rows, index):
-    (name_len,) = reader.unpack(struct.Struct("<H"))
+    (name_len,) = reader.unpack(_NAME_LEN)
     try:
         name = reader.take(name_len).decode("utf-8")
     except UnicodeDecodeError:
         raise CodecError("malformed header: column %d name is not utf-8" % index) from None
-    (dtype_len,) = reader.unpack(struct.Struct("<B"))
+    (dtype_len,) = reader.unpack(_DTYPE_LEN)
     dtype = _column_dtype(reader.take(dtype_len).decode("ascii", "replace"), name)
     encoding, parameter, n_streams = reader.unpack(_COLUMN_TAIL)
     if encoding not in ENCODING_NAMES:
