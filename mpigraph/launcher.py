@@ -62,7 +62,9 @@ def rank_environment(out, options=None):
     preload = library_path()
     if os.environ.get("LD_PRELOAD"):
         preload += ":" + os.environ["LD_PRELOAD"]
-    env = {"LD_PRELOAD": preload, "MPIGRAPH_OUT": out}
+    # The launcher prints the summary itself once the job is over, after all
+    # of the program's output: the ranks stay quiet.
+    env = {"LD_PRELOAD": preload, "MPIGRAPH_OUT": out, "MPIGRAPH_QUIET": "1"}
     env.update({k: str(v) for k, v in (options or {}).items()})
     return env
 

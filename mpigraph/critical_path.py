@@ -1,0 +1,109 @@
+"""The critical path as a table of segments: the one result every path algorithm returns.
+
+Every algorithm (the graph ones, dijkstra and delta-stepping, sequential or
+distributed, and the topological sort) returns its path as `segments(...)`:
+numpy columns in path order, from the start of the run to its end.  This
+module turns them into critical_path.csv / .parquet, the time each rank and
+each MPI function spends on the path, and the path in words for summary.txt.
+
+critical_path.csv, critical_path.parquet: one row per path segment, in order
+    order        int   position on the path, from 0
+    rank         int   the rank whose time this segment is
+    kind         str   compute (the program's own work between two MPI calls),
+                       mpi (time inside an MPI call), or message (a dependency
+                       between ranks: from an event on `peer` to the end of the
+                       call on `rank` it released)
+    function     str   the MPI function (of the call, or of the call released by
+                       the message); empty for compute
+    peer         int   the other rank of a message segment, -1 otherwise
+    start_s/_ns  time  from the run's start
+    end_s/_ns    time
+    duration_s/_ns time end - start
+"""
+
+import os
+
+import numpy as np
+
+from mpigraph.metrics import Column
+
+KINDS = ("compute", "mpi", "message")
+
+SEGMENT_COLUMNS = [
+    Column("order", "int", "position on the path, from 0"),
+    Column("rank", "int", "the rank whose time this segment is"),
+    Column("kind", "str", "compute, mpi or message"),
+    Column("function", "str", "MPI function of the call (or of the call a message released); empty for compute"),
+    Column("peer", "int", "the other rank of a message segment, -1 otherwise"),
+    Column("start", "time", "segment start, from the run's start"),
+    Column("end", "time", "segment end, from the run's start"),
+    Column("duration", "time", "end - start"),
+]
+
+CSV_NAME = "critical_path.csv"
+PARQUET_NAME = "critical_path.parquet"
+
+
+def segments(rank, kind, function, start, end, peer=None):
+    """A path table from per-segment arrays in path order (times in ns from the run's start)."""
+    rank = np.asarray(rank, dtype=np.int64)
+    start = np.asarray(start, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    kind = np.asarray(kind, dtype=object)
+    function = np.asarray(function, dtype=object)
+    peer = np.full(len(rank), -1, np.int64) if peer is None else np.asarray(peer, dtype=np.int64)
+    if not (len(rank) == len(kind) == len(function) == len(start) == len(end) == len(peer)):
+        raise ValueError("path columns differ in length")
+    unknown = set(kind.tolist()) - set(KINDS)
+    if unknown:
+        raise ValueError("unknown segment kinds: %s" % sorted(unknown))
+    if (end < start).any():
+        raise ValueError("a path segment ends before it starts (segment %d)" % np.flatnonzero(end < start)[0])
+    return {"order": np.arange(len(rank), dtype=np.int64), "rank": rank, "kind": kind, "function": function,
+            "peer": peer, "start": start, "end": end, "duration": end - start}
+
+
+def write(run_dir, path):
+    """critical_path.csv and critical_path.parquet in run_dir."""
+    from mpigraph import report
+
+    report.write_csv(os.path.join(run_dir, CSV_NAME), path, SEGMENT_COLUMNS)
+    report.write_parquet(os.path.join(run_dir, PARQUET_NAME), path, SEGMENT_COLUMNS)
+
+
+def time_per_rank(path, n_ranks):
+    """ns each rank spends on the path (int64 array of n_ranks)."""
+    return np.bincount(path["rank"], weights=path["duration"], minlength=n_ranks).astype(np.int64)
+
+
+def time_per_function(path):
+    """{MPI function: ns on the path} for the mpi and message segments."""
+    calls = path["kind"] != "compute"
+    names, index = np.unique(path["function"][calls].astype(str), return_inverse=True)
+    totals = np.bincount(index, weights=path["duration"][calls], minlength=len(names)).astype(np.int64)
+    return dict(zip(names.tolist(), totals.tolist()))
+
+
+def time_per_kind(path):
+    """{kind: ns on the path} for compute, mpi and message."""
+    return {k: int(path["duration"][path["kind"] == k].sum()) for k in KINDS}
+
+
+def summary_lines(path, n_ranks, top=5):
+    """The path in words for summary.txt."""
+    total = int(path["duration"].sum())
+    if total == 0:
+        return ["Critical path: empty (no MPI calls between MPI_Init and MPI_Finalize)"]
+    kinds = time_per_kind(path)
+    share = lambda ns: "%.1f%%" % (100.0 * ns / total)  # noqa: E731
+    lines = ["Critical path: %.6f s in %d segments; compute %s, inside MPI calls %s, waiting for messages %s"
+             % (total / 1e9, len(path["rank"]), share(kinds["compute"]), share(kinds["mpi"]),
+                share(kinds["message"]))]
+    per_rank = time_per_rank(path, n_ranks)
+    ranks = np.argsort(-per_rank, kind="stable")[:top]
+    lines.append("  ranks on the path, most time first: " + ", ".join(
+        "rank %d %s" % (r, share(per_rank[r])) for r in ranks if per_rank[r] > 0))
+    functions = sorted(time_per_function(path).items(), key=lambda kv: -kv[1])[:top]
+    if functions:
+        lines.append("  MPI functions on the path: " + ", ".join("%s %s" % (f, share(ns)) for f, ns in functions))
+    return lines
