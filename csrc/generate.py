@@ -229,6 +229,7 @@ _CORE_PMPI = [
     "Testany", "Testsome", "Start", "Startall", "Request_free", "Comm_free",
     "Comm_rank", "Comm_size", "Comm_group", "Comm_test_inter", "Comm_remote_size", "Comm_remote_group",
     "Group_translate_ranks", "Group_free", "Type_size", "Get_count", "Allreduce", "Bcast",
+    "Status_f082c", "Status_c2f08",
 ]
 _CORE_PMPI_LARGE = ["Get_count_c"]
 

@@ -33,6 +33,15 @@ static int find_mpi_object(struct dl_phdr_info *info, size_t size, void *data)
 /* Bind every PMPI_X pointer to the program's MPI library.  The shim links no
  * MPI itself, so one build serves any library of its ABI, whatever its file
  * name (libmpi.so.12 from the mpich wheel, Debian's libmpich.so.12, ...). */
+static void *mpi_handle; /* RTLD_NEXT, or the loaded MPI library */
+
+/* A symbol of the program's MPI library (data such as MPI_F08_STATUS_IGNORE). */
+void *mg_mpi_symbol(const char *name)
+{
+    mg_resolve_pmpi();
+    return dlsym(mpi_handle, name);
+}
+
 void mg_resolve_pmpi(void)
 {
     static int resolved;
@@ -50,5 +59,6 @@ void mg_resolve_pmpi(void)
 #define RESOLVE(n) mg_pmpi_##n = (__typeof__(mg_pmpi_##n))dlsym(handle, "PMPI_" #n);
     MG_PMPI_NAMES(RESOLVE)
     MG_PMPI_NAMES_LARGE(RESOLVE)
+    mpi_handle = handle;
     resolved = 1;
 }

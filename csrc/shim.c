@@ -58,7 +58,7 @@ static int env_is_off(const char *name)
     return v && (!strcmp(v, "0") || !strcasecmp(v, "off") || !strcasecmp(v, "no") || !strcasecmp(v, "false"));
 }
 
-static void start_recording(int func, int64_t t0, int64_t t1, int provided)
+void mg_start_recording(int func, int64_t t0, int64_t t1, int provided)
 {
     if (env_is_off("MPIGRAPH_RECORD"))
         return;
@@ -123,23 +123,28 @@ void mg_assign_thread_slot(void)
         mg_thread_slot = __atomic_fetch_add(&mg_next_thread_slot, 1, __ATOMIC_RELAXED);
 }
 
+/* Inside another wrapper (a Fortran binding's Init) the outer wrapper records. */
 int MPI_Init(int *argc, char ***argv)
 {
+    if (mg_depth)
+        return PMPI_Init(argc, argv);
     mg_choose_clock();
     int64_t t0 = mg_now();
     int rc = PMPI_Init(argc, argv);
     if (rc == MPI_SUCCESS)
-        start_recording(MG_ID_MPI_Init, t0, mg_now(), MPI_THREAD_SINGLE);
+        mg_start_recording(MG_ID_MPI_Init, t0, mg_now(), MPI_THREAD_SINGLE);
     return rc;
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
+    if (mg_depth)
+        return PMPI_Init_thread(argc, argv, required, provided);
     mg_choose_clock();
     int64_t t0 = mg_now();
     int rc = PMPI_Init_thread(argc, argv, required, provided);
     if (rc == MPI_SUCCESS)
-        start_recording(MG_ID_MPI_Init_thread, t0, mg_now(), *provided);
+        mg_start_recording(MG_ID_MPI_Init_thread, t0, mg_now(), *provided);
     return rc;
 }
 
@@ -227,7 +232,8 @@ static void analyse_in_job(void)
             mg.world_rank, mg_run_dir, mg_run_dir);
 }
 
-int MPI_Finalize(void)
+/* Close the log and analyse, before the MPI library is finalised. */
+void mg_finalize_handover(void)
 {
     if (mpigraph_close_log() && mg_analyze) {
         /* A Python program that calls MPI_Finalize itself is analysed here,
@@ -236,5 +242,11 @@ int MPI_Finalize(void)
         if (!mg_python_host || Py_IsInitialized())
             analyse_in_job();
     }
+}
+
+int MPI_Finalize(void)
+{
+    if (!mg_depth)
+        mg_finalize_handover();
     return PMPI_Finalize();
 }

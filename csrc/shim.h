@@ -250,6 +250,12 @@ int mg_open_log(const struct mg_run_setup *s, int thread_level, char *err, size_
 void mg_discard_log(const struct mg_run_setup *s);
 void mg_close_log_file(void);
 
+void *mg_mpi_symbol(const char *name);
+
+/* MPI_Init and MPI_Finalize (shim.c), shared with the Fortran bindings. */
+void mg_start_recording(int func, int64_t t0, int64_t t1, int provided);
+void mg_finalize_handover(void);
+
 /* Clock synchronisation samples (clock_sync.c). */
 int64_t mg_clock_ns(void);
 void mg_sync_setup(void);
