@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = os.path.join(HERE, "csrc")
 LIBRARY = "libmpigraph.so"
 C_SOURCES = ["shim.c", "pmpi.c", "logfile.c", "handle_map.c", "comms.c", "requests.c", "clock_sync.c",
-             "fortran.c"]
+             "messages.c", "fortran.c"]
 
 # The Python side of the shim: cffi runs this once, in the program's process,
 # at the first call into Python.

@@ -93,7 +93,7 @@ def body(f, names, large):
         ]
         flags = "MG_SEND" + (" | MG_PERSISTENT" if k == T.SEND_INIT else "")
         if k != T.SEND:
-            lines.append("int64_t req = rc == MPI_SUCCESS ? mg_request_new(request, c, peer, tag, bytes, %s, 0) : 0;"
+            lines.append("int64_t req = rc == MPI_SUCCESS ? mg_request_new(*request, request, c, peer, tag, bytes, %s, 0) : 0;"
                          % flags)
         rec = ["r->peer = peer;", "r->tag = tag;", "r->bytes = bytes;"]
         if k != T.SEND:
@@ -104,7 +104,7 @@ def body(f, names, large):
         lines += [
             "int32_t peer = mg_world_peer(c, source);",
             "int64_t bytes = %s;" % _bytes_p2p(names),
-            "int64_t req = rc == MPI_SUCCESS ? mg_request_new(request, c, peer, mg_tag(tag), bytes, %s, 0) : 0;"
+            "int64_t req = rc == MPI_SUCCESS ? mg_request_new(*request, request, c, peer, mg_tag(tag), bytes, %s, 0) : 0;"
             % flags,
         ]
         rec = ["r->peer = peer;", "r->tag = mg_tag(tag);", "r->bytes = bytes;", "r->request = req;"]
@@ -133,7 +133,7 @@ def body(f, names, large):
             rec.append("r->root = mg_world_root(c, root);")
         if f.nonblocking:
             lines.append("int64_t req = rc == MPI_SUCCESS ? "
-                         "mg_request_new(request, c, MG_PEER_NONE, MG_TAG_NONE, bytes, 0, seq) : 0;")
+                         "mg_request_new(*request, request, c, MG_PEER_NONE, MG_TAG_NONE, bytes, 0, seq) : 0;")
             rec.append("r->request = req;")
         return lines, "0", rec, 1
     raise ValueError("no generated wrapper for kind %r (%s)" % (k, f.name))
@@ -229,9 +229,9 @@ _CORE_PMPI = [
     "Testany", "Testsome", "Start", "Startall", "Request_free", "Comm_free",
     "Comm_rank", "Comm_size", "Comm_group", "Comm_test_inter", "Comm_remote_size", "Comm_remote_group",
     "Group_translate_ranks", "Group_free", "Type_size", "Get_count", "Allreduce", "Bcast",
-    "Status_f082c", "Status_c2f08",
+    "Status_f082c", "Status_c2f08", "Mprobe", "Improbe", "Mrecv", "Imrecv",
 ]
-_CORE_PMPI_LARGE = ["Get_count_c"]
+_CORE_PMPI_LARGE = ["Get_count_c", "Mrecv_c", "Imrecv_c"]
 
 
 def pmpi_names():

@@ -67,14 +67,14 @@ static mg_request *request_lookup(MPI_Request handle, const void *slot, int acti
     return NULL;
 }
 
-int64_t mg_request_new(MPI_Request *slot, mg_comm *comm, int32_t peer, int32_t tag, int64_t bytes,
-                       uint16_t flags, uint32_t seq)
+int64_t mg_request_new(MPI_Request handle, const void *slot, mg_comm *comm, int32_t peer, int32_t tag,
+                       int64_t bytes, uint16_t flags, uint32_t seq)
 {
-    if (*slot == MPI_REQUEST_NULL)
+    if (handle == MPI_REQUEST_NULL)
         return 0;
     if (mg.threaded)
         mg_lock();
-    uint64_t key = HANDLE_KEY(*slot);
+    uint64_t key = HANDLE_KEY(handle);
     mg_request *first = map_get(&request_map, key), *last = NULL;
     for (mg_request *p = first, *next; p; p = next) {
         next = p->next;

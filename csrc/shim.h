@@ -263,9 +263,10 @@ void mg_sync_measure(mg_sync *s);
 void mg_sync_finish(void);
 
 /* Requests. */
-/* Remember the request just stored in *slot; returns its id (0 for MPI_REQUEST_NULL). */
-int64_t mg_request_new(MPI_Request *slot, mg_comm *comm, int32_t peer, int32_t tag, int64_t bytes,
-                       uint16_t flags, uint32_t seq);
+/* Remember a new request, `handle` as stored in the program's variable `slot`;
+ * returns its id (0 for MPI_REQUEST_NULL). */
+int64_t mg_request_new(MPI_Request handle, const void *slot, mg_comm *comm, int32_t peer, int32_t tag,
+                       int64_t bytes, uint16_t flags, uint32_t seq);
 
 /* Status of a receive: the real source, tag and byte count. */
 void mg_fill_from_status(mg_record *r, const mg_comm *c, const MPI_Status *st);

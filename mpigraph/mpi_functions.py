@@ -136,6 +136,12 @@ FUNCTIONS = [
     _f(30, "MPI_Start", START),
     _f(31, "MPI_Startall", START),
     _f(32, "MPI_Request_free", REQUEST_FREE),
+    # Matched probe and receive (hand-written: Mrecv names its message, not a
+    # communicator).  Mprobe matches like Probe; Mrecv receives like Recv.
+    _f(33, "MPI_Mprobe", PROBE),
+    _f(34, "MPI_Improbe", PROBE),
+    _f(35, "MPI_Mrecv", RECV),
+    _f(36, "MPI_Imrecv", IRECV, nonblocking=True),
     # Completion: hand-written, one part record per request completed.
     _f(40, "MPI_Wait", COMPLETION),
     _f(41, "MPI_Waitall", COMPLETION),

@@ -6,6 +6,7 @@ logs with numpy and check the shim alone.
 
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -146,6 +147,25 @@ def test_collective_sequence_numbers_agree_per_communicator(logs):
     assert all(len(funcs) == 1 for funcs in seen.values()), "one instance, one function on all members"
     world = sorted(seq for comm, seq in seen if comm == 0)
     assert world == list(range(1, len(world) + 1))
+
+
+def test_mpi4py_object_receives_are_recorded_as_matched_probes(tmp_path):
+    """comm.recv goes through MPI_Mprobe + MPI_Mrecv: each must name the real sender."""
+    out = tmp_path / "run"
+    program = os.path.join(HERE, "shim_programs", "pickled_p2p.py")
+    cmd = [find_mpi_tool("mpiexec"), "-n", "3", "-genv", "LD_PRELOAD", library_path(),
+           "-genv", "MPIGRAPH_OUT", str(out), "-genv", "MPIGRAPH_ANALYZE", "off", sys.executable, program]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ok 2 2\n"
+    for rank in range(3):
+        _, records = read_log(out / "raw" / ("rank-%d.log" % rank))
+        left = (rank - 1) % 3
+        probes, receives = calls(records, "MPI_Mprobe"), calls(records, "MPI_Mrecv")
+        assert len(probes) == len(receives) == 5
+        assert (receives["peer"] == left).all() and receives["tag"].tolist() == [0, 1, 2, 3, 4]
+        assert (receives["flags"] & R.RECV != 0).all() and (receives["bytes"] == probes["bytes"]).all()
+        assert (probes["peer"] == left).all()
 
 
 def test_unwritable_output_leaves_the_program_untouched(records_program, tmp_path):
