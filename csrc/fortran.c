@@ -9,14 +9,14 @@
  * MPICH's own binding does.  Init and Finalize instead call MPICH's routine
  * (found with RTLD_NEXT) so its Fortran start-up is untouched.  Handles are
  * MPI_Fint; TYPE(MPI_Status) is MPI_F08_status; an absent optional ierror
- * arrives as NULL.  MPI_F08_status is MPI-3.0. */
+ * arrives as NULL.  The f08 status conversions are MPI-4.0. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdlib.h>
 
 #include "shim.h"
 
-#if MPI_VERSION >= 3
+#if MPI_VERSION >= 4
 
 #define SMALL 16
 
@@ -304,4 +304,4 @@ void mpi_testsome_f08_(MPI_Fint *incount, MPI_Fint *requests, MPI_Fint *outcount
     some_f08(0, incount, requests, outcount, indices, statuses, ierror);
 }
 
-#endif /* MPI_VERSION >= 3 */
+#endif /* MPI_VERSION >= 4 */

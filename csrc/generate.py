@@ -229,14 +229,15 @@ _CORE_PMPI = [
     "Testany", "Testsome", "Start", "Startall", "Request_free", "Comm_free",
     "Comm_rank", "Comm_size", "Comm_group", "Comm_test_inter", "Comm_remote_size", "Comm_remote_group",
     "Group_translate_ranks", "Group_free", "Type_size", "Get_count", "Allreduce", "Bcast",
-    "Status_f082c", "Status_c2f08", "Mprobe", "Improbe", "Mrecv", "Imrecv",
+    "Mprobe", "Improbe", "Mrecv", "Imrecv",
 ]
-_CORE_PMPI_LARGE = ["Get_count_c", "Mrecv_c", "Imrecv_c"]
+# MPI-4 functions: the large-count variants and the f08 status conversions.
+_CORE_PMPI_MPI4 = ["Get_count_c", "Mrecv_c", "Imrecv_c", "Status_f082c", "Status_c2f08"]
 
 
 def pmpi_names():
-    """(names, large-count names) of every PMPI function the shim calls, without the prefix."""
-    names, large = list(_CORE_PMPI), list(_CORE_PMPI_LARGE)
+    """(names, MPI-4 names) of every PMPI function the shim calls, without the prefix."""
+    names, large = list(_CORE_PMPI), list(_CORE_PMPI_MPI4)
     for f in T.FUNCTIONS:
         if f.params is None:
             continue
