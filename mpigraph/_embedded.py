@@ -48,9 +48,18 @@ def _analyse(run_dir):
 
     from mpigraph import analysis, config
 
+    settings = config.from_env()
     comm = MPI.COMM_WORLD.Dup()
+    if settings.verbose and comm.rank == 0:
+        import os
+
+        import mpigraph
+
+        # Which environment the shim found: the one mpigraph is installed in.
+        print("mpigraph: analysing with the Python of %s, mpigraph from %s"
+              % (sys.prefix, os.path.dirname(os.path.abspath(mpigraph.__file__))), file=sys.stderr)
     try:
-        analysis.analyze(run_dir, comm, config.from_env(), in_job=True)
+        analysis.analyze(run_dir, comm, settings, in_job=True)
     finally:
         comm.Free()
 
