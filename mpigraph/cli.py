@@ -38,16 +38,21 @@ def cmd_demo(args):
     return run_demo(args.n, args.out)
 
 
+RUN_SETTINGS = [s for s in settings.SETTINGS if s.name != "MPIGRAPH_OUT"]
+
+
+def setting_flag(name):
+    """The `mpigraph run` flag of an MPIGRAPH_* setting: MPIGRAPH_CLOCK_SOURCE -> --clock-source."""
+    return "--" + name[len("MPIGRAPH_"):].lower().replace("_", "-")
+
+
 def cmd_run(args):
     from mpigraph.launcher import run
 
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
-    settings.from_env()   # a bad MPIGRAPH_* setting fails here, not in every rank at MPI_Finalize
-    options = {}
-    if args.algorithm:
-        options["MPIGRAPH_ALGORITHM"] = settings.parse_algorithm(args.algorithm, "--algorithm")
-    # The launcher prints summary.txt once the job is over: the ranks need not print it too.
-    options["MPIGRAPH_QUIET"] = "1"
+    options = {s.name: getattr(args, s.name) for s in RUN_SETTINGS if getattr(args, s.name) is not None}
+    # A bad setting fails here, once, not in every rank at MPI_Finalize.
+    settings.from_env(dict(os.environ, **options))
     return run(program, args.n, out=args.out, options=options, mpiexec=args.mpiexec)
 
 
@@ -108,8 +113,10 @@ def build_parser():
     p = sub.add_parser("run", help="run an MPI program under mpigraph: mpigraph run -n N -- ./app args")
     p.add_argument("-n", type=int, required=True, help="ranks")
     p.add_argument("--out", metavar="DIR", help="run directory (default ./mpigraph-<date>-<id>)")
-    p.add_argument("--algorithm", choices=settings.ALGORITHMS, help="critical-path algorithm")
     p.add_argument("--mpiexec", metavar="PATH", help="the mpiexec to use (default: from PATH)")
+    # Every other MPIGRAPH_* setting has its flag: MPIGRAPH_CLOCK_SOURCE is --clock-source.
+    for s in RUN_SETTINGS:
+        p.add_argument(setting_flag(s.name), metavar="VALUE", dest=s.name, help="%s (default %s)" % (s.help, s.default))
     p.add_argument("program", nargs=argparse.REMAINDER, help="-- the program and its arguments")
     p.set_defaults(func=cmd_run)
 

@@ -69,6 +69,12 @@ def rank_environment(out, options=None):
     return env
 
 
+def analysis_wanted(options):
+    from mpigraph import config
+
+    return config.from_env(dict(os.environ, **(options or {}))).analyze
+
+
 def run(argv_prog, nprocs, out=None, options=None, mpiexec=None):
     """Run `argv_prog` on `nprocs` ranks under the shim; returns the program's exit code.
 
@@ -89,6 +95,8 @@ def run(argv_prog, nprocs, out=None, options=None, mpiexec=None):
         with open(summary) as f:
             sys.stdout.write(f.read())
         print("mpigraph: report in %s" % out)
+    elif not analysis_wanted(options):
+        print("mpigraph: raw logs in %s/raw (analysis off; run: mpigraph analyze %s)" % (out, out), file=sys.stderr)
     else:
         print("mpigraph: no report was written in %s (see the messages above; if %s/raw holds logs, "
               "run: mpigraph analyze %s)" % (out, out, out), file=sys.stderr)
