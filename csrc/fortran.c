@@ -104,7 +104,7 @@ void mpi_init_f08_(MPI_Fint *ierror)
     next(&rc);
     mg_depth--;
     if (rc == MPI_SUCCESS)
-        mg_start_recording(MG_ID_MPI_Init, t0, mg_now(), MPI_THREAD_SINGLE);
+        mg_start_recording(MG_ID_MPI_Init, t0, MPI_THREAD_SINGLE);
     set_ierror(ierror, rc);
 }
 
@@ -120,7 +120,7 @@ void mpi_init_thread_f08_(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr
     next(required, provided, &rc);
     mg_depth--;
     if (rc == MPI_SUCCESS)
-        mg_start_recording(MG_ID_MPI_Init_thread, t0, mg_now(), *provided);
+        mg_start_recording(MG_ID_MPI_Init_thread, t0, *provided);
     set_ierror(ierror, rc);
 }
 

@@ -58,7 +58,7 @@ static int env_is_off(const char *name)
     return v && (!strcmp(v, "0") || !strcasecmp(v, "off") || !strcasecmp(v, "no") || !strcasecmp(v, "false"));
 }
 
-void mg_start_recording(int func, int64_t t0, int64_t t1, int provided)
+void mg_start_recording(int func, int64_t t0, int provided)
 {
     if (env_is_off("MPIGRAPH_RECORD"))
         return;
@@ -97,23 +97,26 @@ void mg_start_recording(int func, int64_t t0, int64_t t1, int provided)
     mg_sync_measure(&mg.header->sync_init);
 
     mg_calibrate(MG_CALIB_INIT_A);
-    mg_record *r = mg_reserve(1);
-    mg_fill(r, func, t0, t1, 0);
-    mg_publish(1);
     /* A second calibration pair a millisecond later, so a log that never
      * reaches MPI_Finalize can still convert ticks to ns. */
     int64_t until = mg_monotonic_ns() + 1000000;
     while (mg_monotonic_ns() < until)
         ;
     mg_calibrate(MG_CALIB_INIT_B);
-    mg_phase = MG_RECORDING;
-    mg.recording = 1;
 
     /* mpi4py finalises MPI after the interpreter is gone: analyse at exit instead. */
     mg_python_host = Py_IsInitialized();
     if (mg_python_host && mg_analyze && mpigraph_py_register_atexit() != 1)
         mg_say("rank %d: cannot load mpigraph in this Python; raw logs will be left in %s", mg.world_rank,
             mg_run_dir);
+
+    /* The program sees MPI_Init return only now: its record ends here, so the
+     * shim's own start-up is not taken for the program's work. */
+    mg_record *r = mg_reserve(1);
+    mg_fill(r, func, t0, mg_now(), 0);
+    mg_publish(1);
+    mg_phase = MG_RECORDING;
+    mg.recording = 1;
 }
 
 /* Threads other than the first get their slot when they first log. */
@@ -132,7 +135,7 @@ int MPI_Init(int *argc, char ***argv)
     int64_t t0 = mg_now();
     int rc = PMPI_Init(argc, argv);
     if (rc == MPI_SUCCESS)
-        mg_start_recording(MG_ID_MPI_Init, t0, mg_now(), MPI_THREAD_SINGLE);
+        mg_start_recording(MG_ID_MPI_Init, t0, MPI_THREAD_SINGLE);
     return rc;
 }
 
@@ -144,7 +147,7 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
     int64_t t0 = mg_now();
     int rc = PMPI_Init_thread(argc, argv, required, provided);
     if (rc == MPI_SUCCESS)
-        mg_start_recording(MG_ID_MPI_Init_thread, t0, mg_now(), *provided);
+        mg_start_recording(MG_ID_MPI_Init_thread, t0, *provided);
     return rc;
 }
 

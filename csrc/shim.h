@@ -247,7 +247,8 @@ void mg_close_log_file(void);
 void *mg_mpi_symbol(const char *name);
 
 /* MPI_Init and MPI_Finalize (shim.c), shared with the Fortran bindings. */
-void mg_start_recording(int func, int64_t t0, int64_t t1, int provided);
+/* Called once MPI is initialised; writes the Init record (t0 .. now) last. */
+void mg_start_recording(int func, int64_t t0, int provided);
 void mg_finalize_handover(void);
 
 /* Clock synchronisation samples (clock_sync.c). */
