@@ -135,8 +135,10 @@ def _op(name):
 
 
 def sort_intervals(columns):
-    """The intervals in (start, rank, call) order: a total order, the same for every split."""
-    order = np.lexsort((columns["call"], columns["rank"], columns["start"]))
+    """The intervals in order of start.  How equal starts are ordered does not matter (the
+    groups and the best interval do not depend on it), so one stable sort on one key does;
+    on the concatenated sorted runs of a gather it is a cheap merge."""
+    order = np.argsort(columns["start"], kind="stable")
     return {name: c[order] for name, c in columns.items()}
 
 
@@ -157,12 +159,24 @@ def group_starts(start, end, carry_end=_MIN, carry_start=_MIN):
 
 
 def best_per_group(columns, group):
-    """Index of the best interval of each group (group ids 0..G-1, sorted): longest, then earliest
-    start, lowest rank, lowest call."""
+    """Index of the best interval of each group (group ids 0..G-1, contiguous and increasing):
+    longest, then earliest start, lowest rank, lowest call.
+
+    The longest is found with one reduceat; only the intervals as long as their group's
+    longest (ties are rare) are sorted to break ties.
+    """
+    if not len(group):
+        return np.zeros(0, np.int64)
     duration = columns["end"] - columns["start"]
-    order = np.lexsort((columns["call"], columns["rank"], columns["start"], -duration, group))
-    grouped = group[order]
-    return order[np.concatenate(([True], grouped[1:] != grouped[:-1]))] if len(order) else order
+    first = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
+    longest = np.maximum.reduceat(duration, first)
+    sizes = np.diff(np.append(first, len(group)))
+    candidates = np.flatnonzero(duration == np.repeat(longest, sizes))
+    keys = [columns[name][candidates] for name in ("call", "rank", "start")] + [group[candidates]]
+    order = np.lexsort(keys)
+    candidates = candidates[order]
+    grouped = group[candidates]
+    return candidates[np.concatenate(([True], grouped[1:] != grouped[:-1]))]
 
 
 def _take(columns, index):
@@ -297,7 +311,7 @@ def critical_path_of(comm, intervals, algorithm, codec):
         chosen = choose(sort_intervals(everything)) if comm.Get_rank() == 0 else empty_intervals()
     elif algorithm == "parallel-toposort":
         mine, stats = shuffle.shuffle_by_key(comm, intervals, "start", codec=codec)
-        chosen = choose_parallel(comm, sort_intervals(mine))
+        chosen = choose_parallel(comm, mine)          # shuffle_by_key delivers them sorted by start
         chosen, _ = shuffle.gather(comm, chosen, root=0, codec=codec)   # a few rows per group
     else:
         raise ValueError("not a topological-sort algorithm: %r (known: %s)" % (algorithm, ", ".join(ALGORITHMS)))
