@@ -3,11 +3,15 @@
  *
  *   usage: mpiexec -n N ./slow_phases [phases]      (default 6)
  *
- * Phase p: every rank computes BASE_MS, rank (2p + 1) % N computes 3 x BASE_MS,
+ * Phase p: every rank computes BASE_MS, rank (2p + 1) % N computes 4 x BASE_MS,
  * then all meet in MPI_Allreduce.  The critical path must run through the slow
  * rank's compute in every phase.  Compute spins on clock_gettime (no MPI call
- * inside, so it is one compute interval), timed by the wall clock so that
- * being descheduled on a busy machine does not change who is slow.
+ * inside, so it is one compute interval), timed by the wall clock.
+ *
+ * On a loaded machine a rank can be descheduled between two MPI calls and so
+ * really be the slowest of a phase; each rank therefore measures its own
+ * compute interval (from the return of one MPI_Allreduce to the next call) and
+ * prints them at the end, one line per phase: "slow_phases: phase P rank R ns N".
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -15,6 +19,7 @@
 #include <time.h>
 
 #define BASE_MS 5.0
+#define MAX_PHASES 1000
 
 static double now(void)
 {
@@ -34,16 +39,22 @@ static double spin(double ms, double x)
 int main(int argc, char **argv)
 {
     int rank, size, phases = argc > 1 ? atoi(argv[1]) : 6;
-    double x = 1.0, sum = 0.0;
+    double x = 1.0, sum = 0.0, measured[MAX_PHASES];
+    if (phases > MAX_PHASES)
+        phases = MAX_PHASES;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Barrier(MPI_COMM_WORLD);
     for (int p = 0; p < phases; p++) {
-        x = spin(rank == (2 * p + 1) % size ? 3 * BASE_MS : BASE_MS, x);
+        double began = now();
+        x = spin(rank == (2 * p + 1) % size ? 4 * BASE_MS : BASE_MS, x);
+        measured[p] = now() - began;
         MPI_Allreduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     }
-    if (rank == 0)
-        printf("slow_phases: %d phases on %d ranks\n", phases, size);
+    for (int p = 0; p < phases; p++)
+        printf("slow_phases: phase %d rank %d ns %.0f\n", p, rank, measured[p] * 1e9);
+    fflush(stdout);
     MPI_Finalize();
     return 0;
 }
