@@ -141,6 +141,15 @@ def compute_intervals(rank, records):
     }
 
 
+def toposort_intervals(run_dir):
+    """{rank: the interval columns the toposort path stage shuffles}: ns times from the clock
+    stage, plus rank, call index and the function ids around each interval (a recorded run)."""
+    from mpigraph import clock, toposort, trace
+    run = trace.open_run(run_dir)
+    return {r: toposort.rank_intervals(log, clock.to_ns(log, log.records["t_start"]),
+                                       clock.to_ns(log, log.records["t_end"])) for r, log in run.logs.items()}
+
+
 def batches(columns, batch_rows):
     n = len(next(iter(columns.values())))
     return [{k: v[a:a + batch_rows] for k, v in columns.items()} for a in range(0, n, batch_rows)]
@@ -259,14 +268,19 @@ def main():
     with tempfile.TemporaryDirectory() as workdir:
         if args.synthetic:
             logs, what = synthetic_logs(args.ranks, args.iterations), "synthetic records"
+            topo = None
         else:
             run_dir = args.logs or record_real_run(workdir, args.ranks, args.iterations)
             logs, what = read_logs(run_dir), "recorded run %s" % (args.logs or "(halo-exchange workload)")
+            topo = toposort_intervals(run_dir)
     print("data: %s, %d ranks, %d records" % (what, len(logs), sum(map(len, logs.values()))))
     record_batches = [b for r in sorted(logs) for b in batches(record_columns(logs[r]), args.batch_rows)]
     interval_batches = [b for r in sorted(logs) for b in batches(compute_intervals(r, logs[r]), args.batch_rows)]
     report_dataset("records", record_batches, args.levels, args.repeat)
     report_dataset("compute intervals", interval_batches, args.levels, args.repeat)
+    if topo is not None:
+        report_dataset("toposort intervals (ns, the path stage's columns)",
+                       [b for r in sorted(topo) for b in batches(topo[r], args.batch_rows)], args.levels, args.repeat)
 
 
 if __name__ == "__main__":

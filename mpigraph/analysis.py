@@ -1,8 +1,8 @@
 """The analysis pipeline: the same code inside the job (at MPI_Finalize) and offline.
 
 Stages (DESIGN.md): trace -> clock -> match -> metrics -> path -> report.
-This version runs trace, clock, metrics and report; match and path are the
-hook points marked below, filled by later issues.
+This version runs trace, clock, metrics, path (the topological-sort
+algorithms so far) and report; match is the hook point marked below.
 
 Every stage runs on all analysis ranks of `comm`.  Analysis rank a works on
 the trace ranks ``Ownership.ranks_of(a)``; analysis rank 0 gathers the small
@@ -14,7 +14,7 @@ of leaving the others blocked in the next collective.
 import sys
 import time
 
-from mpigraph import clock, metrics, parallel, report, trace
+from mpigraph import clock, critical_path, metrics, parallel, report, toposort, trace
 
 # Stage timings go to stderr when the run has more records than this (or MPIGRAPH_VERBOSE=1).
 PROGRESS_RECORDS = 1_000_000
@@ -92,8 +92,21 @@ def _metrics(comm, logs, times):
     return parallel.collectively(comm, metrics.gather_tables, comm, local)
 
 
-def _write_report(comm, run_dir, info, tables):
-    return report.write_report(run_dir, info, tables) if comm.rank == 0 else None
+def path_stage(comm, config, info, logs, times):
+    """Stage path: a toposort.PathResult (the table on rank 0), or None for algorithms that
+    have no path stage yet.  One dispatch on config.algorithm; each algorithm family
+    lives in its own module."""
+    if config.algorithm in toposort.ALGORITHMS:
+        return toposort.path_stage(comm, config, info.world_size, logs, times)
+    return None
+
+
+def _write_report(comm, run_dir, info, tables, path=None):
+    if comm.rank != 0:
+        return None
+    if path is not None:
+        critical_path.write(run_dir, path.table)
+    return report.write_report(run_dir, info, tables, sections=[path.lines] if path is not None else [])
 
 
 def analyze(run_dir, comm=None, config=None, in_job=False):
@@ -125,10 +138,10 @@ def analyze(run_dir, comm=None, config=None, in_job=False):
 
     tables = progress.run("metrics", _metrics, comm, logs, times)
 
-    # Hook: path (a later issue).  The critical path of the matched graph with
-    # config.algorithm, config.splits and config.threshold; its tables join the report.
+    path = progress.run("path", parallel.collectively, comm, path_stage, comm, config, info, logs, times)
 
-    text = progress.run("report", parallel.collectively, comm, _write_report, comm, info.run_dir, info, tables)
+    text = progress.run("report", parallel.collectively, comm, _write_report, comm, info.run_dir, info, tables,
+                        path)
     if comm.rank == 0 and not config.quiet:
         sys.stdout.write(text)
         sys.stdout.flush()

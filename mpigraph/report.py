@@ -197,8 +197,9 @@ def _list(ranks, limit=16):
     return text + (" and %d more" % (len(ranks) - limit) if len(ranks) > limit else "")
 
 
-def summary_text(info, tables):
-    """The text of summary.txt; `info` is a trace.RunInfo, `tables` a metrics.Tables."""
+def summary_text(info, tables, sections=()):
+    """The text of summary.txt; `info` is a trace.RunInfo, `tables` a metrics.Tables, `sections`
+    more lists of lines (the critical path's) appended after a blank line each."""
     ranks, functions = tables.ranks, tables.functions
     hosts = sorted(set(ranks["host"].tolist()))
     program_total = int(ranks["program_time"].sum())
@@ -220,17 +221,19 @@ def summary_text(info, tables):
     ]
     lines += _warnings(ranks)
     lines += [""] + _rank_section(ranks) + [""] + _function_section(functions, mpi_total)
+    for section in sections:
+        lines += [""] + list(section)
     return "\n".join(lines) + "\n"
 
 
 # ---- the report ------------------------------------------------------------------
 
-def write_report(run_dir, info, tables):
-    """Write every report file into run_dir; returns the summary text."""
+def write_report(run_dir, info, tables, sections=()):
+    """Write every report file into run_dir; returns the summary text (`sections`: see summary_text)."""
     write_csv(os.path.join(run_dir, RANKS_CSV), tables.ranks, metrics.RANK_COLUMNS)
     write_parquet(os.path.join(run_dir, RANKS_PARQUET), tables.ranks, metrics.RANK_COLUMNS)
     write_csv(os.path.join(run_dir, FUNCTIONS_CSV), tables.functions, metrics.FUNCTION_COLUMNS)
-    text = summary_text(info, tables)
+    text = summary_text(info, tables, sections)
     # summary.txt last: its presence means the report is complete.
     tmp = os.path.join(run_dir, SUMMARY + ".tmp")
     with open(tmp, "w") as f:

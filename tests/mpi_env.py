@@ -156,3 +156,33 @@ def read_functions_csv(path):
 
     with open(path, newline="") as f:
         return {row["function"]: int(row["calls"]) for row in csv.DictReader(f)}
+
+
+def run_mpi_checks(module, ranks, extra_env=None, hang_seconds=600):
+    """Run the checks of tests/<module> (a pytest file whose name does not start with test_, so a
+    plain ``pytest tests`` does not collect it) on `ranks` ranks under mpiexec.
+
+    Returns (returncode, stdout, stderr).  Every rank runs pytest and prints its own
+    "N passed" line.  If the ranks hang (a rank left in a collective) the run is stopped
+    after hang_seconds with SIGTERM, which mpiexec forwards to its ranks (SIGKILL would
+    orphan them), and (None, stdout, stderr) is returned: a guard against hangs, not a
+    timing of anything.
+    """
+    mpi = wheel_mpi()
+    if mpi is None:
+        raise RuntimeError("no mpiexec found: install with pip install '.[mpich,test]'")
+    cmd = [mpi.mpiexec, "-n", str(ranks), sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+           "-x", os.path.join(HERE, module)]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=base_env(extra_env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=hang_seconds)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            stdout, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+        return None, stdout, stderr
+    return proc.returncode, stdout, stderr

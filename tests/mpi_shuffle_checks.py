@@ -1,0 +1,158 @@
+"""Checks of the shuffle that need several processes: run under mpiexec.
+
+Not collected by a plain ``pytest tests`` (the name does not start with
+test_): tests/test_shuffle.py runs it with 1, 2, 3 and 4 ranks::
+
+    mpiexec -n 3 python -m pytest -q -p no:cacheprovider tests/mpi_shuffle_checks.py
+
+Every rank checks everything it can, so a failure fails on all ranks and no
+rank is left waiting in a collective.
+"""
+
+import numpy as np
+import pytest
+
+from mpigraph import shuffle
+from mpigraph.codec import Codec
+
+
+# -- MPI: run under mpiexec ---------------------------------------------------------
+
+def rows_for(source, dest, seed=0):
+    """The batch `source` sends to `dest`: deterministic, so the receiver knows what to expect.
+    Some pairs are empty, including the pair of a rank with itself in some cases."""
+    rng = np.random.default_rng([seed, source, dest])
+    n = 0 if (source * 7 + dest * 3 + seed) % 4 == 0 else int(rng.integers(1, 3000))
+    t = np.sort(rng.integers(0, 10**12, n))
+    return {"t_start": t, "t_end": t + rng.integers(0, 5000, n), "src": np.full(n, source, np.int32),
+            "f": rng.normal(size=n)}
+
+
+class CountingComm:
+    """A communicator that counts the point-to-point requests it is asked to post."""
+
+    def __init__(self, comm):
+        self.comm, self.isends, self.irecvs = comm, 0, 0
+
+    def __getattr__(self, name):
+        return getattr(self.comm, name)
+
+    def Isend(self, *args):
+        self.isends += 1
+        return self.comm.Isend(*args)
+
+    def Irecv(self, *args):
+        self.irecvs += 1
+        return self.comm.Irecv(*args)
+
+
+@pytest.mark.parametrize("order", shuffle.ORDERS)
+@pytest.mark.parametrize("level", [None, 3])
+def test_exchange_delivers_every_batch(order, level):
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    comm = CountingComm(world)
+    rank, size = world.Get_rank(), world.Get_size()
+    for seed in range(3):
+        outgoing = [rows_for(rank, d, seed) for d in range(size)]
+        received, stats = shuffle.exchange(comm, outgoing, Codec(level), order=order)
+        expected = {s: rows_for(s, rank, seed) for s in range(size)}
+        expected = {s: b for s, b in expected.items() if len(b["t_start"])}
+        assert list(received) == sorted(expected)
+        for source, batch in expected.items():
+            for name in batch:
+                assert np.array_equal(received[source][name], batch[name]), (source, name)
+        nonempty_out = sum(1 for d in range(size) if d != rank and len(outgoing[d]["t_start"]))
+        assert stats.messages_sent == nonempty_out
+        assert comm.isends == nonempty_out            # no request for an empty pair
+        assert comm.irecvs == len([s for s in expected if s != rank])
+        comm.isends = comm.irecvs = 0
+        summary = shuffle.summarize(world, stats)
+        assert summary.total("rows_sent") == summary.total("rows_received")
+        assert summary.total("wire_bytes_sent") == summary.total("wire_bytes_received")
+
+
+def global_order(world, columns, key):
+    """Everyone's rows in (key, rank, position) order: what the ranks must hold in sequence."""
+    everything = world.allgather(columns)
+    merged = {n: np.concatenate([c[n] for c in everything]) for n in columns}
+    ranks = np.concatenate([np.full(len(c[key]), r) for r, c in enumerate(everything)])
+    positions = np.concatenate([np.argsort(np.argsort(c[key], kind="stable"), kind="stable")
+                                for c in everything])
+    order = np.lexsort((positions, ranks, merged[key]))
+    return {n: c[order] for n, c in merged.items()}
+
+
+def local_rows(rank, size, case):
+    rng = np.random.default_rng([rank, size, len(case)])
+    n = {"uneven": [5000, 200, 0, 3000][rank % 4], "all-empty": 0, "one-rank": 4000 if rank == 0 else 0,
+         "ties": 1500, "large": 20000}[case]
+    t = rng.integers(0, 10**6, n) if case != "ties" else np.full(n, 42)
+    return {"t": t.astype(np.int64), "dur": rng.integers(0, 100, n), "rank": np.full(n, rank, np.int32),
+            "i": np.arange(n, dtype=np.int64)}
+
+
+@pytest.mark.parametrize("case", ["uneven", "all-empty", "one-rank", "ties", "large"])
+@pytest.mark.parametrize("order", shuffle.ORDERS)
+def test_shuffle_by_key_contiguous_balanced_exact(case, order):
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    columns = local_rows(rank, size, case)
+    sample_size = 256
+    out, stats = shuffle.shuffle_by_key(world, columns, "t", Codec(3), sample_size=sample_size, order=order)
+    # every rank checks everything, so a failure fails on all ranks (no rank left in a collective)
+    held = world.allgather(out)
+    expected = global_order(world, columns, "t")
+    total = len(expected["t"])
+    for name in columns:
+        assert np.array_equal(np.concatenate([h[name] for h in held]), expected[name]), name
+    bound = shuffle.balance_bound(total, size, sample_size)
+    assert max(abs(len(h["t"]) - total / size) for h in held) <= bound
+    summary = shuffle.summarize(world, stats)
+    assert summary.rows_per_rank == [len(h["t"]) for h in held]
+    assert summary.total("rows_kept") + summary.total("rows_received") == total
+
+
+def test_balanced_partition_destinations():
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    keys = np.random.default_rng(rank).normal(size=[700, 0, 1300][rank % 3])
+    dest = shuffle.balanced_partition(world, keys, sample_size=10_000)
+    assert dest.shape == keys.shape and (len(dest) == 0 or 0 <= dest.min() <= dest.max() < size)
+    counts = np.zeros(size, np.int64)
+    world.Allreduce(np.bincount(dest, minlength=size), counts)
+    assert counts.max() - counts.min() <= 1           # full sample: exact split
+    highest = np.array([keys[dest == d].max() if np.any(dest == d) else -np.inf for d in range(size)])
+    lowest = np.array([keys[dest == d].min() if np.any(dest == d) else np.inf for d in range(size)])
+    highest_all, lowest_all = np.empty(size), np.empty(size)
+    world.Allreduce(highest, highest_all, op=MPI.MAX)
+    world.Allreduce(lowest, lowest_all, op=MPI.MIN)
+    nonempty = counts > 0
+    assert np.all(highest_all[nonempty][:-1] <= lowest_all[nonempty][1:])
+
+
+@pytest.mark.parametrize("root", [0, -1])
+def test_gather_to_root(root):
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    root = root % size
+    columns = rows_for(rank, 0, seed=5)
+    out, stats = shuffle.gather(world, columns, root=root)
+    if rank == root:
+        expected = [rows_for(r, 0, seed=5) for r in range(size)]
+        for name in columns:
+            assert np.array_equal(out[name], np.concatenate([e[name] for e in expected]))
+    else:
+        assert len(out["t_start"]) == 0 and out["t_start"].dtype == np.int64
+
+
+def test_mismatched_key_dtypes_fail_on_every_rank():
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    keys = np.arange(10, dtype=np.int64 if world.Get_rank() == 0 else np.float64)
+    if world.Get_size() > 1:
+        with pytest.raises(TypeError, match="key dtypes differ"):
+            shuffle.balanced_partition(world, keys)
