@@ -68,8 +68,8 @@ def probe(run_dir):
 
 def run_shape(records):
     """(trace ranks, calls per rank) for about `records` records."""
-    ranks = min(1024, max(8, records // 10_000))
-    return ranks, max(3, records // ranks)
+    ranks = 1024 if records >= 10_000_000 else max(8, records // 10_000)
+    return ranks, max(3, round(records / ranks))
 
 
 def generate(workdir, records, structure):
