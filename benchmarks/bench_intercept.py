@@ -9,15 +9,17 @@ the median ns per call of each and the difference.
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
+import sys
 import tempfile
 
 from mpigraph._lib import library_path
 from mpigraph.launcher import find_mpi_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from machine import describe_machine  # noqa: E402
 
 
 def compile_probe(workdir):
@@ -37,14 +39,6 @@ def run_once(exe, calls, preload, workdir, index):
     return {name: float(value) for name, value in (line.split() for line in out.splitlines() if line.strip())}
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown"
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2_000_000)
@@ -56,7 +50,7 @@ def main():
         for i in range(args.rounds):
             bare.append(run_once(exe, args.calls, False, workdir, i))
             shim.append(run_once(exe, args.calls, True, workdir, i))
-    print("machine: %s, %d cores, %s" % (cpu_model(), os.cpu_count(), platform.platform()))
+    print(describe_machine())
     print("calls per run: %d, rounds: %d (median of rounds)" % (args.calls, args.rounds))
     print("%-10s %14s %14s %12s" % ("call", "bare ns/call", "shim ns/call", "added ns"))
     for case in bare[0]:

@@ -62,8 +62,11 @@ def convert(conversion, ticks):
     ticks = np.asarray(ticks)
     if conversion is IDENTITY or conversion == IDENTITY:
         return ticks.astype(np.int64, copy=False)
-    delta = (ticks - np.int64(conversion.ticks0)).astype(np.float64)
-    return np.rint(delta * conversion.ns_per_tick).astype(np.int64) + np.int64(conversion.ns0)
+    ns = np.multiply(ticks - np.int64(conversion.ticks0), conversion.ns_per_tick)   # float64, one pass
+    np.rint(ns, out=ns)
+    out = ns.astype(np.int64)
+    out += np.int64(conversion.ns0)
+    return out
 
 
 def to_ns(log, ticks):

@@ -104,11 +104,14 @@ _INT64_MIN = np.iinfo(np.int64).min
 
 # ---- one rank's log -----------------------------------------------------------
 
-def _shift(flags, flag, bit):
-    """(flags & flag) moved to the position of `bit` (both single bits), as uint32."""
-    moved = (flags & flag).astype(np.uint32)
-    shift = int(bit).bit_length() - int(flag).bit_length()
-    return moved << shift if shift >= 0 else moved >> -shift
+def _category_table():
+    """Category (PART, SEND, RECV bits) of every possible flags value: one lookup per record."""
+    flags = np.arange(1 << 16, dtype=np.uint32)
+    return (((flags & record.PART) != 0) * _PART_BIT | ((flags & record.SEND) != 0) * _SEND_BIT
+            | ((flags & record.RECV) != 0) * _RECV_BIT).astype(np.uint32)
+
+
+_CATEGORY = _category_table()
 
 
 def function_partials(log, start_ns, end_ns):
@@ -119,11 +122,10 @@ def function_partials(log, start_ns, end_ns):
     minimum.at and maximum.at (exact int64, unlike bincount's float weights).
     """
     records = log.records
-    func = records["func"]
-    flags = records["flags"]
+    func = log.column("func")
+    flags = log.column("flags")
     part = (flags & record.PART) != 0
-    key = ((func.astype(np.uint32) << 3) | _shift(flags, record.PART, _PART_BIT)
-           | _shift(flags, record.SEND, _SEND_BIT) | _shift(flags, record.RECV, _RECV_BIT))
+    key = (func.astype(np.uint32) << 3) | _CATEGORY[flags]
     count = np.bincount(key, minlength=N_IDS * 8).reshape(N_IDS, 8)
     nbytes = np.zeros(N_IDS * 8, np.int64)
     np.add.at(nbytes, key, records["bytes"])
@@ -162,8 +164,8 @@ def program_span(log, start_ns, end_ns):
     """
     if log.n_records == 0:
         return 0, 0
-    func = log.records["func"]
-    inits = np.flatnonzero(IS_INIT[func] & ((log.records["flags"] & record.PART) == 0))
+    func = log.column("func")
+    inits = np.flatnonzero(IS_INIT[func] & ((log.column("flags") & record.PART) == 0))
     start = end_ns[inits[0]] if len(inits) else start_ns.min()
     finals = np.flatnonzero(IS_FINALIZE[func])
     end = start_ns[finals[-1]] if (log.finalized and len(finals)) else end_ns.max()

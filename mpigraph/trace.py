@@ -66,6 +66,17 @@ class RankLog:
     def n_records(self):
         return len(self.records)
 
+    def column(self, name):
+        """A contiguous copy of one small field ("func", "flags"), made once and kept.
+
+        Each pass over a field of the mapped records reads whole 64-byte
+        records; the fields every stage reads again are copied out once.
+        """
+        cache = self.__dict__.setdefault("_columns", {})
+        if name not in cache:
+            cache[name] = np.ascontiguousarray(self.records[name])
+        return cache[name]
+
     def __repr__(self):
         return "RankLog(%r, rank=%d, records=%d)" % (self.path, self.rank, self.n_records)
 
@@ -162,11 +173,16 @@ def call_index(records):
     return np.maximum.accumulate(np.where(is_part, -1, index)) if len(records) else index
 
 
-def validate_records(path, records):
-    """Raise TraceError for the first record that breaks the format's rules."""
+def validate_records(path, records, func=None, flags=None):
+    """Raise TraceError for the first record that breaks the format's rules.
+
+    `func` and `flags` may be contiguous copies of those fields (RankLog.column).
+    """
     if len(records) == 0:
         return
-    func, t_start, t_end = records["func"], records["t_start"], records["t_end"]
+    func = records["func"] if func is None else func
+    flags = records["flags"] if flags is None else flags
+    t_start, t_end = records["t_start"], records["t_end"]
     problems = []   # (first bad index, message for it)
 
     def first(bad, describe, where=None):
@@ -178,22 +194,21 @@ def validate_records(path, records):
 
     first(~_KNOWN[func], lambda i: "unknown function id %d" % func[i])
     first(t_end < t_start, lambda i: "ends before it starts (t_start %d, t_end %d ticks)" % (t_start[i], t_end[i]))
-    # Part records are few: check them alone, each against the last call record before it.
-    is_part = (records["flags"] & record.PART) != 0
-    parts = np.flatnonzero(is_part)
+    # A part record must share func and times with the record just before it (its call record or
+    # an earlier part of the same call, which shares them in turn): compare neighbours only.
+    parts = np.flatnonzero((flags & record.PART) != 0)
     if len(parts):
-        calls = np.flatnonzero(~is_part)
-        before = np.searchsorted(calls, parts) - 1
-        first(before < 0, lambda i: "a part record (flag PART) with no call record before it", parts)
-        owner = calls[np.maximum(before, 0)] if len(calls) else parts
+        first(parts[:1] == 0, lambda i: "a part record (flag PART) with no call record before it", parts[:1])
+        after = parts[parts > 0]
+        before = after - 1
 
         def describe_part(i):
-            call = calls[np.searchsorted(calls, i) - 1]
+            call = int(call_index(records[: i + 1])[i])
             return ("part record of %s does not share the function and times of its call record %d (%s)"
                     % (mpi_functions.name_of(func[i]), call, mpi_functions.name_of(func[call])))
 
-        first((before >= 0) & ((func[parts] != func[owner]) | (t_start[parts] != t_start[owner])
-                               | (t_end[parts] != t_end[owner])), describe_part, parts)
+        first((func[after] != func[before]) | (t_start[after] != t_start[before])
+              | (t_end[after] != t_end[before]), describe_part, after)
     if problems:
         index, describe = min(problems, key=lambda p: p[0])
         raise TraceError("%s: record %d: %s" % (path, index, describe(index)))
@@ -205,10 +220,10 @@ def open_log(path, validate=True):
     match = LOG_NAME.match(os.path.basename(path))
     if match and int(match.group(1)) != header["world_rank"]:
         raise TraceError("%s: the header says rank %d, the file name another rank" % (path, header["world_rank"]))
-    records = _map_records(path, size, int(header["n_records"]))
+    log = RankLog(path, header, _map_records(path, size, int(header["n_records"])))
     if validate:
-        validate_records(path, records)
-    return RankLog(path, header, records)
+        validate_records(path, log.records, log.column("func"), log.column("flags"))
+    return log
 
 
 # ---- the run directory -------------------------------------------------------

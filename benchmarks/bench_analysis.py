@@ -1,0 +1,161 @@
+"""Analysis throughput per stage and peak memory, on synthetic runs, with 1, 2 and 4 analysis ranks.
+
+    python benchmarks/bench_analysis.py [--records 1e5 1e6 1e7] [--nprocs 1 2 4] [--repeat 3]
+                                        [--structure bsp|halo] [--algorithms dijkstra ...]
+
+For each size it writes a synthetic run (mpigraph.testing.synth: 1024 trace
+ranks from 1e7 records up, fewer below) into a temporary directory, then runs
+``mpiexec -n K python bench_analysis.py --probe RUN`` which calls
+mpigraph.analysis.analyze with MPIGRAPH_VERBOSE=1: every stage the pipeline
+times through analysis.Progress is printed and parsed here, so a new stage
+(match, path, ...) shows up in the table without a change to this script.
+Each probe rank reports its peak RSS (getrusage) and its RSS before the
+analysis started (Python, numpy, mpi4py imported).  The logs are read from
+the page cache (they were just written): cold-cache reads are disk-bound.
+
+Printed per (records, K): the median over repeats of each stage's seconds and
+records/s per analysis rank, the whole analyze() call, and the largest peak
+RSS of any analysis rank with its growth per million records it owned.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from machine import describe_machine  # noqa: E402
+
+STAGE_LINE = re.compile(r"^mpigraph: (\S+)\s+([0-9.]+) s")
+PROBE_LINE = re.compile(r"^probe rank (\d+) wall ([0-9.]+) base_kb (\d+) peak_kb (\d+) records (\d+)")
+
+
+# ---- inside the job: one analysis ------------------------------------------------
+
+def vm_rss_kb():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def probe(run_dir):
+    import resource
+
+    from mpi4py import MPI
+
+    from mpigraph import analysis, parallel, trace
+
+    comm = MPI.COMM_WORLD
+    info = trace.find_run(run_dir)
+    owned = parallel.Ownership(info.world_size, comm.size).ranks_of(comm.rank)
+    records = sum((os.path.getsize(trace.log_path(run_dir, r)) - 4096) // 64 for r in owned)
+    base = vm_rss_kb()
+    comm.Barrier()
+    started = time.perf_counter()
+    analysis.analyze(run_dir, comm)
+    wall = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for rank, line in enumerate(comm.gather((wall, base, peak, records), root=0) or []):
+        print("probe rank %d wall %.6f base_kb %d peak_kb %d records %d" % ((rank,) + line), flush=True)
+
+
+# ---- the driver ---------------------------------------------------------------------
+
+def run_shape(records):
+    """(trace ranks, calls per rank) for about `records` records."""
+    ranks = 1024 if records >= 10_000_000 else max(8, records // 10_000)
+    return ranks, max(3, round(records / ranks))
+
+
+def generate(workdir, records, structure):
+    from mpigraph.testing import synth
+
+    ranks, calls = run_shape(records)
+    out = os.path.join(workdir, "%s-%d" % (structure, records))
+    started = time.perf_counter()
+    synth.generate(out, ranks, calls, structure)
+    size = sum(e.stat().st_size for e in os.scandir(os.path.join(out, "raw")))
+    n = synth.Params(ranks=ranks, calls=calls, structure=structure).records_per_rank * ranks
+    print("generated %s: %d ranks, %d records, %.2f GB, %.1f s"
+          % (out, ranks, n, size / 1e9, time.perf_counter() - started), flush=True)
+    return out, n, ranks
+
+
+def analyse_once(run_dir, nprocs, algorithm):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MPIGRAPH_") and k != "LD_PRELOAD"}
+    env.update(MPIGRAPH_VERBOSE="1", MPIGRAPH_QUIET="1", MPIGRAPH_ALGORITHM=algorithm)
+    cmd = ["mpiexec", "-n", str(nprocs), sys.executable, os.path.abspath(__file__), "--probe", run_dir]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise SystemExit("analysis failed (%s):\n%s" % (" ".join(cmd), result.stderr[-3000:]))
+    stages = {}
+    for line in result.stderr.splitlines():
+        m = STAGE_LINE.match(line)
+        if m:
+            stages[m.group(1)] = float(m.group(2))
+    probes = [tuple(map(float, m.groups())) for m in map(PROBE_LINE.match, result.stdout.splitlines()) if m]
+    return stages, probes
+
+
+def measure(run_dir, n_records, nprocs, algorithm, repeat):
+    runs = [analyse_once(run_dir, nprocs, algorithm) for _ in range(repeat)]
+    stage_names = list(runs[0][0])
+    stages = {name: statistics.median(r[0].get(name, float("nan")) for r in runs) for name in stage_names}
+    wall = statistics.median(max(p[1] for p in r[1]) for r in runs)
+    peak = max(p[3] for r in runs for p in r[1])                 # KB, the largest rank
+    growth = max((p[3] - p[2]) / max(p[4], 1) * 1e6 for r in runs for p in r[1])   # KB per M records owned
+    base = statistics.median(p[2] for r in runs for p in r[1])
+    return stages, wall, peak, growth, base
+
+
+def print_row(n_records, ranks, nprocs, algorithm, result):
+    stages, wall, peak, growth, base = result
+    per_rank = n_records / nprocs
+    cells = ["%-8s %6.3f s %7.2f M/s" % (name, s, per_rank / s / 1e6 if s > 0 else float("inf"))
+             for name, s in stages.items()]
+    print("%11d %5d %2d %-14s | %s | all %7.3f s %6.2f M/s/rank | peak RSS %6.0f MB (base %3.0f), +%5.1f MB per M records"
+          % (n_records, ranks, nprocs, algorithm, " | ".join(cells), wall, per_rank / wall / 1e6,
+             peak / 1024, base / 1024, growth / 1024), flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--probe", metavar="RUN", help=argparse.SUPPRESS)
+    parser.add_argument("--records", nargs="+", type=float, default=[1e5, 1e6, 1e7])
+    parser.add_argument("--nprocs", nargs="+", type=int, default=[1, 2, 4])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--structure", default="bsp", choices=["bsp", "halo"])
+    parser.add_argument("--algorithms", nargs="+", default=["dijkstra"],
+                        help="MPIGRAPH_ALGORITHM values to time (the path stage, once it exists)")
+    parser.add_argument("--workdir", help="where the synthetic runs go (default: a temporary directory)")
+    parser.add_argument("--keep", action="store_true", help="keep the synthetic runs")
+    args = parser.parse_args()
+    if args.probe:
+        return probe(args.probe)
+    print(describe_machine())
+    print("synthetic %s runs; median of %d; stage seconds and records/s per analysis rank (M/s)"
+          % (args.structure, args.repeat))
+    workdir = args.workdir or tempfile.mkdtemp(prefix="mpigraph-bench-")
+    try:
+        for records in args.records:
+            run_dir, n_records, ranks = generate(workdir, int(records), args.structure)
+            print("%11s %5s %2s %-14s | stages" % ("records", "ranks", "K", "algorithm"))
+            for nprocs in args.nprocs:
+                for algorithm in args.algorithms:
+                    print_row(n_records, ranks, nprocs, algorithm,
+                              measure(run_dir, n_records, nprocs, algorithm, args.repeat))
+            if not args.keep:
+                shutil.rmtree(run_dir)
+    finally:
+        if not args.keep and not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Helpers for tests and benchmarks: synthetic runs written exactly as the shim writes them."""
