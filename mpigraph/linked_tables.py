@@ -122,7 +122,7 @@ def unmatched_rows(linked):
     parts = []
     u = linked.unmatched
     is_send = u["side"] == p2p.SEND_SIDE
-    func = _post_function(linked, u["rank"], u["post_call"])
+    func = u["func"]
     parts.append({"rank": u["rank"], "what": np.where(is_send, 0, 1), "reason": np.where(is_send, 0, 1),
                   "function": func, "call": u["post_call"], "comm": u["comm"], "peer": u["peer"], "tag": u["tag"],
                   "bytes": u["bytes"]})
@@ -136,7 +136,7 @@ def unmatched_rows(linked):
     for rank, ops in linked.incomplete_requests.items():
         n = len(ops["rank"])
         parts.append({"rank": ops["rank"], "what": np.full(n, 3), "reason": np.full(n, 3),
-                      "function": _post_function(linked, ops["rank"], ops["post_call"]), "call": ops["post_call"],
+                      "function": ops["func"], "call": ops["post_call"],
                       "comm": ops["comm"], "peer": ops["peer"], "tag": ops["tag"], "bytes": ops["bytes"]})
     inst = linked.instances
     broken = np.flatnonzero((inst["comm_size"] >= 0) & (inst["members"] != inst["comm_size"]))
@@ -145,14 +145,6 @@ def unmatched_rows(linked):
                   "function": inst["func"][broken], "call": np.full(n, -1), "comm": inst["comm"][broken],
                   "peer": np.full(n, -1), "tag": inst["seq"][broken], "bytes": np.zeros(n)})
     return _concat(parts, UNMATCHED_COLUMNS)
-
-
-def _post_function(linked, ranks, post_calls):
-    func = np.zeros(len(ranks), np.int64)
-    for rank, calls in linked.calls.items():
-        mine = ranks == rank
-        func[mine] = calls.func[post_calls[mine]]
-    return func
 
 
 def _concat(parts, columns):

@@ -17,7 +17,8 @@ SEND_SIDE, RECV_SIDE = 0, 1
 
 # The columns of an operation table (one rank's, or several ranks' concatenated).
 OP_DTYPES = {"side": np.int8, "rank": np.int64, "comm": np.int64, "peer": np.int64, "tag": np.int64,
-             "bytes": np.int64, "post_call": np.int64, "done_call": np.int64, "post_record": np.int64}
+             "bytes": np.int64, "post_call": np.int64, "done_call": np.int64, "post_record": np.int64,
+             "func": np.int64}
 
 
 def _flags(records, flag):
@@ -70,6 +71,7 @@ def operations(rank_calls):
         "post_call": record_call[post],
         "done_call": np.where(has_done, record_call[np.maximum(done, 0)], -1),
         "post_record": post.astype(np.int64),
+        "func": func[post].astype(np.int64),    # of the posting call: reports name it without the log
     }
     # MPI_PROC_NULL moves no message; PEER_NONE cannot occur on a send or receive.
     keep = (op["peer"] >= 0) | (op["peer"] == record.PEER_ANY)
