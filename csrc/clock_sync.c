@@ -5,8 +5,11 @@
  *
  * - ping-pong along a binomial tree: in round k every rank r with
  *   r mod 2^(k+1) == 2^k measures its clock against its parent r - 2^k;
- *   P - 1 pairs in ceil(log2 P) rounds.  Of PINGPONGS exchanges the one with
- *   the smallest round trip is kept (the least disturbed by queueing).
+ *   P - 1 pairs in ceil(log2 P) rounds.  Of the exchanges, the one with the
+ *   smallest round trip is kept (the least disturbed by queueing): at least
+ *   PINGPONGS of them, more while the best round trip is above TARGET_RTT_NS
+ *   (a busy node), up to MAX_PINGPONGS or MAX_WINDOW_NS.  Bounds from different exchanges are
+ *   not combined: under drift they would disagree by drift x elapsed time.
  * - the barrier-and-median baseline of seed 004 (section 5.4): each rank's
  *   clock before and after N barriers.
  *
@@ -19,7 +22,11 @@
 
 #include "shim.h"
 
-#define PINGPONGS 10
+#define PINGPONGS 32          /* at least */
+#define MAX_PINGPONGS 2000    /* at most: while the best round trip is above TARGET_RTT_NS */
+#define MAX_WINDOW_NS 10000000 /* and for at most 10 ms (a node so busy that one exchange takes ms) */
+#define TARGET_RTT_NS 2000    /* reached at once on an idle node; a busy one needs more tries */
+#define STOP INT64_MIN /* the child's last message: no more ping-pongs */
 #define TAG 0x6d67 /* on a private communicator: no clash with the program */
 
 static MPI_Comm sync_comm = MPI_COMM_NULL;
@@ -61,9 +68,11 @@ void mg_sync_setup(void)
 
 static void serve_child(int child)
 {
-    for (int i = 0; i < PINGPONGS; i++) {
+    for (;;) {
         int64_t t1, t23[2];
         PMPI_Recv(&t1, 1, MPI_INT64_T, child, TAG, sync_comm, MPI_STATUS_IGNORE);
+        if (t1 == STOP)
+            break;
         t23[0] = mg_clock_ns();
         t23[1] = mg_clock_ns();
         PMPI_Send(t23, 2, MPI_INT64_T, child, TAG, sync_comm);
@@ -73,7 +82,9 @@ static void serve_child(int child)
 static void measure_parent(int parent, mg_sync *s)
 {
     s->rtt_ns = INT64_MAX;
-    for (int i = 0; i < PINGPONGS; i++) {
+    int64_t begin = mg_monotonic_ns();
+    for (int i = 0; i < PINGPONGS || (s->rtt_ns > TARGET_RTT_NS && i < MAX_PINGPONGS
+                                      && mg_monotonic_ns() - begin < MAX_WINDOW_NS); i++) {
         int64_t t1 = mg_clock_ns(), t23[2];
         PMPI_Send(&t1, 1, MPI_INT64_T, parent, TAG, sync_comm);
         PMPI_Recv(t23, 2, MPI_INT64_T, parent, TAG, sync_comm, MPI_STATUS_IGNORE);
@@ -85,6 +96,8 @@ static void measure_parent(int parent, mg_sync *s)
             s->local_ns = t1 + (t4 - t1) / 2;
         }
     }
+    int64_t stop = STOP;
+    PMPI_Send(&stop, 1, MPI_INT64_T, parent, TAG, sync_comm);
 }
 
 void mg_sync_measure(mg_sync *s)

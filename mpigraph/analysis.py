@@ -1,8 +1,9 @@
 """The analysis pipeline: the same code inside the job (at MPI_Finalize) and offline.
 
 Stages (DESIGN.md): trace -> clock -> match -> metrics -> path -> report.
-This version runs trace, clock, metrics, path (the topological-sort
-algorithms so far) and report; match is the hook point marked below.
+clock and match are in link.py (their results: match.py's interface); path runs
+the topological-sort algorithms so far, the graph algorithms are the hook point in
+path_stage.
 
 Every stage runs on all analysis ranks of `comm`.  Analysis rank a works on
 the trace ranks ``Ownership.ranks_of(a)``; analysis rank 0 gathers the small
@@ -14,7 +15,8 @@ of leaving the others blocked in the next collective.
 import sys
 import time
 
-from mpigraph import clock, critical_path, metrics, parallel, report, toposort, trace
+from mpigraph import codec as codec_module
+from mpigraph import critical_path, link, linked_tables, metrics, parallel, report, toposort, trace
 
 # Stage timings go to stderr when the run has more records than this (or MPIGRAPH_VERBOSE=1).
 PROGRESS_RECORDS = 1_000_000
@@ -80,16 +82,17 @@ def _raise(error):
     raise error
 
 
-def _to_ns(logs):
-    """Stage clock: corrected int64 ns (start, end) of every owned record, by trace rank."""
-    return {rank: (clock.to_ns(log, log.records["t_start"]), clock.to_ns(log, log.records["t_end"]))
-            for rank, log in logs.items()}
+def _metrics(comm, logs, linked, codec, times):
+    """Stage metrics: local tables on each rank, combined on rank 0 (None elsewhere).
 
-
-def _metrics(comm, logs, times):
-    """Stage metrics: local tables on each rank, combined on rank 0 (None elsewhere)."""
-    local = parallel.collectively(comm, metrics.local_tables, logs, times)
-    return parallel.collectively(comm, metrics.gather_tables, comm, local)
+    Returns (metrics.Tables, the linked run's report tables) on rank 0.
+    """
+    local = parallel.collectively(comm, metrics.local_tables, logs, times, linked)
+    tables = parallel.collectively(comm, metrics.gather_tables, comm, local)
+    extra = parallel.collectively(comm, linked_tables.gather, comm, linked, codec)
+    if extra is not None:
+        extra["facts"] = {"clock_method": linked.clock.method, "repair": linked.repair}
+    return tables, extra
 
 
 def path_stage(comm, config, info, logs, times):
@@ -106,7 +109,7 @@ def _write_report(comm, run_dir, info, tables, path=None):
         return None
     if path is not None:
         critical_path.write(run_dir, path.table)
-    return report.write_report(run_dir, info, tables, sections=[path.lines] if path is not None else [])
+    return report.write_report(run_dir, info, *tables, sections=[path.lines] if path is not None else [])
 
 
 def analyze(run_dir, comm=None, config=None, in_job=False):
@@ -130,14 +133,18 @@ def analyze(run_dir, comm=None, config=None, in_job=False):
     info, logs, n_records = progress.run("trace", _open_owned_logs, comm, run_dir, in_job,
                                          note=lambda r: "%d ranks, %d records" % (r[0].world_size, r[2]))
     progress.enable_for(n_records)
-    times = progress.run("clock", parallel.collectively, comm, _to_ns, logs)
+    ownership = parallel.Ownership(info.world_size, comm.size)
+    codec = codec_module.Codec(level=config.compress or None)
+    calls, clock_info = progress.run("clock", parallel.collectively, comm, link.aligned_calls, comm, logs,
+                                     config.clock)
+    linked = progress.run("match", parallel.collectively, comm, link.link, comm, ownership, calls,
+                          info.world_size, clock_info, codec,
+                          note=lambda r: "%d edges here, %d violations repaired"
+                          % (len(r.dependencies), r.repair.repaired))
 
-    # Hook: match (a later issue).  Pair sends with receives, requests with their
-    # completions and the members of each collective instance; build the activity
-    # graph (DESIGN.md).  Wait states and imbalance then join the metrics stage.
-
-    tables = progress.run("metrics", _metrics, comm, logs, times)
-
+    # Every record's (start, end) on rank 0's clock, after the receive-before-send repair.
+    times = {rank: calls.record_times() for rank, calls in linked.calls.items()}
+    tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times)
     path = progress.run("path", parallel.collectively, comm, path_stage, comm, config, info, logs, times)
 
     text = progress.run("report", parallel.collectively, comm, _write_report, comm, info.run_dir, info, tables,

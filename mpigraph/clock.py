@@ -8,8 +8,17 @@ the straight line through the earliest and the latest pair that were set
 (``calib_ns`` 0 means unset), so a log cut short by a crash still converts with
 the pairs it has (the shim always sets two at MPI_Init, a millisecond apart).
 
-A later step adds cross-rank offsets and drift (DESIGN.md, clock alignment):
-``to_ns(log, ticks)`` stays the one entry point and grows with it.
+Cross-rank alignment (DESIGN.md, clock alignment) works on those ns: the
+header's sync samples (csrc/clock_sync.c) give each rank's offset to rank 0
+at MPI_Init and at MPI_Finalize, and ``Lines`` holds, per rank, the straight
+line through both (offset plus drift); ``to_global`` subtracts it.  Methods:
+
+- pingpong: each rank's best ping-pong against its parent in a binomial tree,
+  the lines composed from the leaves up to rank 0 (exactly, as lines);
+- barrier: the seed-004 baseline (section 5.4): the exit times of N barriers
+  compared with rank 0's, differences smaller than the barrier's duration
+  nullified, the median taken;
+- none: the clocks are trusted.
 """
 
 from collections import namedtuple
@@ -29,16 +38,22 @@ class ClockError(ValueError):
 
 
 def conversion_from_header(header):
-    """The ticks -> ns line of one log header."""
+    """The ticks -> ns line of one log header.
+
+    CLOCK_MONOTONIC ticks go through the calibration pairs too when the shim
+    set two or more: the pairs' ns are the rank's clock as the sync samples
+    see it (with the test-only skew of csrc/clock_sync.c), and the records
+    must be on the same clock as those samples.  Without pairs: identity.
+    """
     source = int(header["clock_source"])
-    if source == record.CLOCK_MONOTONIC:
-        return IDENTITY
-    if source != record.CLOCK_TSC:
+    if source not in (record.CLOCK_MONOTONIC, record.CLOCK_TSC):
         raise ClockError("unknown clock source %d (known: %d monotonic, %d tsc)"
                          % (source, record.CLOCK_MONOTONIC, record.CLOCK_TSC))
     ticks = np.asarray(header["calib_ticks"], np.int64)
     ns = np.asarray(header["calib_ns"], np.int64)
     is_set = ns != 0
+    if source == record.CLOCK_MONOTONIC and is_set.sum() < 2:
+        return IDENTITY
     if is_set.sum() < 2:
         raise ClockError("TSC clock with %d calibration pair(s) set: at least 2 are needed" % is_set.sum())
     ticks, ns = ticks[is_set], ns[is_set]
@@ -72,3 +87,120 @@ def convert(conversion, ticks):
 def to_ns(log, ticks):
     """Ticks of rank log `log` (a trace.RankLog) as int64 ns on that rank's CLOCK_MONOTONIC."""
     return convert(log.clock, ticks)
+
+
+# ---- cross-rank alignment ---------------------------------------------------------
+
+METHODS = ("pingpong", "barrier", "none")
+
+# One row per trace rank: what its header says about its clock against the others.
+SAMPLES_DTYPE = np.dtype([("rank", "<i4"), ("parent", "<i4"), ("init", record.SYNC_DTYPE),
+                          ("final", record.SYNC_DTYPE)])
+
+
+def samples_of(logs):
+    """SAMPLES_DTYPE rows of the logs (a {rank: RankLog}), in rank order."""
+    rows = np.zeros(len(logs), SAMPLES_DTYPE)
+    for i, (rank, log) in enumerate(sorted(logs.items())):
+        rows[i]["rank"] = rank
+        rows[i]["parent"] = log.header["sync_parent"]
+        rows[i]["init"] = log.header["sync_init"]
+        rows[i]["final"] = log.header["sync_final"]
+    return rows
+
+
+class Lines:
+    """Per rank r: its clock minus rank 0's is offset[r] + drift[r] * (t - ref[r]), t in r's ns."""
+
+    def __init__(self, ref, offset, drift):
+        self.ref = np.asarray(ref, np.int64)
+        self.offset = np.asarray(offset, np.float64)
+        self.drift = np.asarray(drift, np.float64)
+
+    def at(self, rank, t):
+        """The offset (float ns) of `rank` at its local times t."""
+        return self.offset[rank] + self.drift[rank] * (np.asarray(t, np.int64) - self.ref[rank]).astype(np.float64)
+
+    def to_global(self, rank, ns):
+        """Local int64 ns of `rank` on rank 0's clock (vectorised over ns)."""
+        ns = np.asarray(ns, np.int64)
+        return ns - np.rint(self.at(rank, ns)).astype(np.int64)
+
+
+def _line_through(local_a, offset_a, local_b, offset_b):
+    """(ref, offset, drift) through two samples; the second missing (local 0): no drift."""
+    span = (local_b - local_a).astype(np.float64)
+    usable = (local_b != 0) & (span > 0)
+    drift = np.where(usable, (offset_b - offset_a) / np.where(usable, span, 1.0), 0.0)
+    return local_a, offset_a.astype(np.float64), drift
+
+
+def pingpong_lines(samples):
+    """Lines from the ping-pong tree: each rank's line to its parent, composed up to rank 0.
+
+    A parent always has a lower rank than its child (csrc/clock_sync.c), so
+    one pass in rank order composes the lines.  With o(t) = a + b (t - L) the
+    child's line to its parent and O(u) = A + B (u - L') the parent's line to
+    rank 0 at the parent's time u = t - o(t), the child's line to rank 0 is
+    o(t) + O(t - o(t)) = [a + A + B (L - a - L')] + [b + B (1 - b)] (t - L).
+    """
+    samples = np.sort(samples, order="rank")
+    init, final = samples["init"], samples["final"]
+    ref, a, b = _line_through(init["local_ns"], init["offset_ns"], final["local_ns"], final["offset_ns"])
+    offset, drift = a.copy(), b.copy()
+    offset[0], drift[0] = 0.0, 0.0
+    for r in range(1, len(samples)):        # a loop over ranks, not records
+        p = int(samples["parent"][r])
+        if not 0 <= p < r:
+            raise ClockError("rank %d: ping-pong parent %d is not a lower rank" % (r, p))
+        offset[r] = a[r] + offset[p] + drift[p] * (ref[r] - a[r] - ref[p])
+        drift[r] = b[r] + drift[p] * (1.0 - b[r])
+    return Lines(ref, offset, drift)
+
+
+def _barrier_offsets(sync):
+    """(local time, offset to rank 0) per rank from one end's barrier samples (seed 004, 5.4)."""
+    before = sync["barrier_ns"][:, :, 0]
+    after = sync["barrier_ns"][:, :, 1]
+    diff = (after - after[0]).astype(np.float64)
+    diff[np.abs(diff) < (after - before)] = 0.0     # the paper: within one barrier's time is no offset
+    measured = (after != 0).all(axis=1)
+    offset = np.where(measured, np.median(diff, axis=1), 0.0)
+    local = np.where(measured, np.median(after, axis=1), 0).astype(np.int64)
+    return local, offset
+
+
+def barrier_lines(samples):
+    """Lines from the barrier-and-median estimates at MPI_Init and MPI_Finalize."""
+    samples = np.sort(samples, order="rank")
+    local_a, offset_a = _barrier_offsets(samples["init"])
+    local_b, offset_b = _barrier_offsets(samples["final"])
+    return Lines(*_line_through(local_a, offset_a, local_b, offset_b))
+
+
+def no_lines(n_ranks):
+    return Lines(np.zeros(n_ranks, np.int64), np.zeros(n_ranks), np.zeros(n_ranks))
+
+
+def lines_for(method, samples):
+    """The Lines of `method` (pingpong | barrier | none) from all ranks' samples."""
+    if method == "pingpong":
+        return pingpong_lines(samples)
+    if method == "barrier":
+        return barrier_lines(samples)
+    if method == "none":
+        return no_lines(len(samples))
+    raise ValueError("unknown clock method %r (known: %s)" % (method, ", ".join(METHODS)))
+
+
+def offsets_at_samples(lines, samples):
+    """(offset at the MPI_Init sample, offset at the MPI_Finalize sample) per rank, float ns.
+
+    Taken at each rank's ping-pong sample times, so methods compare at the same instants.
+    """
+    samples = np.sort(samples, order="rank")
+    ranks = np.arange(len(samples))
+    init = lines.at(ranks, samples["init"]["local_ns"])
+    final_local = samples["final"]["local_ns"]
+    final = np.where(final_local != 0, lines.at(ranks, final_local), np.nan)
+    return init, final

@@ -44,6 +44,21 @@ RANK_COLUMNS = [
     Column("program_time", "time", "program_end - program_start"),
     Column("mpi_time", "time", "summed duration of the rank's MPI calls, Init and Finalize excluded"),
     Column("mpi_fraction", "float", "mpi_time / program_time"),
+    Column("execution", "time", "summed execution time of its calls (waits.py), Init and Finalize excluded"),
+    Column("wait_before", "time", "summed wait before its calls (waiting for other ranks to arrive)"),
+    Column("wait_after", "time", "summed wait after its calls (collectives: others left earlier)"),
+    Column("wait", "time", "wait_before + wait_after"),
+    Column("compute", "time", "time between its MPI calls (compute edges of the graph)"),
+    Column("imbalance", "float", "wait / (execution + compute) (seed 004, imbalance_process)"),
+    Column("late_sender", "time", "wait state: receives waiting for a late send"),
+    Column("late_receiver", "time", "wait state: sends waiting for a late receive (rendezvous)"),
+    Column("wait_nxn", "time", "wait state: N-to-N collectives (not Barrier) waiting for the last member"),
+    Column("wait_barrier", "time", "wait state: MPI_Barrier waiting for the last member"),
+    Column("late_broadcast", "time", "wait state: 1-to-N members waiting for the root"),
+    Column("early_reduce", "time", "wait state: N-to-1 root waiting for the last member"),
+    Column("clock_offset", "time", "clock correction applied: offset to rank 0 at MPI_Init"),
+    Column("clock_drift_ppm", "float", "clock correction applied: drift against rank 0, parts per million"),
+    Column("clock_shift", "time", "forward shift at its end from the receive-before-send repair"),
     Column("calls", "int", "MPI calls (call records)"),
     Column("records", "int", "records in the log (calls and their parts)"),
     Column("bytes_sent", "int", "point-to-point bytes sent"),
@@ -63,6 +78,9 @@ FUNCTION_COLUMNS = [
     Column("time_mean", "time", "time_total / calls"),
     Column("time_min", "time", "shortest call"),
     Column("time_max", "time", "longest call"),
+    Column("wait_before", "time", "summed wait before its calls"),
+    Column("wait_after", "time", "summed wait after its calls"),
+    Column("execution", "time", "summed execution time of its calls"),
     Column("bytes_sent", "int", "point-to-point bytes sent"),
     Column("bytes_received", "int", "point-to-point bytes received"),
     Column("bytes_collective", "int", "bytes passed to collectives"),
@@ -114,12 +132,13 @@ def _category_table():
 _CATEGORY = _category_table()
 
 
-def function_partials(log, start_ns, end_ns):
+def function_partials(log, start_ns, end_ns, waits=None):
     """Dense per-function sums of one log: {column: int64 array indexed by function id}.
 
     One pass of numpy over the records, no sorting: counts and byte sums by
     (function id, category) with bincount/add.at, call durations with add.at,
     minimum.at and maximum.at (exact int64, unlike bincount's float weights).
+    `waits` (waits.call_waits of the log, per call) adds the wait columns.
     """
     records = log.records
     func = log.column("func")
@@ -142,7 +161,12 @@ def function_partials(log, start_ns, end_ns):
     np.maximum.at(longest, call_func, duration)
 
     calls = count[:, _CALL_CATS].sum(axis=1)
-    return {
+    per_call = {}
+    for name in ("wait_before", "wait_after", "execution"):
+        per_call[name] = np.zeros(N_IDS, np.int64)
+        if waits is not None:
+            np.add.at(per_call[name], call_func, waits[name])
+    return {**per_call,
         "calls": calls,
         "ranks": (calls > 0).astype(np.int64),
         "time_total": total,
@@ -172,6 +196,34 @@ def program_span(log, start_ns, end_ns):
     return int(start), int(end)
 
 
+def compute_time(call_start, call_end):
+    """Summed gaps between consecutive calls (overlapping threaded calls add nothing)."""
+    return int(np.maximum(call_start[1:] - call_end[:-1], 0).sum()) if len(call_start) else 0
+
+
+def wait_row(call_start, call_end, func, waits):
+    """The rank table's wait columns of one rank from its per-call waits (Init and Finalize left out)."""
+    from mpigraph import waits as waits_module
+
+    user = ~IS_INIT[func] & ~IS_FINALIZE[func]
+    row = {name: int(waits[name][user].sum()) for name in ("execution", "wait_before", "wait_after")}
+    row["wait"] = row["wait_before"] + row["wait_after"]
+    row["compute"] = compute_time(call_start, call_end)
+    state = waits["wait_state"]
+    by_state = np.bincount(state[state >= 0], weights=waits["wait_state_time"][state >= 0],
+                           minlength=len(waits_module.WAIT_STATES))
+    row.update({name: int(round(by_state[i])) for i, name in enumerate(waits_module.WAIT_STATES)})
+    return row
+
+
+def imbalance(wait, execution, compute):
+    """wait / (execution + compute), NaN where the denominator is not positive (vectorised)."""
+    denominator = np.asarray(execution + compute, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denominator > 0, np.asarray(wait, np.float64) / np.where(denominator > 0, denominator, 1),
+                        np.nan)
+
+
 def rank_row(log, start_ns, end_ns, partials):
     """The per-rank values of one log (program_start/end absolute ns; made relative later)."""
     program_start, program_end = program_span(log, start_ns, end_ns)
@@ -193,25 +245,40 @@ def rank_row(log, start_ns, end_ns, partials):
     }
 
 
-def local_tables(logs, times):
+def local_tables(logs, times, linked=None):
     """(rank rows, function partials summed over the owned logs) of this analysis rank.
 
-    `logs` maps trace rank -> RankLog, `times` trace rank -> (start_ns, end_ns).
+    `logs` maps trace rank -> RankLog, `times` trace rank -> (start_ns, end_ns)
+    per record; `linked` (link.Linked) adds the wait and clock columns.
     """
     rows, partials = [], []
     for rank, log in logs.items():
         start_ns, end_ns = times[rank]
-        partial = function_partials(log, start_ns, end_ns)
-        rows.append(rank_row(log, start_ns, end_ns, partial))
+        waits = linked.waits[rank] if linked is not None else None
+        partial = function_partials(log, start_ns, end_ns, waits)
+        row = rank_row(log, start_ns, end_ns, partial)
+        if linked is not None:
+            calls = linked.calls[rank]
+            row.update(wait_row(calls.start_ns, calls.end_ns, calls.func, waits))
+            row.update(clock_row(linked, rank))
+        rows.append(row)
         partials.append(partial)
     return rows, combine_partials(partials)
+
+
+def clock_row(linked, rank):
+    """The clock columns of one rank: the correction applied to it."""
+    lines, samples = linked.clock.lines, linked.clock.samples
+    return {"clock_offset": int(round(float(lines.at(rank, samples["init"]["local_ns"][rank])))),
+            "clock_drift_ppm": float(lines.drift[rank]) * 1e6,
+            "clock_shift": int(linked.repair.shift_ns.get(rank, 0))}
 
 
 # ---- combining on rank 0 --------------------------------------------------------
 
 _PARTIAL_REDUCERS = {"calls": np.add, "ranks": np.add, "time_total": np.add, "time_min": np.minimum,
                      "time_max": np.maximum, "bytes_sent": np.add, "bytes_received": np.add,
-                     "bytes_collective": np.add}
+                     "bytes_collective": np.add, "wait_before": np.add, "wait_after": np.add, "execution": np.add}
 
 
 def combine_partials(partials):
@@ -242,10 +309,12 @@ def rank_table(rows):
     rows = sorted(rows, key=lambda row: row["rank"])
     table = {}
     for column in RANK_COLUMNS:
-        if column.name in ("program_time", "mpi_fraction"):
+        if column.name in ("program_time", "mpi_fraction", "imbalance"):
             continue
         dtype = {"str": object, "bool": bool, "float": np.float64}.get(column.kind, np.int64)
-        table[column.name] = np.array([row[column.name] for row in rows], dtype=dtype)
+        missing = np.nan if column.kind == "float" else 0     # runs analysed without the match stage
+        table[column.name] = np.array([row.get(column.name, missing) for row in rows], dtype=dtype)
+    table["imbalance"] = imbalance(table["wait"], table["execution"], table["compute"])
     # A log with no records has no times: it gets the run's start, so it adds no bogus span.
     has_times = table["records"] > 0
     run_start = table["program_start"][has_times].min() if has_times.any() else 0

@@ -120,7 +120,7 @@ HEADER_DTYPE = np.dtype(
         ("hostname", "S64"),
         ("job_id", "S64"),         # the run's id, the same on every rank
         ("sync_parent", "<i4"),    # parent in the ping-pong tree (-1 on rank 0)
-        ("sync_pingpongs", "<i4"), # ping-pongs per measurement
+        ("sync_pingpongs", "<i4"), # ping-pongs per measurement (at least; csrc/clock_sync.c)
         ("sync_init", SYNC_DTYPE),
         ("sync_final", SYNC_DTYPE),
     ]

@@ -19,6 +19,21 @@ ranks.csv, ranks.parquet: one row per rank, in rank order
     program_time_s/_ns    time    program_end - program_start
     mpi_time_s/_ns        time    summed duration of its MPI calls, Init and Finalize excluded
     mpi_fraction          float   mpi_time / program_time (empty when program_time is 0)
+    execution_s/_ns       time    summed execution time of its calls (mpigraph.waits)
+    wait_before_s/_ns     time    summed wait before its calls
+    wait_after_s/_ns      time    summed wait after its calls
+    wait_s/_ns            time    wait_before + wait_after
+    compute_s/_ns         time    time between its MPI calls (compute edges)
+    imbalance             float   wait / (execution + compute)
+    late_sender_s/_ns     time    wait states (mpigraph.waits): receives waiting for a late send,
+    late_receiver_s/_ns   time      sends waiting for a late receive, N-to-N collectives and
+    wait_nxn_s/_ns        time      barriers waiting for the last member, 1-to-N members waiting
+    wait_barrier_s/_ns    time      for the root, the N-to-1 root waiting for the last member
+    late_broadcast_s/_ns  time
+    early_reduce_s/_ns    time
+    clock_offset_s/_ns    time    clock correction applied: offset to rank 0 at MPI_Init
+    clock_drift_ppm       float   clock correction applied: drift against rank 0 (ppm)
+    clock_shift_s/_ns     time    forward shift at its end from the receive-before-send repair
     calls                 int     MPI calls (call records)
     records               int     records in its log (calls and their parts)
     bytes_sent            int     point-to-point bytes sent
@@ -37,11 +52,21 @@ functions.csv: one row per MPI function called, the longest time_total first
     time_mean_s           time    time_total / calls
     time_min_s            time    shortest call
     time_max_s            time    longest call
+    wait_before_s         time    summed wait before its calls
+    wait_after_s          time    summed wait after its calls
+    execution_s           time    summed execution time of its calls
     bytes_sent            int     point-to-point bytes sent
     bytes_received        int     point-to-point bytes received
     bytes_collective      int     bytes passed to collectives
 
-How bytes are counted is in ``mpigraph.metrics``.
+How bytes are counted is in ``mpigraph.metrics``.  ranks.csv also has the
+wait, imbalance, wait-state and clock columns of ``metrics.RANK_COLUMNS`` and
+functions.csv wait_before, wait_after and execution (see mpigraph.waits).
+
+The tables of the linked run (schemas in ``mpigraph.linked_tables``):
+calls.parquet (one row per call of every rank), collectives.parquet (one row
+per collective instance), waitstates.csv/.parquet (rank, function, wait-state
+kind), unmatched.csv (operations without partner; header only when none).
 """
 
 import csv
@@ -50,13 +75,20 @@ import sys
 
 import numpy as np
 
-from mpigraph import __version__, metrics
+from mpigraph import __version__, linked_tables, metrics
 from mpigraph import mpi_functions as mf
 
 SUMMARY = "summary.txt"
 RANKS_CSV = "ranks.csv"
 RANKS_PARQUET = "ranks.parquet"
 FUNCTIONS_CSV = "functions.csv"
+CALLS_PARQUET = "calls.parquet"
+COLLECTIVES_PARQUET = "collectives.parquet"
+WAITSTATES_CSV = "waitstates.csv"
+WAITSTATES_PARQUET = "waitstates.parquet"
+UNMATCHED_CSV = "unmatched.csv"
+MAX_COLLECTIVE_ROWS = 10
+MAX_UNMATCHED_ROWS = 10
 
 MAX_RANK_ROWS = 64      # summary.txt lists every rank up to this many, then points to ranks.csv
 MAX_FUNCTION_ROWS = 20
@@ -197,9 +229,72 @@ def _list(ranks, limit=16):
     return text + (" and %d more" % (len(ranks) - limit) if len(ranks) > limit else "")
 
 
-def summary_text(info, tables, sections=()):
-    """The text of summary.txt; `info` is a trace.RunInfo, `tables` a metrics.Tables, `sections`
-    more lists of lines (the critical path's) appended after a blank line each."""
+def _wait_section(ranks):
+    """Per-process imbalance table (seed 004's example output) with totals and the program's imbalance."""
+    header = ["rank", "program s", "MPI s", "execution s", "compute s", "wait s", "imbalance", "late sender",
+              "late recv", "wait NxN", "barrier", "late bcast", "early red", "calls"]
+    kinds = ["late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce"]
+
+    def cells(label, values, imbalance):
+        return ([label] + [_seconds(values[k]) for k in ("program_time", "mpi_time", "execution", "compute", "wait")]
+                + [_percent(imbalance)] + [_seconds(values[k]) for k in kinds] + [values["calls"]])
+
+    n = len(ranks["rank"])
+    rows = [cells(ranks["rank"][i], {k: ranks[k][i] for k in ranks}, ranks["imbalance"][i])
+            for i in range(min(n, MAX_RANK_ROWS))]
+    totals = {k: ranks[k].sum() for k in ranks if ranks[k].dtype.kind in "iu"}
+    rows.append(cells("total", totals, metrics.imbalance(totals["wait"], totals["execution"], totals["compute"])))
+    return (["Imbalance and wait states per process (imbalance = wait / (execution + compute); "
+             "total row: the program's imbalance)"] + _text_table(header, rows))
+
+
+def _collective_section(collectives):
+    n = len(collectives["seq"])
+    if n == 0:
+        return ["Collectives: none"]
+    top = np.argsort(-collectives["wait_total"], kind="stable")[:MAX_COLLECTIVE_ROWS]
+    header = ["function", "comm", "seq", "members", "wait s", "execution s", "imbalance", "last rank"]
+    rows = [[collectives["function"][i], collectives["comm"][i], collectives["seq"][i], collectives["members"][i],
+             _seconds(collectives["wait_total"][i]), _seconds(collectives["execution"][i]),
+             _percent(collectives["imbalance"][i]), collectives["last_rank"][i]] for i in top]
+    return (["Top imbalanced collectives by summed wait (%d instances, all in %s)" % (n, COLLECTIVES_PARQUET)]
+            + _text_table(header, rows))
+
+
+def _clock_section(ranks, facts):
+    repair = facts["repair"]
+    lines = ["Clock correction: %s; receive-before-send violations found %d, repaired %d in %d round%s%s"
+             % (facts["clock_method"], repair.found, repair.repaired, repair.rounds,
+                "" if repair.rounds == 1 else "s", ", %d LEFT" % repair.remaining if repair.remaining else "")]
+    header = ["rank", "offset s", "drift ppm", "repair shift s"]
+    rows = [[ranks["rank"][i], "%.9f" % (ranks["clock_offset"][i] / 1e9), "%.3f" % ranks["clock_drift_ppm"][i],
+             _seconds(ranks["clock_shift"][i])] for i in range(min(len(ranks["rank"]), MAX_RANK_ROWS))]
+    return lines + _text_table(header, rows)
+
+
+def _unmatched_section(unmatched):
+    n = len(unmatched["rank"])
+    if n == 0:
+        return ["Unmatched operations: none"]
+    lines = ["Unmatched operations: %d (all in %s)" % (n, UNMATCHED_CSV)]
+    for i in range(min(n, MAX_UNMATCHED_ROWS)):
+        lines.append("  rank %d %s %s (call %d, comm %d, peer %d, tag %d, %d bytes): %s"
+                     % (unmatched["rank"][i], unmatched["function"][i], unmatched["what"][i], unmatched["call"][i],
+                        unmatched["comm"][i], unmatched["peer"][i], unmatched["tag"][i], unmatched["bytes"][i],
+                        unmatched["reason"][i]))
+    return lines
+
+
+def linked_sections(ranks, linked):
+    """The summary sections of the linked run."""
+    return ([""] + _wait_section(ranks) + [""] + _collective_section(linked["collectives"]) + [""]
+            + _unmatched_section(linked["unmatched"]) + [""] + _clock_section(ranks, linked["facts"]))
+
+
+def summary_text(info, tables, linked=None, sections=()):
+    """The text of summary.txt; `info` is a trace.RunInfo, `tables` a metrics.Tables, `linked` the
+    linked run's tables (or None), `sections` more lists of lines (the critical path's), each
+    after a blank line."""
     ranks, functions = tables.ranks, tables.functions
     hosts = sorted(set(ranks["host"].tolist()))
     program_total = int(ranks["program_time"].sum())
@@ -221,6 +316,8 @@ def summary_text(info, tables, sections=()):
     ]
     lines += _warnings(ranks)
     lines += [""] + _rank_section(ranks) + [""] + _function_section(functions, mpi_total)
+    if linked is not None:
+        lines += linked_sections(ranks, linked)
     for section in sections:
         lines += [""] + list(section)
     return "\n".join(lines) + "\n"
@@ -228,12 +325,28 @@ def summary_text(info, tables, sections=()):
 
 # ---- the report ------------------------------------------------------------------
 
-def write_report(run_dir, info, tables, sections=()):
-    """Write every report file into run_dir; returns the summary text (`sections`: see summary_text)."""
+def write_linked(run_dir, linked):
+    """The linked run's tables (mpigraph.linked_tables)."""
+    lt = linked_tables
+    write_parquet(os.path.join(run_dir, CALLS_PARQUET), linked["calls"], lt.CALL_COLUMNS)
+    write_parquet(os.path.join(run_dir, COLLECTIVES_PARQUET), linked["collectives"], lt.COLLECTIVE_COLUMNS)
+    write_csv(os.path.join(run_dir, WAITSTATES_CSV), linked["waitstates"], lt.WAITSTATE_COLUMNS)
+    write_parquet(os.path.join(run_dir, WAITSTATES_PARQUET), linked["waitstates"], lt.WAITSTATE_COLUMNS)
+    write_csv(os.path.join(run_dir, UNMATCHED_CSV), linked["unmatched"], lt.UNMATCHED_COLUMNS)
+
+
+def write_report(run_dir, info, tables, linked=None, sections=()):
+    """Write every report file into run_dir; returns the summary text.
+
+    `linked` (linked_tables.gather's tables, plus "facts") adds the linked run's files and sections;
+    `sections`: see summary_text.
+    """
     write_csv(os.path.join(run_dir, RANKS_CSV), tables.ranks, metrics.RANK_COLUMNS)
     write_parquet(os.path.join(run_dir, RANKS_PARQUET), tables.ranks, metrics.RANK_COLUMNS)
     write_csv(os.path.join(run_dir, FUNCTIONS_CSV), tables.functions, metrics.FUNCTION_COLUMNS)
-    text = summary_text(info, tables, sections)
+    if linked is not None:
+        write_linked(run_dir, linked)
+    text = summary_text(info, tables, linked, sections)
     # summary.txt last: its presence means the report is complete.
     tmp = os.path.join(run_dir, SUMMARY + ".tmp")
     with open(tmp, "w") as f:

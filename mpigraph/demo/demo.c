@@ -1,7 +1,9 @@
 /*
  * mpigraph demo: a small MPI program that is slow on purpose.
  *
- *   usage: mpiexec -n 4 ./demo [iterations]     (default 20 iterations)
+ *   usage: mpiexec -n 4 ./demo [iterations [base_ms [late_ms]]]
+ *          (defaults: 20 iterations, BASE_MS, LATE_MS; tests on busy machines
+ *          make the work longer so it dominates scheduling noise)
  *
  * Setup: rank 0 broadcasts the parameters (MPI_Bcast).
  * Each iteration has two phases:
@@ -50,28 +52,30 @@ static double compute(double ms, double x)
 
 int main(int argc, char **argv)
 {
-    int rank, size, params[2] = {20, 0};
+    int rank, size, params[3] = {20, (int)(BASE_MS * 1000), (int)(LATE_MS * 1000)}; /* iterations, us, us */
     double sink = 1.0;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (rank == 0 && argc > 1)
-        params[0] = atoi(argv[1]);
-    MPI_Bcast(params, 2, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+        for (int i = 1; i < argc && i <= 3; i++)
+            params[i - 1] = i == 1 ? atoi(argv[i]) : (int)(atof(argv[i]) * 1000);
+    MPI_Bcast(params, 3, MPI_INT, 0, MPI_COMM_WORLD);
     int iterations = params[0];
+    double base_ms = params[1] / 1000.0, late_ms = params[2] / 1000.0;
     int heavy = size - 1, right = (rank + 1) % size, left = (rank + size - 1) % size;
 
     long checksum = 0;
     for (int it = 0; it < iterations; it++) {
         /* Phase 1: imbalanced compute, then a collective. */
-        sink = compute(rank == heavy ? HEAVY_FACTOR * BASE_MS : BASE_MS, sink);
+        sink = compute(rank == heavy ? HEAVY_FACTOR * base_ms : base_ms, sink);
         long mine = (long)(rank + 1) * (it + 1), total = 0;
         MPI_Allreduce(&mine, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
 
         /* Phase 2: ring with a late sender (rank 0). */
         if (rank == 0)
-            sink = compute(LATE_MS, sink);
+            sink = compute(late_ms, sink);
         long token = total + rank, got = 0;
         if (size > 1) {
             /* Even ranks send first, odd ranks receive first: no deadlock even

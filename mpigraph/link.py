@@ -1,0 +1,136 @@
+"""The clock and match stages of the pipeline: aligned call times, matched operations, edges.
+
+``aligned_calls`` turns the owned logs into match.RankCalls on rank 0's clock;
+``link`` matches messages, requests and collectives, repairs receive-before-
+send violations (causality.py), computes every call's waits (waits.py) and
+the dependency edges (match.py's interface), and returns a ``Linked``.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from mpigraph import causality, clock, collectives, p2p
+from mpigraph.match import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, Dependencies, edges,
+                            rank_calls)
+from mpigraph.waits import call_waits
+
+
+@dataclasses.dataclass
+class ClockInfo:
+    """The alignment applied (same on every analysis rank); arrays over all trace ranks."""
+
+    method: str
+    samples: np.ndarray          # clock.SAMPLES_DTYPE rows, all ranks
+    lines: object                # clock.Lines of `method`
+    origin_ns: int               # rank 0's clock at the run's start (subtracted from every time)
+
+
+@dataclasses.dataclass
+class Linked:
+    """This analysis rank's share of the linked run (see match.py for calls and dependencies)."""
+
+    calls: dict                  # owned trace rank -> match.RankCalls
+    dependencies: Dependencies   # edges into the owned ranks
+    waits: dict                  # owned trace rank -> per-call columns (waits.call_waits)
+    instances: dict              # collective instances grouped on this analysis rank
+    unmatched: dict              # operations without partner found on this analysis rank
+    orphans: dict                # owned trace rank -> completion records with no post
+    incomplete_requests: dict    # owned trace rank -> ops whose request never completed
+    repair: causality.Repair
+    clock: ClockInfo
+
+
+# ---- clock ---------------------------------------------------------------------------------
+
+def aligned_calls(comm, logs, method):
+    """({rank: RankCalls} with times on rank 0's clock from the run's start, ClockInfo)."""
+    samples = np.concatenate(comm.allgather(clock.samples_of(logs)))   # one small row per trace rank
+    samples = np.sort(samples, order="rank")
+    lines = clock.lines_for(method, samples)
+    local = {}
+    for rank, log in logs.items():
+        ns = [lines.to_global(rank, clock.to_ns(log, log.records[f])) for f in ("t_start", "t_end")]
+        local[rank] = ns
+    first = min((int(s.min()) for s, _ in local.values() if len(s)), default=np.iinfo(np.int64).max)
+    origin = comm.allreduce(first, op=_min_op())
+    origin = 0 if origin == np.iinfo(np.int64).max else origin
+    calls = {rank: rank_calls(log, local[rank][0] - origin, local[rank][1] - origin) for rank, log in logs.items()}
+    return calls, ClockInfo(method, samples, lines, int(origin))
+
+
+def _min_op():
+    from mpi4py import MPI
+
+    return MPI.MIN
+
+
+# ---- match ------------------------------------------------------------------------------------
+
+def _owned_ops(calls):
+    ops, orphans = {}, {}
+    for rank, c in calls.items():
+        ops[rank], orphans[rank] = p2p.operations(c)
+    return _concat(list(ops.values()), p2p.OP_DTYPES), orphans
+
+
+def _concat(tables, dtypes):
+    return {name: np.concatenate([t[name] for t in tables]) if tables else np.zeros(0, dtype)
+            for name, dtype in dtypes.items()}
+
+
+def _owned_members(calls, world_size):
+    rows = [collectives.members(c, world_size) for c in calls.values()]
+    return _concat(rows, collectives.MEMBER_DTYPES)
+
+
+def _match_once(comm, ownership, calls, ops, world_size, codec):
+    messages, unmatched = p2p.match_messages(comm, ownership, p2p.with_times(ops, calls), codec)
+    instances, members = collectives.match_collectives(comm, ownership, _owned_members(calls, world_size), codec)
+    return messages, unmatched, instances, members
+
+
+def _repair_loop(comm, ownership, calls, ops, world_size, codec):
+    """Match, repair violations, repeat until none is left; returns the last match and the Repair."""
+    repair = causality.Repair()
+    while True:
+        messages, unmatched, instances, members = _match_once(comm, ownership, calls, ops, world_size, codec)
+        rank, call, need = causality.violations(messages, members)
+        n = comm.allreduce(len(rank))
+        if repair.rounds == 0:
+            repair.found = n
+        if n == 0 or repair.rounds == causality.MAX_ROUNDS:
+            repair.remaining = n
+            return messages, unmatched, instances, members, repair
+        causality.apply(calls, rank, call, need, repair)
+        repair.repaired += n
+        repair.rounds += 1
+
+
+def dependency_edges(to_me, from_me, members):
+    """The incoming edges of the owned ranks (match.py's Dependencies)."""
+    done = to_me["r_done_call"] >= 0
+    late_sender = edges(to_me["s_rank"][done], to_me["s_post_call"][done], to_me["r_rank"][done],
+                        to_me["r_done_call"][done], MESSAGE_LATE_SENDER)
+    # Only a send call that ended after the receive was posted may have waited for it.
+    waited = (from_me["s_done_call"] >= 0) & (from_me["r_post_start"] <= from_me["s_done_end"])
+    late_receiver = edges(from_me["r_rank"][waited], from_me["r_post_call"][waited], from_me["s_rank"][waited],
+                          from_me["s_done_call"][waited], MESSAGE_LATE_RECEIVER)
+    released = members["release_rank"] >= 0
+    pattern = collectives.pattern_of(members["func"][released])
+    collective = edges(members["release_rank"][released], members["release_call"][released],
+                       members["rank"][released], members["call"][released], pattern)
+    assert (pattern >= COLLECTIVE_N_TO_N).all()
+    return Dependencies.concat([late_sender, late_receiver, collective])
+
+
+def link(comm, ownership, calls, world_size, clock_info, codec=None):
+    """Stage match (see the module doc); collective over comm."""
+    ops, orphans = _owned_ops(calls)
+    messages, unmatched, instances, members, repair = _repair_loop(comm, ownership, calls, ops, world_size, codec)
+    from_me = p2p.to_senders(comm, ownership, messages, codec)
+    waits = {rank: call_waits(c, messages, from_me, members) for rank, c in calls.items()}
+    incomplete = {rank: np.flatnonzero((ops["rank"] == rank) & (ops["done_call"] < 0)) for rank in calls}
+    incomplete = {rank: {name: col[idx] for name, col in ops.items()} for rank, idx in incomplete.items()}
+    return Linked(calls, dependency_edges(messages, from_me, members), waits, instances, unmatched, orphans,
+                  incomplete, repair, clock_info)

@@ -1,0 +1,195 @@
+"""Report tables of the linked run: calls, collectives, wait states, unmatched operations, clock.
+
+Each analysis rank builds its rows as numpy columns (function ids, not names);
+``gather`` brings them to analysis rank 0 with shuffle.gather (columnar,
+compressed), where ``finish`` adds the names the files show.
+"""
+
+import numpy as np
+
+from mpigraph import mpi_functions as mf
+from mpigraph import p2p, record, shuffle, waits
+from mpigraph.metrics import Column
+
+CALL_COLUMNS = [
+    Column("rank", "int", "MPI_COMM_WORLD rank"),
+    Column("call", "int", "index of the call among the rank's calls (log order, from 0)"),
+    Column("seq", "int", "collective sequence number on its communicator (0: not a collective)"),
+    Column("function", "str", "MPI function"),
+    Column("start", "time", "call start, from the run's start (aligned clocks)"),
+    Column("end", "time", "call end, from the run's start"),
+    Column("peer", "int", "partner as a world rank (-1 none, -2 MPI_PROC_NULL, -3 any source)"),
+    Column("tag", "int", "message tag (-1 none, -2 any tag)"),
+    Column("comm", "int", "communicator id (0 = MPI_COMM_WORLD)"),
+    Column("bytes", "int", "bytes of the call (see metrics: how bytes are counted)"),
+    Column("root", "int", "root of a rooted collective as a world rank (-1 none)"),
+    Column("wait_before", "time", "wait before (collective: max start - start; point-to-point: late sender "
+                                  "or receiver)"),
+    Column("wait_after", "time", "wait after (collective: end - min end)"),
+    Column("execution", "time", "execution time (collective: min end - max start, may be negative)"),
+    Column("wait_state", "str", "wait-state kind of the call (empty: none)"),
+    Column("wait_state_time", "time", "time of that wait state"),
+    Column("on_path", "bool", "the call is on the critical path (false until the path stage fills it)"),
+]
+
+COLLECTIVE_COLUMNS = [
+    Column("comm", "int", "communicator id"),
+    Column("seq", "int", "sequence number on the communicator"),
+    Column("function", "str", "MPI function"),
+    Column("members", "int", "ranks that took part (recorded)"),
+    Column("comm_size", "int", "size of the communicator (-1 unknown)"),
+    Column("complete", "bool", "members == comm_size"),
+    Column("max_start", "time", "latest start: when the last member arrived"),
+    Column("min_end", "time", "earliest end"),
+    Column("execution", "time", "min_end - max_start"),
+    Column("wait_total", "time", "summed wait before + wait after of the members"),
+    Column("imbalance", "float", "wait_total / (members * execution); empty when execution <= 0"),
+    Column("last_rank", "int", "the member that arrived last (everyone waited for it)"),
+    Column("root", "int", "root (-1 none)"),
+]
+
+WAITSTATE_COLUMNS = [
+    Column("rank", "int", "MPI_COMM_WORLD rank"),
+    Column("function", "str", "MPI function"),
+    Column("kind", "str", "wait state: " + ", ".join(waits.WAIT_STATES)),
+    Column("calls", "int", "calls with this wait state"),
+    Column("time", "time", "summed time of this wait state"),
+]
+
+UNMATCHED_COLUMNS = [
+    Column("rank", "int", "the rank of the operation (-1 for a collective instance)"),
+    Column("what", "str", "send | receive | completion | request | collective"),
+    Column("reason", "str", "why it has no partner"),
+    Column("function", "str", "MPI function of the call that posted it"),
+    Column("call", "int", "call index on the rank (-1 for a collective instance)"),
+    Column("comm", "int", "communicator id"),
+    Column("peer", "int", "partner world rank as posted or received (-3 any source)"),
+    Column("tag", "int", "tag (or, for a collective instance, its sequence number)"),
+    Column("bytes", "int", "bytes"),
+]
+
+UNMATCHED_WHAT = ("send", "receive", "completion", "request", "collective")
+UNMATCHED_REASON = ("no matching receive", "no matching send", "completes no known request",
+                    "never completed (no Wait/Test completed it)", "not all members of the communicator took part")
+
+
+# ---- per analysis rank ---------------------------------------------------------------------
+
+def call_rows(linked):
+    """CALL_COLUMNS rows of the owned ranks (function and wait_state as ids)."""
+    parts = []
+    for rank, calls in linked.calls.items():
+        records = calls.records
+        index = np.flatnonzero((records["flags"] & record.PART) == 0)
+        w = linked.waits[rank]
+        parts.append({
+            "rank": np.full(calls.n_calls, rank, np.int64), "call": np.arange(calls.n_calls, dtype=np.int64),
+            "seq": records["seq"][index].astype(np.int64), "function": calls.func.astype(np.int64),
+            "start": calls.start_ns, "end": calls.end_ns, "peer": records["peer"][index].astype(np.int64),
+            "tag": records["tag"][index].astype(np.int64), "comm": records["comm"][index].astype(np.int64),
+            "bytes": records["bytes"][index].astype(np.int64), "root": records["root"][index].astype(np.int64),
+            "wait_before": w["wait_before"], "wait_after": w["wait_after"], "execution": w["execution"],
+            "wait_state": w["wait_state"].astype(np.int64), "wait_state_time": w["wait_state_time"],
+        })
+    return _concat(parts, CALL_COLUMNS[:-1])
+
+
+def collective_rows(linked):
+    inst = linked.instances
+    return {name: np.asarray(inst[name], np.int64) for name in
+            ("comm", "seq", "func", "members", "comm_size", "max_start", "min_end", "wait_total", "last_rank",
+             "root")}
+
+
+def waitstate_rows(linked):
+    """(rank, function id, kind) sums of the owned ranks."""
+    n_states = len(waits.WAIT_STATES)
+    parts = []
+    for rank, calls in linked.calls.items():
+        w = linked.waits[rank]
+        has = w["wait_state"] >= 0
+        key = calls.func[has].astype(np.int64) * n_states + w["wait_state"][has]
+        keys, inverse, count = np.unique(key, return_inverse=True, return_counts=True)
+        time = np.zeros(len(keys), np.int64)
+        np.add.at(time, inverse, w["wait_state_time"][has])
+        parts.append({"rank": np.full(len(keys), rank, np.int64), "function": keys // n_states,
+                      "kind": keys % n_states, "calls": count.astype(np.int64), "time": time})
+    return _concat(parts, WAITSTATE_COLUMNS)
+
+
+def unmatched_rows(linked):
+    """UNMATCHED_COLUMNS rows found on this analysis rank (what and reason as codes)."""
+    parts = []
+    u = linked.unmatched
+    is_send = u["side"] == p2p.SEND_SIDE
+    func = u["func"]
+    parts.append({"rank": u["rank"], "what": np.where(is_send, 0, 1), "reason": np.where(is_send, 0, 1),
+                  "function": func, "call": u["post_call"], "comm": u["comm"], "peer": u["peer"], "tag": u["tag"],
+                  "bytes": u["bytes"]})
+    for rank, orphans in linked.orphans.items():
+        records, calls = linked.calls[rank].records, linked.calls[rank]
+        n = len(orphans)
+        parts.append({"rank": np.full(n, rank), "what": np.full(n, 2), "reason": np.full(n, 2),
+                      "function": records["func"][orphans], "call": calls.record_call[orphans],
+                      "comm": records["comm"][orphans], "peer": records["peer"][orphans],
+                      "tag": records["tag"][orphans], "bytes": records["bytes"][orphans]})
+    for rank, ops in linked.incomplete_requests.items():
+        n = len(ops["rank"])
+        parts.append({"rank": ops["rank"], "what": np.full(n, 3), "reason": np.full(n, 3),
+                      "function": ops["func"], "call": ops["post_call"],
+                      "comm": ops["comm"], "peer": ops["peer"], "tag": ops["tag"], "bytes": ops["bytes"]})
+    inst = linked.instances
+    broken = np.flatnonzero((inst["comm_size"] >= 0) & (inst["members"] != inst["comm_size"]))
+    n = len(broken)
+    parts.append({"rank": np.full(n, -1), "what": np.full(n, 4), "reason": np.full(n, 4),
+                  "function": inst["func"][broken], "call": np.full(n, -1), "comm": inst["comm"][broken],
+                  "peer": np.full(n, -1), "tag": inst["seq"][broken], "bytes": np.zeros(n)})
+    return _concat(parts, UNMATCHED_COLUMNS)
+
+
+def _concat(parts, columns):
+    return {c.name: np.concatenate([np.asarray(p[c.name], np.int64) for p in parts]) if parts
+            else np.zeros(0, np.int64) for c in columns}
+
+
+# ---- on analysis rank 0 ----------------------------------------------------------------------
+
+def gather(comm, linked, codec=None):
+    """{table name: int64 columns} of the whole run on analysis rank 0 (None elsewhere)."""
+    local = {"calls": call_rows(linked), "collectives": collective_rows(linked),
+             "waitstates": waitstate_rows(linked), "unmatched": unmatched_rows(linked)}
+    gathered = {name: shuffle.gather(comm, columns, 0, codec)[0] for name, columns in local.items()}
+    return finish(gathered) if comm.Get_rank() == 0 else None
+
+
+def finish(tables):
+    """Names for ids, derived columns, sorted rows: the tables as the report writes them."""
+    names = mf.names_array()
+    states = np.array([""] + list(waits.WAIT_STATES), dtype=object)
+    calls = dict(tables["calls"])
+    order = np.lexsort((calls["call"], calls["rank"]))
+    calls = {name: col[order] for name, col in calls.items()}
+    calls["function"] = names[calls["function"]]
+    calls["wait_state"] = states[calls["wait_state"] + 1]
+    calls["on_path"] = np.zeros(len(calls["rank"]), bool)
+
+    inst = dict(tables["collectives"])
+    inst["function"] = names[inst.pop("func")]
+    inst["complete"] = inst["members"] == inst["comm_size"]
+    inst["execution"] = inst["min_end"] - inst["max_start"]
+    denominator = (inst["members"] * inst["execution"]).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inst["imbalance"] = np.where(denominator > 0, inst["wait_total"] / np.where(denominator > 0, denominator, 1),
+                                     np.nan)
+    order = np.lexsort((inst["seq"], inst["comm"]))
+    inst = {name: col[order] for name, col in inst.items()}
+
+    ws = dict(tables["waitstates"])
+    ws["function"] = names[ws["function"]]
+    ws["kind"] = np.array(waits.WAIT_STATES, dtype=object)[ws["kind"]]
+
+    un = dict(tables["unmatched"])
+    un["function"] = names[un["function"]]
+    un["reason"] = np.array(UNMATCHED_REASON, dtype=object)[un["reason"]]
+    un["what"] = np.array(UNMATCHED_WHAT, dtype=object)[un["what"]]
+    return {"calls": calls, "collectives": inst, "waitstates": ws, "unmatched": un}

@@ -1,0 +1,217 @@
+"""Matching: the calls of every rank linked into one run (DESIGN.md, the graph).
+
+This module is the interface the later stages (metrics, the critical path)
+build on.  After ``analysis`` has run the clock and match stages, every
+analysis rank holds, for each trace rank r it owns (``Ownership.ranks_of``):
+
+``RankCalls`` (``matched.calls[r]``)
+    rank            the trace rank r
+    func[k]         uint16 function id of call k (mpigraph.mpi_functions)
+    start_ns[k]     int64 ns from the run's start (the earliest MPI_Init start
+    end_ns[k]       of all ranks), on rank 0's clock, after the receive-before-
+                    send repair (causality.py)
+    k = 0..n_calls-1 indexes the *call records* of r's log (records without the
+                    PART flag) in log order: k = trace.call_index position among
+                    them; ``record_call[i]`` is the call of record i.
+
+``Dependencies`` (``matched.dependencies``): the dependency edges of the
+activity graph whose destination rank this analysis rank owns (incoming edges,
+stored with their vertex owner), as equal-length numpy columns:
+    src_rank    int64  trace rank of the vertex that released the call
+    src_call    int64  its call index on src_rank
+    src_vertex  int8   VERTEX_START (0) = S(src_call), VERTEX_END (1) = E(src_call)
+                       (all kinds below use VERTEX_START)
+    dst_rank    int64  trace rank of the released call
+    dst_call    int64  call index on dst_rank; the destination vertex is always
+                       E(dst_call), the end of the call that was released
+    kind        int8   one of KIND_NAMES:
+      0 message_late_sender    send start -> end of the call in which the
+                               receive completed (Recv, Sendrecv, or the
+                               Wait/Test of an Irecv / persistent receive)
+      1 message_late_receiver  receive post start -> end of the call in which
+                               the send completed; only where that call ended
+                               after the receive was posted (rendezvous, Ssend):
+                               eager sends that returned earlier get no edge
+      2 collective_n_to_n      last arriver's start -> each other member's end
+                               (N-to-N collectives and communicator creation)
+      3 collective_one_to_n    root's start -> each other member's end
+      4 collective_n_to_one    last arriver's start -> the root's end
+      5 scan                   last arriver among lower ranks of the
+                               communicator -> member's end (Scan, Exscan)
+Every edge u -> E(c) satisfies t(u) <= t(E(c)) after the repair, so slacks
+max(0, t(S(c)) - t(u)) are >= 0 and the graph is acyclic in time.
+
+Compute edges E(r,k) -> S(r,k+1) and call edges S(r,k) -> E(r,k) are implicit
+in RankCalls.
+
+How the matching works (vectorised, no per-record Python loop):
+- requests: per rank, the k-th post of a request id (Isend/Irecv call record,
+  or a Start part of a persistent request) pairs with the k-th completion part
+  (in a Wait/Test call) of that id;
+- messages: a send's key is (comm, src, dst, tag, n) with n its position among
+  the sends of (comm, dst, tag) in posting order; a receive's key uses its real
+  source and tag (from the completion's status for wildcards) and its position
+  in posting order: MPI's non-overtaking rule.  Sends travel to the owner of
+  their destination rank (shuffle.exchange, columnar), keys are sorted and
+  paired there;
+- collectives: members travel to an owner chosen by a hash of (comm, seq) and
+  are grouped there; per-member results travel back.
+Operations left without a partner are counted and listed (``Unmatched``).
+"""
+
+import dataclasses
+
+import numpy as np
+
+from mpigraph import mpi_functions as mf
+from mpigraph import record, shuffle
+
+# ---- the interface's names ---------------------------------------------------------
+
+VERTEX_START, VERTEX_END = 0, 1
+
+MESSAGE_LATE_SENDER = 0
+MESSAGE_LATE_RECEIVER = 1
+COLLECTIVE_N_TO_N = 2
+COLLECTIVE_ONE_TO_N = 3
+COLLECTIVE_N_TO_ONE = 4
+SCAN = 5
+KIND_NAMES = ("message_late_sender", "message_late_receiver", "collective_n_to_n", "collective_one_to_n",
+              "collective_n_to_one", "scan")
+
+
+@dataclasses.dataclass
+class RankCalls:
+    """One trace rank's calls with corrected times (see the module doc)."""
+
+    rank: int
+    func: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    record_call: np.ndarray
+    records: np.ndarray            # the log's records (memmap), for the fields the tables need
+
+    @property
+    def n_calls(self):
+        return len(self.func)
+
+    def record_times(self):
+        """(start, end) int64 ns of every record: a part record has its call's times."""
+        return self.start_ns[self.record_call], self.end_ns[self.record_call]
+
+
+EDGE_DTYPES = {"src_rank": np.int64, "src_call": np.int64, "src_vertex": np.int8, "dst_rank": np.int64,
+               "dst_call": np.int64, "kind": np.int8}
+
+
+@dataclasses.dataclass
+class Dependencies:
+    """Incoming dependency edges, as numpy columns (see the module doc)."""
+
+    src_rank: np.ndarray
+    src_call: np.ndarray
+    src_vertex: np.ndarray
+    dst_rank: np.ndarray
+    dst_call: np.ndarray
+    kind: np.ndarray
+
+    @classmethod
+    def concat(cls, parts):
+        """One Dependencies of several dicts/Dependencies of columns (none: empty)."""
+        parts = [p if isinstance(p, dict) else dataclasses.asdict(p) for p in parts]
+        return cls(**{name: np.concatenate([np.asarray(p[name], dtype) for p in parts]) if parts
+                      else np.zeros(0, dtype) for name, dtype in EDGE_DTYPES.items()})
+
+    def __len__(self):
+        return len(self.kind)
+
+
+def edges(src_rank, src_call, dst_rank, dst_call, kind):
+    """Edge columns from S(src) to E(dst), as a dict (broadcasting scalars)."""
+    n = len(dst_call)
+    col = lambda v, dtype: np.broadcast_to(np.asarray(v, dtype), (n,)).copy()  # noqa: E731
+    return {"src_rank": col(src_rank, np.int64), "src_call": col(src_call, np.int64),
+            "src_vertex": np.full(n, VERTEX_START, np.int8), "dst_rank": col(dst_rank, np.int64),
+            "dst_call": col(dst_call, np.int64), "kind": col(kind, np.int8)}
+
+
+# ---- function kinds as small ints, for vectorised lookups -----------------------------
+
+KINDS = (mf.INIT, mf.FINALIZE, mf.SEND, mf.RECV, mf.SENDRECV, mf.ISEND, mf.IRECV, mf.SEND_INIT, mf.RECV_INIT,
+         mf.START, mf.REQUEST_FREE, mf.COMPLETION, mf.PROBE, mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN,
+         mf.COMM_CREATE, mf.COMM_FREE)
+KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+
+
+def _kind_table():
+    table = np.full(mf.MAX_ID + 1, -1, np.int8)
+    for f in mf.FUNCTIONS:
+        table[f.id] = KIND_CODE[f.kind]
+    return table
+
+
+FUNC_KIND = _kind_table()                  # function id -> kind code
+NONBLOCKING = np.zeros(mf.MAX_ID + 1, bool)
+NONBLOCKING[[f.id for f in mf.FUNCTIONS if f.nonblocking]] = True
+BARRIER_ID = mf.BY_NAME["MPI_Barrier"].id
+
+
+def kind_is(func, *kinds):
+    """Boolean array: the function of each id in `func` has one of `kinds`."""
+    return np.isin(FUNC_KIND[np.asarray(func, np.intp)], [KIND_CODE[k] for k in kinds])
+
+
+# ---- sorting helpers ------------------------------------------------------------------
+
+def ordinal_within(keys, order):
+    """Each row's position within its group of equal `keys` (a list of arrays), counted in `order`."""
+    n = len(order)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    idx = np.lexsort([order] + list(keys)[::-1])
+    new_group = np.zeros(n, bool)
+    new_group[0] = True
+    for k in keys:
+        sk = np.asarray(k)[idx]
+        new_group[1:] |= sk[1:] != sk[:-1]
+    first = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
+    out = np.empty(n, np.int64)
+    out[idx] = np.arange(n) - first
+    return out
+
+
+def pair_by_key(keys_a, keys_b):
+    """Rows of table a and b with equal keys (unique on each side): (index in a, index in b)."""
+    na, nb = len(keys_a[0]), len(keys_b[0])
+    if na == 0 or nb == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    cols = [np.concatenate([np.asarray(a), np.asarray(b)]) for a, b in zip(keys_a, keys_b)]
+    side = np.concatenate([np.zeros(na, np.int8), np.ones(nb, np.int8)])
+    idx = np.lexsort([side] + cols[::-1])
+    same = np.ones(na + nb - 1, bool)
+    for c in cols:
+        sc = c[idx]
+        same &= sc[1:] == sc[:-1]
+    hit = np.flatnonzero(same & (side[idx][:-1] == 0) & (side[idx][1:] == 1))
+    return idx[hit], idx[hit + 1] - na
+
+
+# ---- routing rows to their owners --------------------------------------------------------
+
+def route(comm, columns, dest, codec=None):
+    """Send each row of `columns` to analysis rank dest[i]; returns the rows this rank received."""
+    batches = shuffle.split_by_dest(columns, dest, comm.Get_size())
+    received, _ = shuffle.exchange(comm, batches, codec)
+    return shuffle.concat_batches(list(received.values()), like=columns)
+
+
+# ---- calls with corrected times ------------------------------------------------------------
+
+def rank_calls(log, start_ns, end_ns):
+    """RankCalls of one log from per-record corrected times (int64 ns)."""
+    records = log.records
+    is_call = (records["flags"] & record.PART) == 0
+    calls = np.flatnonzero(is_call)
+    record_call = np.maximum(np.searchsorted(calls, np.arange(len(records)), side="right") - 1, 0)
+    return RankCalls(log.rank, np.asarray(records["func"][calls]), np.asarray(start_ns)[calls].astype(np.int64),
+                     np.asarray(end_ns)[calls].astype(np.int64), record_call.astype(np.int64), records)

@@ -1,0 +1,144 @@
+"""Point-to-point: each rank's operations, requests with their completions, sends with receives.
+
+An *operation* is one message as one rank saw it: a send or a receive, with
+the call that posted it (Send, Recv, Sendrecv, Isend, Irecv, or the Start of a
+persistent request) and the call in which it completed (the same call for
+blocking ones, the Wait/Test call for the others; -1 if it never completed).
+See match.py for the matching rules.
+"""
+
+import numpy as np
+
+from mpigraph import mpi_functions as mf
+from mpigraph import record
+from mpigraph.match import kind_is, ordinal_within, pair_by_key, route
+
+SEND_SIDE, RECV_SIDE = 0, 1
+
+# The columns of an operation table (one rank's, or several ranks' concatenated).
+OP_DTYPES = {"side": np.int8, "rank": np.int64, "comm": np.int64, "peer": np.int64, "tag": np.int64,
+             "bytes": np.int64, "post_call": np.int64, "done_call": np.int64, "post_record": np.int64,
+             "func": np.int64}
+
+
+def _flags(records, flag):
+    return (records["flags"] & flag) != 0
+
+
+def request_pairs(records):
+    """(post record, completion record or -1) of the nonblocking operations of one log,
+    and the completion records with no post (requests from before recording, or unknown)."""
+    func, part = records["func"], _flags(records, record.PART)
+    moves = (_flags(records, record.SEND) | _flags(records, record.RECV)) & ~_flags(records, record.ERROR)
+    has_request = records["request"] != 0
+    posts = np.flatnonzero(moves & has_request & ((~part & kind_is(func, mf.ISEND, mf.IRECV))
+                                                  | (part & kind_is(func, mf.START))))
+    done = np.flatnonzero(moves & has_request & part & kind_is(func, mf.COMPLETION))
+    request = records["request"]
+    post_n = ordinal_within([request[posts]], posts)
+    done_n = ordinal_within([request[done]], done)
+    ip, ic = pair_by_key([request[posts], post_n], [request[done], done_n])
+    completion = np.full(len(posts), -1, np.int64)
+    completion[ip] = done[ic]
+    orphans = np.ones(len(done), bool)
+    orphans[ic] = False
+    return posts, completion, done[orphans]
+
+
+def operations(rank_calls):
+    """The operation table of one rank (columns OP_DTYPES) and its orphan completion records."""
+    records, record_call = rank_calls.records, rank_calls.record_call
+    func, part = records["func"], _flags(records, record.PART)
+    ok = ~_flags(records, record.ERROR)
+    is_send, is_recv = _flags(records, record.SEND), _flags(records, record.RECV)
+    blocking = ok & (((~part & kind_is(func, mf.SEND, mf.RECV, mf.SENDRECV)) & (is_send | is_recv))
+                     | (part & kind_is(func, mf.SENDRECV) & is_recv))
+    blocking = np.flatnonzero(blocking)
+    posts, completion, orphans = request_pairs(records)
+
+    post = np.concatenate([blocking, posts])
+    done = np.concatenate([blocking, completion])
+    has_done = done >= 0
+    # A receive's real source and tag are on the record that completed it (its status).
+    described = np.where(is_recv[post] & has_done, done, post)
+    op = {
+        "side": np.where(is_send[post], SEND_SIDE, RECV_SIDE).astype(np.int8),
+        "rank": np.full(len(post), rank_calls.rank, np.int64),
+        "comm": records["comm"][post].astype(np.int64),
+        "peer": records["peer"][described].astype(np.int64),
+        "tag": records["tag"][described].astype(np.int64),
+        "bytes": records["bytes"][described].astype(np.int64),
+        "post_call": record_call[post],
+        "done_call": np.where(has_done, record_call[np.maximum(done, 0)], -1),
+        "post_record": post.astype(np.int64),
+        "func": func[post].astype(np.int64),    # of the posting call: reports name it without the log
+    }
+    # MPI_PROC_NULL moves no message; PEER_NONE cannot occur on a send or receive.
+    keep = (op["peer"] >= 0) | (op["peer"] == record.PEER_ANY)
+    return {name: col[keep] for name, col in op.items()}, orphans
+
+
+def message_keys(ops):
+    """(src, dst, ordinal) of each operation: its place in its (comm, src, dst, tag) stream.
+
+    Unresolved receives (wildcard source or tag never completed) get ordinal -1.
+    """
+    send = ops["side"] == SEND_SIDE
+    src = np.where(send, ops["rank"], ops["peer"])
+    dst = np.where(send, ops["peer"], ops["rank"])
+    n = ordinal_within([ops["side"], ops["comm"], src, dst, ops["tag"]], ops["post_record"])
+    resolved = (ops["peer"] >= 0) & (ops["tag"] >= 0)
+    return src, dst, np.where(resolved, n, -1)
+
+
+MESSAGE_TIME_COLUMNS = ("post_start", "done_start", "done_end")
+
+
+def with_times(ops, calls_by_rank):
+    """ops plus post_start, done_start, done_end (int64 ns; done_* = -1 without completion)."""
+    out = dict(ops)
+    n = len(ops["rank"])
+    out.update({name: np.full(n, -1, np.int64) for name in MESSAGE_TIME_COLUMNS})
+    for rank, calls in calls_by_rank.items():     # a loop over owned ranks
+        mine = np.flatnonzero(ops["rank"] == rank)
+        post, done = ops["post_call"][mine], ops["done_call"][mine]
+        has = done >= 0
+        out["post_start"][mine] = calls.start_ns[post]
+        out["done_start"][mine] = np.where(has, calls.start_ns[np.maximum(done, 0)], -1)
+        out["done_end"][mine] = np.where(has, calls.end_ns[np.maximum(done, 0)], -1)
+    return out
+
+
+def match_messages(comm, ownership, ops, codec=None):
+    """Pair sends with receives on the owners of the receiving ranks.
+
+    `ops` are the owned ranks' operations with times (with_times).  Returns
+    (messages, unmatched) on this analysis rank: messages has the columns of
+    both sides prefixed s_ and r_ (and comm, tag), one row per message whose
+    receiver this rank owns; unmatched holds the operations without partner
+    (sends whose receiver this rank owns, and this rank's receives).
+    """
+    src, dst, ordinal = message_keys(ops)
+    ops = dict(ops, src=src, dst=dst, ordinal=ordinal)
+    send = ops["side"] == SEND_SIDE
+    sends = {name: col[send] for name, col in ops.items()}
+    recvs = {name: col[~send] for name, col in ops.items()}
+    sends = route(comm, sends, ownership.owner_of(sends["dst"]), codec)
+    keys = ("comm", "src", "dst", "tag", "ordinal")
+    i_s, i_r = pair_by_key([sends[k] for k in keys], [recvs[k] for k in keys])
+    messages = {"comm": sends["comm"][i_s], "tag": sends["tag"][i_s], "bytes": recvs["bytes"][i_r]}
+    for prefix, table, index in (("s_", sends, i_s), ("r_", recvs, i_r)):
+        for name in ("rank", "post_call", "done_call") + MESSAGE_TIME_COLUMNS:
+            messages[prefix + name] = table[name][index]
+    unmatched_s = np.ones(len(sends["rank"]), bool)
+    unmatched_s[i_s] = False
+    unmatched_r = np.ones(len(recvs["rank"]), bool)
+    unmatched_r[i_r] = False
+    unmatched = {name: np.concatenate([sends[name][unmatched_s], recvs[name][unmatched_r]])
+                 for name in OP_DTYPES}
+    return messages, unmatched
+
+
+def to_senders(comm, ownership, messages, codec=None):
+    """The matched messages again, on the owners of their sending ranks (same columns)."""
+    return route(comm, messages, ownership.owner_of(messages["s_rank"]), codec)

@@ -1,0 +1,101 @@
+"""Wait before, wait after and execution time of every call; wait states by kind.
+
+Collectives (DESIGN.md, seed 004 section 5.2), per member i of an instance:
+    wait_before = max_j start_j - start_i,  wait_after = end_i - min_j end_j,
+    execution   = min_j end_j - max_j start_j   (negative: no implicit barrier).
+Point-to-point (seed 003 equations 1-4), per message:
+    late sender   = max(0, send start - start of the call the receive completed in)
+                    (the Recv itself, or the Wait/Test of a deferred receive),
+                    at most that call's duration;
+    late receiver = max(0, receive post - start of the call the send completed in),
+                    only when that call ended after the receive was posted
+                    (an eager send that returned before is not waiting).
+A call that completed several messages (Waitall) waited for them at the same
+time: its wait_before is the largest of them, and its wait state the kind of
+that largest one.  A point-to-point call has wait_after 0 and execution =
+duration - wait_before (transfer and MPI stack).  Other calls: execution =
+duration.
+
+Wait states (Scalasca's names): the synchronisation part of the wait, the
+time until the releasing event, of each call:
+    late_sender, late_receiver   as above;
+    wait_nxn      N-to-N collectives but Barrier (and communicator creation):
+                  until the last member arrived;
+    wait_barrier  the same for MPI_Barrier;
+    late_broadcast  1-to-N non-root members: until the root arrived;
+    early_reduce    N-to-1 root: until the last member arrived.
+"""
+
+import numpy as np
+
+from mpigraph.collectives import pattern_of
+from mpigraph.match import (BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N)
+
+LATE_SENDER, LATE_RECEIVER, WAIT_NXN, WAIT_BARRIER, LATE_BROADCAST, EARLY_REDUCE = range(6)
+WAIT_STATES = ("late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce")
+NO_STATE = -1
+
+
+def _clip(x, upper):
+    return np.minimum(np.maximum(x, 0), np.maximum(upper, 0))
+
+
+def late_sender(messages, rank):
+    """(call, ns) of the late-sender time of rank's receives (messages on the receiver's owner)."""
+    mine = (messages["r_rank"] == rank) & (messages["r_done_call"] >= 0)
+    start, end = messages["r_done_start"][mine], messages["r_done_end"][mine]
+    return messages["r_done_call"][mine], _clip(messages["s_post_start"][mine] - start, end - start)
+
+
+def late_receiver(messages, rank):
+    """(call, ns) of the late-receiver time of rank's sends (messages on the sender's owner)."""
+    mine = (messages["s_rank"] == rank) & (messages["s_done_call"] >= 0)
+    start, end = messages["s_done_start"][mine], messages["s_done_end"][mine]
+    posted = messages["r_post_start"][mine]
+    waited = np.where(posted <= end, posted - start, 0)
+    return messages["s_done_call"][mine], _clip(waited, end - start)
+
+
+def collective_state(func, pattern, is_root):
+    """Wait-state code of each member call."""
+    state = np.full(len(func), NO_STATE, np.int8)
+    nxn = pattern == COLLECTIVE_N_TO_N
+    state[nxn] = np.where(func[nxn] == BARRIER_ID, WAIT_BARRIER, WAIT_NXN)
+    state[(pattern == COLLECTIVE_ONE_TO_N) & ~is_root] = LATE_BROADCAST
+    state[(pattern == COLLECTIVE_N_TO_ONE) & is_root] = EARLY_REDUCE
+    return state
+
+
+def call_waits(calls, to_me, from_me, members):
+    """Per-call columns of one rank: wait_before, wait_after, execution, wait_state, wait_state_time.
+
+    `to_me`: messages on the receiver's owner; `from_me`: the same on the
+    sender's owner; `members`: collective member results of this rank.
+    """
+    n = calls.n_calls
+    duration = calls.end_ns - calls.start_ns
+    ls = np.zeros(n, np.int64)
+    lr = np.zeros(n, np.int64)
+    np.maximum.at(ls, *late_sender(to_me, calls.rank))
+    np.maximum.at(lr, *late_receiver(from_me, calls.rank))
+    wait_before = np.maximum(ls, lr)
+    state = np.where(wait_before == 0, NO_STATE, np.where(ls >= lr, LATE_SENDER, LATE_RECEIVER)).astype(np.int8)
+    state_time = wait_before.copy()
+    wait_after = np.zeros(n, np.int64)
+    execution = duration - wait_before
+
+    mine = members["rank"] == calls.rank
+    call = members["call"][mine]
+    start, end = members["start"][mine], members["end"][mine]
+    max_start, min_end = members["max_start"][mine], members["min_end"][mine]
+    wait_before[call] = max_start - start
+    wait_after[call] = end - min_end
+    execution[call] = min_end - max_start
+    released = members["release_rank"][mine] >= 0
+    sync = np.where(released, _clip(members["release_start"][mine] - start, end - start), 0)
+    func = members["func"][mine]
+    member_state = collective_state(func, pattern_of(func), members["rank"][mine] == members["root"][mine])
+    state[call] = np.where(sync > 0, member_state, NO_STATE)
+    state_time[call] = np.where(member_state >= 0, sync, 0)
+    return {"wait_before": wait_before, "wait_after": wait_after, "execution": execution,
+            "wait_state": state, "wait_state_time": state_time}

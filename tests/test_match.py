@@ -1,0 +1,229 @@
+"""Clock alignment, matching, the receive-before-send repair and the wait metrics on hand-built runs.
+
+Times are ns (CLOCK_MONOTONIC logs without calibration: ticks are ns), so
+every expected wait below is worked out by hand in the comments.
+"""
+
+import csv
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from mpi4py import MPI
+
+from mpigraph import analysis, clock, config, link, match, parallel, record, trace
+from tracebuild import part, rec, write_rank
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_env  # noqa: E402
+
+QUIET = config.Config(quiet=True, clock="none")
+
+
+# ---- clock lines --------------------------------------------------------------------------
+
+def tree_samples(offsets, drifts, t_init=1_000_000, t_final=2_000_000_000):
+    """Exact samples of a binomial ping-pong tree for true clocks c_r(t) = t + offsets[r] + drifts[r] t."""
+    n = len(offsets)
+    s = np.zeros(n, clock.SAMPLES_DTYPE)
+    s["rank"] = np.arange(n)
+    own = lambda r, t: t + offsets[r] + drifts[r] * t  # noqa: E731
+    for r in range(n):
+        p = r - (r & -r) if r else -1
+        s["parent"][r] = p
+        for end, t in (("init", t_init + 1000 * r), ("final", t_final + 1000 * r)):
+            s[end]["local_ns"][r] = round(own(r, t))
+            s[end]["offset_ns"][r] = round(own(r, t) - own(p, t)) if r else 0
+    return s, own
+
+
+def test_pingpong_lines_compose_the_tree_to_rank_0():
+    offsets = [3_000_000, 50_000_000, -50_000_000, 20_000_000, -7_000_000]
+    drifts = [20e-6, -100e-6, 100e-6, 60e-6, -80e-6]
+    samples, own = tree_samples(offsets, drifts)
+    lines = clock.pingpong_lines(samples)
+    for r in range(5):
+        for t in (1_000_000, 900_000_000, 2_000_000_000):     # ends and middle of the run
+            local = own(r, t)
+            on_rank0 = lines.to_global(r, np.array([round(local)]))[0]
+            assert abs(on_rank0 - own(0, t)) <= 2, (r, t)     # ns: rounding only
+
+
+def test_barrier_lines_median_of_exit_differences():
+    s = np.zeros(2, clock.SAMPLES_DTYPE)
+    s["rank"] = [0, 1]
+    for end, base in (("init", 1_000_000), ("final", 1_001_000_000)):
+        exits0 = base + np.arange(8) * 10_000
+        s[end]["barrier_ns"][0, :, 0] = exits0 - 2000
+        s[end]["barrier_ns"][0, :, 1] = exits0
+        shift = 5_000_000 if end == "init" else 5_100_000          # rank 1: 5 ms ahead, +100 ppm
+        noise = np.array([0, 300, -300, 100, -100, 7000, 0, 0])   # one outlier: the median ignores it
+        s[end]["barrier_ns"][1, :, 1] = exits0 + shift + noise
+        s[end]["barrier_ns"][1, :, 0] = exits0 + shift - 2000
+    lines = clock.barrier_lines(s)
+    assert lines.offset[1] == pytest.approx(5_000_000, abs=100)
+    assert lines.drift[1] * 1e6 == pytest.approx(100, abs=0.5)
+
+
+# ---- a hand-built two-rank run ---------------------------------------------------------------
+
+def rank0_rows(unreceived=False, late_irecv=False):
+    waitall = rec("MPI_Waitall", 2200, 5000)
+    rows = [
+        rec("MPI_Init", 0, 100),                                                    # call 0
+        rec("MPI_Send", 1000, 1100, record.SEND, peer=1, tag=5, bytes=8),          # call 1
+        rec("MPI_Isend", 2000, 2050, record.SEND, peer=1, tag=6, bytes=8, request=1),  # call 2
+        rec("MPI_Irecv", 2100, 2150, record.RECV, peer=record.PEER_ANY, tag=record.TAG_ANY, bytes=64,
+            request=2),                                                             # call 3
+        waitall,                                                                    # call 4
+        part(waitall, record.SEND, peer=1, tag=6, bytes=8, request=1),
+        part(waitall, record.RECV, peer=1, tag=9, bytes=16, request=2),            # the wildcard, resolved
+        rec("MPI_Allreduce", 6000, 9000, bytes=8, seq=1),                          # call 5
+    ]
+    if unreceived:
+        rows.append(rec("MPI_Send", 9100, 9200, record.SEND, peer=1, tag=77, bytes=4))
+    rows.append(rec("MPI_Finalize", 10000, 10000))
+    return rows
+
+
+def rank1_rows(recv_end=1200):
+    return [
+        rec("MPI_Init", 0, 100),                                                    # call 0
+        rec("MPI_Recv", 500, recv_end, record.RECV, peer=0, tag=5, bytes=8),       # call 1
+        rec("MPI_Send", 4000, 4100, record.SEND, peer=0, tag=9, bytes=16),         # call 2
+        rec("MPI_Recv", 2500, 2600, record.RECV, peer=0, tag=6, bytes=8),          # call 3
+        rec("MPI_Allreduce", 8000, 9100, bytes=8, seq=1),                          # call 4
+        rec("MPI_Finalize", 10000, 10000),                                          # call 5
+    ]
+
+
+def write_two(run_dir, **kw):
+    recv_end = kw.pop("recv_end", 1200)
+    write_rank(run_dir, 0, 2, rank0_rows(**kw))
+    write_rank(run_dir, 1, 2, rank1_rows(recv_end))
+    return run_dir
+
+
+def linked_run(run_dir, method="none"):
+    comm = MPI.COMM_WORLD
+    run = trace.open_run(str(run_dir))
+    calls, info = link.aligned_calls(comm, run.logs, method)
+    return link.link(comm, parallel.Ownership(2, 1), calls, 2, info)
+
+
+def edge_set(deps):
+    return {(int(a), int(b), int(c), int(d), match.KIND_NAMES[k]) for a, b, c, d, k in
+            zip(deps.src_rank, deps.src_call, deps.dst_rank, deps.dst_call, deps.kind)}
+
+
+def test_dependencies_of_the_hand_built_run(tmp_path):
+    linked = linked_run(write_two(tmp_path))
+    assert linked.calls[0].start_ns.tolist() == [0, 1000, 2000, 2100, 2200, 6000, 10000]
+    assert edge_set(linked.dependencies) == {
+        (0, 1, 1, 1, "message_late_sender"),      # Send tag 5 -> Recv
+        (0, 2, 1, 3, "message_late_sender"),      # Isend tag 6 -> Recv tag 6 (rank 1's log order differs)
+        (1, 2, 0, 4, "message_late_sender"),      # Send tag 9 -> the Waitall that completed the wildcard Irecv
+        (1, 1, 0, 1, "message_late_receiver"),    # Recv posted at 500, before the Send ended at 1100
+        (1, 3, 0, 4, "message_late_receiver"),    # Recv posted at 2500 <= Waitall end 5000
+        (0, 3, 1, 2, "message_late_receiver"),    # Irecv posted at 2100 <= Send end 4100
+        (1, 4, 0, 5, "collective_n_to_n"),        # rank 1 arrived last at the Allreduce
+    }
+    assert all((linked.dependencies.src_vertex == match.VERTEX_START).tolist())
+    assert len(linked.unmatched["rank"]) == 0 and linked.repair.found == 0
+
+
+def test_waits_of_the_hand_built_run(tmp_path):
+    linked = linked_run(write_two(tmp_path))
+    w0, w1 = linked.waits[0], linked.waits[1]
+    # Rank 1's first Recv began at 500, the send at 1000: 500 ns late sender.
+    assert (w1["wait_before"][1], w1["wait_state"][1]) == (500, 0)
+    # Rank 0's Waitall (2200-5000) waited for the tag-9 send at 4000 (1800) and for the tag-6
+    # receive posted at 2500 (late receiver 300): the larger, late sender, is its wait.
+    assert (w0["wait_before"][4], w0["wait_state"][4], w0["execution"][4]) == (1800, 0, 2800 - 1800)
+    # Allreduce: starts 6000 / 8000, ends 9000 / 9100.
+    assert (w0["wait_before"][5], w0["wait_after"][5], w0["execution"][5]) == (2000, 0, 1000)
+    assert (w1["wait_before"][4], w1["wait_after"][4], w1["execution"][4]) == (0, 100, 1000)
+    assert w0["wait_state"][5] == 2 and w0["wait_state_time"][5] == 2000       # wait_nxn
+    assert w1["wait_state"][4] == -1
+
+
+def test_report_files_of_the_hand_built_run(tmp_path):
+    run_dir = write_two(tmp_path)
+    analysis.analyze(str(run_dir), MPI.COMM_WORLD, QUIET)
+    calls = pq.read_table(run_dir / "calls.parquet").to_pydict()
+    assert calls["rank"] == [0] * 7 + [1] * 6 and calls["call"] == list(range(7)) + list(range(6))
+    assert calls["wait_before_ns"][4] == 1800 and calls["wait_state"][4] == "late_sender"
+    assert calls["on_path"] == [False] * 13
+    inst = pq.read_table(run_dir / "collectives.parquet").to_pydict()
+    assert inst["function"] == ["MPI_Allreduce"] and inst["members"] == [2] and inst["last_rank"] == [1]
+    assert inst["wait_total_ns"] == [2100] and inst["imbalance"] == [pytest.approx(2100 / 2000)]
+    with open(run_dir / "waitstates.csv") as f:
+        rows = {(r["rank"], r["function"], r["kind"]): r["time_s"] for r in csv.DictReader(f)}
+    assert rows[("0", "MPI_Waitall", "late_sender")] == "0.000001800"
+    assert rows[("1", "MPI_Recv", "late_sender")] == "0.000000500"
+    assert rows[("0", "MPI_Allreduce", "wait_nxn")] == "0.000002000"
+    with open(run_dir / "ranks.csv") as f:
+        ranks = list(csv.DictReader(f))
+    # Rank 0: waits 1800 + 2000; execution 100+50+50+1000+1000 (+ Send 100); compute: gaps between calls.
+    assert ranks[0]["wait_s"] == "0.000003800"
+    assert len((run_dir / "unmatched.csv").read_text().splitlines()) == 1     # header only
+    text = (run_dir / "summary.txt").read_text()
+    assert "Unmatched operations: none" in text and "violations found 0" in text
+
+
+def test_an_unreceived_message_is_listed(tmp_path):
+    run_dir = write_two(tmp_path, unreceived=True)
+    analysis.analyze(str(run_dir), MPI.COMM_WORLD, QUIET)
+    with open(run_dir / "unmatched.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["rank"], r["what"], r["function"], r["peer"], r["tag"], r["reason"]) for r in rows] == [
+        ("0", "send", "MPI_Send", "1", "77", "no matching receive")]
+    assert "Unmatched operations: 1" in (run_dir / "summary.txt").read_text()
+
+
+def test_a_receive_before_its_send_is_repaired(tmp_path):
+    # Rank 1's first Recv ends at 900, before the Send began at 1000: a clock error of 100+ ns.
+    linked = linked_run(write_two(tmp_path, recv_end=900))
+    assert (linked.repair.found, linked.repair.repaired, linked.repair.remaining) == (1, 1, 0)
+    c1 = linked.calls[1]
+    assert c1.end_ns[1] == 1000                           # moved to the send's start
+    assert c1.start_ns[2] == 4100 and c1.end_ns[4] == 9200  # and everything after it by 100
+    assert linked.repair.shift_ns[1] == 100
+
+
+def test_matching_is_the_same_on_several_analysis_ranks(tmp_path):
+    serial, par = write_ring(tmp_path / "serial"), write_ring(tmp_path / "parallel")
+    env = mpi_env.base_env({"MPIGRAPH_CLOCK": "none"})
+    for d, n in ((serial, None), (par, 3)):
+        cmd = [sys.executable, "-m", "mpigraph", "analyze", str(d), "--quiet"]
+        if n:
+            cmd = [mpi_env.wheel_mpi().mpiexec, "-n", str(n)] + cmd
+        result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=mpi_env.NEUTRAL_CWD)
+        assert result.returncode == 0, result.stderr
+    for name in ("calls.parquet", "collectives.parquet", "waitstates.parquet"):
+        assert pq.read_table(par / name).equals(pq.read_table(serial / name)), name
+    assert (par / "unmatched.csv").read_text() == (serial / "unmatched.csv").read_text()
+    calls = pq.read_table(serial / "calls.parquet").to_pydict()
+    waitall = [i for i, f in enumerate(calls["function"]) if f == "MPI_Waitall"]
+    # Rank r's Waitall starts at 1000 r + 3000; its left neighbour's Isend at 1000 (r - 1) + 1000:
+    # never late except for rank 0, whose neighbour (rank 4) sends at 5000.
+    assert [calls["wait_before_ns"][i] for i in waitall] == [2000, 0, 0, 0, 0]
+
+
+def write_ring(run_dir, n=5):
+    for r in range(n):
+        t = 1000 * r
+        wait = rec("MPI_Waitall", t + 3000, t + 9000)
+        write_rank(run_dir, r, n, [
+            rec("MPI_Init", t, t + 200),
+            rec("MPI_Isend", t + 1000, t + 1100, record.SEND, peer=(r + 1) % n, tag=3, bytes=8, request=1),
+            rec("MPI_Irecv", t + 1200, t + 1250, record.RECV, peer=record.PEER_ANY, tag=3, bytes=8, request=2),
+            wait, part(wait, record.SEND, peer=(r + 1) % n, tag=3, bytes=8, request=1),
+            part(wait, record.RECV, peer=(r - 1) % n, tag=3, bytes=8, request=2),
+            rec("MPI_Allreduce", t + 10000, 20000, bytes=8, seq=1),
+            rec("MPI_Finalize", 21000, 21000),
+        ])
+    return run_dir
