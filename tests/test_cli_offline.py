@@ -206,8 +206,7 @@ def test_run_calls_launcher(monkeypatch):
                      "--", "./app", "-v", "--flag"])
     assert code == 7
     assert calls == [((["./app", "-v", "--flag"], 3),
-                      dict(out="/tmp/o", options={"MPIGRAPH_ALGORITHM": "toposort", "MPIGRAPH_QUIET": "1"},
-                           mpiexec="/x/mpiexec"))]
+                      dict(out="/tmp/o", options={"MPIGRAPH_ALGORITHM": "toposort"}, mpiexec="/x/mpiexec"))]
 
 
 def test_run_without_program(capsys):
