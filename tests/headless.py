@@ -147,7 +147,7 @@ class Page:
         self.started = None
 
     def evaluate(self, expression):
-        result = self.browser.send("Runtime.evaluate", {"expression": expression, "returnByValue": True},
+        result = self.browser.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True},
                                    session=self.session)
         if "exceptionDetails" in result:
             raise BrowserError("evaluate %r: %s" % (expression, result["exceptionDetails"]))
