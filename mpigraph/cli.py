@@ -7,6 +7,8 @@
                                           analyse saved logs again (serially, or
                                           under mpiexec -n K in parallel)
     mpigraph report DIR                   print DIR/summary.txt again
+    mpigraph view DIR [--perfetto]        write DIR/timeline.html and DIR/ranks.svg
+                                          (and DIR/trace.json for Perfetto UI)
     mpigraph config                       the MPIGRAPH_* settings
 
 Errors the user can fix (bad logs, bad settings, no MPI) print one line
@@ -83,6 +85,17 @@ def cmd_report(args):
     return 0
 
 
+def cmd_view(args):
+    from mpigraph.view import write_views
+
+    written, notes, seconds = write_views(args.run_dir, perfetto=args.perfetto)
+    for path, note in written:
+        print("%s  (%s)" % (path, note))
+    for note in notes:
+        print("note: %s" % note)
+    return 0
+
+
 def cmd_config(args):
     sys.stdout.write(settings.settings_table())
     in_effect = [s.name for s in settings.SETTINGS if os.environ.get(s.name)]
@@ -130,6 +143,12 @@ def build_parser():
     p = sub.add_parser("report", help="print the summary of an analysed run again")
     p.add_argument("run_dir", metavar="DIR")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("view", help="write the timeline page (timeline.html) and ranks.svg of a run directory")
+    p.add_argument("run_dir", metavar="DIR")
+    p.add_argument("--perfetto", action="store_true",
+                   help="also write trace.json (Chrome trace event format) for Perfetto UI and chrome://tracing")
+    p.set_defaults(func=cmd_view)
 
     p = sub.add_parser("config", help="list the MPIGRAPH_* settings and their defaults")
     p.set_defaults(func=cmd_config)

@@ -42,6 +42,11 @@ ranks.csv, ranks.parquet: one row per rank, in rank order
     finalized             bool    the rank reached MPI_Finalize (false: crashed or killed)
     recording_dropped     bool    the shim stopped recording early (disk full): calls are missing
 
+ranks.svg
+    A bar per rank: compute, MPI time (split into execution and wait when the
+    ranks table has a wait column) and, when known, time on the critical path.
+    ``mpigraph view DIR`` writes it again from the calls and the path it reads.
+
 functions.csv: one row per MPI function called, the longest time_total first
     function              str     MPI function name
     function_id           int     mpigraph's function id (mpigraph.mpi_functions)
@@ -76,6 +81,7 @@ import sys
 import numpy as np
 
 from mpigraph import __version__, linked_tables, metrics
+from mpigraph.view import svg
 from mpigraph import mpi_functions as mf
 
 SUMMARY = "summary.txt"
@@ -346,6 +352,7 @@ def write_report(run_dir, info, tables, linked=None, sections=()):
     write_csv(os.path.join(run_dir, FUNCTIONS_CSV), tables.functions, metrics.FUNCTION_COLUMNS)
     if linked is not None:
         write_linked(run_dir, linked)
+    svg.write_rank_chart(run_dir, svg.per_rank_from_table(tables.ranks))   # ranks.svg
     text = summary_text(info, tables, linked, sections)
     # summary.txt last: its presence means the report is complete.
     tmp = os.path.join(run_dir, SUMMARY + ".tmp")
