@@ -9,6 +9,8 @@ unless `jitter_ns` adds noise.  The result is a graph.PathInput per analysis
 rank, the dependencies as the match stage would give them.
 """
 
+from collections import namedtuple
+
 import numpy as np
 
 from mpigraph import graph
@@ -16,6 +18,7 @@ from mpigraph import mpi_functions as mf
 from mpigraph.parallel import Ownership
 
 FID = {f.name: f.id for f in mf.FUNCTIONS}
+Simulated = namedtuple("Simulated", "start end func deps slow")   # (ranks, calls) arrays; slow rank per iteration
 LATENCY = 1_000       # ns from a send's start to the receive's end, at the earliest
 CALL = 200            # ns a call takes when it does not wait
 
@@ -52,16 +55,18 @@ def _collective(rec, name, t):
 
 
 def simulate(n_ranks, iterations, sync_every=1, seed=0, jitter_ns=0, work_ns=100_000):
-    """(start, end, func per rank as (ranks, calls) arrays, Dependencies of all ranks)."""
+    """A Simulated run: start, end, func as (ranks, calls) arrays, the Dependencies of all
+    ranks, and the slow rank of each iteration."""
     rng = np.random.default_rng(seed)
     rec = _Recorder(n_ranks)
     ranks = np.arange(n_ranks)
     t = rng.integers(0, 1000, n_ranks)
-    t = rec_end = t + 5 * CALL
-    rec.call("MPI_Init", t - 5 * CALL, rec_end)
+    rec.call("MPI_Init", t, t + 5 * CALL)
+    t = t + 5 * CALL
+    slow = rng.integers(0, n_ranks, iterations)
     for i in range(iterations):
         work = rng.integers(work_ns // 2, work_ns, n_ranks)
-        work[rng.integers(n_ranks)] += work_ns          # the slow rank of this iteration
+        work[slow[i]] += work_ns          # the slow rank of this iteration
         t = t + work
         if n_ranks > 1:
             send = rec.call("MPI_Send", t, t + CALL)
@@ -82,7 +87,7 @@ def simulate(n_ranks, iterations, sync_every=1, seed=0, jitter_ns=0, work_ns=100
         start, end = _jittered(rng, start, end, jitter_ns)
     deps = graph.Dependencies(*(np.concatenate(c) for c in zip(*rec.deps))) if rec.deps \
         else graph.Dependencies.empty()
-    return start, end, func, deps
+    return Simulated(start, end, func, deps, slow)
 
 
 def _jittered(rng, start, end, jitter_ns):
@@ -95,7 +100,7 @@ def _jittered(rng, start, end, jitter_ns):
 
 def path_input(simulated, n_analysis=1, me=0):
     """The PathInput analysis rank `me` of `n_analysis` would hold."""
-    start, end, func, deps = simulated
+    start, end, func, deps = simulated[:4]
     n_ranks = start.shape[0]
     mine = Ownership(n_ranks, n_analysis).ranks_of(me)
     calls = {r: graph.RankCalls(start[r], end[r], func[r]) for r in mine}

@@ -29,7 +29,8 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
     """The path table on analysis rank 0, None on the others.  Collective over comm.
 
     `delta` (ns) overrides the automatic bucket width of the delta-stepping
-    algorithms; `stats`, a dict, receives vertices, edges, hubs, delta, rounds;
+    algorithms; `stats`, a dict, receives vertices, edges, hubs, delta, rounds and
+    slack (on rank 0: the path's start delay plus slack, what the search minimised);
     `codec` encodes what is gathered to rank 0 (default: uncompressed).
     """
     if algorithm not in GRAPH_ALGORITHMS:
@@ -63,7 +64,9 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
         hubs = np.arange(g_meta.n_rank_vertices, g_meta.n_vertices)
         nxt, next_weight = nxt.copy(), next_weight.copy()
         nxt[hubs], next_weight[hubs] = labels.hub_next, 0
-    start = walk.start_vertex(g_meta, dist, labels.hub_dist)
+    start, slack = walk.start_vertex(g_meta, dist, labels.hub_dist)
+    if stats is not None:
+        stats["slack"] = slack
     return walk.segments(g_meta, time, func, walk.chase(start, g_meta.sink, nxt), next_weight)
 
 

@@ -20,7 +20,7 @@ from mpigraph.splits import piece_of
 
 
 def start_vertex(g, dist, hub_dist):
-    """The path's first vertex: least delay + distance to the sink (global dist[])."""
+    """(The path's first vertex, its delay + distance to the sink): the least, lowest id among equals."""
     dist_to_sink = dist[g.sources]
     if len(hub_dist):            # splits: sources' distances end at their piece's hub
         piece = piece_of(g.base, g.hub_calls, g.sources)
@@ -31,7 +31,7 @@ def start_vertex(g, dist, hub_dist):
     best = np.lexsort((g.sources, total))[0]
     if total[best] >= INF:
         raise ValueError("no rank's start reaches the end of the run: the graph is disconnected")
-    return int(g.sources[best])
+    return int(g.sources[best]), int(total[best])
 
 
 def chase(start, sink, nxt):
