@@ -94,3 +94,15 @@ def random_input(seed, n_ranks, n_calls, n_deps, collectives=0):
     # A rank-kind N-to-N edge must come from a real instance: drop random ones of that kind.
     rows_ = [row for row in rows_ if row[5] != graph.N_TO_N or row[1] == row[4]]
     return path_input(calls, deps(*rows_))
+
+
+def share(inp, n_analysis, me):
+    """The part of a whole-run PathInput that analysis rank `me` of `n_analysis` holds."""
+    from mpigraph.parallel import Ownership
+
+    mine = Ownership(inp.n_trace_ranks, n_analysis).ranks_of(me)
+    d = inp.deps
+    owned = (d.dst_rank >= mine.start) & (d.dst_rank < mine.stop)
+    return graph.PathInput(inp.n_trace_ranks, {r: inp.calls[r] for r in mine},
+                           graph.Dependencies(d.src_rank[owned], d.src_call[owned], d.src_vertex[owned],
+                                              d.dst_rank[owned], d.dst_call[owned], d.kind[owned]))
