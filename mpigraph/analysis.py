@@ -14,7 +14,9 @@ of leaving the others blocked in the next collective.
 import sys
 import time
 
-from mpigraph import clock, metrics, parallel, report, trace
+import numpy as np
+
+from mpigraph import clock, graph, metrics, parallel, paths, record, report, trace
 
 # Stage timings go to stderr when the run has more records than this (or MPIGRAPH_VERBOSE=1).
 PROGRESS_RECORDS = 1_000_000
@@ -92,8 +94,36 @@ def _metrics(comm, logs, times):
     return parallel.collectively(comm, metrics.gather_tables, comm, local)
 
 
-def _write_report(comm, run_dir, info, tables):
-    return report.write_report(run_dir, info, tables) if comm.rank == 0 else None
+def match_dependencies(comm, logs, times):
+    """Hook for the match stage (issue 3): the graph.Dependencies whose destination rank this
+    analysis rank owns, or None while mpigraph.match does not exist yet.  Collective."""
+    try:
+        from mpigraph import match
+    except ImportError:
+        return None
+    return match.dependencies(comm, logs, times)
+
+
+def rank_calls(log, start_ns, end_ns):
+    """A rank's call records (parts left out) as graph.RankCalls."""
+    call = (log.records["flags"] & record.PART) == 0
+    return graph.RankCalls(start_ns[call], end_ns[call], log.records["func"][call].astype(np.int64))
+
+
+def _path(comm, config, info, logs, times):
+    """Stage path: (critical path table on rank 0 or None, why there is none)."""
+    if config.algorithm not in paths.GRAPH_ALGORITHMS:
+        return None, "%s is not a graph algorithm" % config.algorithm
+    deps = match_dependencies(comm, logs, times)
+    if deps is None:
+        return None, "message matching (mpigraph.match) is not available"
+    calls = {rank: rank_calls(log, *times[rank]) for rank, log in logs.items()}
+    inp = graph.PathInput(info.world_size, calls, deps)
+    return paths.critical_path(comm, inp, config.algorithm, config.splits, config.threshold), None
+
+
+def _write_report(comm, run_dir, info, tables, path):
+    return report.write_report(run_dir, info, tables, *path) if comm.rank == 0 else None
 
 
 def analyze(run_dir, comm=None, config=None, in_job=False):
@@ -125,10 +155,10 @@ def analyze(run_dir, comm=None, config=None, in_job=False):
 
     tables = progress.run("metrics", _metrics, comm, logs, times)
 
-    # Hook: path (a later issue).  The critical path of the matched graph with
-    # config.algorithm, config.splits and config.threshold; its tables join the report.
+    path = progress.run("path", parallel.collectively, comm, _path, comm, config, info, logs, times)
 
-    text = progress.run("report", parallel.collectively, comm, _write_report, comm, info.run_dir, info, tables)
+    text = progress.run("report", parallel.collectively, comm, _write_report, comm, info.run_dir, info, tables,
+                        path)
     if comm.rank == 0 and not config.quiet:
         sys.stdout.write(text)
         sys.stdout.flush()

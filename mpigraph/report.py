@@ -26,6 +26,7 @@ ranks.csv, ranks.parquet: one row per rank, in rank order
     bytes_collective      int     bytes passed to collectives
     finalized             bool    the rank reached MPI_Finalize (false: crashed or killed)
     recording_dropped     bool    the shim stopped recording early (disk full): calls are missing
+    time_on_path_s/_ns    time    time of the rank's segments on the critical path (0 when no path)
 
 functions.csv: one row per MPI function called, the longest time_total first
     function              str     MPI function name
@@ -40,6 +41,10 @@ functions.csv: one row per MPI function called, the longest time_total first
     bytes_sent            int     point-to-point bytes sent
     bytes_received        int     point-to-point bytes received
     bytes_collective      int     bytes passed to collectives
+    time_on_path_s        time    time of its calls and the messages into them on the critical path
+
+critical_path.csv, critical_path.parquet: the critical path, one row per segment
+(schema in ``mpigraph.critical_path``); written when a path was computed.
 
 How bytes are counted is in ``mpigraph.metrics``.
 """
@@ -197,8 +202,9 @@ def _list(ranks, limit=16):
     return text + (" and %d more" % (len(ranks) - limit) if len(ranks) > limit else "")
 
 
-def summary_text(info, tables):
-    """The text of summary.txt; `info` is a trace.RunInfo, `tables` a metrics.Tables."""
+def summary_text(info, tables, path=None, path_note=None):
+    """The text of summary.txt; `info` is a trace.RunInfo, `tables` a metrics.Tables, `path`
+    the critical path table (or None, with `path_note` saying why)."""
     ranks, functions = tables.ranks, tables.functions
     hosts = sorted(set(ranks["host"].tolist()))
     program_total = int(ranks["program_time"].sum())
@@ -219,18 +225,32 @@ def summary_text(info, tables):
         "calls          %d (%d records)" % (ranks["calls"].sum(), ranks["records"].sum()),
     ]
     lines += _warnings(ranks)
+    lines += [""] + _path_section(path, len(ranks["rank"]), path_note)
     lines += [""] + _rank_section(ranks) + [""] + _function_section(functions, mpi_total)
     return "\n".join(lines) + "\n"
 
 
+def _path_section(path, n_ranks, note):
+    from mpigraph import critical_path
+
+    if path is None:
+        return ["Critical path: not computed (%s)" % (note or "no path stage")]
+    return critical_path.summary_lines(path, n_ranks) + ["  segments in %s" % critical_path.CSV_NAME]
+
+
 # ---- the report ------------------------------------------------------------------
 
-def write_report(run_dir, info, tables):
+def write_report(run_dir, info, tables, path=None, path_note=None):
     """Write every report file into run_dir; returns the summary text."""
+    from mpigraph import critical_path
+
+    tables = metrics.with_path(tables, path)
+    if path is not None:
+        critical_path.write(run_dir, path)
     write_csv(os.path.join(run_dir, RANKS_CSV), tables.ranks, metrics.RANK_COLUMNS)
     write_parquet(os.path.join(run_dir, RANKS_PARQUET), tables.ranks, metrics.RANK_COLUMNS)
     write_csv(os.path.join(run_dir, FUNCTIONS_CSV), tables.functions, metrics.FUNCTION_COLUMNS)
-    text = summary_text(info, tables)
+    text = summary_text(info, tables, path, path_note)
     # summary.txt last: its presence means the report is complete.
     tmp = os.path.join(run_dir, SUMMARY + ".tmp")
     with open(tmp, "w") as f:

@@ -262,7 +262,7 @@ def test_analyze_progress_when_verbose(tmp_path, capsys):
     analysis.analyze(str(tmp_path), MPI.COMM_WORLD, config.Config(verbose=True))
     err = capsys.readouterr().err
     stages = [line.split()[1] for line in err.splitlines()]
-    assert stages == ["trace", "clock", "metrics", "report"]
+    assert stages == ["trace", "clock", "metrics", "path", "report"]
     assert "2 ranks, 19 records" in err
 
 
