@@ -16,7 +16,7 @@ import sys
 import time
 
 from mpigraph import codec as codec_module
-from mpigraph import critical_path, link, linked_tables, metrics, parallel, report, toposort, trace
+from mpigraph import critical_path, graph, link, linked_tables, metrics, parallel, paths, report, toposort, trace
 
 # Stage timings go to stderr when the run has more records than this (or MPIGRAPH_VERBOSE=1).
 PROGRESS_RECORDS = 1_000_000
@@ -95,21 +95,31 @@ def _metrics(comm, logs, linked, codec, times):
     return tables, extra
 
 
-def path_stage(comm, config, info, logs, times):
-    """Stage path: a toposort.PathResult (the table on rank 0), or None for algorithms that
-    have no path stage yet.  One dispatch on config.algorithm; each algorithm family
-    lives in its own module."""
+def graph_input(world_size, linked):
+    """The path stage's input from the match stage: corrected, repaired call times and the
+    dependency edges into the owned ranks (match.py's interface; the kind codes are the same)."""
+    calls = {rank: graph.RankCalls(c.start_ns, c.end_ns, c.func) for rank, c in linked.calls.items()}
+    d = linked.dependencies
+    deps = graph.Dependencies(d.src_rank, d.src_call, d.src_vertex, d.dst_rank, d.dst_call, d.kind)
+    return graph.PathInput(world_size, calls, deps)
+
+
+def path_stage(comm, config, info, logs, linked, times):
+    """Stage path: a critical_path.PathResult (the table on analysis rank 0) for config.algorithm."""
     if config.algorithm in toposort.ALGORITHMS:
         return toposort.path_stage(comm, config, info.world_size, logs, times)
-    return None
+    table = paths.critical_path(comm, graph_input(info.world_size, linked), config.algorithm, config.splits,
+                                config.threshold)
+    if comm.rank != 0:
+        return critical_path.PathResult(None, [])
+    lines = critical_path.summary_lines(table, info.world_size) + ["  segments in %s" % critical_path.CSV_NAME]
+    return critical_path.PathResult(table, lines)
 
 
-def _write_report(comm, run_dir, info, tables, path=None):
+def _write_report(comm, run_dir, info, tables, path):
     if comm.rank != 0:
         return None
-    if path is not None:
-        critical_path.write(run_dir, path.table)
-    return report.write_report(run_dir, info, *tables, sections=[path.lines] if path is not None else [])
+    return report.write_report(run_dir, info, *tables, path=path.table, path_lines=path.lines)
 
 
 def analyze(run_dir, comm=None, config=None, in_job=False):
@@ -145,7 +155,7 @@ def analyze(run_dir, comm=None, config=None, in_job=False):
     # Every record's (start, end) on rank 0's clock, after the receive-before-send repair.
     times = {rank: calls.record_times() for rank, calls in linked.calls.items()}
     tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times)
-    path = progress.run("path", parallel.collectively, comm, path_stage, comm, config, info, logs, times)
+    path = progress.run("path", parallel.collectively, comm, path_stage, comm, config, info, logs, linked, times)
 
     text = progress.run("report", parallel.collectively, comm, _write_report, comm, info.run_dir, info, tables,
                         path)

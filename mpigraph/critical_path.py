@@ -22,10 +22,15 @@ critical_path.csv, critical_path.parquet: one row per path segment, in order
 """
 
 import os
+from collections import namedtuple
 
 import numpy as np
 
 from mpigraph.metrics import Column
+
+# What a path stage returns: the segments table (on analysis rank 0; None elsewhere or when
+# there is no path) and the path in words for summary.txt.
+PathResult = namedtuple("PathResult", "table lines")
 
 KINDS = ("compute", "mpi", "message")
 

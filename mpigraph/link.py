@@ -44,7 +44,10 @@ class Linked:
 # ---- clock ---------------------------------------------------------------------------------
 
 def aligned_calls(comm, logs, method):
-    """({rank: RankCalls} with times on rank 0's clock from the run's start, ClockInfo)."""
+    """({rank: RankCalls} with times on rank 0's clock from the run's start, ClockInfo).
+
+    Times are from the end of the earliest MPI_Init, like ranks.csv and the critical path:
+    an MPI_Init record starts a little before 0."""
     samples = np.concatenate(comm.allgather(clock.samples_of(logs)))   # one small row per trace rank
     samples = np.sort(samples, order="rank")
     lines = clock.lines_for(method, samples)
@@ -52,7 +55,9 @@ def aligned_calls(comm, logs, method):
     for rank, log in logs.items():
         ns = [lines.to_global(rank, clock.to_ns(log, log.records[f])) for f in ("t_start", "t_end")]
         local[rank] = ns
-    first = min((int(s.min()) for s, _ in local.values() if len(s)), default=np.iinfo(np.int64).max)
+    # The run's start, the origin of every time in every report file: the end of the earliest
+    # MPI_Init (the first record of a log), when the program first runs under MPI.
+    first = min((int(e[0]) for _, e in local.values() if len(e)), default=np.iinfo(np.int64).max)
     origin = comm.allreduce(first, op=_min_op())
     origin = 0 if origin == np.iinfo(np.int64).max else origin
     calls = {rank: rank_calls(log, local[rank][0] - origin, local[rank][1] - origin) for rank, log in logs.items()}
@@ -121,7 +126,12 @@ def dependency_edges(to_me, from_me, members):
     collective = edges(members["release_rank"][released], members["release_call"][released],
                        members["rank"][released], members["call"][released], pattern)
     assert (pattern >= COLLECTIVE_N_TO_N).all()
-    return Dependencies.concat([late_sender, late_receiver, collective])
+    # The last arriver of an N-to-N instance releases itself too: with that edge the path
+    # stage sees every member of the instance, which a global synchronisation point needs.
+    last = ~released & (collectives.pattern_of(members["func"]) == COLLECTIVE_N_TO_N)
+    own = edges(members["rank"][last], members["call"][last], members["rank"][last], members["call"][last],
+                COLLECTIVE_N_TO_N)
+    return Dependencies.concat([late_sender, late_receiver, collective, own])
 
 
 def link(comm, ownership, calls, world_size, clock_info, codec=None):

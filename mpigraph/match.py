@@ -7,9 +7,10 @@ analysis rank holds, for each trace rank r it owns (``Ownership.ranks_of``):
 ``RankCalls`` (``matched.calls[r]``)
     rank            the trace rank r
     func[k]         uint16 function id of call k (mpigraph.mpi_functions)
-    start_ns[k]     int64 ns from the run's start (the earliest MPI_Init start
-    end_ns[k]       of all ranks), on rank 0's clock, after the receive-before-
-                    send repair (causality.py)
+    start_ns[k]     int64 ns from the run's start (the end of the earliest
+    end_ns[k]       MPI_Init of all ranks; MPI_Init starts a little before 0),
+                    on rank 0's clock, after the receive-before-send repair
+                    (causality.py)
     k = 0..n_calls-1 indexes the *call records* of r's log (records without the
                     PART flag) in log order: k = trace.call_index position among
                     them; ``record_call[i]`` is the call of record i.

@@ -66,6 +66,7 @@ RANK_COLUMNS = [
     Column("bytes_collective", "int", "bytes passed to collectives"),
     Column("finalized", "bool", "the rank reached MPI_Finalize (false: it crashed or was killed)"),
     Column("recording_dropped", "bool", "the shim stopped recording early (disk full): calls are missing"),
+    Column("time_on_path", "time", "time of the rank's segments on the critical path (0 when no path)"),
 ]
 
 FUNCTION_COLUMNS = [
@@ -84,6 +85,7 @@ FUNCTION_COLUMNS = [
     Column("bytes_sent", "int", "point-to-point bytes sent"),
     Column("bytes_received", "int", "point-to-point bytes received"),
     Column("bytes_collective", "int", "bytes passed to collectives"),
+    Column("time_on_path", "time", "time of its calls and the messages into them on the critical path"),
 ]
 
 # ---- which records count where, by function id ---------------------------------
@@ -300,6 +302,7 @@ def function_table(partials):
     cols["function_id"] = funcs.astype(np.int64)
     cols["function"] = np.array([mf.name_of(f) for f in funcs], dtype=object)
     cols["kind"] = np.array([mf.BY_ID[f].kind for f in funcs], dtype=object)
+    cols["time_on_path"] = np.zeros(len(funcs), np.int64)      # filled by with_path
     order = np.lexsort((funcs, -cols["time_total"]))
     return {c.name: cols[c.name][order] for c in FUNCTION_COLUMNS}
 
@@ -309,7 +312,7 @@ def rank_table(rows):
     rows = sorted(rows, key=lambda row: row["rank"])
     table = {}
     for column in RANK_COLUMNS:
-        if column.name in ("program_time", "mpi_fraction", "imbalance"):
+        if column.name in ("program_time", "mpi_fraction", "imbalance", "time_on_path"):
             continue
         dtype = {"str": object, "bool": bool, "float": np.float64}.get(column.kind, np.int64)
         missing = np.nan if column.kind == "float" else 0     # runs analysed without the match stage
@@ -321,6 +324,7 @@ def rank_table(rows):
     for name in ("program_start", "program_end"):
         table[name] = np.where(has_times, table[name] - run_start, 0)
     table["program_time"] = table["program_end"] - table["program_start"]
+    table["time_on_path"] = np.zeros(len(rows), np.int64)      # filled by with_path
     with np.errstate(divide="ignore", invalid="ignore"):
         table["mpi_fraction"] = np.where(table["program_time"] > 0,
                                          table["mpi_time"] / np.maximum(table["program_time"], 1), np.nan)
@@ -337,3 +341,18 @@ def gather_tables(comm, local):
         return None
     rows = [row for rank_rows, _ in gathered for row in rank_rows]
     return Tables(rank_table(rows), function_table(combine_partials([p for _, p in gathered])))
+
+
+def with_path(tables, path):
+    """Tables with time_on_path filled from a critical_path table (None: no path, zeros stay)."""
+    if path is None:
+        return tables
+    from mpigraph import critical_path
+
+    ranks, functions = dict(tables.ranks), dict(tables.functions)
+    ranks["time_on_path"] = critical_path.time_per_rank(path, int(ranks["rank"].max()) + 1)[ranks["rank"]] \
+        if len(ranks["rank"]) else ranks["time_on_path"]
+    per_function = critical_path.time_per_function(path)
+    functions["time_on_path"] = np.array([per_function.get(f, 0) for f in functions["function"].tolist()],
+                                         np.int64)
+    return Tables(ranks, functions)

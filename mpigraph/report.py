@@ -41,6 +41,7 @@ ranks.csv, ranks.parquet: one row per rank, in rank order
     bytes_collective      int     bytes passed to collectives
     finalized             bool    the rank reached MPI_Finalize (false: crashed or killed)
     recording_dropped     bool    the shim stopped recording early (disk full): calls are missing
+    time_on_path_s/_ns    time    time of the rank's segments on the critical path (0 when no path)
 
 ranks.svg
     A bar per rank: compute, MPI time (split into execution and wait when the
@@ -63,6 +64,10 @@ functions.csv: one row per MPI function called, the longest time_total first
     bytes_sent            int     point-to-point bytes sent
     bytes_received        int     point-to-point bytes received
     bytes_collective      int     bytes passed to collectives
+    time_on_path_s        time    time of its calls and the messages into them on the critical path
+
+critical_path.csv, critical_path.parquet: the critical path, one row per segment
+(schema in ``mpigraph.critical_path``); written when a path was computed.
 
 How bytes are counted is in ``mpigraph.metrics``.  ranks.csv also has the
 wait, imbalance, wait-state and clock columns of ``metrics.RANK_COLUMNS`` and
@@ -297,10 +302,9 @@ def linked_sections(ranks, linked):
             + _unmatched_section(linked["unmatched"]) + [""] + _clock_section(ranks, linked["facts"]))
 
 
-def summary_text(info, tables, linked=None, sections=()):
+def summary_text(info, tables, linked=None, path_lines=()):
     """The text of summary.txt; `info` is a trace.RunInfo, `tables` a metrics.Tables, `linked` the
-    linked run's tables (or None), `sections` more lists of lines (the critical path's), each
-    after a blank line."""
+    linked run's tables (or None), `path_lines` the critical path in words (from the path stage)."""
     ranks, functions = tables.ranks, tables.functions
     hosts = sorted(set(ranks["host"].tolist()))
     program_total = int(ranks["program_time"].sum())
@@ -321,11 +325,11 @@ def summary_text(info, tables, linked=None, sections=()):
         "calls          %d (%d records)" % (ranks["calls"].sum(), ranks["records"].sum()),
     ]
     lines += _warnings(ranks)
+    if path_lines:
+        lines += [""] + list(path_lines)
     lines += [""] + _rank_section(ranks) + [""] + _function_section(functions, mpi_total)
     if linked is not None:
         lines += linked_sections(ranks, linked)
-    for section in sections:
-        lines += [""] + list(section)
     return "\n".join(lines) + "\n"
 
 
@@ -341,19 +345,25 @@ def write_linked(run_dir, linked):
     write_csv(os.path.join(run_dir, UNMATCHED_CSV), linked["unmatched"], lt.UNMATCHED_COLUMNS)
 
 
-def write_report(run_dir, info, tables, linked=None, sections=()):
+def write_report(run_dir, info, tables, linked=None, path=None, path_lines=()):
     """Write every report file into run_dir; returns the summary text.
 
     `linked` (linked_tables.gather's tables, plus "facts") adds the linked run's files and sections;
-    `sections`: see summary_text.
+    `path` is the critical path table (critical_path.segments; None when there is none), which
+    also fills time_on_path; `path_lines` are its words.
     """
+    from mpigraph import critical_path
+
+    tables = metrics.with_path(tables, path)
+    if path is not None:
+        critical_path.write(run_dir, path)
     write_csv(os.path.join(run_dir, RANKS_CSV), tables.ranks, metrics.RANK_COLUMNS)
     write_parquet(os.path.join(run_dir, RANKS_PARQUET), tables.ranks, metrics.RANK_COLUMNS)
     write_csv(os.path.join(run_dir, FUNCTIONS_CSV), tables.functions, metrics.FUNCTION_COLUMNS)
     if linked is not None:
         write_linked(run_dir, linked)
     svg.write_rank_chart(run_dir, svg.per_rank_from_table(tables.ranks))   # ranks.svg
-    text = summary_text(info, tables, linked, sections)
+    text = summary_text(info, tables, linked, path_lines)
     # summary.txt last: its presence means the report is complete.
     tmp = os.path.join(run_dir, SUMMARY + ".tmp")
     with open(tmp, "w") as f:

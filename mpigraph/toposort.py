@@ -49,12 +49,12 @@ to the run's end (the last MPI_Finalize).  Empty mpi segments are left out.
 """
 
 import time
-from collections import namedtuple
 
 import numpy as np
 
 from mpigraph import critical_path, metrics, mpi_functions, record, shuffle
 from mpigraph.codec import Codec
+from mpigraph.critical_path import PathResult
 
 ALGORITHMS = ("toposort", "parallel-toposort")
 
@@ -74,7 +74,6 @@ CODEC_HINTS = {"end": "ref:start"}
 _MIN = np.iinfo(np.int64).min
 _NAMES = mpi_functions.names_array()
 
-PathResult = namedtuple("PathResult", "table lines")   # table on analysis rank 0 only (None elsewhere)
 
 
 # ---------------------------------------------------------------------------

@@ -121,7 +121,8 @@ def edge_set(deps):
 
 def test_dependencies_of_the_hand_built_run(tmp_path):
     linked = linked_run(write_two(tmp_path))
-    assert linked.calls[0].start_ns.tolist() == [0, 1000, 2000, 2100, 2200, 6000, 10000]
+    # From the run's start, the end of the earliest MPI_Init (at 100 ns): Init itself starts before 0.
+    assert linked.calls[0].start_ns.tolist() == [-100, 900, 1900, 2000, 2100, 5900, 9900]
     assert edge_set(linked.dependencies) == {
         (0, 1, 1, 1, "message_late_sender"),      # Send tag 5 -> Recv
         (0, 2, 1, 3, "message_late_sender"),      # Isend tag 6 -> Recv tag 6 (rank 1's log order differs)
@@ -130,6 +131,7 @@ def test_dependencies_of_the_hand_built_run(tmp_path):
         (1, 3, 0, 4, "message_late_receiver"),    # Recv posted at 2500 <= Waitall end 5000
         (0, 3, 1, 2, "message_late_receiver"),    # Irecv posted at 2100 <= Send end 4100
         (1, 4, 0, 5, "collective_n_to_n"),        # rank 1 arrived last at the Allreduce
+        (1, 4, 1, 4, "collective_n_to_n"),        # and releases itself: the graph sees every member
     }
     assert all((linked.dependencies.src_vertex == match.VERTEX_START).tolist())
     assert len(linked.unmatched["rank"]) == 0 and linked.repair.found == 0
@@ -188,9 +190,9 @@ def test_a_receive_before_its_send_is_repaired(tmp_path):
     # Rank 1's first Recv ends at 900, before the Send began at 1000: a clock error of 100+ ns.
     linked = linked_run(write_two(tmp_path, recv_end=900))
     assert (linked.repair.found, linked.repair.repaired, linked.repair.remaining) == (1, 1, 0)
-    c1 = linked.calls[1]
-    assert c1.end_ns[1] == 1000                           # moved to the send's start
-    assert c1.start_ns[2] == 4100 and c1.end_ns[4] == 9200  # and everything after it by 100
+    c1 = linked.calls[1]                                  # times from the end of MPI_Init (100 ns)
+    assert c1.end_ns[1] == 900                            # moved to the send's start
+    assert c1.start_ns[2] == 4000 and c1.end_ns[4] == 9100  # and everything after it by 100
     assert linked.repair.shift_ns[1] == 100
 
 

@@ -1,0 +1,349 @@
+"""The activity graph of a run (DESIGN.md, "The graph and the critical path"), as columns.
+
+Input (``PathInput``): for each trace rank an analysis rank owns, the corrected
+times and function ids of its calls (call records in log order), and the
+dependency edges whose destination rank it owns, as produced by the match
+stage (``Dependencies``).
+
+Vertices: call k of trace rank r gives S(r,k) = base[r] + 2k and
+E(r,k) = base[r] + 2k + 1, so each trace rank's vertices, and each analysis
+rank's, are one contiguous range of ids.  A global synchronisation point
+(``mpigraph.splits``) adds a hub vertex n_rank_vertices + h.
+
+Edges (u -> v, weight = slack >= 0: how long before it was needed u happened):
+    compute     E(r,k) -> S(r,k+1)    0
+    call        S(r,k) -> E(r,k)      the call's wait: how long it waited for
+                                      the latest dependency into E(r,k), within
+                                      [0, its duration]
+    dependency  u -> E(c)             max(0, t(S(c)) - t(u))
+    hub         S(r,c_r) -> H         t(H) - t(S(r,c_r)), t(H) = the last arrival
+                H -> E(r,c_r)         0
+At a hub, the hub replaces the members' call edges and the collective's
+N-to-N dependency edges, so every path crosses the hub and the graph splits
+there exactly (the hub path S -> H -> E of a member has the call edge's slack).
+
+A path's time is t(end) - t(start) - (its slack), so the critical path is the
+path of least slack from a rank's start (end of MPI_Init; a later start adds
+its delay after the earliest start as slack) to the sink, the start of the
+last MPI_Finalize.  Each analysis rank keeps its vertices and their incoming
+edges as CSR arrays (``Graph``): what the backward search needs.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from mpigraph import metrics, threshold
+from mpigraph.parallel import Ownership
+from mpigraph import owner_exchange as exchange
+
+# Dependency kinds (the `kind` column of Dependencies).
+LATE_SENDER, LATE_RECEIVER, N_TO_N, ONE_TO_N, N_TO_ONE, SCAN = range(6)
+KIND_NAMES = ("late_sender", "late_receiver", "n_to_n", "one_to_n", "n_to_one", "scan")
+START, END = 0, 1               # src_vertex: the start or the end of the source call
+
+INF = np.iinfo(np.int64).max // 4   # "unreached": room to add slacks without overflow
+
+
+def _int64(values):
+    return np.ascontiguousarray(values, dtype=np.int64)
+
+
+@dataclasses.dataclass
+class RankCalls:
+    """One trace rank's calls in log order: corrected start/end (int64 ns) and function id."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    func: np.ndarray
+
+    def __post_init__(self):
+        self.start_ns, self.end_ns, self.func = _int64(self.start_ns), _int64(self.end_ns), _int64(self.func)
+        if not len(self.start_ns) == len(self.end_ns) == len(self.func):
+            raise ValueError("RankCalls columns differ in length")
+
+
+@dataclasses.dataclass
+class Dependencies:
+    """Dependency edges from the match stage, one row each (int64 columns).
+
+    src_rank, src_call, src_vertex   the releasing event: START or END of that call
+    dst_rank, dst_call               the call released (the edge ends at its E)
+    kind                             LATE_SENDER ... SCAN
+    An N-to-N collective gives one edge from the last arriver's start to every
+    member's end, the last arriver's own included (without it the collective
+    is never a global synchronisation point: correct, only slower).
+    """
+
+    src_rank: np.ndarray
+    src_call: np.ndarray
+    src_vertex: np.ndarray
+    dst_rank: np.ndarray
+    dst_call: np.ndarray
+    kind: np.ndarray
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, _int64(getattr(self, field.name)))
+        if len({len(getattr(self, f.name)) for f in dataclasses.fields(self)}) > 1:
+            raise ValueError("Dependencies columns differ in length")
+
+    @classmethod
+    def empty(cls):
+        return cls(*([np.zeros(0, np.int64)] * 6))
+
+    def __len__(self):
+        return len(self.src_rank)
+
+
+@dataclasses.dataclass
+class PathInput:
+    """What the path stage needs on one analysis rank."""
+
+    n_trace_ranks: int
+    calls: dict                  # owned trace rank -> RankCalls
+    deps: Dependencies           # the edges whose dst_rank this analysis rank owns
+
+
+@dataclasses.dataclass
+class Graph:
+    """One analysis rank's part of the graph: its vertices and their incoming edges.
+
+    Local vertex i is rank vertex lo + i for i < hi - lo, then the hubs this
+    rank owns (hub h is owned by analysis rank h % n_analysis).
+    """
+
+    n_analysis: int
+    me: int
+    base: np.ndarray             # first vertex id of each trace rank, and the total
+    bounds: np.ndarray           # first rank-vertex id of each analysis rank, and the total
+    hub_calls: np.ndarray        # (hubs, trace ranks): each member's call at the hub
+    hub_time: np.ndarray
+    time: np.ndarray             # per local vertex
+    func: np.ndarray             # per local vertex (-1 for hubs)
+    indptr: np.ndarray           # incoming edges of local vertex i: indptr[i]:indptr[i+1]
+    src: np.ndarray              # global id of each edge's source
+    weight: np.ndarray           # slack of each edge
+    sink: int
+    sources: np.ndarray          # a start vertex per trace rank with calls
+    source_delay: np.ndarray     # its time after the earliest start
+    t0: int                      # the earliest start: the path's time origin
+
+    @property
+    def lo(self):
+        return int(self.bounds[self.me])
+
+    @property
+    def hi(self):
+        return int(self.bounds[self.me + 1])
+
+    @property
+    def n_rank_vertices(self):
+        return int(self.base[-1])
+
+    @property
+    def n_hubs(self):
+        return len(self.hub_time)
+
+    @property
+    def n_vertices(self):
+        return self.n_rank_vertices + self.n_hubs
+
+    @property
+    def n_edges(self):
+        return len(self.src)
+
+    def owner_of(self, vertices):
+        """Analysis rank owning each global vertex id."""
+        vertices = _int64(vertices)
+        is_hub = vertices >= self.n_rank_vertices
+        by_range = np.searchsorted(self.bounds, vertices, "right") - 1
+        return np.where(is_hub, (vertices - self.n_rank_vertices) % self.n_analysis, by_range)
+
+    def local_index(self, vertices):
+        """Local index of owned global vertex ids."""
+        vertices = _int64(vertices)
+        hub = vertices - self.n_rank_vertices
+        return np.where(hub >= 0, (self.hi - self.lo) + hub // self.n_analysis, vertices - self.lo)
+
+    def global_ids(self):
+        """Global id of every local vertex."""
+        hubs = np.arange(self.me, self.n_hubs, self.n_analysis, dtype=np.int64) + self.n_rank_vertices
+        return np.concatenate((np.arange(self.lo, self.hi, dtype=np.int64), hubs))
+
+    def decode(self, vertices):
+        """(trace rank, call, START/END) of rank vertex ids."""
+        vertices = _int64(vertices)
+        rank = np.searchsorted(self.base, vertices, "right") - 1
+        offset = vertices - self.base[rank]
+        return rank, offset // 2, offset % 2
+
+
+# ---- building -------------------------------------------------------------------
+
+def build(comm, inp, threshold_ns=0):
+    """This analysis rank's Graph.  Collective over comm (the analysis ranks)."""
+    from mpigraph import splits
+
+    n_analysis, me = comm.Get_size(), comm.Get_rank()
+    ownership = Ownership(inp.n_trace_ranks, n_analysis)
+    mine = list(ownership.ranks_of(me))
+    blocks = {r: _merged(inp.calls.get(r), threshold_ns) for r in mine}
+    base = _bases(comm, inp.n_trace_ranks, blocks)
+    bounds = base[[ownership.first_of(a) for a in range(n_analysis + 1)]]
+    lo = int(bounds[me])
+    time = _interleave([blocks[r][0] for r in mine], [blocks[r][1] for r in mine])
+    func = np.repeat(np.concatenate([blocks[r][2] for r in mine] + [np.zeros(0, np.int64)]), 2)
+
+    deps = _dependency_edges(comm, ownership, inp.deps, blocks, base, lo, time)
+    hubs = splits.find_sync_points(comm, inp.n_trace_ranks, base, lo, time, deps)
+    edges = _local_edges(mine, base, lo, time, deps, hubs)
+    edges += _hub_edges(comm, mine, base, lo, time, hubs, len(time))
+    dst, src, weight = (np.concatenate(c) for c in zip(*edges))
+    n_local = len(time) + len(range(me, len(hubs.time), n_analysis))
+    order = np.argsort(dst, kind="stable")
+    indptr = np.searchsorted(dst[order], np.arange(n_local + 1)).astype(np.int64)
+    sink, sources, delay, t0 = _ends(comm, mine, blocks, base, time, lo)
+    return Graph(n_analysis, me, base, bounds, hubs.calls, hubs.time,
+                 np.concatenate((time, hubs.time[me::n_analysis])),
+                 np.concatenate((func, np.full(n_local - len(time), -1, np.int64))),
+                 indptr, src[order], weight[order], sink, sources, delay, t0)
+
+
+def _merged(calls, threshold_ns):
+    """(start, end, func, block_of) of one rank's calls after the threshold."""
+    if calls is None:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty, empty
+    return threshold.merge_calls(calls.start_ns, calls.end_ns, calls.func, threshold_ns)
+
+
+def _bases(comm, n_trace_ranks, blocks):
+    from mpi4py import MPI
+
+    counts = np.zeros(n_trace_ranks, np.int64)
+    for r, block in blocks.items():
+        counts[r] = len(block[0])
+    comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
+    return np.concatenate(([0], 2 * np.cumsum(counts))).astype(np.int64)
+
+
+def _interleave(starts, ends):
+    starts = np.concatenate(starts + [np.zeros(0, np.int64)])
+    ends = np.concatenate(ends + [np.zeros(0, np.int64)])
+    time = np.empty(2 * len(starts), np.int64)
+    time[0::2], time[1::2] = starts, ends
+    return time
+
+
+def _block_index(blocks, ranks, calls, what):
+    """Block (merged call) index of (rank, call) pairs of owned ranks; ValueError when out of range."""
+    result = np.empty(len(ranks), np.int64)
+    for r in np.unique(ranks).tolist():
+        rows = ranks == r
+        block_of = blocks[r][3] if r in blocks else np.zeros(0, np.int64)
+        bad = (calls[rows] < 0) | (calls[rows] >= len(block_of))
+        if bad.any():
+            raise ValueError("%s: trace rank %d has %d calls, no call %d"
+                             % (what, r, len(block_of), calls[rows][bad][0]))
+        result[rows] = block_of[calls[rows]]
+    return result
+
+
+@dataclasses.dataclass
+class DependencyEdges:
+    """Dependencies in vertex ids (merged calls), with their source times."""
+
+    src: np.ndarray
+    dst: np.ndarray              # always an E vertex
+    t_src: np.ndarray
+    kind: np.ndarray
+    dst_rank: np.ndarray
+    dst_call: np.ndarray
+
+
+def _dependency_edges(comm, ownership, deps, blocks, base, lo, time):
+    """Map dependencies to vertex ids; fetch each source's time from its owner."""
+    dst_call = _block_index(blocks, deps.dst_rank, deps.dst_call, "dependency destination")
+    dst = base[deps.dst_rank] + 2 * dst_call + END
+
+    def answer(query):
+        rank, call, side = query
+        vertex = base[rank] + 2 * _block_index(blocks, rank, call, "dependency source") + side
+        return [vertex, time[vertex - lo]]
+
+    if ((deps.src_vertex != START) & (deps.src_vertex != END)).any():
+        raise ValueError("dependency src_vertex must be 0 (start) or 1 (end)")
+    src, t_src = exchange.ask_owners(comm, ownership.owner_of(deps.src_rank),
+                                     [deps.src_rank, deps.src_call, deps.src_vertex], answer)
+    keep = src != dst     # a call merged with its own releaser: no edge
+    return DependencyEdges(src[keep], dst[keep], t_src[keep], deps.kind[keep], deps.dst_rank[keep],
+                           dst_call[keep])
+
+
+def _local_edges(mine, base, lo, time, deps, hubs):
+    """(local dst, global src, weight) arrays of the compute, call and dependency edges."""
+    n = len(time)
+    starts = np.arange(0, n, 2, dtype=np.int64)            # local index of every S
+    is_member = np.zeros(n // 2, bool)                     # calls that are hub members
+    rank_ends = np.zeros(n // 2, bool)                     # the last call of each rank
+    for r in mine:
+        first, last = (base[r] - lo) // 2, (base[r + 1] - lo) // 2
+        if last > first:
+            rank_ends[last - 1] = True
+        if len(hubs.time):
+            is_member[first + hubs.calls[:, r]] = True
+
+    t_start_dst = time[deps.dst - 1 - lo]
+    slack = np.maximum(0, t_start_dst - deps.t_src)
+    wait = np.zeros(n // 2, np.int64)
+    np.maximum.at(wait, (deps.dst - lo) // 2, deps.t_src - t_start_dst)
+    wait = np.clip(wait, 0, time[1::2] - time[0::2])
+
+    compute = ~rank_ends
+    call = ~is_member
+    dep = ~(np.isin(deps.src, hubs.keys) & (deps.kind == N_TO_N))
+    return [
+        (starts[compute] + 2, starts[compute] + 1 + lo, np.zeros(compute.sum(), np.int64)),
+        (starts[call] + 1, starts[call] + lo, wait[call]),
+        (deps.dst[dep] - lo, deps.src[dep], slack[dep]),
+    ]
+
+
+def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local):
+    """Edges H -> E(member) (kept here) and S(member) -> H (sent to the hub's owner)."""
+    n_hubs = len(hubs.time)
+    if not comm.allreduce(n_hubs):
+        return []
+    n_rank_vertices = int(base[-1])
+    hub_ids = np.arange(n_hubs, dtype=np.int64)
+    outs, ins = [], []
+    for r in mine:
+        s_member = base[r] + 2 * hubs.calls[:, r]
+        outs.append((s_member + 1 - lo, hub_ids + n_rank_vertices, np.zeros(n_hubs, np.int64)))
+        ins.append((hub_ids, s_member, np.maximum(0, hubs.time - time[s_member - lo])))
+    hub, s_member, weight = (np.concatenate(c) for c in zip(*ins)) if ins else [np.zeros(0, np.int64)] * 3
+    hub, s_member, weight = exchange.send_rows(comm, hub % comm.Get_size(), [hub, s_member, weight])
+    local_hub = n_rank_local + hub // comm.Get_size()
+    return outs + [(local_hub, s_member, weight)]
+
+
+def _ends(comm, mine, blocks, base, time, lo):
+    """(sink, start vertex per rank, its delay after the earliest start, earliest start time)."""
+    rows = []
+    for r in mine:
+        func = blocks[r][2]
+        if not len(func):
+            continue
+        inits = np.flatnonzero(metrics.IS_INIT[func])
+        finals = np.flatnonzero(metrics.IS_FINALIZE[func])
+        source = base[r] + (2 * inits[0] + END if len(inits) else START)
+        sink = base[r] + (2 * finals[-1] + START if len(finals) else 2 * (len(func) - 1) + END)
+        rows.append((r, int(source), int(time[source - lo]), int(sink), int(time[sink - lo])))
+    rows = sorted(row for part in comm.allgather(rows) for row in part)
+    if not rows:
+        raise ValueError("no MPI calls in the run: no critical path")
+    ranks, sources, t_sources, sinks, t_sinks = (np.array(c, np.int64) for c in zip(*rows))
+    last = np.lexsort((ranks, -t_sinks))[0]    # the latest sink; the lowest rank among equals
+    t0 = int(t_sources.min())
+    return int(sinks[last]), sources, t_sources - t0, t0

@@ -1,0 +1,67 @@
+"""Int64 columns to owner ranks and back: the per-round traffic of the path algorithms.
+
+The path algorithms move many small batches (one per bucket phase), all
+int64, so they use one Alltoall of counts and one Alltoallv of a row-major
+(rows x columns) array: no encoding, no pickles.  The big one-time moves
+(gathering a graph to one rank) go through ``mpigraph.shuffle`` instead.
+"""
+
+import numpy as np
+
+from mpi4py import MPI
+
+
+def send_rows(comm, dest, columns, with_source=False):
+    """Send row i of `columns` (a list of equal-length int64 arrays) to rank dest[i].
+
+    Collective over comm.  Returns the received columns (same count), rows
+    grouped by source rank in rank order, each source's rows in their order;
+    with_source: (columns, source rank of each received row).
+    """
+    n_cols = len(columns)
+    size = comm.Get_size()
+    dest = np.asarray(dest, np.int64)
+    if size == 1:
+        received = [np.asarray(c, np.int64) for c in columns]
+        return (received, np.zeros(len(dest), np.int64)) if with_source else received
+    order = np.argsort(dest, kind="stable")
+    table = np.empty((len(dest), n_cols), np.int64)
+    for j, column in enumerate(columns):
+        table[:, j] = np.asarray(column, np.int64)[order]
+    send_counts = np.bincount(dest, minlength=size).astype(np.int64)
+    recv_counts = np.empty(size, np.int64)
+    comm.Alltoall(send_counts, recv_counts)
+    received = np.empty((int(recv_counts.sum()), n_cols), np.int64)
+    send_spec = [table, (send_counts * n_cols, _displacements(send_counts) * n_cols), MPI.INT64_T]
+    recv_spec = [received, (recv_counts * n_cols, _displacements(recv_counts) * n_cols), MPI.INT64_T]
+    comm.Alltoallv(send_spec, recv_spec)
+    result = [received[:, j].copy() for j in range(n_cols)]
+    if with_source:
+        return result, np.repeat(np.arange(size, dtype=np.int64), recv_counts)
+    return result
+
+
+def _displacements(counts):
+    return np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+
+
+def ask_owners(comm, owner, queries, answer):
+    """Look values up on the ranks that own them.
+
+    Row i of `queries` (int64 columns) goes to rank owner[i]; there
+    `answer(query_columns)` returns a list of int64 answer columns for the
+    rows it received; the answers come back in the order of `queries`.
+    Collective over comm.
+    """
+    owner = np.asarray(owner, np.int64)
+    if comm.Get_size() == 1:
+        return answer([np.asarray(q, np.int64) for q in queries])
+    # Tag each query with its position so the answers can be put back in order.
+    position = np.arange(len(owner), dtype=np.int64)
+    received, source = send_rows(comm, owner, [position] + list(queries), with_source=True)
+    answers = answer(received[1:])
+    back = send_rows(comm, source, [received[0]] + list(answers))
+    result = [np.empty(len(owner), np.int64) for _ in answers]
+    for column, values in zip(result, back[1:]):
+        column[back[0]] = values
+    return result

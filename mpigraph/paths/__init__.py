@@ -1,0 +1,110 @@
+"""The critical path of the activity graph: algorithm choice, gathering, and the path table.
+
+``critical_path(comm, inp, algorithm, splits, threshold_s)`` builds the graph
+(``mpigraph.graph``) on the analysis ranks of comm, runs the chosen search
+and returns ``critical_path.segments`` on analysis rank 0 (None elsewhere):
+
+    dijkstra                  the graph gathered to rank 0, binary-heap Dijkstra there
+    delta-stepping            the graph gathered to rank 0, vectorised delta-stepping there
+    parallel-dijkstra         distributed delta-stepping with delta = 1 ns (seed 004, 4.3)
+    parallel-delta-stepping   distributed delta-stepping with delta = auto_delta
+
+With splits on, each piece between global synchronisation points is searched
+from its own end at the same time, in the same loop; off, one search from the
+sink.  All of them give the same path (``mpigraph.paths.labels``).
+"""
+
+import numpy as np
+
+from mpigraph import graph as graph_module
+from mpigraph import shuffle
+from mpigraph.codec import Codec
+from mpigraph.paths import delta_stepping, dijkstra, walk
+
+GRAPH_ALGORITHMS = ("dijkstra", "delta-stepping", "parallel-dijkstra", "parallel-delta-stepping")
+
+
+def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0, delta=None, stats=None,
+                  codec=None):
+    """The path table on analysis rank 0, None on the others.  Collective over comm.
+
+    `delta` (ns) overrides the automatic bucket width of the delta-stepping
+    algorithms; `stats`, a dict, receives vertices, edges, hubs, delta, rounds and
+    slack (on rank 0: the path's start delay plus slack, what the search minimised);
+    `codec` encodes what is gathered to rank 0 (default: uncompressed).
+    """
+    if algorithm not in GRAPH_ALGORITHMS:
+        raise ValueError("%r is not a graph algorithm (%s)" % (algorithm, ", ".join(GRAPH_ALGORITHMS)))
+    g = graph_module.build(comm, inp, int(round(threshold_s * 1e9)))
+    n_edges = comm.allreduce(g.n_edges)
+    if algorithm.startswith("parallel-"):
+        width = 1 if algorithm == "parallel-dijkstra" else (delta or delta_stepping.auto_delta(comm, g))
+        labels = delta_stepping.solve(comm, g, width, splits)
+        whole = _gather_labels(comm, g, labels, codec)
+    else:
+        whole = gather_graph(comm, g, codec)
+        width = None
+        if whole is not None:
+            from mpi4py import MPI
+
+            if algorithm == "dijkstra":
+                labels = dijkstra.solve(whole, splits)
+            else:
+                width = delta or delta_stepping.auto_delta(MPI.COMM_SELF, whole)
+                labels = delta_stepping.solve(MPI.COMM_SELF, whole, width, splits)
+            whole = (whole, whole.time, whole.func, labels)
+    if stats is not None:
+        stats.update(vertices=g.n_vertices, edges=n_edges, hubs=g.n_hubs, delta=width,
+                     rounds=comm.bcast(whole[3].rounds if whole else None, root=0))
+    if whole is None:
+        return None
+    g_meta, time, func, labels = whole
+    dist, nxt, next_weight = labels.dist, labels.next, labels.next_weight
+    if len(labels.hub_dist):      # hubs carry their distances to the sink, not to their piece's end
+        hubs = np.arange(g_meta.n_rank_vertices, g_meta.n_vertices)
+        nxt, next_weight = nxt.copy(), next_weight.copy()
+        nxt[hubs], next_weight[hubs] = labels.hub_next, 0
+    start, slack = walk.start_vertex(g_meta, dist, labels.hub_dist)
+    if stats is not None:
+        stats["slack"] = slack
+    return walk.segments(g_meta, time, func, walk.chase(start, g_meta.sink, nxt), next_weight)
+
+
+_RAW = Codec(level=0)     # the default when no codec is given: graphs are moved once, on fast links
+
+
+def gather_graph(comm, g, codec=None):
+    """The whole graph as one Graph on analysis rank 0 (None elsewhere)."""
+    if comm.Get_size() == 1:
+        return g
+    gid = g.global_ids()
+    dst = np.repeat(gid, np.diff(g.indptr))
+    edges, _ = shuffle.gather(comm, {"dst": dst, "src": g.src, "weight": g.weight}, codec=codec or _RAW)
+    vertices, _ = shuffle.gather(comm, {"gid": gid, "time": g.time, "func": g.func}, codec=codec or _RAW)
+    if comm.Get_rank() != 0:
+        return None
+    n = g.n_vertices
+    time, func = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    time[vertices["gid"]], func[vertices["gid"]] = vertices["time"], vertices["func"]
+    order = np.argsort(edges["dst"], kind="stable")
+    indptr = np.searchsorted(edges["dst"][order], np.arange(n + 1)).astype(np.int64)
+    bounds = np.array([0, g.n_rank_vertices], np.int64)
+    return graph_module.Graph(1, 0, g.base, bounds, g.hub_calls, g.hub_time, time, func, indptr,
+                              edges["src"][order], edges["weight"][order], g.sink, g.sources,
+                              g.source_delay, g.t0)
+
+
+def _gather_labels(comm, g, labels, codec=None):
+    """(Graph metadata, time, func, Labels) indexed by global id, on rank 0; None elsewhere."""
+    gid = g.global_ids()
+    columns = {"gid": gid, "time": g.time, "func": g.func, "dist": labels.dist, "next": labels.next,
+               "next_weight": labels.next_weight}
+    table, _ = shuffle.gather(comm, columns, codec=codec or _RAW) if comm.Get_size() > 1 else (columns, None)
+    if comm.Get_rank() != 0:
+        return None
+    by_id = {}
+    for name in ("time", "func", "dist", "next", "next_weight"):
+        by_id[name] = np.zeros(g.n_vertices, np.int64)
+        by_id[name][table["gid"]] = table[name]
+    labels.dist, labels.next, labels.next_weight = by_id["dist"], by_id["next"], by_id["next_weight"]
+    return g, by_id["time"], by_id["func"], labels

@@ -1,0 +1,126 @@
+"""Global synchronisation points: where the activity graph splits into independent pieces.
+
+Seed 004 (4.4): a collective over all ranks is a global synchronisation point
+unless a nonblocking operation is still outstanding across it or its
+execution time is negative.  We test what those rules stand for, on the
+graph itself:
+
+- an N-to-N instance (its dependency edges share one source, the last
+  arriver's start) whose members are all trace ranks, the last arriver's own
+  call among them;
+- non-negative execution: every member ends after the last arrival;
+- the members' calls come in the same order on every rank as the other
+  points' (MPI_COMM_WORLD collectives always do);
+- no other dependency edge crosses it (an outstanding Isend/Irecv completed
+  on the far side is such an edge), so every path crosses at the hub.
+
+Each point becomes a hub vertex (``mpigraph.graph``) whether splits are on or
+off, so the graph, and the path, are the same either way.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from mpi4py import MPI
+
+from mpigraph import graph as graph_module
+
+
+@dataclasses.dataclass
+class SyncPoints:
+    keys: np.ndarray      # the N-to-N source vertex (last arriver's start) of each point
+    calls: np.ndarray     # (points, trace ranks): each member's call
+    time: np.ndarray      # last arrival
+
+
+def none(n_trace_ranks):
+    return SyncPoints(np.zeros(0, np.int64), np.zeros((0, n_trace_ranks), np.int64), np.zeros(0, np.int64))
+
+
+def find_sync_points(comm, n_trace_ranks, base, lo, time, deps):
+    """The global synchronisation points, in order (the same on every analysis rank)."""
+    keys = _candidate_keys(comm, deps)
+    if not len(keys):
+        return none(n_trace_ranks)
+    calls, t_last, whole = _instances(comm, n_trace_ranks, base, lo, time, deps, keys)
+    keys, calls, t_last = keys[whole], calls[whole], t_last[whole]
+    keys, calls, t_last = _in_rank_order(keys, calls, t_last)
+    uncrossed = ~_crossed(comm, base, deps, keys, calls)
+    return SyncPoints(keys[uncrossed], calls[uncrossed], t_last[uncrossed])
+
+
+def _candidate_keys(comm, deps):
+    """N-to-N instances analysis rank 0 sees: a global collective has a member on trace rank 0."""
+    mine = np.unique(deps.src[deps.kind == graph_module.N_TO_N]) if comm.Get_rank() == 0 else None
+    return comm.bcast(mine, root=0)
+
+
+def _instances(comm, n_trace_ranks, base, lo, time, deps, keys):
+    """(member call per rank, last arrival, instance is whole) of each candidate key."""
+    n = len(keys)
+    nn = deps.kind == graph_module.N_TO_N
+    index = np.searchsorted(keys, deps.src[nn])
+    found = index < n
+    found[found] = keys[index[found]] == deps.src[nn][found]
+    index, dst_rank, dst_call = index[found], deps.dst_rank[nn][found], deps.dst_call[nn][found]
+    end = time[deps.dst[nn][found] - lo]
+
+    members = np.zeros(n, np.int64)
+    pairs = np.unique(index * n_trace_ranks + dst_rank)
+    np.add.at(members, pairs // n_trace_ranks, 1)
+    first_end = np.full(n, graph_module.INF, np.int64)
+    np.minimum.at(first_end, index, end)
+    t_last = np.full(n, -graph_module.INF, np.int64)
+    np.maximum.at(t_last, index, deps.t_src[nn][found])
+    calls = np.full((n, n_trace_ranks), -1, np.int64)
+    calls[index, dst_rank] = dst_call
+    for array, op in ((members, MPI.SUM), (first_end, MPI.MIN), (t_last, MPI.MAX), (calls, MPI.MAX)):
+        comm.Allreduce(MPI.IN_PLACE, array, op=op)
+
+    src_rank = np.searchsorted(base, keys, "right") - 1
+    own_call = (keys - base[src_rank]) // 2
+    whole = ((members == n_trace_ranks) & (first_end >= t_last) & (calls >= 0).all(axis=1)
+             & (calls[np.arange(n), src_rank] == own_call))
+    return calls, t_last, whole
+
+
+def _in_rank_order(keys, calls, t_last):
+    """Sorted by trace rank 0's call; points out of order on some rank dropped."""
+    order = np.argsort(calls[:, 0], kind="stable")
+    keys, calls, t_last = keys[order], calls[order], t_last[order]
+    while len(keys) > 1:
+        bad = np.concatenate(([False], (np.diff(calls, axis=0) <= 0).any(axis=1)))
+        if not bad.any():
+            break
+        drop = np.flatnonzero(bad)[0]
+        keep = np.arange(len(keys)) != drop
+        keys, calls, t_last = keys[keep], calls[keep], t_last[keep]
+    return keys, calls, t_last
+
+
+def piece_of(base, calls, vertices):
+    """Piece of each rank vertex: how many points it comes after (S of a member: before; E: after)."""
+    n_points, n_ranks = calls.shape
+    rank = np.searchsorted(base, vertices, "right") - 1
+    position = vertices - base[rank]                       # 2 * call + side
+    stride = int(base[-1]) + 2
+    # Rank r's point positions 2c+1, shifted into a block of their own: one searchsorted for all.
+    bounds = (2 * calls.T + 1 + stride * np.arange(n_ranks)[:, None]).ravel()
+    return np.searchsorted(bounds, position + stride * rank, "right") - n_points * rank
+
+
+def _crossed(comm, base, deps, keys, calls):
+    """Points crossed by a dependency edge other than their own N-to-N edges."""
+    n = len(keys)
+    if not n:
+        return np.zeros(0, bool)
+    own = (deps.kind == graph_module.N_TO_N) & np.isin(deps.src, keys)
+    a = piece_of(base, calls, deps.src[~own])
+    b = piece_of(base, calls, deps.dst[~own])
+    first, last = np.minimum(a, b), np.maximum(a, b)
+    count = np.zeros(n + 1, np.int64)
+    np.add.at(count, first, 1)
+    np.add.at(count, last, -1)
+    comm.Allreduce(MPI.IN_PLACE, count, op=MPI.SUM)
+    return np.cumsum(count)[:n] > 0
