@@ -142,12 +142,13 @@ def mpirun(mpi, nprocs, argv, out=None, rank_env=None, cwd=None):
                           cwd=cwd or NEUTRAL_CWD)
 
 
-def mpigraph(args, nprocs=None, mpi=None, cwd=None):
-    """Run the mpigraph command (`python -m mpigraph args`), under mpiexec -n nprocs if given."""
+def mpigraph(args, nprocs=None, mpi=None, cwd=None, env_extra=None):
+    """Run the mpigraph command (`python -m mpigraph args`), under mpiexec -n nprocs if given,
+    with the variables of `env_extra` set."""
     cmd = [sys.executable, "-m", "mpigraph", *[str(a) for a in args]]
     if nprocs:
         cmd = [(mpi or wheel_mpi()).mpiexec, "-n", str(nprocs)] + cmd
-    return subprocess.run(cmd, capture_output=True, text=True, env=base_env(), cwd=cwd or NEUTRAL_CWD)
+    return subprocess.run(cmd, capture_output=True, text=True, env=base_env(env_extra), cwd=cwd or NEUTRAL_CWD)
 
 
 def read_functions_csv(path):
@@ -168,11 +169,17 @@ def run_mpi_checks(module, ranks, extra_env=None, hang_seconds=600):
     orphan them), and (None, stdout, stderr) is returned: a guard against hangs, not a
     timing of anything.
     """
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", os.path.join(HERE, module)]
+    return run_guarded(argv, ranks, extra_env, hang_seconds)
+
+
+def run_guarded(argv, ranks, extra_env=None, hang_seconds=600):
+    """Run `argv` on `ranks` ranks under mpiexec, stopped after hang_seconds if it hangs
+    (see run_mpi_checks); returns (returncode or None, stdout, stderr)."""
     mpi = wheel_mpi()
     if mpi is None:
         raise RuntimeError("no mpiexec found: install with pip install '.[mpich,test]'")
-    cmd = [mpi.mpiexec, "-n", str(ranks), sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-           "-x", os.path.join(HERE, module)]
+    cmd = [mpi.mpiexec, "-n", str(ranks)] + [str(a) for a in argv]
     proc = subprocess.Popen(cmd, cwd=REPO, env=base_env(extra_env), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:

@@ -48,8 +48,9 @@ def rows(path):
 
 
 def least_slack(inp, threshold_s=0.0):
-    """The least (start delay + slack) from a rank's start to the sink, by a plain DP in
-    topological order over the built graph: the reference for every algorithm."""
+    """The least slack from a rank's start to the sink, by a plain DP in topological order
+    over the built graph: the reference for every algorithm.  A rank's start delay is not
+    slack: it was inside MPI_Init until then (mpigraph.paths.walk)."""
     g = graph.build(MPI.COMM_SELF, inp, int(round(threshold_s * 1e9)))
     dst = np.repeat(np.arange(g.n_vertices), np.diff(g.indptr))
     successors = {}
@@ -63,7 +64,7 @@ def least_slack(inp, threshold_s=0.0):
         options = [w + dist[v] for v, w in successors.get(u, []) if v in dist]
         if u != g.sink and options:
             dist[u] = min(options)
-    total = [d + dist[s] for s, d in zip(g.sources.tolist(), g.source_delay.tolist()) if s in dist]
+    total = [dist[s] for s in g.sources.tolist() if s in dist]
     return min(total), g
 
 

@@ -10,15 +10,14 @@ import sys
 
 import pytest
 
-from test_shuffle import REPO, run_guarded
+import mpi_env
 
 CHECK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "path_mpi_check.py")
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 3])
 def test_distributed_paths_equal_the_serial_reference(ranks):
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    returncode, stdout, stderr = run_guarded(["mpiexec", "-n", str(ranks), sys.executable, CHECK], env)
+    returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, CHECK], ranks)
     assert returncode == 0, stdout[-4000:] + stderr[-4000:]
     assert "path_mpi_check on %d ranks: OK" % ranks in stdout, stdout[-4000:]
     assert stdout.count("all 8 equal") == 10, stdout
