@@ -14,13 +14,19 @@
  * (comma-separated, one value per world rank) skew this rank's clock as seen
  * by the calibration pairs and these samples, so the analysis must recover a
  * known offset and drift.  The wrappers' hot path is not touched by it. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #include "shim.h"
 
 #define PINGPONGS 10
 #define TAG 0x6d67 /* on a private communicator: no clash with the program */
+#define TAG_ARRIVED (TAG + 1)
+#define TAG_VERDICT (TAG + 2)
+#define DEFAULT_FINALIZE_TIMEOUT_S 600.0
 
 static MPI_Comm sync_comm = MPI_COMM_NULL;
 static int64_t skew_offset_ns;
@@ -110,4 +116,124 @@ void mg_sync_finish(void)
 {
     if (sync_comm != MPI_COMM_NULL)
         PMPI_Comm_free(&sync_comm);
+}
+
+/* ---- did every rank reach MPI_Finalize? ------------------------------------
+ *
+ * The Finalize-time samples and the analysis are collective: one rank that
+ * never arrives (hung, or killed without the job going down) would block the
+ * others forever.  So before them, every rank tells rank 0 it has arrived;
+ * rank 0 waits up to MPIGRAPH_FINALIZE_TIMEOUT seconds (default 600, 0 or
+ * "off": forever) and answers each arrived rank whether all did.  Waiting is
+ * a Test poll with 1 ms sleeps, so waiting ranks leave the cores alone. */
+
+static double finalize_timeout_s(void)
+{
+    const char *v = getenv("MPIGRAPH_FINALIZE_TIMEOUT");
+    if (!v || !*v)
+        return DEFAULT_FINALIZE_TIMEOUT_S;
+    if (!strcasecmp(v, "off"))
+        return 0;
+    char *end;
+    double s = strtod(v, &end);
+    if (*end || !(s >= 0)) {
+        mg_say("rank %d: MPIGRAPH_FINALIZE_TIMEOUT=%s is not a number of seconds; using %g",
+            mg.world_rank, v, DEFAULT_FINALIZE_TIMEOUT_S);
+        return DEFAULT_FINALIZE_TIMEOUT_S;
+    }
+    return s;
+}
+
+/* Poll `n` requests until all complete (1) or `timeout_s` passes (0; 0 s = no limit). */
+static int wait_all_until(int n, MPI_Request *reqs, double timeout_s)
+{
+    int64_t deadline = mg_monotonic_ns() + (int64_t)(timeout_s * 1e9);
+    struct timespec nap = {0, 1000000};
+    for (int polls = 0;; polls++) {
+        int done = 0;
+        PMPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+        if (done)
+            return 1;
+        if (timeout_s > 0 && mg_monotonic_ns() > deadline)
+            return 0;
+        if (polls >= 100)
+            nanosleep(&nap, NULL);
+    }
+}
+
+/* "1, 4-6" into buf: the ranks whose arrival request did not complete. */
+static void missing_ranks(const MPI_Request *reqs, int size, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int r = 1; r < size && used + 24 < len; r++) {
+        if (reqs[r - 1] == MPI_REQUEST_NULL)
+            continue;
+        int last = r;
+        while (last + 1 < size && reqs[last] != MPI_REQUEST_NULL)
+            last++;
+        used += snprintf(buf + used, len - used, "%s%d", used ? ", " : "", r);
+        if (last > r)
+            used += snprintf(buf + used, len - used, "-%d", last);
+        r = last;
+    }
+}
+
+static int rank0_collect_arrivals(double timeout_s)
+{
+    int size = mg.world_size, n = size - 1;
+    MPI_Request *reqs = calloc((size_t)(n > 0 ? n : 1), sizeof *reqs);
+    int *flags = calloc((size_t)(n > 0 ? n : 1), sizeof *flags);
+    if (!reqs || !flags)
+        return free(reqs), free(flags), 0;
+    for (int r = 1; r < size; r++)
+        PMPI_Irecv(&flags[r - 1], 1, MPI_INT, r, TAG_ARRIVED, sync_comm, &reqs[r - 1]);
+    int all = wait_all_until(n, reqs, timeout_s);
+    if (!all) {
+        /* Testall completed (and nulled) the arrived ones; the rest are missing. */
+        char list[1024];
+        missing_ranks(reqs, size, list, sizeof list);
+        mg_say("rank%s %s did not reach MPI_Finalize within %g s (MPIGRAPH_FINALIZE_TIMEOUT): no analysis in "
+               "the job; the raw logs are in %s (once the job is over: mpigraph analyze %s)",
+            strchr(list, ',') || strchr(list, '-') ? "s" : "", list, timeout_s, mpigraph_run_dir(),
+            mpigraph_run_dir());
+    }
+    for (int r = 1; r < size; r++) {
+        if (reqs[r - 1] == MPI_REQUEST_NULL)
+            PMPI_Send(&all, 1, MPI_INT, r, TAG_VERDICT, sync_comm);
+        else {
+            PMPI_Cancel(&reqs[r - 1]);
+            PMPI_Request_free(&reqs[r - 1]);
+        }
+    }
+    free(reqs);
+    free(flags);
+    return all;
+}
+
+static int await_verdict(double timeout_s)
+{
+    int arrived = 1, all = 0;
+    MPI_Request reqs[2];
+    PMPI_Isend(&arrived, 1, MPI_INT, 0, TAG_ARRIVED, sync_comm, &reqs[0]);
+    PMPI_Irecv(&all, 1, MPI_INT, 0, TAG_VERDICT, sync_comm, &reqs[1]);
+    /* Rank 0 answers at its own deadline at the latest: allow for it to arrive late by as much. */
+    if (wait_all_until(2, reqs, timeout_s > 0 ? 2 * timeout_s + 5 : 0))
+        return all;
+    mg_say("rank %d: no answer from rank 0 within %g s of reaching MPI_Finalize (MPIGRAPH_FINALIZE_TIMEOUT): "
+           "no analysis in the job; the raw logs are in %s", mg.world_rank, 2 * timeout_s + 5, mpigraph_run_dir());
+    for (int i = 0; i < 2; i++)
+        if (reqs[i] != MPI_REQUEST_NULL) {
+            PMPI_Cancel(&reqs[i]);
+            PMPI_Request_free(&reqs[i]);
+        }
+    return 0;
+}
+
+int mg_sync_all_arrived(void)
+{
+    double timeout_s = finalize_timeout_s();
+    if (mg.world_size == 1)
+        return 1;
+    return mg.world_rank == 0 ? rank0_collect_arrivals(timeout_s) : await_verdict(timeout_s);
 }
