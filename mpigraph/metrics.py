@@ -51,6 +51,7 @@ RANK_COLUMNS = [
     Column("bytes_collective", "int", "bytes passed to collectives"),
     Column("finalized", "bool", "the rank reached MPI_Finalize (false: it crashed or was killed)"),
     Column("recording_dropped", "bool", "the shim stopped recording early (disk full): calls are missing"),
+    Column("incomplete_requests", "int", "nonblocking operations started and never completed or freed in the log"),
 ]
 
 FUNCTION_COLUMNS = [
@@ -88,6 +89,14 @@ SENDS_IN_PARTS = _ids_of(mf.START)                          # each start of a pe
 RECEIVES_IN_CALL = _ids_of(mf.RECV)                         # not IRECV: only the posted size is known
 RECEIVES_IN_PARTS = _ids_of(mf.SENDRECV, mf.COMPLETION)     # the receive half; completed receives
 COLLECTIVE = _ids_of(mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN)
+# Requests: an operation starts in the call record of a nonblocking call (not a persistent
+# init: nothing starts yet) or in a part record of Start/Startall; it ends in a part record
+# of a Wait/Test call, or is given up by MPI_Request_free.
+STARTS_IN_CALL = np.zeros(N_IDS, bool)
+STARTS_IN_CALL[[f.id for f in mf.FUNCTIONS if f.nonblocking and f.kind not in (mf.SEND_INIT, mf.RECV_INIT)]] = True
+STARTS_IN_PARTS = _ids_of(mf.START)
+ENDS_IN_PARTS = _ids_of(mf.COMPLETION)
+FREES = _ids_of(mf.REQUEST_FREE)
 
 # A record's category: 3 bits from its flags.  Bytes are summed per (function, category).
 _PART_BIT, _SEND_BIT, _RECV_BIT = 4, 2, 1
@@ -170,6 +179,29 @@ def program_span(log, start_ns, end_ns):
     return int(start), int(end)
 
 
+def incomplete_requests(log):
+    """Nonblocking operations the log starts and never completes (nor frees): cut off by a crash, or leaked.
+
+    Counted per request id (persistent requests start many times): starts minus
+    completions, 0 for a freed request.
+    """
+    records = log.records
+    func, request = records["func"], records["request"]
+    part = (records["flags"] & record.PART) != 0
+    has_request = request != 0
+    started = request[has_request & np.where(part, STARTS_IN_PARTS[func], STARTS_IN_CALL[func])]
+    ended = request[has_request & part & ENDS_IN_PARTS[func]]
+    freed = request[has_request & ~part & FREES[func]]
+    ids = np.unique(started)
+    if len(ids) == 0:
+        return 0
+    open_count = np.bincount(np.searchsorted(ids, started), minlength=len(ids)).astype(np.int64)
+    ended = ended[np.isin(ended, ids)]
+    open_count -= np.bincount(np.searchsorted(ids, ended), minlength=len(ids))
+    open_count[np.isin(ids, freed)] = 0
+    return int(np.clip(open_count, 0, None).sum())
+
+
 def rank_row(log, start_ns, end_ns, partials):
     """The per-rank values of one log (program_start/end absolute ns; made relative later)."""
     program_start, program_end = program_span(log, start_ns, end_ns)
@@ -188,6 +220,7 @@ def rank_row(log, start_ns, end_ns, partials):
         "bytes_collective": int(partials["bytes_collective"].sum()),
         "finalized": log.finalized,
         "recording_dropped": log.recording_dropped,
+        "incomplete_requests": incomplete_requests(log),
     }
 
 

@@ -26,6 +26,8 @@ ranks.csv, ranks.parquet: one row per rank, in rank order
     bytes_collective      int     bytes passed to collectives
     finalized             bool    the rank reached MPI_Finalize (false: crashed or killed)
     recording_dropped     bool    the shim stopped recording early (disk full): calls are missing
+    incomplete_requests   int     nonblocking operations started and never completed or freed
+                                  (cut off by a crash, or never waited for)
 
 functions.csv: one row per MPI function called, the longest time_total first
     function              str     MPI function name
@@ -47,6 +49,7 @@ How bytes are counted is in ``mpigraph.metrics``.
 import csv
 import os
 import sys
+import tempfile
 
 import numpy as np
 
@@ -185,6 +188,13 @@ def _warnings(ranks):
     if len(unfinished):
         lines.append("warning: rank%s %s did not reach MPI_Finalize (crashed or killed): their times end at "
                      "their last record" % ("s" if len(unfinished) > 1 else "", _list(unfinished)))
+    open_ops = ranks["incomplete_requests"]
+    if open_ops.sum():
+        where = ranks["rank"][open_ops > 0]
+        lines.append("warning: %d nonblocking operation%s started and never completed, on rank%s %s (see "
+                     "incomplete_requests in %s): cut off by the end of the log, or never waited for"
+                     % (open_ops.sum(), "s" if open_ops.sum() > 1 else "", "s" if len(where) > 1 else "",
+                        _list(where), RANKS_CSV))
     dropped = ranks["rank"][ranks["recording_dropped"]]
     if len(dropped):
         lines.append("warning: the shim stopped recording early on rank%s %s (the log could not grow: disk "
@@ -225,18 +235,59 @@ def summary_text(info, tables):
 
 # ---- the report ------------------------------------------------------------------
 
-def write_report(run_dir, info, tables):
-    """Write every report file into run_dir; returns the summary text."""
-    write_csv(os.path.join(run_dir, RANKS_CSV), tables.ranks, metrics.RANK_COLUMNS)
-    write_parquet(os.path.join(run_dir, RANKS_PARQUET), tables.ranks, metrics.RANK_COLUMNS)
-    write_csv(os.path.join(run_dir, FUNCTIONS_CSV), tables.functions, metrics.FUNCTION_COLUMNS)
+class ReportError(Exception):
+    """The report files cannot be written (read-only or full file system); the message names the file."""
+
+
+def write_report(out_dir, info, tables):
+    """Write every report file into out_dir (created if needed); returns the summary text.
+
+    Raises ReportError naming the file that could not be written; what was
+    written of an incomplete report is removed, the raw logs are never touched.
+    """
     text = summary_text(info, tables)
-    # summary.txt last: its presence means the report is complete.
-    tmp = os.path.join(run_dir, SUMMARY + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, os.path.join(run_dir, SUMMARY))
+    written = []
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        for name, write in ((RANKS_CSV, lambda p: write_csv(p, tables.ranks, metrics.RANK_COLUMNS)),
+                            (RANKS_PARQUET, lambda p: write_parquet(p, tables.ranks, metrics.RANK_COLUMNS)),
+                            (FUNCTIONS_CSV, lambda p: write_csv(p, tables.functions, metrics.FUNCTION_COLUMNS)),
+                            (SUMMARY, lambda p: _write_text(p, text))):   # summary.txt last: the report is complete
+            path = os.path.join(out_dir, name)
+            written.append(path)
+            write(path)
+    except OSError as e:
+        _remove(written)
+        where = e.filename or (written[-1] if written else out_dir)
+        raise ReportError("cannot write the report: %s: %s (the raw logs in %s are intact: mpigraph analyze "
+                          "%s --out <another directory>)" % (where, e.strerror or e, raw_dir_of(info), info.run_dir)
+                          ) from None
     return text
+
+
+def raw_dir_of(info):
+    return os.path.join(info.run_dir, "raw")
+
+
+def _write_text(path, text):
+    """Write through a private temporary file and rename: never follows a planted file, never half-written."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix="." + os.path.basename(path) + ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        _remove([tmp])
+        raise
+
+
+def _remove(paths):
+    for path in paths:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
 
 
 def read_summary(run_dir):
