@@ -143,6 +143,28 @@ static int dir_has_logs(const char *dir)
     return found;
 }
 
+/* raw/ must be a real directory of this user that no one else can write to:
+ * a planted symlink or a shared directory would let others redirect or
+ * replace the logs.  (O_EXCL | O_NOFOLLOW guard the files themselves.) */
+static int raw_dir_is_unsafe(const char *raw, char *err, size_t len)
+{
+    struct stat st;
+    if (lstat(raw, &st) != 0)
+        snprintf(err, len, "cannot inspect %s: %s", raw, strerror(errno));
+    else if (S_ISLNK(st.st_mode))
+        snprintf(err, len, "%s is a symbolic link: refusing to write logs through it", raw);
+    else if (!S_ISDIR(st.st_mode))
+        snprintf(err, len, "%s is not a directory", raw);
+    else if (st.st_uid != geteuid())
+        snprintf(err, len, "%s belongs to another user (uid %u)", raw, (unsigned)st.st_uid);
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+        snprintf(err, len, "%s is writable by other users (mode %03o): use a private directory", raw,
+            (unsigned)(st.st_mode & 0777));
+    else
+        return 0;
+    return 1;
+}
+
 void mg_prepare_run_dir(struct mg_run_setup *s)
 {
     time_t now = time(NULL);
@@ -169,6 +191,8 @@ void mg_prepare_run_dir(struct mg_run_setup *s)
     snprintf(raw, sizeof raw, "%s/raw", s->dir);
     if (mkdir_p(s->dir, 0755) != 0 || mkdir_p(raw, 0700) != 0)
         snprintf(s->error, sizeof s->error, "cannot create %s: %s", raw, strerror(errno));
+    else if (raw_dir_is_unsafe(raw, s->error, sizeof s->error))
+        ;
     else if (dir_has_logs(raw))
         snprintf(s->error, sizeof s->error, "%s already holds the logs of another run (choose another MPIGRAPH_OUT)",
                  raw);
