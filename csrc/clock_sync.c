@@ -144,33 +144,29 @@ static double finalize_timeout_s(void)
     return s;
 }
 
-/* Poll `n` requests until all complete (1) or `timeout_s` passes (0; 0 s = no limit). */
-static int wait_all_until(int n, MPI_Request *reqs, double timeout_s)
+/* Sleep a little between polls once the first 100 found nothing. */
+static void nap(int polls)
 {
-    int64_t deadline = mg_monotonic_ns() + (int64_t)(timeout_s * 1e9);
-    struct timespec nap = {0, 1000000};
-    for (int polls = 0;; polls++) {
-        int done = 0;
-        PMPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
-        if (done)
-            return 1;
-        if (timeout_s > 0 && mg_monotonic_ns() > deadline)
-            return 0;
-        if (polls >= 100)
-            nanosleep(&nap, NULL);
-    }
+    struct timespec ts = {0, 1000000};
+    if (polls >= 100)
+        nanosleep(&ts, NULL);
 }
 
-/* "1, 4-6" into buf: the ranks whose arrival request did not complete. */
-static void missing_ranks(const MPI_Request *reqs, int size, char *buf, size_t len)
+static int past(int64_t deadline, double timeout_s)
+{
+    return timeout_s > 0 && mg_monotonic_ns() > deadline;
+}
+
+/* "1, 4-6" into buf: the ranks > 0 with arrived[r] == 0. */
+static void missing_ranks(const char *arrived, int size, char *buf, size_t len)
 {
     size_t used = 0;
     buf[0] = '\0';
     for (int r = 1; r < size && used + 24 < len; r++) {
-        if (reqs[r - 1] == MPI_REQUEST_NULL)
+        if (arrived[r])
             continue;
         int last = r;
-        while (last + 1 < size && reqs[last] != MPI_REQUEST_NULL)
+        while (last + 1 < size && !arrived[last + 1])
             last++;
         used += snprintf(buf + used, len - used, "%s%d", used ? ", " : "", r);
         if (last > r)
@@ -179,54 +175,66 @@ static void missing_ranks(const MPI_Request *reqs, int size, char *buf, size_t l
     }
 }
 
+/* Rank 0 receives the arrival messages with Iprobe + Recv, so nothing is
+ * left posted when it gives up: a late rank's message is simply never read. */
 static int rank0_collect_arrivals(double timeout_s)
 {
-    int size = mg.world_size, n = size - 1;
-    MPI_Request *reqs = calloc((size_t)(n > 0 ? n : 1), sizeof *reqs);
-    int *flags = calloc((size_t)(n > 0 ? n : 1), sizeof *flags);
-    if (!reqs || !flags)
-        return free(reqs), free(flags), 0;
-    for (int r = 1; r < size; r++)
-        PMPI_Irecv(&flags[r - 1], 1, MPI_INT, r, TAG_ARRIVED, sync_comm, &reqs[r - 1]);
-    int all = wait_all_until(n, reqs, timeout_s);
+    int size = mg.world_size, count = 1;
+    char *arrived = calloc((size_t)size, 1);
+    if (!arrived)
+        return 0;
+    arrived[0] = 1;
+    int64_t deadline = mg_monotonic_ns() + (int64_t)(timeout_s * 1e9);
+    for (int polls = 0; count < size && !past(deadline, timeout_s); polls++) {
+        int flag = 0, dummy;
+        MPI_Status st;
+        PMPI_Iprobe(MPI_ANY_SOURCE, TAG_ARRIVED, sync_comm, &flag, &st);
+        if (flag) {
+            PMPI_Recv(&dummy, 1, MPI_INT, st.MPI_SOURCE, TAG_ARRIVED, sync_comm, MPI_STATUS_IGNORE);
+            count += !arrived[st.MPI_SOURCE];
+            arrived[st.MPI_SOURCE] = 1;
+            polls = 0;
+        } else
+            nap(polls);
+    }
+    int all = count == size;
     if (!all) {
-        /* Testall completed (and nulled) the arrived ones; the rest are missing. */
         char list[1024];
-        missing_ranks(reqs, size, list, sizeof list);
+        missing_ranks(arrived, size, list, sizeof list);
         mg_say("rank%s %s did not reach MPI_Finalize within %g s (MPIGRAPH_FINALIZE_TIMEOUT): no analysis in "
                "the job; the raw logs are in %s (once the job is over: mpigraph analyze %s)",
-            strchr(list, ',') || strchr(list, '-') ? "s" : "", list, timeout_s, mpigraph_run_dir(),
-            mpigraph_run_dir());
+            size - count > 1 ? "s" : "", list, timeout_s, mpigraph_run_dir(), mpigraph_run_dir());
     }
-    for (int r = 1; r < size; r++) {
-        if (reqs[r - 1] == MPI_REQUEST_NULL)
+    for (int r = 1; r < size; r++)
+        if (arrived[r])
             PMPI_Send(&all, 1, MPI_INT, r, TAG_VERDICT, sync_comm);
-        else {
-            PMPI_Cancel(&reqs[r - 1]);
-            PMPI_Request_free(&reqs[r - 1]);
-        }
-    }
-    free(reqs);
-    free(flags);
+    free(arrived);
     return all;
 }
 
 static int await_verdict(double timeout_s)
 {
-    int arrived = 1, all = 0;
-    MPI_Request reqs[2];
-    PMPI_Isend(&arrived, 1, MPI_INT, 0, TAG_ARRIVED, sync_comm, &reqs[0]);
-    PMPI_Irecv(&all, 1, MPI_INT, 0, TAG_VERDICT, sync_comm, &reqs[1]);
+    int arrived = 1, all = 0, sent = 0, answered = 0;
+    MPI_Request send;
+    PMPI_Isend(&arrived, 1, MPI_INT, 0, TAG_ARRIVED, sync_comm, &send);
     /* Rank 0 answers at its own deadline at the latest: allow for it to arrive late by as much. */
-    if (wait_all_until(2, reqs, timeout_s > 0 ? 2 * timeout_s + 5 : 0))
+    double limit_s = timeout_s > 0 ? 2 * timeout_s + 5 : 0;
+    int64_t deadline = mg_monotonic_ns() + (int64_t)(limit_s * 1e9);
+    for (int polls = 0; !(sent && answered) && !past(deadline, limit_s); polls++) {
+        if (!sent)
+            PMPI_Test(&send, &sent, MPI_STATUS_IGNORE);
+        if (!answered)
+            PMPI_Iprobe(0, TAG_VERDICT, sync_comm, &answered, MPI_STATUS_IGNORE);
+        nap(polls);
+    }
+    if (answered) {
+        PMPI_Recv(&all, 1, MPI_INT, 0, TAG_VERDICT, sync_comm, MPI_STATUS_IGNORE);
+        if (!sent)
+            PMPI_Wait(&send, MPI_STATUS_IGNORE); /* rank 0 answered: it has received it */
         return all;
+    }
     mg_say("rank %d: no answer from rank 0 within %g s of reaching MPI_Finalize (MPIGRAPH_FINALIZE_TIMEOUT): "
-           "no analysis in the job; the raw logs are in %s", mg.world_rank, 2 * timeout_s + 5, mpigraph_run_dir());
-    for (int i = 0; i < 2; i++)
-        if (reqs[i] != MPI_REQUEST_NULL) {
-            PMPI_Cancel(&reqs[i]);
-            PMPI_Request_free(&reqs[i]);
-        }
+           "no analysis in the job; the raw logs are in %s", mg.world_rank, limit_s, mpigraph_run_dir());
     return 0;
 }
 
