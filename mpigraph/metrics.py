@@ -49,8 +49,10 @@ RANK_COLUMNS = [
     Column("bytes_sent", "int", "point-to-point bytes sent"),
     Column("bytes_received", "int", "point-to-point bytes received"),
     Column("bytes_collective", "int", "bytes passed to collectives"),
-    Column("finalized", "bool", "the rank reached MPI_Finalize (false: it crashed or was killed)"),
+    Column("finalized", "bool", "the rank reached MPI_Finalize: its log has the call (false: it crashed or was "
+                                "killed before)"),
     Column("recording_dropped", "bool", "the shim stopped recording early (disk full): calls are missing"),
+    Column("log_closed", "bool", "the shim closed the log in MPI_Finalize (false: the rank ended before that)"),
     Column("incomplete_requests", "int", "nonblocking operations started and never completed or freed in the log"),
 ]
 
@@ -166,7 +168,7 @@ def function_partials(log, start_ns, end_ns):
 def program_span(log, start_ns, end_ns):
     """(start, end) ns of the rank's program: first MPI_Init end to last MPI_Finalize start.
 
-    Without a Finalize (the rank crashed or was killed) the end is the end of
+    Without a Finalize record (the rank crashed or was killed) the end is the end of
     its last record; without an Init, the start is the start of its first.
     """
     if log.n_records == 0:
@@ -175,8 +177,13 @@ def program_span(log, start_ns, end_ns):
     inits = np.flatnonzero(IS_INIT[func] & ((log.records["flags"] & record.PART) == 0))
     start = end_ns[inits[0]] if len(inits) else start_ns.min()
     finals = np.flatnonzero(IS_FINALIZE[func])
-    end = start_ns[finals[-1]] if (log.finalized and len(finals)) else end_ns.max()
+    end = start_ns[finals[-1]] if len(finals) else end_ns.max()
     return int(start), int(end)
+
+
+def reached_finalize(log):
+    """The log holds the rank's MPI_Finalize call (written on entry, before anything can wait)."""
+    return bool(IS_FINALIZE[log.records["func"]].any()) if log.n_records else False
 
 
 def incomplete_requests(log):
@@ -218,7 +225,8 @@ def rank_row(log, start_ns, end_ns, partials):
         "bytes_sent": int(partials["bytes_sent"].sum()),
         "bytes_received": int(partials["bytes_received"].sum()),
         "bytes_collective": int(partials["bytes_collective"].sum()),
-        "finalized": log.finalized,
+        "finalized": reached_finalize(log),
+        "log_closed": log.finalized,
         "recording_dropped": log.recording_dropped,
         "incomplete_requests": incomplete_requests(log),
     }

@@ -24,8 +24,10 @@ ranks.csv, ranks.parquet: one row per rank, in rank order
     bytes_sent            int     point-to-point bytes sent
     bytes_received        int     point-to-point bytes received
     bytes_collective      int     bytes passed to collectives
-    finalized             bool    the rank reached MPI_Finalize (false: crashed or killed)
+    finalized             bool    the rank reached MPI_Finalize (false: crashed or killed before)
     recording_dropped     bool    the shim stopped recording early (disk full): calls are missing
+    log_closed            bool    the shim closed the log in MPI_Finalize (false: the job ended
+                                  while the rank was finalising, or before)
     incomplete_requests   int     nonblocking operations started and never completed or freed
                                   (cut off by a crash, or never waited for)
 
@@ -188,6 +190,10 @@ def _warnings(ranks):
     if len(unfinished):
         lines.append("warning: rank%s %s did not reach MPI_Finalize (crashed or killed): their times end at "
                      "their last record" % ("s" if len(unfinished) > 1 else "", _list(unfinished)))
+    cut_short = ranks["rank"][ranks["finalized"] & ~ranks["log_closed"]]
+    if len(cut_short):
+        lines.append("warning: rank%s %s reached MPI_Finalize but the job ended before the shim closed the log "
+                     "(waiting for the other ranks?)" % ("s" if len(cut_short) > 1 else "", _list(cut_short)))
     open_ops = ranks["incomplete_requests"]
     if open_ops.sum():
         where = ranks["rank"][open_ops > 0]
