@@ -72,8 +72,11 @@ static int map_log(int64_t capacity)
     size_t old_size = mg.header ? file_size_for(mg.capacity) : 0;
     size_t size = file_size_for(capacity);
     /* Allocate the blocks now: a full disk fails here, not as SIGBUS in a wrapper. */
-    if (ftruncate(mg.fd, (off_t)size) != 0 || posix_fallocate(mg.fd, (off_t)old_size, (off_t)(size - old_size)) != 0)
+    if (ftruncate(mg.fd, (off_t)size) != 0)
         return -1;
+    int rc = posix_fallocate(mg.fd, (off_t)old_size, (off_t)(size - old_size));
+    if (rc != 0)
+        return errno = rc, -1; /* posix_fallocate returns its error, it does not set errno */
     void *base;
     if (mg.header)
         base = mremap(mg.header, old_size, size, MREMAP_MAYMOVE);
@@ -93,6 +96,12 @@ static int map_log(int64_t capacity)
 /* Called with the lock held (threaded) when the mapping is full. */
 mg_record *mg_grow_and_reserve(int64_t count)
 {
+    if (mg.header->flags & MG_HEADER_RECORDING_DROPPED) {
+        /* Already failed and said so (the Finalize record comes here after that). */
+        if (mg.threaded)
+            mg_unlock();
+        return NULL;
+    }
     int64_t want = mg.capacity + (mg.capacity / 2 > CHUNK_RECORDS ? mg.capacity / 2 : CHUNK_RECORDS);
     while (want < mg.n + count)
         want += CHUNK_RECORDS;
