@@ -182,8 +182,11 @@ def program_span(log, start_ns, end_ns):
 
 
 def reached_finalize(log):
-    """The log holds the rank's MPI_Finalize call (written on entry, before anything can wait)."""
-    return bool(IS_FINALIZE[log.records["func"]].any()) if log.n_records else False
+    """The shim closed the log in MPI_Finalize, or the log holds the call (written on entry, before any wait).
+
+    (A log that could not grow on a full disk is closed without its Finalize record.)
+    """
+    return log.finalized or (bool(IS_FINALIZE[log.records["func"]].any()) if log.n_records else False)
 
 
 def incomplete_requests(log):
