@@ -151,6 +151,10 @@ def build_shim(out_dir, build_temp, verbose=False, mpicc=None):
     shutil.rmtree(tmp, ignore_errors=True)
     built = ffi.compile(tmpdir=tmp, target=LIBRARY, verbose=verbose)
     os.makedirs(out_dir, exist_ok=True)
-    shutil.copy(built, os.path.join(out_dir, LIBRARY))
+    # Copy beside, then rename: programs running with the old library keep their
+    # mapping (copying over it in place kills them with SIGBUS).
+    target = os.path.join(out_dir, LIBRARY)
+    shutil.copy(built, target + ".new")
+    os.replace(target + ".new", target)
     build_compat_libmpi(os.path.join(out_dir, "compat"), build_temp)
     return os.path.join(out_dir, LIBRARY)

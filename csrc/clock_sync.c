@@ -17,8 +17,11 @@
  * (comma-separated, one value per world rank) skew this rank's clock as seen
  * by the calibration pairs and these samples, so the analysis must recover a
  * known offset and drift.  The wrappers' hot path is not touched by it. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #include "shim.h"
 
@@ -28,6 +31,9 @@
 #define TARGET_RTT_NS 2000    /* reached at once on an idle node; a busy one needs more tries */
 #define STOP INT64_MIN /* the child's last message: no more ping-pongs */
 #define TAG 0x6d67 /* on a private communicator: no clash with the program */
+#define TAG_ARRIVED (TAG + 1)
+#define TAG_VERDICT (TAG + 2)
+#define DEFAULT_FINALIZE_TIMEOUT_S 600.0
 
 static MPI_Comm sync_comm = MPI_COMM_NULL;
 static int64_t skew_offset_ns;
@@ -123,4 +129,132 @@ void mg_sync_finish(void)
 {
     if (sync_comm != MPI_COMM_NULL)
         PMPI_Comm_free(&sync_comm);
+}
+
+/* ---- did every rank reach MPI_Finalize? ------------------------------------
+ *
+ * The Finalize-time samples and the analysis are collective: one rank that
+ * never arrives (hung, or killed without the job going down) would block the
+ * others forever.  So before them, every rank tells rank 0 it has arrived;
+ * rank 0 waits up to MPIGRAPH_FINALIZE_TIMEOUT seconds (default 600, 0 or
+ * "off": forever) and answers each arrived rank whether all did.  Waiting is
+ * a Test poll with 1 ms sleeps, so waiting ranks leave the cores alone. */
+
+static double finalize_timeout_s(void)
+{
+    const char *v = getenv("MPIGRAPH_FINALIZE_TIMEOUT");
+    if (!v || !*v)
+        return DEFAULT_FINALIZE_TIMEOUT_S;
+    if (!strcasecmp(v, "off"))
+        return 0;
+    char *end;
+    double s = strtod(v, &end);
+    if (*end || !(s >= 0)) {
+        mg_say("rank %d: MPIGRAPH_FINALIZE_TIMEOUT=%s is not a number of seconds; using %g",
+            mg.world_rank, v, DEFAULT_FINALIZE_TIMEOUT_S);
+        return DEFAULT_FINALIZE_TIMEOUT_S;
+    }
+    return s;
+}
+
+/* Sleep a little between polls once the first 100 found nothing. */
+static void nap(int polls)
+{
+    struct timespec ts = {0, 1000000};
+    if (polls >= 100)
+        nanosleep(&ts, NULL);
+}
+
+static int past(int64_t deadline, double timeout_s)
+{
+    return timeout_s > 0 && mg_monotonic_ns() > deadline;
+}
+
+/* "1, 4-6" into buf: the ranks > 0 with arrived[r] == 0. */
+static void missing_ranks(const char *arrived, int size, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int r = 1; r < size && used + 24 < len; r++) {
+        if (arrived[r])
+            continue;
+        int last = r;
+        while (last + 1 < size && !arrived[last + 1])
+            last++;
+        used += snprintf(buf + used, len - used, "%s%d", used ? ", " : "", r);
+        if (last > r)
+            used += snprintf(buf + used, len - used, "-%d", last);
+        r = last;
+    }
+}
+
+/* Rank 0 receives the arrival messages with Iprobe + Recv, so nothing is
+ * left posted when it gives up: a late rank's message is simply never read. */
+static int rank0_collect_arrivals(double timeout_s)
+{
+    int size = mg.world_size, count = 1;
+    char *arrived = calloc((size_t)size, 1);
+    if (!arrived)
+        return 0;
+    arrived[0] = 1;
+    int64_t deadline = mg_monotonic_ns() + (int64_t)(timeout_s * 1e9);
+    for (int polls = 0; count < size && !past(deadline, timeout_s); polls++) {
+        int flag = 0, dummy;
+        MPI_Status st;
+        PMPI_Iprobe(MPI_ANY_SOURCE, TAG_ARRIVED, sync_comm, &flag, &st);
+        if (flag) {
+            PMPI_Recv(&dummy, 1, MPI_INT, st.MPI_SOURCE, TAG_ARRIVED, sync_comm, MPI_STATUS_IGNORE);
+            count += !arrived[st.MPI_SOURCE];
+            arrived[st.MPI_SOURCE] = 1;
+            polls = 0;
+        } else
+            nap(polls);
+    }
+    int all = count == size;
+    if (!all) {
+        char list[1024];
+        missing_ranks(arrived, size, list, sizeof list);
+        mg_say("rank%s %s did not reach MPI_Finalize within %g s (MPIGRAPH_FINALIZE_TIMEOUT): no analysis in "
+               "the job; the raw logs are in %s (once the job is over: mpigraph analyze %s)",
+            size - count > 1 ? "s" : "", list, timeout_s, mpigraph_run_dir(), mpigraph_run_dir());
+    }
+    for (int r = 1; r < size; r++)
+        if (arrived[r])
+            PMPI_Send(&all, 1, MPI_INT, r, TAG_VERDICT, sync_comm);
+    free(arrived);
+    return all;
+}
+
+static int await_verdict(double timeout_s)
+{
+    int arrived = 1, all = 0, sent = 0, answered = 0;
+    MPI_Request send;
+    PMPI_Isend(&arrived, 1, MPI_INT, 0, TAG_ARRIVED, sync_comm, &send);
+    /* Rank 0 answers at its own deadline at the latest: allow for it to arrive late by as much. */
+    double limit_s = timeout_s > 0 ? 2 * timeout_s + 5 : 0;
+    int64_t deadline = mg_monotonic_ns() + (int64_t)(limit_s * 1e9);
+    for (int polls = 0; !(sent && answered) && !past(deadline, limit_s); polls++) {
+        if (!sent)
+            PMPI_Test(&send, &sent, MPI_STATUS_IGNORE);
+        if (!answered)
+            PMPI_Iprobe(0, TAG_VERDICT, sync_comm, &answered, MPI_STATUS_IGNORE);
+        nap(polls);
+    }
+    if (answered) {
+        PMPI_Recv(&all, 1, MPI_INT, 0, TAG_VERDICT, sync_comm, MPI_STATUS_IGNORE);
+        if (!sent)
+            PMPI_Wait(&send, MPI_STATUS_IGNORE); /* rank 0 answered: it has received it */
+        return all;
+    }
+    mg_say("rank %d: no answer from rank 0 within %g s of reaching MPI_Finalize (MPIGRAPH_FINALIZE_TIMEOUT): "
+           "no analysis in the job; the raw logs are in %s", mg.world_rank, limit_s, mpigraph_run_dir());
+    return 0;
+}
+
+int mg_sync_all_arrived(void)
+{
+    double timeout_s = finalize_timeout_s();
+    if (mg.world_size == 1)
+        return 1;
+    return mg.world_rank == 0 ? rank0_collect_arrivals(timeout_s) : await_verdict(timeout_s);
 }

@@ -72,8 +72,11 @@ static int map_log(int64_t capacity)
     size_t old_size = mg.header ? file_size_for(mg.capacity) : 0;
     size_t size = file_size_for(capacity);
     /* Allocate the blocks now: a full disk fails here, not as SIGBUS in a wrapper. */
-    if (ftruncate(mg.fd, (off_t)size) != 0 || posix_fallocate(mg.fd, (off_t)old_size, (off_t)(size - old_size)) != 0)
+    if (ftruncate(mg.fd, (off_t)size) != 0)
         return -1;
+    int rc = posix_fallocate(mg.fd, (off_t)old_size, (off_t)(size - old_size));
+    if (rc != 0)
+        return errno = rc, -1; /* posix_fallocate returns its error, it does not set errno */
     void *base;
     if (mg.header)
         base = mremap(mg.header, old_size, size, MREMAP_MAYMOVE);
@@ -93,6 +96,12 @@ static int map_log(int64_t capacity)
 /* Called with the lock held (threaded) when the mapping is full. */
 mg_record *mg_grow_and_reserve(int64_t count)
 {
+    if (mg.header->flags & MG_HEADER_RECORDING_DROPPED) {
+        /* Already failed and said so (the Finalize record comes here after that). */
+        if (mg.threaded)
+            mg_unlock();
+        return NULL;
+    }
     int64_t want = mg.capacity + (mg.capacity / 2 > CHUNK_RECORDS ? mg.capacity / 2 : CHUNK_RECORDS);
     while (want < mg.n + count)
         want += CHUNK_RECORDS;
@@ -143,6 +152,28 @@ static int dir_has_logs(const char *dir)
     return found;
 }
 
+/* raw/ must be a real directory of this user that no one else can write to:
+ * a planted symlink or a shared directory would let others redirect or
+ * replace the logs.  (O_EXCL | O_NOFOLLOW guard the files themselves.) */
+static int raw_dir_is_unsafe(const char *raw, char *err, size_t len)
+{
+    struct stat st;
+    if (lstat(raw, &st) != 0)
+        snprintf(err, len, "cannot inspect %s: %s", raw, strerror(errno));
+    else if (S_ISLNK(st.st_mode))
+        snprintf(err, len, "%s is a symbolic link: refusing to write logs through it", raw);
+    else if (!S_ISDIR(st.st_mode))
+        snprintf(err, len, "%s is not a directory", raw);
+    else if (st.st_uid != geteuid())
+        snprintf(err, len, "%s belongs to another user (uid %u)", raw, (unsigned)st.st_uid);
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+        snprintf(err, len, "%s is writable by other users (mode %03o): use a private directory", raw,
+            (unsigned)(st.st_mode & 0777));
+    else
+        return 0;
+    return 1;
+}
+
 void mg_prepare_run_dir(struct mg_run_setup *s)
 {
     time_t now = time(NULL);
@@ -169,6 +200,8 @@ void mg_prepare_run_dir(struct mg_run_setup *s)
     snprintf(raw, sizeof raw, "%s/raw", s->dir);
     if (mkdir_p(s->dir, 0755) != 0 || mkdir_p(raw, 0700) != 0)
         snprintf(s->error, sizeof s->error, "cannot create %s: %s", raw, strerror(errno));
+    else if (raw_dir_is_unsafe(raw, s->error, sizeof s->error))
+        ;
     else if (dir_has_logs(raw))
         snprintf(s->error, sizeof s->error, "%s already holds the logs of another run (choose another MPIGRAPH_OUT)",
                  raw);

@@ -165,7 +165,11 @@ int mpigraph_close_log(void)
         mg_publish(1);
     }
     mg.recording = 0;
-    mg_sync_measure(&mg.header->sync_final);
+    /* The samples and the analysis are collective: only if every rank is here. */
+    if (mg_sync_all_arrived())
+        mg_sync_measure(&mg.header->sync_final);
+    else
+        mg_analyze = 0;
     mg_sync_finish();
     mg_close_log_file();
     mg_phase = MG_CLOSED;

@@ -256,6 +256,8 @@ int64_t mg_clock_ns(void);
 void mg_sync_setup(void);
 void mg_sync_measure(mg_sync *s);
 void mg_sync_finish(void);
+int mg_sync_all_arrived(void);  /* 0: some rank did not reach MPI_Finalize in time (said on stderr) */
+const char *mpigraph_run_dir(void);
 
 /* Requests. */
 /* Remember a new request, `handle` as stored in the program's variable `slot`;

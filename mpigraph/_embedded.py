@@ -69,12 +69,31 @@ def analyse_at_finalize(run_dir):
     try:
         _analyse(run_dir)
         return 1
-    except BaseException:
+    except BaseException as error:
+        _report_failure(error)
+        return 0
+
+
+def _loaded_class(module, name):
+    """A class of a module already imported, else None (an error of a module never imported was never raised)."""
+    return getattr(sys.modules.get(module), name, None)
+
+
+def _report_failure(error):
+    """One line for a problem the user can act on (bad logs, unwritable report); a traceback for a bug."""
+    peer_failed = _loaded_class("mpigraph.parallel", "PeerFailed")
+    user_errors = tuple(c for c in (_loaded_class("mpigraph.trace", "TraceError"),
+                                    _loaded_class("mpigraph.report", "ReportError"),
+                                    _loaded_class("mpigraph.config", "ConfigError")) if c)
+    if peer_failed and isinstance(error, peer_failed):
+        pass   # the analysis rank that failed says why
+    elif user_errors and isinstance(error, user_errors):
+        print("mpigraph: error: %s" % error, file=sys.stderr)
+    else:
         import traceback
 
-        traceback.print_exc()
-        sys.stderr.flush()
-        return 0
+        traceback.print_exception(error)
+    sys.stderr.flush()
 
 
 def register_atexit(ffi, lib):

@@ -116,21 +116,22 @@ def path_stage(comm, config, info, logs, linked, times):
     return critical_path.PathResult(table, lines)
 
 
-def _write_report(comm, run_dir, info, tables, path):
+def _write_report(comm, out_dir, info, tables, path):
     if comm.rank != 0:
         return None
-    return report.write_report(run_dir, info, *tables, path=path.table, path_lines=path.lines)
+    return report.write_report(out_dir, info, *tables, path=path.table, path_lines=path.lines)
 
 
-def analyze(run_dir, comm=None, config=None, in_job=False):
+def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     """Analyse the run in run_dir on the analysis ranks of `comm` (default MPI.COMM_WORLD).
 
     Collective over comm.  `config` is a config.Config (default: from the
     environment); `in_job` says the ranks of comm are the run's own ranks.
-    Analysis rank 0 writes the report files into run_dir, prints summary.txt
+    Analysis rank 0 writes the report files into out_dir (default run_dir), prints summary.txt
     unless config.quiet, and returns the summary text; other ranks return None.
-    Raises trace.TraceError for bad logs (on the rank that found the problem;
-    the others raise parallel.PeerFailed).
+    Raises trace.TraceError for bad logs, report.ReportError when the report
+    cannot be written (on the rank that found the problem; the others raise
+    parallel.PeerFailed).
     """
     if comm is None:
         comm = _world()
@@ -157,7 +158,7 @@ def analyze(run_dir, comm=None, config=None, in_job=False):
     tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times)
     path = progress.run("path", parallel.collectively, comm, path_stage, comm, config, info, logs, linked, times)
 
-    text = progress.run("report", parallel.collectively, comm, _write_report, comm, info.run_dir, info, tables,
+    text = progress.run("report", parallel.collectively, comm, _write_report, comm, out_dir or info.run_dir, info, tables,
                         path)
     if comm.rank == 0 and not config.quiet:
         sys.stdout.write(text)

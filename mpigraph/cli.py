@@ -3,7 +3,7 @@
     mpigraph lib                          path of the shim library to LD_PRELOAD
     mpigraph demo [-n 4] [--out DIR]      profile the bundled imbalanced demo
     mpigraph run -n N [--out DIR] [--algorithm A] [--mpiexec PATH] -- prog args
-    mpigraph analyze DIR [--algorithm A] [--quiet] [--verbose]
+    mpigraph analyze DIR [--out OUT] [--algorithm A] [--quiet] [--verbose]
                                           analyse saved logs again (serially, or
                                           under mpiexec -n K in parallel)
     mpigraph report DIR                   print DIR/summary.txt again
@@ -68,7 +68,11 @@ def cmd_analyze(args):
         if _analysis_rank() != 0:
             return EXIT_USER_ERROR   # every rank found the same error: rank 0 says it
         raise
-    analysis.analyze(args.run_dir, None, cfg)
+    text = analysis.analyze(args.run_dir, None, cfg, out_dir=args.out)
+    # A report of a crashed run is still a report (exit 0), but say so where scripts and people look.
+    for line in (text or "").splitlines():
+        if line.startswith("warning: "):
+            print("mpigraph: " + line, file=sys.stderr)
     return 0
 
 
@@ -136,6 +140,7 @@ def build_parser():
     p = sub.add_parser("analyze", help="analyse a run directory again (mpiexec -n K mpigraph analyze DIR)")
     p.add_argument("run_dir", metavar="DIR")
     p.add_argument("--algorithm", choices=settings.ALGORITHMS, help="critical-path algorithm")
+    p.add_argument("--out", metavar="OUT", help="write the report files into OUT (default: DIR itself)")
     p.add_argument("--quiet", action="store_true", help="do not print the summary")
     p.add_argument("--verbose", action="store_true", help="print each stage and its time on stderr")
     p.set_defaults(func=cmd_analyze)
@@ -162,7 +167,8 @@ def _user_error_types():
     to name TraceError: an error class that was never imported was never raised.
     """
     types = [settings.ConfigError, FileNotFoundError]
-    for module, name in (("mpigraph.trace", "TraceError"), ("mpigraph.launcher", "LauncherError")):
+    for module, name in (("mpigraph.trace", "TraceError"), ("mpigraph.launcher", "LauncherError"),
+                         ("mpigraph.report", "ReportError")):
         if module in sys.modules:
             types.append(getattr(sys.modules[module], name))
     return tuple(types)

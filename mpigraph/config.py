@@ -52,7 +52,11 @@ SETTINGS = [
     Setting("MPIGRAPH_CLOCK_SOURCE", "tsc if invariant",
             "tsc|monotonic: the clock the shim reads in every wrapper", True),
     Setting("MPIGRAPH_PYTHON", "the installing Python",
-            "the Python interpreter the shim starts at MPI_Finalize of a C/Fortran program", True),
+            "the Python interpreter the shim starts at MPI_Finalize of a C/Fortran program (trusted: it "
+            "runs inside every rank)", True),
+    Setting("MPIGRAPH_FINALIZE_TIMEOUT", "600",
+            "seconds ranks in MPI_Finalize wait for the others before they skip the analysis and leave "
+            "the raw logs (0 or off: forever)", True),
 ]
 
 _ON = ("on", "1", "yes", "true")

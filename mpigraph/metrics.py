@@ -64,8 +64,11 @@ RANK_COLUMNS = [
     Column("bytes_sent", "int", "point-to-point bytes sent"),
     Column("bytes_received", "int", "point-to-point bytes received"),
     Column("bytes_collective", "int", "bytes passed to collectives"),
-    Column("finalized", "bool", "the rank reached MPI_Finalize (false: it crashed or was killed)"),
+    Column("finalized", "bool", "the rank reached MPI_Finalize: its log has the call (false: it crashed or was "
+                                "killed before)"),
     Column("recording_dropped", "bool", "the shim stopped recording early (disk full): calls are missing"),
+    Column("log_closed", "bool", "the shim closed the log in MPI_Finalize (false: the rank ended before that)"),
+    Column("incomplete_requests", "int", "nonblocking operations started and never completed or freed in the log"),
     Column("time_on_path", "time", "time of the rank's segments on the critical path (0 when no path)"),
 ]
 
@@ -108,6 +111,14 @@ SENDS_IN_PARTS = _ids_of(mf.START)                          # each start of a pe
 RECEIVES_IN_CALL = _ids_of(mf.RECV)                         # not IRECV: only the posted size is known
 RECEIVES_IN_PARTS = _ids_of(mf.SENDRECV, mf.COMPLETION)     # the receive half; completed receives
 COLLECTIVE = _ids_of(mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN)
+# Requests: an operation starts in the call record of a nonblocking call (not a persistent
+# init: nothing starts yet) or in a part record of Start/Startall; it ends in a part record
+# of a Wait/Test call, or is given up by MPI_Request_free.
+STARTS_IN_CALL = np.zeros(N_IDS, bool)
+STARTS_IN_CALL[[f.id for f in mf.FUNCTIONS if f.nonblocking and f.kind not in (mf.SEND_INIT, mf.RECV_INIT)]] = True
+STARTS_IN_PARTS = _ids_of(mf.START)
+ENDS_IN_PARTS = _ids_of(mf.COMPLETION)
+FREES = _ids_of(mf.REQUEST_FREE)
 
 # A record's category: 3 bits from its flags.  Bytes are summed per (function, category).
 _PART_BIT, _SEND_BIT, _RECV_BIT = 4, 2, 1
@@ -185,7 +196,7 @@ def function_partials(log, start_ns, end_ns, waits=None):
 def program_span(log, start_ns, end_ns):
     """(start, end) ns of the rank's program: first MPI_Init end to last MPI_Finalize start.
 
-    Without a Finalize (the rank crashed or was killed) the end is the end of
+    Without a Finalize record (the rank crashed or was killed) the end is the end of
     its last record; without an Init, the start is the start of its first.
     """
     if log.n_records == 0:
@@ -194,7 +205,7 @@ def program_span(log, start_ns, end_ns):
     inits = np.flatnonzero(IS_INIT[func] & ((log.column("flags") & record.PART) == 0))
     start = end_ns[inits[0]] if len(inits) else start_ns.min()
     finals = np.flatnonzero(IS_FINALIZE[func])
-    end = start_ns[finals[-1]] if (log.finalized and len(finals)) else end_ns.max()
+    end = start_ns[finals[-1]] if len(finals) else end_ns.max()
     return int(start), int(end)
 
 
@@ -224,6 +235,35 @@ def imbalance(wait, execution, compute):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(denominator > 0, np.asarray(wait, np.float64) / np.where(denominator > 0, denominator, 1),
                         np.nan)
+def reached_finalize(log):
+    """The shim closed the log in MPI_Finalize, or the log holds the call (written on entry, before any wait).
+
+    (A log that could not grow on a full disk is closed without its Finalize record.)
+    """
+    return log.finalized or (bool(IS_FINALIZE[log.records["func"]].any()) if log.n_records else False)
+
+
+def incomplete_requests(log):
+    """Nonblocking operations the log starts and never completes (nor frees): cut off by a crash, or leaked.
+
+    Counted per request id (persistent requests start many times): starts minus
+    completions, 0 for a freed request.
+    """
+    records = log.records
+    func, request = records["func"], records["request"]
+    part = (records["flags"] & record.PART) != 0
+    has_request = request != 0
+    started = request[has_request & np.where(part, STARTS_IN_PARTS[func], STARTS_IN_CALL[func])]
+    ended = request[has_request & part & ENDS_IN_PARTS[func]]
+    freed = request[has_request & ~part & FREES[func]]
+    ids = np.unique(started)
+    if len(ids) == 0:
+        return 0
+    open_count = np.bincount(np.searchsorted(ids, started), minlength=len(ids)).astype(np.int64)
+    ended = ended[np.isin(ended, ids)]
+    open_count -= np.bincount(np.searchsorted(ids, ended), minlength=len(ids))
+    open_count[np.isin(ids, freed)] = 0
+    return int(np.clip(open_count, 0, None).sum())
 
 
 def rank_row(log, start_ns, end_ns, partials):
@@ -242,8 +282,10 @@ def rank_row(log, start_ns, end_ns, partials):
         "bytes_sent": int(partials["bytes_sent"].sum()),
         "bytes_received": int(partials["bytes_received"].sum()),
         "bytes_collective": int(partials["bytes_collective"].sum()),
-        "finalized": log.finalized,
+        "finalized": reached_finalize(log),
+        "log_closed": log.finalized,
         "recording_dropped": log.recording_dropped,
+        "incomplete_requests": incomplete_requests(log),
     }
 
 

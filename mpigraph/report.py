@@ -39,7 +39,7 @@ ranks.csv, ranks.parquet: one row per rank, in rank order
     bytes_sent            int     point-to-point bytes sent
     bytes_received        int     point-to-point bytes received
     bytes_collective      int     bytes passed to collectives
-    finalized             bool    the rank reached MPI_Finalize (false: crashed or killed)
+    finalized             bool    the rank reached MPI_Finalize (false: crashed or killed before)
     recording_dropped     bool    the shim stopped recording early (disk full): calls are missing
     time_on_path_s/_ns    time    time of the rank's segments on the critical path (0 when no path)
 
@@ -47,6 +47,11 @@ ranks.svg
     A bar per rank: compute, MPI time (split into execution and wait when the
     ranks table has a wait column) and, when known, time on the critical path.
     ``mpigraph view DIR`` writes it again from the calls and the path it reads.
+
+    log_closed            bool    the shim closed the log in MPI_Finalize (false: the job ended
+                                  while the rank was finalising, or before)
+    incomplete_requests   int     nonblocking operations started and never completed or freed
+                                  (cut off by a crash, or never waited for)
 
 functions.csv: one row per MPI function called, the longest time_total first
     function              str     MPI function name
@@ -82,6 +87,7 @@ kind), unmatched.csv (operations without partner; header only when none).
 import csv
 import os
 import sys
+import tempfile
 
 import numpy as np
 
@@ -228,6 +234,17 @@ def _warnings(ranks):
     if len(unfinished):
         lines.append("warning: rank%s %s did not reach MPI_Finalize (crashed or killed): their times end at "
                      "their last record" % ("s" if len(unfinished) > 1 else "", _list(unfinished)))
+    cut_short = ranks["rank"][ranks["finalized"] & ~ranks["log_closed"]]
+    if len(cut_short):
+        lines.append("warning: rank%s %s reached MPI_Finalize but the job ended before the shim closed the log "
+                     "(waiting for the other ranks?)" % ("s" if len(cut_short) > 1 else "", _list(cut_short)))
+    open_ops = ranks["incomplete_requests"]
+    if open_ops.sum():
+        where = ranks["rank"][open_ops > 0]
+        lines.append("warning: %d nonblocking operation%s started and never completed, on rank%s %s (see "
+                     "incomplete_requests in %s): cut off by the end of the log, or never waited for"
+                     % (open_ops.sum(), "s" if open_ops.sum() > 1 else "", "s" if len(where) > 1 else "",
+                        _list(where), RANKS_CSV))
     dropped = ranks["rank"][ranks["recording_dropped"]]
     if len(dropped):
         lines.append("warning: the shim stopped recording early on rank%s %s (the log could not grow: disk "
@@ -335,41 +352,89 @@ def summary_text(info, tables, linked=None, path_lines=()):
 
 # ---- the report ------------------------------------------------------------------
 
-def write_linked(run_dir, linked):
-    """The linked run's tables (mpigraph.linked_tables)."""
+def _linked_files(linked):
+    """(file name, writer) of the linked run's tables (mpigraph.linked_tables)."""
     lt = linked_tables
-    write_parquet(os.path.join(run_dir, CALLS_PARQUET), linked["calls"], lt.CALL_COLUMNS)
-    write_parquet(os.path.join(run_dir, COLLECTIVES_PARQUET), linked["collectives"], lt.COLLECTIVE_COLUMNS)
-    write_csv(os.path.join(run_dir, WAITSTATES_CSV), linked["waitstates"], lt.WAITSTATE_COLUMNS)
-    write_parquet(os.path.join(run_dir, WAITSTATES_PARQUET), linked["waitstates"], lt.WAITSTATE_COLUMNS)
-    write_csv(os.path.join(run_dir, UNMATCHED_CSV), linked["unmatched"], lt.UNMATCHED_COLUMNS)
+    return [(CALLS_PARQUET, lambda p: write_parquet(p, linked["calls"], lt.CALL_COLUMNS)),
+            (COLLECTIVES_PARQUET, lambda p: write_parquet(p, linked["collectives"], lt.COLLECTIVE_COLUMNS)),
+            (WAITSTATES_CSV, lambda p: write_csv(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
+            (WAITSTATES_PARQUET, lambda p: write_parquet(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
+            (UNMATCHED_CSV, lambda p: write_csv(p, linked["unmatched"], lt.UNMATCHED_COLUMNS))]
 
 
-def write_report(run_dir, info, tables, linked=None, path=None, path_lines=()):
-    """Write every report file into run_dir; returns the summary text.
+def _report_files(tables, linked, path, text):
+    """(file name, writer) of every report file; summary.txt last: its presence means the report
+    is complete."""
+    from mpigraph import critical_path as cp
+
+    files = [(RANKS_CSV, lambda p: write_csv(p, tables.ranks, metrics.RANK_COLUMNS)),
+             (RANKS_PARQUET, lambda p: write_parquet(p, tables.ranks, metrics.RANK_COLUMNS)),
+             (FUNCTIONS_CSV, lambda p: write_csv(p, tables.functions, metrics.FUNCTION_COLUMNS))]
+    if path is not None:
+        files += [(cp.CSV_NAME, lambda p: write_csv(p, path, cp.SEGMENT_COLUMNS)),
+                  (cp.PARQUET_NAME, lambda p: write_parquet(p, path, cp.SEGMENT_COLUMNS))]
+    if linked is not None:
+        files += _linked_files(linked)
+    chart = svg.per_rank_from_table(tables.ranks)
+    files += [(svg.SVG_NAME, lambda p: svg.write_rank_chart(os.path.dirname(p), chart)),
+              (SUMMARY, lambda p: _write_text(p, text))]
+    return files
+
+
+class ReportError(Exception):
+    """The report files cannot be written (read-only or full file system); the message names the file."""
+
+
+def write_report(out_dir, info, tables, linked=None, path=None, path_lines=()):
+    """Write every report file into out_dir (created if needed); returns the summary text.
 
     `linked` (linked_tables.gather's tables, plus "facts") adds the linked run's files and sections;
     `path` is the critical path table (critical_path.segments; None when there is none), which
-    also fills time_on_path; `path_lines` are its words.
+    also fills time_on_path; `path_lines` are its words.  Raises ReportError naming the file that
+    could not be written; what was written of an incomplete report is removed, the raw logs are
+    never touched.
     """
-    from mpigraph import critical_path
-
     tables = metrics.with_path(tables, path)
-    if path is not None:
-        critical_path.write(run_dir, path)
-    write_csv(os.path.join(run_dir, RANKS_CSV), tables.ranks, metrics.RANK_COLUMNS)
-    write_parquet(os.path.join(run_dir, RANKS_PARQUET), tables.ranks, metrics.RANK_COLUMNS)
-    write_csv(os.path.join(run_dir, FUNCTIONS_CSV), tables.functions, metrics.FUNCTION_COLUMNS)
-    if linked is not None:
-        write_linked(run_dir, linked)
-    svg.write_rank_chart(run_dir, svg.per_rank_from_table(tables.ranks))   # ranks.svg
     text = summary_text(info, tables, linked, path_lines)
-    # summary.txt last: its presence means the report is complete.
-    tmp = os.path.join(run_dir, SUMMARY + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, os.path.join(run_dir, SUMMARY))
+    written = []
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        for name, write in _report_files(tables, linked, path, text):
+            target = os.path.join(out_dir, name)
+            written.append(target)
+            write(target)
+    except OSError as e:
+        _remove(written)
+        where = e.filename or (written[-1] if written else out_dir)
+        raise ReportError("cannot write the report: %s: %s (the raw logs in %s are intact: mpigraph analyze "
+                          "%s --out <another directory>)" % (where, e.strerror or e, raw_dir_of(info), info.run_dir)
+                          ) from None
     return text
+
+
+def raw_dir_of(info):
+    return os.path.join(info.run_dir, "raw")
+
+
+def _write_text(path, text):
+    """Write through a private temporary file and rename: never follows a planted file, never half-written."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix="." + os.path.basename(path) + ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        _remove([tmp])
+        raise
+
+
+def _remove(paths):
+    for path in paths:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
 
 
 def read_summary(run_dir):

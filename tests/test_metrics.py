@@ -76,7 +76,9 @@ EXPECTED_RANKS = {
     "mpi_time": [100 + 100 + 50 + 600 + 1000 + 100, 10 + 800 + 500 + 100 + 1100],
     "calls": [8, 6], "records": [11, 8],
     "bytes_sent": [864, 16], "bytes_received": [0, 896], "bytes_collective": [8, 8],
-    "finalized": [True, False], "recording_dropped": [False, False],
+    "finalized": [True, False], "recording_dropped": [False, False], "log_closed": [True, False],
+    # Rank 0 starts its persistent send (request 2) and never waits for it.
+    "incomplete_requests": [1, 0],
 }
 
 # (function, calls, ranks, total, min, max, sent, received, collective), by total time, ties by id.
@@ -289,3 +291,22 @@ def test_collectively_reraises_own_error():
     with pytest.raises(ValueError, match="boom"):
         parallel.collectively(MPI.COMM_WORLD, fail)
     assert parallel.collectively(MPI.COMM_WORLD, lambda x: x + 1, 41) == 42
+
+
+def test_incomplete_requests_counts_starts_without_completion(tmp_path):
+    """Per request id: starts (nonblocking calls, Start parts) minus completions; a freed request is done."""
+    start, wait, startall = rec("MPI_Start", 30, 31), rec("MPI_Waitall", 40, 50), rec("MPI_Start", 60, 61)
+    rows = [
+        rec("MPI_Init", 0, 1),
+        rec("MPI_Irecv", 10, 11, record.RECV, request=1),                      # completed below
+        rec("MPI_Isend", 12, 13, record.SEND, request=2),                      # freed: not open
+        rec("MPI_Ibarrier", 14, 15, request=3),                                # never completed: open
+        rec("MPI_Recv_init", 20, 21, record.RECV | record.PERSISTENT, request=4),   # an init starts nothing
+        start, part(start, record.RECV | record.PERSISTENT, request=4),       # 1st start of 4
+        wait, part(wait, record.RECV, request=1), part(wait, record.RECV | record.PERSISTENT, request=4),
+        startall, part(startall, record.RECV | record.PERSISTENT, request=4),   # 2nd start of 4: open
+        rec("MPI_Request_free", 70, 71, request=2),
+    ]
+    log = trace.open_log(write_rank(tmp_path, 0, 1, rows, finalized=False))
+    assert metrics.incomplete_requests(log) == 2
+    assert not metrics.reached_finalize(log)

@@ -1,0 +1,259 @@
+"""Bad input: damaged logs, foreign files, missing ranks, an unwritable or full output directory.
+
+Each case is run through the real `mpigraph analyze` command and must give one
+line `mpigraph: error: <file>: ...` (naming the record where one is at fault),
+exit status 2 and no traceback.  The fuzz test feeds mutated logs to the
+reader: it must accept them or raise TraceError, nothing else.  Full disks are
+real: a small tmpfs mounted for the test (the tests run as root).
+"""
+
+import errno
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mpi_env
+from mpigraph import clock, metrics, record, trace
+from tracebuild import part, rec, write_rank
+
+NPROCS = 3
+
+
+def rows_of(rank):
+    wait = rec("MPI_Waitall", 3000, 3500)
+    return [rec("MPI_Init", 0, 200), rec("MPI_Isend", 1000, 1100, record.SEND, bytes=8, peer=1, request=1),
+            rec("MPI_Irecv", 1200, 1250, record.RECV, bytes=8, request=2),
+            wait, part(wait, record.SEND, request=1), part(wait, record.RECV, request=2, bytes=8, peer=2),
+            rec("MPI_Allreduce", 4000, 9000, bytes=8, seq=1), rec("MPI_Finalize", 9500 + rank, 9500 + rank)]
+
+
+def write_run(run_dir):
+    for r in range(NPROCS):
+        write_rank(run_dir, r, NPROCS, rows_of(r))
+    return run_dir
+
+
+def one_error(result):
+    """The single `mpigraph: error:` line of a failed command (asserting there is exactly one, no traceback)."""
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("mpigraph: error: ")]
+    assert len(errors) == 1 and len(result.stderr.splitlines()) == 1, result.stderr
+    return errors[0][len("mpigraph: error: "):]
+
+
+def analyze(run_dir, *args):
+    return mpi_env.mpigraph(["analyze", run_dir, "--quiet", *args])
+
+
+def log1(run_dir):
+    return run_dir / "raw" / "rank-1.log"
+
+
+def _truncate_mid_record(path):
+    with open(path, "r+b") as f:
+        f.truncate(record.HEADER_SIZE + 5 * record.RECORD_SIZE + 7)
+
+
+def _zero_length(path):
+    open(path, "wb").close()
+
+
+def _corrupt_record(path):
+    with open(path, "r+b") as f:   # record 3's function id: garbage
+        f.seek(record.HEADER_SIZE + 3 * record.RECORD_SIZE + record.RECORD_DTYPE.fields["func"][1])
+        f.write(np.uint16(4321).tobytes())
+
+
+def _wrong_version(path):
+    with open(path, "r+b") as f:
+        f.seek(record.HEADER_DTYPE.fields["version"][1])
+        f.write(np.uint32(2).tobytes())
+
+
+def _foreign(path):
+    path.write_bytes(b"PK\x03\x04 a zip archive, not a log" + b"\0" * 5000)
+
+
+BAD_FILES = {
+    "truncated": (_truncate_mid_record, "{log}: truncated: the header counts 8 records but the file holds only 5 "
+                                        "complete records (3 missing: the file has 4423 bytes, 4608 are needed)"),
+    "zero-length": (_zero_length, "{log}: empty file (0 bytes): the rank never wrote its log header"),
+    "corrupt": (_corrupt_record, "{log}: record 3: unknown function id 4321"),
+    "wrong-version": (_wrong_version, "{log}: log format version 2; this mpigraph reads version 1"),
+    "foreign": (_foreign, "{log}: not an mpigraph log (the file does not start with 'MPIGRAPH')"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+@pytest.mark.parametrize("nprocs", [None, 2])
+def test_bad_log_gives_one_message_naming_file_and_record(tmp_path, case, nprocs):
+    damage, expected = BAD_FILES[case]
+    run_dir = write_run(tmp_path / "run")
+    damage(log1(run_dir))
+    result = mpi_env.mpigraph(["analyze", run_dir, "--quiet"], nprocs=nprocs)
+    assert one_error(result) == expected.format(log=log1(run_dir))
+    assert not (run_dir / "summary.txt").exists()
+
+
+def test_missing_ranks(tmp_path):
+    run_dir = write_run(tmp_path / "run")
+    os.remove(log1(run_dir))
+    assert one_error(analyze(run_dir)) == "%s: missing the logs of rank 1 (world size 3, from rank-0.log)" % (
+        run_dir / "raw")
+
+
+def test_other_files_in_raw_are_left_alone(tmp_path):
+    run_dir = write_run(tmp_path / "run")
+    (run_dir / "raw" / "notes.txt").write_text("my notes")
+    (run_dir / "raw" / "rank-1.log.bak").write_bytes(b"old")
+    result = analyze(run_dir)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+# ---- where the report goes ------------------------------------------------------------------
+
+
+@pytest.fixture
+def mount_point(tmp_path):
+    """A directory to mount a file system on; unmounted after the test."""
+    point = tmp_path / "mnt"
+    point.mkdir()
+    yield point
+    subprocess.run(["umount", str(point)], capture_output=True)
+
+
+def mount(point, options):
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], check=True)
+
+
+def test_read_only_run_directory(tmp_path, mount_point):
+    """Logs on a read-only file system: the report cannot go next to them; --out puts it elsewhere."""
+    source = write_run(tmp_path / "run")
+    subprocess.run(["mount", "--bind", str(source), str(mount_point)], check=True)
+    subprocess.run(["mount", "-o", "remount,bind,ro", str(mount_point)], check=True)
+    message = one_error(analyze(mount_point))
+    assert message == ("cannot write the report: %s: Read-only file system (the raw logs in %s are intact: "
+                       "mpigraph analyze %s --out <another directory>)"
+                       % (mount_point / "ranks.csv", mount_point / "raw", mount_point))
+    elsewhere = tmp_path / "report"
+    result = analyze(mount_point, "--out", elsewhere)
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(elsewhere)) == [
+        "calls.parquet", "collectives.parquet", "critical_path.csv", "critical_path.parquet", "functions.csv",
+        "ranks.csv", "ranks.parquet", "ranks.svg", "summary.txt", "unmatched.csv", "waitstates.csv",
+        "waitstates.parquet"]
+
+
+def test_full_disk_for_the_report(tmp_path, mount_point):
+    mount(mount_point, "size=64k")
+    fd = os.open(mount_point / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\0" * 4096):   # fill it up: ends with ENOSPC
+            pass
+    except OSError as error:
+        assert error.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    run_dir = write_run(tmp_path / "run")
+    message = one_error(analyze(run_dir, "--out", mount_point))
+    assert message.startswith("cannot write the report: %s/" % mount_point)
+    assert "No space left on device (the raw logs in %s are intact" % (run_dir / "raw") in message
+    assert sorted(os.listdir(mount_point)) == ["filler"], "no half-written report is left behind"
+
+
+# ---- the fuzz test ---------------------------------------------------------------------------
+
+
+def _template():
+    """A valid TSC log: header with calibration pairs, calls and parts."""
+    calib = [(record.CALIB_INIT_A, 10_000, 1_000_000), (record.CALIB_INIT_B, 12_000, 1_001_000),
+             (record.CALIB_FINAL, 2_010_000, 2_000_000)]
+    with tempfile.TemporaryDirectory() as d:
+        path = write_rank(d, 0, 1, [dict(r, t_start=r["t_start"] + 10_000, t_end=r["t_end"] + 10_000)
+                                    for r in rows_of(0)], clock_source=record.CLOCK_TSC, calib=calib)
+        return open(path, "rb").read()
+
+
+TEMPLATE = _template()
+N_HEADER_BYTES = record.HEADER_DTYPE.itemsize
+
+mutation = st.tuples(st.integers(0, len(TEMPLATE) - 1), st.integers(0, 255))
+header_mutation = st.tuples(st.integers(0, N_HEADER_BYTES - 1), st.integers(0, 255))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(changes=st.lists(st.one_of(mutation, header_mutation), max_size=8),
+       cut=st.one_of(st.none(), st.integers(0, len(TEMPLATE))))
+def test_fuzz_reader_accepts_or_names_the_problem(changes, cut):
+    data = bytearray(TEMPLATE)
+    for offset, value in changes:
+        data[offset] = value
+    if cut is not None:
+        del data[cut:]
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "rank-0.log")
+        with open(path, "wb") as f:
+            f.write(data)
+        try:
+            log = trace.open_log(path)
+        except trace.TraceError as error:
+            assert str(error).startswith(path + ": ")
+            return
+        # Accepted: everything downstream of the reader must work on it too.
+        start, end = clock.to_ns(log, log.records["t_start"]), clock.to_ns(log, log.records["t_end"])
+        assert start.dtype == np.int64 and len(start) == log.n_records
+        metrics.local_tables({log.rank: log}, {log.rank: (start, end)})
+        del log
+
+
+# ---- a full disk while recording ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def many_calls(tmp_path_factory):
+    mpi = mpi_env.wheel_mpi()
+    builder = mpi_env.Builder(str(tmp_path_factory.mktemp("build")))
+    return mpi, builder.build(os.path.join(os.path.dirname(__file__), "shim_programs", "many_calls.c"), mpi.mpicc)
+
+
+def test_disk_full_while_recording(many_calls, mount_point, tmp_path):
+    """The log's first 4 MiB fit, its growth (to 8 MiB) does not: recording stops and the program
+    runs on unchanged.  The report (its critical path alone is ~8 MB for 65536 calls) cannot be
+    written on the full disk either: the message names the file, the raw logs are intact, and
+    the offline analysis to another directory reports the run and the dropped records."""
+    mpi, exe = many_calls
+    mount(mount_point, "size=6m")
+    out = mount_point / "run"
+    result = mpi_env.mpirun(mpi, 1, [exe, "100000"], out=out)
+    assert result.returncode == 0 and result.stdout == "done 100000\n", result.stderr
+    messages = [line for line in result.stderr.splitlines() if line.startswith("mpigraph:")]
+    assert messages[0] == ("mpigraph: rank 0: cannot grow its log (No space left on device); recording stopped "
+                           "after 65536 records")
+    assert messages[1].startswith("mpigraph: error: cannot write the report: %s/" % out)
+    assert messages[1].endswith("No space left on device (the raw logs in %s/raw are intact: mpigraph analyze "
+                                "%s --out <another directory>)" % (out, out))
+    assert not (out / "summary.txt").exists()
+    log = trace.open_log(out / "raw" / "rank-0.log")
+    assert log.n_records == 65536 and log.recording_dropped and log.finalized
+    elsewhere = tmp_path / "report"
+    offline = mpi_env.mpigraph(["analyze", out, "--out", elsewhere])
+    assert offline.returncode == 0, offline.stderr
+    summary = (elsewhere / "summary.txt").read_text()
+    assert ("warning: the shim stopped recording early on rank 0 (the log could not grow: disk full?): calls "
+            "after that are missing") in summary
+    assert "ranks          1 (all finalized)" in summary and "did not reach" not in summary
+
+
+def test_disk_full_at_the_start(many_calls, mount_point):
+    mpi, exe = many_calls
+    mount(mount_point, "size=1m")
+    result = mpi_env.mpirun(mpi, 1, [exe, "10"], out=mount_point / "run")
+    assert result.returncode == 0 and result.stdout == "done 10\n"
+    assert result.stderr == ("mpigraph: rank 0: cannot write %s: No space left on device; the program runs on "
+                             "without profiling\n" % (mount_point / "run" / "raw" / "rank-0.log"))
