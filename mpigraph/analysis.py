@@ -97,11 +97,9 @@ def _metrics(comm, logs, linked, codec, times):
 
 def graph_input(world_size, linked):
     """The path stage's input from the match stage: corrected, repaired call times and the
-    dependency edges into the owned ranks (match.py's interface; the kind codes are the same)."""
+    dependency edges into the owned ranks (match.py's interface)."""
     calls = {rank: graph.RankCalls(c.start_ns, c.end_ns, c.func) for rank, c in linked.calls.items()}
-    d = linked.dependencies
-    deps = graph.Dependencies(d.src_rank, d.src_call, d.src_vertex, d.dst_rank, d.dst_call, d.kind)
-    return graph.PathInput(world_size, calls, deps)
+    return graph.PathInput(world_size, calls, linked.dependencies)
 
 
 def path_stage(comm, config, info, logs, linked, times):

@@ -33,14 +33,19 @@ import dataclasses
 
 import numpy as np
 
-from mpigraph import metrics, threshold
+from mpigraph import match, metrics, threshold
+from mpigraph.match import Dependencies  # noqa: F401  (the path stage's input type)
 from mpigraph.parallel import Ownership
 from mpigraph import owner_exchange as exchange
 
-# Dependency kinds (the `kind` column of Dependencies).
-LATE_SENDER, LATE_RECEIVER, N_TO_N, ONE_TO_N, N_TO_ONE, SCAN = range(6)
-KIND_NAMES = ("late_sender", "late_receiver", "n_to_n", "one_to_n", "n_to_one", "scan")
-START, END = 0, 1               # src_vertex: the start or the end of the source call
+# The match stage's edge table and its codes (one definition, in mpigraph.match).  An N-to-N
+# collective has an edge from the last arriver's start to every member's end, the last
+# arriver's own included: without it the instance is never a global synchronisation point.
+LATE_SENDER, LATE_RECEIVER = match.MESSAGE_LATE_SENDER, match.MESSAGE_LATE_RECEIVER
+N_TO_N, ONE_TO_N, N_TO_ONE, SCAN = (match.COLLECTIVE_N_TO_N, match.COLLECTIVE_ONE_TO_N, match.COLLECTIVE_N_TO_ONE,
+                                    match.SCAN)
+KIND_NAMES = match.KIND_NAMES
+START, END = match.VERTEX_START, match.VERTEX_END   # src_vertex: the start or the end of the source call
 
 INF = np.iinfo(np.int64).max // 4   # "unreached": room to add slacks without overflow
 
@@ -61,39 +66,6 @@ class RankCalls:
         self.start_ns, self.end_ns, self.func = _int64(self.start_ns), _int64(self.end_ns), _int64(self.func)
         if not len(self.start_ns) == len(self.end_ns) == len(self.func):
             raise ValueError("RankCalls columns differ in length")
-
-
-@dataclasses.dataclass
-class Dependencies:
-    """Dependency edges from the match stage, one row each (int64 columns).
-
-    src_rank, src_call, src_vertex   the releasing event: START or END of that call
-    dst_rank, dst_call               the call released (the edge ends at its E)
-    kind                             LATE_SENDER ... SCAN
-    An N-to-N collective gives one edge from the last arriver's start to every
-    member's end, the last arriver's own included (without it the collective
-    is never a global synchronisation point: correct, only slower).
-    """
-
-    src_rank: np.ndarray
-    src_call: np.ndarray
-    src_vertex: np.ndarray
-    dst_rank: np.ndarray
-    dst_call: np.ndarray
-    kind: np.ndarray
-
-    def __post_init__(self):
-        for field in dataclasses.fields(self):
-            setattr(self, field.name, _int64(getattr(self, field.name)))
-        if len({len(getattr(self, f.name)) for f in dataclasses.fields(self)}) > 1:
-            raise ValueError("Dependencies columns differ in length")
-
-    @classmethod
-    def empty(cls):
-        return cls(*([np.zeros(0, np.int64)] * 6))
-
-    def __len__(self):
-        return len(self.src_rank)
 
 
 @dataclasses.dataclass

@@ -116,6 +116,16 @@ class Dependencies:
     dst_call: np.ndarray
     kind: np.ndarray
 
+    def __post_init__(self):
+        for name, dtype in EDGE_DTYPES.items():
+            setattr(self, name, np.ascontiguousarray(getattr(self, name), dtype=dtype))
+        if len({len(getattr(self, name)) for name in EDGE_DTYPES}) > 1:
+            raise ValueError("Dependencies columns differ in length")
+
+    @classmethod
+    def empty(cls):
+        return cls.concat([])
+
     @classmethod
     def concat(cls, parts):
         """One Dependencies of several dicts/Dependencies of columns (none: empty)."""
