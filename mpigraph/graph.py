@@ -23,9 +23,9 @@ N-to-N dependency edges, so every path crosses the hub and the graph splits
 there exactly (the hub path S -> H -> E of a member has the call edge's slack).
 
 A path's time is t(end) - t(start) - (its slack), so the critical path is the
-path of least slack from a rank's start (end of MPI_Init; a later start adds
-its delay after the earliest start as slack) to the sink, the start of the
-last MPI_Finalize.  Each analysis rank keeps its vertices and their incoming
+path of least slack from a rank's start (end of MPI_Init; a rank that starts
+after the earliest one was inside MPI_Init until then, which is on the path,
+not slack) to the sink, the start of the last MPI_Finalize.  Each analysis rank keeps its vertices and their incoming
 edges as CSR arrays (``Graph``): what the backward search needs.
 """
 
@@ -98,7 +98,6 @@ class Graph:
     weight: np.ndarray           # slack of each edge
     sink: int
     sources: np.ndarray          # a start vertex per trace rank with calls
-    source_delay: np.ndarray     # its time after the earliest start
     t0: int                      # the earliest start: the path's time origin
 
     @property
@@ -175,11 +174,11 @@ def build(comm, inp, threshold_ns=0):
     n_local = len(time) + len(range(me, len(hubs.time), n_analysis))
     order = np.argsort(dst, kind="stable")
     indptr = np.searchsorted(dst[order], np.arange(n_local + 1)).astype(np.int64)
-    sink, sources, delay, t0 = _ends(comm, mine, blocks, base, time, lo)
+    sink, sources, t0 = _ends(comm, mine, blocks, base, time, lo)
     return Graph(n_analysis, me, base, bounds, hubs.calls, hubs.time,
                  np.concatenate((time, hubs.time[me::n_analysis])),
                  np.concatenate((func, np.full(n_local - len(time), -1, np.int64))),
-                 indptr, src[order], weight[order], sink, sources, delay, t0)
+                 indptr, src[order], weight[order], sink, sources, t0)
 
 
 def _merged(calls, threshold_ns):
@@ -301,7 +300,7 @@ def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local):
 
 
 def _ends(comm, mine, blocks, base, time, lo):
-    """(sink, start vertex per rank, its delay after the earliest start, earliest start time)."""
+    """(sink, start vertex per rank, earliest start time: the path's time origin)."""
     rows = []
     for r in mine:
         func = blocks[r][2]
@@ -318,4 +317,4 @@ def _ends(comm, mine, blocks, base, time, lo):
     ranks, sources, t_sources, sinks, t_sinks = (np.array(c, np.int64) for c in zip(*rows))
     last = np.lexsort((ranks, -t_sinks))[0]    # the latest sink; the lowest rank among equals
     t0 = int(t_sources.min())
-    return int(sinks[last]), sources, t_sources - t0, t0
+    return int(sinks[last]), sources, t0

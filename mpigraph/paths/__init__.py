@@ -30,7 +30,7 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
 
     `delta` (ns) overrides the automatic bucket width of the delta-stepping
     algorithms; `stats`, a dict, receives vertices, edges, hubs, delta, rounds and
-    slack (on rank 0: the path's start delay plus slack, what the search minimised);
+    slack (on rank 0: the path's slack, what the search minimised);
     `codec` encodes what is gathered to rank 0 (default: uncompressed).
     """
     if algorithm not in GRAPH_ALGORITHMS:
@@ -91,7 +91,7 @@ def gather_graph(comm, g, codec=None):
     bounds = np.array([0, g.n_rank_vertices], np.int64)
     return graph_module.Graph(1, 0, g.base, bounds, g.hub_calls, g.hub_time, time, func, indptr,
                               edges["src"][order], edges["weight"][order], g.sink, g.sources,
-                              g.source_delay, g.t0)
+                              g.t0)
 
 
 def _gather_labels(comm, g, labels, codec=None):
