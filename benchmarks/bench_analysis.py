@@ -13,7 +13,8 @@ Each probe rank reports its peak RSS (getrusage) and its RSS before the
 analysis started (Python, numpy, mpi4py imported).  The logs are read from
 the page cache (they were just written): cold-cache reads are disk-bound.
 
-Printed per (records, K): the median over repeats of each stage's seconds and
+Printed per (records, K, algorithm), as each finishes and again as one markdown table at the
+end (the one in README.md): the median over repeats of each stage's seconds and
 records/s per analysis rank, the whole analyze() call, and the largest peak
 RSS of any analysis rank with its growth per million records it owned.
 """
@@ -113,14 +114,34 @@ def measure(run_dir, n_records, nprocs, algorithm, repeat):
     return stages, wall, peak, growth, base
 
 
+def rate(n_records, nprocs, seconds):
+    """Records per second per analysis rank, in millions."""
+    return n_records / nprocs / seconds / 1e6 if seconds > 0 else float("inf")
+
+
 def print_row(n_records, ranks, nprocs, algorithm, result):
     stages, wall, peak, growth, base = result
     per_rank = n_records / nprocs
-    cells = ["%-8s %6.3f s %7.2f M/s" % (name, s, per_rank / s / 1e6 if s > 0 else float("inf"))
-             for name, s in stages.items()]
+    cells = ["%-8s %6.3f s %7.2f M/s" % (name, s, rate(n_records, nprocs, s)) for name, s in stages.items()]
     print("%11d %5d %2d %-14s | %s | all %7.3f s %6.2f M/s/rank | peak RSS %6.0f MB (base %3.0f), +%5.1f MB per M records"
           % (n_records, ranks, nprocs, algorithm, " | ".join(cells), wall, per_rank / wall / 1e6,
              peak / 1024, base / 1024, growth / 1024), flush=True)
+
+
+TABLE_STAGES = ("trace", "clock", "match", "metrics", "path", "report")
+
+
+def print_table(rows):
+    """The rows again as the markdown table of README.md's "Measured speed" section."""
+    print("\n| records | trace ranks | K | algorithm | " + " | ".join(TABLE_STAGES)
+          + " | whole analysis | peak RSS of a rank | MB per M records |")
+    print("|" + " --- |" * (len(TABLE_STAGES) + 7))
+    for n_records, ranks, nprocs, algorithm, (stages, wall, peak, growth, _) in rows:
+        cells = ["%.3f s (%.2f M/s)" % (stages[name], rate(n_records, nprocs, stages[name]))
+                 if name in stages else "-" for name in TABLE_STAGES]
+        print("| {:,} | {} | {} | {} | {} | {:.2f} s ({:.2f} M/s) | {:.0f} MB | {:.0f} |".format(
+            n_records, ranks, nprocs, algorithm, " | ".join(cells), wall, rate(n_records, nprocs, wall),
+            peak / 1024, growth / 1024), flush=True)
 
 
 def main():
@@ -141,19 +162,22 @@ def main():
     print("synthetic %s runs; median of %d; stage seconds and records/s per analysis rank (M/s)"
           % (args.structure, args.repeat))
     workdir = args.workdir or tempfile.mkdtemp(prefix="mpigraph-bench-")
+    rows = []
     try:
         for records in args.records:
             run_dir, n_records, ranks = generate(workdir, int(records), args.structure)
             print("%11s %5s %2s %-14s | stages" % ("records", "ranks", "K", "algorithm"))
             for nprocs in args.nprocs:
                 for algorithm in args.algorithms:
-                    print_row(n_records, ranks, nprocs, algorithm,
-                              measure(run_dir, n_records, nprocs, algorithm, args.repeat))
+                    result = measure(run_dir, n_records, nprocs, algorithm, args.repeat)
+                    print_row(n_records, ranks, nprocs, algorithm, result)
+                    rows.append((n_records, ranks, nprocs, algorithm, result))
             if not args.keep:
                 shutil.rmtree(run_dir)
     finally:
         if not args.keep and not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
+    print_table(rows)
     return 0
 
 
