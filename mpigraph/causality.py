@@ -57,7 +57,9 @@ def shift_forward(calls, call, need):
 
 def apply(calls_by_rank, rank, call, need, repair):
     """Repair the violations on the owned ranks (a loop over ranks)."""
-    for r in np.unique(rank):
-        mine = rank == r
-        shift = shift_forward(calls_by_rank[int(r)], call[mine], need[mine])
+    order = np.argsort(rank, kind="stable")
+    rank, call, need = rank[order], call[order], need[order]
+    ranks, first = np.unique(rank, return_index=True)
+    for r, a, b in zip(ranks, first, np.r_[first[1:], len(rank)]):
+        shift = shift_forward(calls_by_rank[int(r)], call[a:b], need[a:b])
         repair.shift_ns[int(r)] = repair.shift_ns.get(int(r), 0) + shift

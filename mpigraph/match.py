@@ -210,10 +210,43 @@ def pair_by_key(keys_a, keys_b):
 # ---- routing rows to their owners --------------------------------------------------------
 
 def route(comm, columns, dest, codec=None):
-    """Send each row of `columns` to analysis rank dest[i]; returns the rows this rank received."""
+    """Send each row of `columns` to analysis rank dest[i]; returns the rows this rank received.
+
+    The answer may share arrays with `columns` (on one analysis rank it is `columns`)."""
+    if comm.Get_size() == 1:
+        return {name: np.asarray(c) for name, c in columns.items()}
     batches = shuffle.split_by_dest(columns, dest, comm.Get_size())
     received, _ = shuffle.exchange(comm, batches, codec)
     return shuffle.concat_batches(list(received.values()), like=columns)
+
+
+# ---- all owned calls in one numbering ----------------------------------------------------------
+
+class CallIndex:
+    """The owned ranks' calls numbered 0..n-1 in one sequence (by rank, then call), so
+    per-call work on all owned ranks is one numpy operation, not one per rank."""
+
+    def __init__(self, calls_by_rank):
+        self.ranks = np.array(sorted(calls_by_rank), np.int64)
+        counts = [calls_by_rank[int(r)].n_calls for r in self.ranks]
+        self.offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+
+    def __len__(self):
+        return int(self.offsets[-1])
+
+    def of(self, rank, call):
+        """Position of call `call` of owned rank `rank` (arrays) in the numbering."""
+        return self.offsets[np.searchsorted(self.ranks, rank)] + call
+
+    def column(self, calls_by_rank, name):
+        """A RankCalls attribute (start_ns, end_ns, func) of all owned calls, in the numbering."""
+        parts = [getattr(calls_by_rank[int(r)], name) for r in self.ranks]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def split(self, columns):
+        """{rank: {name: that rank's slice}} of per-call columns in the numbering (views)."""
+        return {int(r): {name: c[a:b] for name, c in columns.items()}
+                for r, a, b in zip(self.ranks, self.offsets[:-1], self.offsets[1:])}
 
 
 # ---- calls with corrected times ------------------------------------------------------------

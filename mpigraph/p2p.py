@@ -11,7 +11,7 @@ import numpy as np
 
 from mpigraph import mpi_functions as mf
 from mpigraph import record
-from mpigraph.match import kind_is, ordinal_within, pair_by_key, route
+from mpigraph.match import CallIndex, kind_is, ordinal_within, pair_by_key, route
 
 SEND_SIDE, RECV_SIDE = 0, 1
 
@@ -96,17 +96,13 @@ MESSAGE_TIME_COLUMNS = ("post_start", "done_start", "done_end")
 
 def with_times(ops, calls_by_rank):
     """ops plus post_start, done_start, done_end (int64 ns; done_* = -1 without completion)."""
-    out = dict(ops)
-    n = len(ops["rank"])
-    out.update({name: np.full(n, -1, np.int64) for name in MESSAGE_TIME_COLUMNS})
-    for rank, calls in calls_by_rank.items():     # a loop over owned ranks
-        mine = np.flatnonzero(ops["rank"] == rank)
-        post, done = ops["post_call"][mine], ops["done_call"][mine]
-        has = done >= 0
-        out["post_start"][mine] = calls.start_ns[post]
-        out["done_start"][mine] = np.where(has, calls.start_ns[np.maximum(done, 0)], -1)
-        out["done_end"][mine] = np.where(has, calls.end_ns[np.maximum(done, 0)], -1)
-    return out
+    index = CallIndex(calls_by_rank)
+    start_ns, end_ns = index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns")
+    post = index.of(ops["rank"], ops["post_call"])
+    has = ops["done_call"] >= 0
+    done = index.of(ops["rank"], np.maximum(ops["done_call"], 0))
+    return dict(ops, post_start=start_ns[post], done_start=np.where(has, start_ns[done], -1),
+                done_end=np.where(has, end_ns[done], -1))
 
 
 def match_messages(comm, ownership, ops, codec=None):
