@@ -13,7 +13,7 @@ import numpy as np
 from mpigraph import mpi_functions as mf
 from mpigraph import record
 from mpigraph.match import (COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, FUNC_KIND, KIND_CODE,
-                            NONBLOCKING, SCAN, kind_is, route)
+                            NONBLOCKING, SCAN, kind_is, route, sort_rows)
 
 # Pattern of who releases whom, per function kind (-1: no dependency, e.g. Comm_free).
 _PATTERN = {mf.N_TO_N: COLLECTIVE_N_TO_N, mf.COMM_CREATE: COLLECTIVE_N_TO_N, mf.ONE_TO_N: COLLECTIVE_ONE_TO_N,
@@ -73,11 +73,13 @@ def instance_owner(comm_ids, seq, n_owners):
     return (h % np.uint64(n_owners)).astype(np.int64)
 
 
-def _segment_argmax(values, group_start, group_of):
-    """Index of the largest value of each group (rows sorted by group)."""
-    order = np.lexsort((values, group_of))           # within each group, the largest last
-    last_of_group = np.r_[group_start[1:], len(values)] - 1
-    return order[last_of_group]
+def _segment_argmax(values, group_max, group_of):
+    """Index of the largest value of each group (rows sorted by group; the last among equals).
+
+    `group_max` is each group's largest value: no sort, just the last row that reaches it."""
+    reaches = np.flatnonzero(values == group_max[group_of])
+    last_of_group = np.r_[group_of[reaches][1:] != group_of[reaches][:-1], True]
+    return reaches[last_of_group]
 
 
 def _exclusive_prefix_argmax(values, group_of):
@@ -95,6 +97,18 @@ def _exclusive_prefix_argmax(values, group_of):
     return np.where(valid, inverse[np.maximum(prev, 0) % n], -1)
 
 
+def _scan_release(start, group, scan):
+    """_exclusive_prefix_argmax of the `scan` rows, computed on the instances with a scan member only."""
+    best = np.full(len(start), -1, np.int64)
+    if scan.any():
+        with_scan = np.zeros(group[-1] + 1, bool)
+        with_scan[group[scan]] = True
+        rows = np.flatnonzero(with_scan[group])
+        prefix = _exclusive_prefix_argmax(start[rows], group[rows])
+        best[rows] = np.where(prefix >= 0, rows[np.maximum(prefix, 0)], -1)
+    return best[scan]
+
+
 def group_instances(rows):
     """Per-instance statistics and per-member release from the member rows of some instances.
 
@@ -103,7 +117,7 @@ def group_instances(rows):
     n_members and the releasing member (release_rank, release_call,
     release_start; -1 when nobody released it).
     """
-    order = np.lexsort((rows["comm_rank"], rows["rank"], rows["seq"], rows["comm"]))
+    order = sort_rows([rows["comm"], rows["seq"], rows["rank"], rows["comm_rank"]])
     m = {name: col[order] for name, col in rows.items()}
     n = len(order)
     new = np.r_[True, (m["comm"][1:] != m["comm"][:-1]) | (m["seq"][1:] != m["seq"][:-1])] if n else np.zeros(0, bool)
@@ -112,7 +126,7 @@ def group_instances(rows):
     count = np.diff(np.r_[start_idx, n])
     max_start = np.maximum.reduceat(m["start"], start_idx) if n else np.zeros(0, np.int64)
     min_end = np.minimum.reduceat(m["end"], start_idx) if n else np.zeros(0, np.int64)
-    last = _segment_argmax(m["start"], start_idx, group) if n else np.zeros(0, np.int64)
+    last = _segment_argmax(m["start"], max_start, group) if n else np.zeros(0, np.int64)
     is_root = m["rank"] == m["root"]
     root_row = np.full(len(start_idx), -1, np.int64)
     np.maximum.at(root_row, group[is_root], np.flatnonzero(is_root))
@@ -127,7 +141,7 @@ def group_instances(rows):
     n_to_one = (pattern == COLLECTIVE_N_TO_ONE) & is_root
     release[n_to_one] = g_last[n_to_one]
     scan = pattern == SCAN
-    release[scan] = _exclusive_prefix_argmax(m["start"], group)[scan]
+    release[scan] = _scan_release(m["start"], group, scan)
     release[release == np.arange(n)] = -1            # nobody waits for itself
     has = release >= 0
     at = np.maximum(release, 0)

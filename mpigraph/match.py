@@ -169,22 +169,66 @@ BARRIER_ID = mf.BY_NAME["MPI_Barrier"].id
 
 def kind_is(func, *kinds):
     """Boolean array: the function of each id in `func` has one of `kinds`."""
-    return np.isin(FUNC_KIND[np.asarray(func, np.intp)], [KIND_CODE[k] for k in kinds])
+    wanted = np.zeros(len(KINDS) + 1, bool)          # the extra last slot: unknown ids (kind -1)
+    wanted[[KIND_CODE[k] for k in kinds]] = True
+    return wanted[FUNC_KIND[np.asarray(func, np.intp)]]
 
 
 # ---- sorting helpers ------------------------------------------------------------------
 
+def packed_key(columns):
+    """One int64 per row that sorts like the rows of `columns` (int arrays, the first most
+    significant) and is equal exactly where all of them are; None when that takes more than 63 bits.
+
+    Each column becomes its offset from its minimum, or, when that is too wide, the dense
+    rank of its value (communicator ids are huge and few): a sort by one int64 is many
+    times faster than np.lexsort over several columns.
+    """
+    columns = [np.asarray(c, np.int64) for c in columns]
+    parts = [c - c.min() if len(c) else c for c in columns]
+    widths = [_bits(p) for p in parts]
+    for i in np.argsort(widths)[::-1]:              # narrow the widest columns first
+        if sum(widths) <= 63:
+            break
+        parts[i] = np.unique(columns[i], return_inverse=True)[1].reshape(-1).astype(np.int64)
+        widths[i] = _bits(parts[i])
+    if sum(widths) > 63:
+        return None
+    key = np.zeros(len(parts[0]) if parts else 0, np.int64)
+    for part, width in zip(parts, widths):
+        key = (key << width) | part
+    return key
+
+
+def _bits(offsets):
+    """Bits needed for the offsets (64, too many, when a span beyond int64 wrapped around)."""
+    if not len(offsets):
+        return 0
+    return 64 if offsets.min() < 0 else int(offsets.max()).bit_length()
+
+
+def sort_rows(columns, unique=False):
+    """The order of rows by `columns` (the first most significant), ties in row order: the same
+    as np.lexsort(columns[::-1]).  unique: no two rows are equal (a faster, unstable sort)."""
+    key = packed_key(columns)
+    if key is None:
+        return np.lexsort(list(columns)[::-1])
+    return np.argsort(key, kind="quicksort" if unique else "stable")
+
+
 def ordinal_within(keys, order):
-    """Each row's position within its group of equal `keys` (a list of arrays), counted in `order`."""
+    """Each row's position within its group of equal `keys` (a list of arrays), counted in `order`
+    (distinct within a group)."""
     n = len(order)
     if n == 0:
         return np.zeros(0, np.int64)
-    idx = np.lexsort([order] + list(keys)[::-1])
-    new_group = np.zeros(n, bool)
-    new_group[0] = True
-    for k in keys:
-        sk = np.asarray(k)[idx]
-        new_group[1:] |= sk[1:] != sk[:-1]
+    group = packed_key(keys)
+    if group is None:
+        group = np.unique(np.stack([np.asarray(k, np.int64) for k in keys], axis=1), axis=0,
+                          return_inverse=True)[1].reshape(-1)
+    idx = sort_rows([group, order], unique=True)
+    sorted_group = group[idx]
+    new_group = np.r_[True, sorted_group[1:] != sorted_group[:-1]]
     first = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
     out = np.empty(n, np.int64)
     out[idx] = np.arange(n) - first
@@ -198,12 +242,13 @@ def pair_by_key(keys_a, keys_b):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     cols = [np.concatenate([np.asarray(a), np.asarray(b)]) for a, b in zip(keys_a, keys_b)]
     side = np.concatenate([np.zeros(na, np.int8), np.ones(nb, np.int8)])
-    idx = np.lexsort([side] + cols[::-1])
-    same = np.ones(na + nb - 1, bool)
-    for c in cols:
-        sc = c[idx]
-        same &= sc[1:] == sc[:-1]
-    hit = np.flatnonzero(same & (side[idx][:-1] == 0) & (side[idx][1:] == 1))
+    key = packed_key(cols)
+    if key is None:
+        key = np.unique(np.stack([c.astype(np.int64) for c in cols], axis=1), axis=0,
+                        return_inverse=True)[1].reshape(-1)
+    idx = sort_rows([key, side], unique=True)
+    sorted_key = key[idx]
+    hit = np.flatnonzero((sorted_key[1:] == sorted_key[:-1]) & (side[idx][:-1] == 0) & (side[idx][1:] == 1))
     return idx[hit], idx[hit + 1] - na
 
 
