@@ -207,6 +207,16 @@ def _bits(offsets):
     return 64 if offsets.min() < 0 else int(offsets.max()).bit_length()
 
 
+def group_key(columns):
+    """One int64 per row that orders and compares like the rows of `columns`: packed_key, or
+    the rows' dense ranks when even that takes more than 63 bits."""
+    key = packed_key(columns)
+    if key is None:
+        key = np.unique(np.stack([np.asarray(c, np.int64) for c in columns], axis=1), axis=0,
+                        return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return key
+
+
 def sort_rows(columns, unique=False):
     """The order of rows by `columns` (the first most significant), ties in row order: the same
     as np.lexsort(columns[::-1]).  unique: no two rows are equal (a faster, unstable sort)."""
@@ -222,10 +232,7 @@ def ordinal_within(keys, order):
     n = len(order)
     if n == 0:
         return np.zeros(0, np.int64)
-    group = packed_key(keys)
-    if group is None:
-        group = np.unique(np.stack([np.asarray(k, np.int64) for k in keys], axis=1), axis=0,
-                          return_inverse=True)[1].reshape(-1)
+    group = group_key(keys)
     idx = sort_rows([group, order], unique=True)
     sorted_group = group[idx]
     new_group = np.r_[True, sorted_group[1:] != sorted_group[:-1]]
@@ -242,10 +249,7 @@ def pair_by_key(keys_a, keys_b):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     cols = [np.concatenate([np.asarray(a), np.asarray(b)]) for a, b in zip(keys_a, keys_b)]
     side = np.concatenate([np.zeros(na, np.int8), np.ones(nb, np.int8)])
-    key = packed_key(cols)
-    if key is None:
-        key = np.unique(np.stack([c.astype(np.int64) for c in cols], axis=1), axis=0,
-                        return_inverse=True)[1].reshape(-1)
+    key = group_key(cols)
     idx = sort_rows([key, side], unique=True)
     sorted_key = key[idx]
     hit = np.flatnonzero((sorted_key[1:] == sorted_key[:-1]) & (side[idx][:-1] == 0) & (side[idx][1:] == 1))
@@ -301,6 +305,6 @@ def rank_calls(log, start_ns, end_ns):
     records = log.records
     is_call = (records["flags"] & record.PART) == 0
     calls = np.flatnonzero(is_call)
-    record_call = np.maximum(np.searchsorted(calls, np.arange(len(records)), side="right") - 1, 0)
+    record_call = np.maximum(np.cumsum(is_call) - 1, 0)      # the last call record at or before each record
     return RankCalls(log.rank, np.asarray(records["func"][calls]), np.asarray(start_ns)[calls].astype(np.int64),
                      np.asarray(end_ns)[calls].astype(np.int64), record_call.astype(np.int64), records)

@@ -21,23 +21,21 @@ OP_DTYPES = {"side": np.int8, "rank": np.int64, "comm": np.int64, "peer": np.int
              "func": np.int64}
 
 
-def _flags(records, flag):
-    return (records["flags"] & flag) != 0
-
-
-def request_pairs(records):
+def request_pairs(records, flags, func):
     """(post record, completion record or -1) of the nonblocking operations of one log,
-    and the completion records with no post (requests from before recording, or unknown)."""
-    func, part = records["func"], _flags(records, record.PART)
-    moves = (_flags(records, record.SEND) | _flags(records, record.RECV)) & ~_flags(records, record.ERROR)
-    has_request = records["request"] != 0
-    posts = np.flatnonzero(moves & has_request & ((~part & kind_is(func, mf.ISEND, mf.IRECV))
-                                                  | (part & kind_is(func, mf.START))))
-    done = np.flatnonzero(moves & has_request & part & kind_is(func, mf.COMPLETION))
-    request = records["request"]
-    post_n = ordinal_within([request[posts]], posts)
-    done_n = ordinal_within([request[done]], done)
-    ip, ic = pair_by_key([request[posts], post_n], [request[done], done_n])
+    and the completion records with no post (requests from before recording, or unknown).
+
+    `flags` and `func` are the records' columns, read from the log once by the caller."""
+    part = (flags & record.PART) != 0
+    moves = ((flags & (record.SEND | record.RECV)) != 0) & ((flags & record.ERROR) == 0)
+    posts = np.flatnonzero(moves & ((~part & kind_is(func, mf.ISEND, mf.IRECV)) | (part & kind_is(func, mf.START))))
+    done = np.flatnonzero(moves & part & kind_is(func, mf.COMPLETION))
+    post_request, done_request = records["request"][posts], records["request"][done]
+    posts, post_request = posts[post_request != 0], post_request[post_request != 0]
+    done, done_request = done[done_request != 0], done_request[done_request != 0]
+    post_n = ordinal_within([post_request], posts)
+    done_n = ordinal_within([done_request], done)
+    ip, ic = pair_by_key([post_request, post_n], [done_request, done_n])
     completion = np.full(len(posts), -1, np.int64)
     completion[ip] = done[ic]
     orphans = np.ones(len(done), bool)
@@ -48,14 +46,14 @@ def request_pairs(records):
 def operations(rank_calls):
     """The operation table of one rank (columns OP_DTYPES) and its orphan completion records."""
     records, record_call = rank_calls.records, rank_calls.record_call
-    func, part = records["func"], _flags(records, record.PART)
-    ok = ~_flags(records, record.ERROR)
-    is_send, is_recv = _flags(records, record.SEND), _flags(records, record.RECV)
+    # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
+    flags, func = np.ascontiguousarray(records["flags"]), np.ascontiguousarray(records["func"])
+    part, ok = (flags & record.PART) != 0, (flags & record.ERROR) == 0
+    is_send, is_recv = (flags & record.SEND) != 0, (flags & record.RECV) != 0
     blocking = ok & (((~part & kind_is(func, mf.SEND, mf.RECV, mf.SENDRECV)) & (is_send | is_recv))
                      | (part & kind_is(func, mf.SENDRECV) & is_recv))
     blocking = np.flatnonzero(blocking)
-    posts, completion, orphans = request_pairs(records)
-
+    posts, completion, orphans = request_pairs(records, flags, func)
     post = np.concatenate([blocking, posts])
     done = np.concatenate([blocking, completion])
     has_done = done >= 0

@@ -148,7 +148,8 @@ def split_by_dest(columns, dest, n_parts):
     if np.all(dest[1:] >= dest[:-1]):          # often already grouped (rows in owned-rank order)
         return _slices({name: np.asarray(c) for name, c in columns.items()},
                        np.searchsorted(dest, np.arange(n_parts + 1)))
-    order = np.argsort(dest, kind="stable")
+    # A stable sort of small ints is a radix sort (linear) in numpy: destinations fit in 16 bits.
+    order = np.argsort(dest.astype(np.uint16) if n_parts <= 1 << 16 else dest, kind="stable")
     cuts = np.searchsorted(dest[order], np.arange(n_parts + 1))
     return _slices({name: np.asarray(c)[order] for name, c in columns.items()}, cuts)
 

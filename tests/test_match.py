@@ -296,7 +296,7 @@ def test_group_instances_releases_like_the_rules_say():
         for rank in rng.permutation(size):            # rows arrive in any order
             start = int(rng.integers(0, 4)) * 100       # few values: many ties
             for name, value in (("comm", comm), ("seq", seq), ("rank", rank), ("comm_rank", rank),
-                                ("comm_size", size), ("call", seq), ("func", func), ("root", root),
+                                ("comm_size", size), ("call", 2 * seq + (comm != 0)), ("func", func), ("root", root),
                                 ("start", start), ("end", 1000 + rank)):
                 rows[name].append(value)
     rows = {name: np.array(v, dtype) for (name, v), dtype in zip(rows.items(), collectives.MEMBER_DTYPES.values())}
@@ -307,7 +307,7 @@ def test_group_instances_releases_like_the_rules_say():
         return [r for r, s in members if s == best][-1]
 
     for i in range(len(m["rank"])):
-        same = (m["comm"] == m["comm"][i]) & (m["seq"] == m["seq"][i])
+        same = m["call"] == m["call"][i]                  # the call number names the instance here
         members = sorted(zip(m["rank"][same].tolist(), m["start"][same].tolist()))
         rank, func, root = int(m["rank"][i]), int(m["func"][i]), int(m["root"][i])
         name = mf.BY_ID[func].name
