@@ -6,8 +6,9 @@ before the member it waited for arrived): residual clock error.  Each such
 violation is repaired by moving the released call's end forward to the
 releasing event, and everything after it on that rank by the same amount
 (the rank's later calls keep their durations and gaps).  A repair may push
-later sends past their receives, so the caller repeats match + repair until
-no violation is left (DESIGN.md: count them and report them).
+later sends past their receives, so the caller takes the new times into the
+match (the pairs stay: matching uses no times) and repairs again until no
+violation is left (DESIGN.md: count them and report them).
 """
 
 import dataclasses

@@ -12,7 +12,7 @@ import numpy as np
 
 from mpigraph import mpi_functions as mf
 from mpigraph import record
-from mpigraph.match import (COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, FUNC_KIND, KIND_CODE,
+from mpigraph.match import (COLLECTIVE_N_TO_N, CallIndex, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, FUNC_KIND, KIND_CODE,
                             NONBLOCKING, SCAN, group_key, kind_is, route, sort_rows)
 
 # Pattern of who releases whom, per function kind (-1: no dependency, e.g. Comm_free).
@@ -73,6 +73,13 @@ def members(rank_calls, world_size):
         "call": call, "func": func[rows].astype(np.int64), "root": records["root"][rows].astype(np.int64),
         "start": rank_calls.start_ns[call], "end": rank_calls.end_ns[call],
     }
+
+
+def with_times(rows, calls_by_rank):
+    """Member rows with start and end taken again from the calls (after a repair moved them)."""
+    index = CallIndex(calls_by_rank)
+    at = index.of(rows["rank"], rows["call"])
+    return dict(rows, start=index.column(calls_by_rank, "start_ns")[at], end=index.column(calls_by_rank, "end_ns")[at])
 
 
 def instance_owner(comm_ids, seq, n_owners):

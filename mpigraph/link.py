@@ -89,24 +89,25 @@ def _owned_members(calls, world_size):
     return _concat(rows, collectives.MEMBER_DTYPES)
 
 
-def _match_once(comm, ownership, calls, ops, world_size, codec):
-    messages, unmatched = p2p.match_messages(comm, ownership, p2p.with_times(ops, calls), codec)
-    instances, members = collectives.match_collectives(comm, ownership, _owned_members(calls, world_size), codec)
-    return messages, unmatched, instances, members
-
-
 def _repair_loop(comm, ownership, calls, ops, world_size, codec):
-    """Match, repair violations, repeat until none is left; returns the last match and the Repair."""
+    """Match, repair violations, repeat until none is left; returns the last match and the Repair.
+
+    What is matched with what uses no times: messages are paired and members
+    found once; a round only takes the new times and groups the instances again."""
     repair = causality.Repair()
+    pairs = p2p.MessagePairs(comm, ownership, ops, codec)
+    rows = _owned_members(calls, world_size)
     while True:
-        messages, unmatched, instances, members = _match_once(comm, ownership, calls, ops, world_size, codec)
+        messages = pairs.messages(comm, p2p.with_times(ops, calls), codec)
+        rows = collectives.with_times(rows, calls) if repair.rounds else rows
+        instances, members = collectives.match_collectives(comm, ownership, rows, codec)
         rank, call, need = causality.violations(messages, members)
         n = comm.allreduce(len(rank))
         if repair.rounds == 0:
             repair.found = n
         if n == 0 or repair.rounds == causality.MAX_ROUNDS:
             repair.remaining = n
-            return messages, unmatched, instances, members, repair
+            return messages, pairs.unmatched, instances, members, repair
         causality.apply(calls, rank, call, need, repair)
         repair.repaired += n
         repair.rounds += 1

@@ -103,34 +103,55 @@ def with_times(ops, calls_by_rank):
                 done_end=np.where(has, end_ns[done], -1))
 
 
-def match_messages(comm, ownership, ops, codec=None):
-    """Pair sends with receives on the owners of the receiving ranks.
+class MessagePairs:
+    """Sends paired with receives on the owners of the receiving ranks.
 
-    `ops` are the owned ranks' operations with times (with_times).  Returns
-    (messages, unmatched) on this analysis rank: messages has the columns of
-    both sides prefixed s_ and r_ (and comm, tag), one row per message whose
-    receiver this rank owns; unmatched holds the operations without partner
-    (sends whose receiver this rank owns, and this rank's receives).
+    The pairing uses no times, so it is done once (on construction); each round
+    of the receive-before-send repair then only moves the sends' new times to
+    the receivers' owners again (``messages``).
     """
-    src, dst, ordinal = message_keys(ops)
-    ops = dict(ops, src=src, dst=dst, ordinal=ordinal)
-    send = ops["side"] == SEND_SIDE
-    sends = {name: col[send] for name, col in ops.items()}
-    recvs = {name: col[~send] for name, col in ops.items()}
-    sends = route(comm, sends, ownership.owner_of(sends["dst"]), codec)
-    keys = ("comm", "src", "dst", "tag", "ordinal")
-    i_s, i_r = pair_by_key([sends[k] for k in keys], [recvs[k] for k in keys])
-    messages = {"comm": sends["comm"][i_s], "tag": sends["tag"][i_s], "bytes": recvs["bytes"][i_r]}
-    for prefix, table, index in (("s_", sends, i_s), ("r_", recvs, i_r)):
-        for name in ("rank", "post_call", "done_call") + MESSAGE_TIME_COLUMNS:
-            messages[prefix + name] = table[name][index]
-    unmatched_s = np.ones(len(sends["rank"]), bool)
-    unmatched_s[i_s] = False
-    unmatched_r = np.ones(len(recvs["rank"]), bool)
-    unmatched_r[i_r] = False
-    unmatched = {name: np.concatenate([sends[name][unmatched_s], recvs[name][unmatched_r]])
-                 for name in OP_DTYPES}
-    return messages, unmatched
+
+    def __init__(self, comm, ownership, ops, codec=None):
+        """`ops`: the owned ranks' operation table (OP_DTYPES).  Collective over comm."""
+        src, dst, ordinal = message_keys(ops)
+        ops = dict(ops, src=src, dst=dst, ordinal=ordinal)
+        send = ops["side"] == SEND_SIDE
+        self.send_rows, self.recv_rows = np.flatnonzero(send), np.flatnonzero(~send)
+        sends = {name: col[self.send_rows] for name, col in ops.items()}
+        recvs = {name: col[self.recv_rows] for name, col in ops.items()}
+        self.send_owner = ownership.owner_of(sends["dst"])
+        sends = route(comm, sends, self.send_owner, codec)
+        keys = ("comm", "src", "dst", "tag", "ordinal")
+        self.i_s, self.i_r = pair_by_key([sends[k] for k in keys], [recvs[k] for k in keys])
+        self.untimed = {"comm": sends["comm"][self.i_s], "tag": sends["tag"][self.i_s],
+                        "bytes": recvs["bytes"][self.i_r]}
+        for prefix, table, index in (("s_", sends, self.i_s), ("r_", recvs, self.i_r)):
+            for name in ("rank", "post_call", "done_call"):
+                self.untimed[prefix + name] = table[name][index]
+        unmatched_s = np.ones(len(sends["rank"]), bool)
+        unmatched_s[self.i_s] = False
+        unmatched_r = np.ones(len(recvs["rank"]), bool)
+        unmatched_r[self.i_r] = False
+        self.unmatched = {name: np.concatenate([sends[name][unmatched_s], recvs[name][unmatched_r]])
+                          for name in OP_DTYPES}
+
+    def messages(self, comm, times, codec=None):
+        """One row per message whose receiver this analysis rank owns: the columns of both sides
+        prefixed s_ and r_ (and comm, tag, bytes), with the times of `times` (with_times of the ops).
+
+        Collective over comm: the sends' times travel to the receivers' owners, in the same
+        order as the sends did, so the pairing found on construction still holds."""
+        sent = route(comm, {name: times[name][self.send_rows] for name in MESSAGE_TIME_COLUMNS},
+                     self.send_owner, codec)
+        messages = dict(self.untimed)
+        for prefix, table, rows in (("s_", sent, self.i_s), ("r_", times, self.recv_rows[self.i_r])):
+            for name in MESSAGE_TIME_COLUMNS:
+                messages[prefix + name] = table[name][rows]
+        return {name: messages[name] for name in MESSAGE_COLUMNS}
+
+
+MESSAGE_COLUMNS = ("comm", "tag", "bytes") + tuple(
+    prefix + name for prefix in ("s_", "r_") for name in ("rank", "post_call", "done_call") + MESSAGE_TIME_COLUMNS)
 
 
 def to_senders(comm, ownership, messages, codec=None):
