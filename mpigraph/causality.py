@@ -6,8 +6,9 @@ before the member it waited for arrived): residual clock error.  Each such
 violation is repaired by moving the released call's end forward to the
 releasing event, and everything after it on that rank by the same amount
 (the rank's later calls keep their durations and gaps).  A repair may push
-later sends past their receives, so the caller repeats match + repair until
-no violation is left (DESIGN.md: count them and report them).
+later sends past their receives, so the caller takes the new times into the
+match (the pairs stay: matching uses no times) and repairs again until no
+violation is left (DESIGN.md: count them and report them).
 """
 
 import dataclasses
@@ -57,7 +58,9 @@ def shift_forward(calls, call, need):
 
 def apply(calls_by_rank, rank, call, need, repair):
     """Repair the violations on the owned ranks (a loop over ranks)."""
-    for r in np.unique(rank):
-        mine = rank == r
-        shift = shift_forward(calls_by_rank[int(r)], call[mine], need[mine])
+    order = np.argsort(rank, kind="stable")
+    rank, call, need = rank[order], call[order], need[order]
+    ranks, first = np.unique(rank, return_index=True)
+    for r, a, b in zip(ranks, first, np.r_[first[1:], len(rank)]):
+        shift = shift_forward(calls_by_rank[int(r)], call[a:b], need[a:b])
         repair.shift_ns[int(r)] = repair.shift_ns.get(int(r), 0) + shift

@@ -13,7 +13,7 @@ import numpy as np
 from mpigraph import causality, clock, collectives, p2p
 from mpigraph.match import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, Dependencies, edges,
                             rank_calls)
-from mpigraph.waits import call_waits
+from mpigraph.waits import owned_waits
 
 
 @dataclasses.dataclass
@@ -74,8 +74,8 @@ def _min_op():
 
 def _owned_ops(calls):
     ops, orphans = {}, {}
-    for rank, c in calls.items():
-        ops[rank], orphans[rank] = p2p.operations(c)
+    for rank in sorted(calls):           # the table in rank order (link._incomplete relies on it)
+        ops[rank], orphans[rank] = p2p.operations(calls[rank])
     return _concat(list(ops.values()), p2p.OP_DTYPES), orphans
 
 
@@ -89,24 +89,25 @@ def _owned_members(calls, world_size):
     return _concat(rows, collectives.MEMBER_DTYPES)
 
 
-def _match_once(comm, ownership, calls, ops, world_size, codec):
-    messages, unmatched = p2p.match_messages(comm, ownership, p2p.with_times(ops, calls), codec)
-    instances, members = collectives.match_collectives(comm, ownership, _owned_members(calls, world_size), codec)
-    return messages, unmatched, instances, members
-
-
 def _repair_loop(comm, ownership, calls, ops, world_size, codec):
-    """Match, repair violations, repeat until none is left; returns the last match and the Repair."""
+    """Match, repair violations, repeat until none is left; returns the last match and the Repair.
+
+    What is matched with what uses no times: messages are paired and members
+    found once; a round only takes the new times and groups the instances again."""
     repair = causality.Repair()
+    pairs = p2p.MessagePairs(comm, ownership, ops, codec)
+    rows = _owned_members(calls, world_size)
     while True:
-        messages, unmatched, instances, members = _match_once(comm, ownership, calls, ops, world_size, codec)
+        messages = pairs.messages(comm, p2p.with_times(ops, calls), codec)
+        rows = collectives.with_times(rows, calls) if repair.rounds else rows
+        instances, members = collectives.match_collectives(comm, ownership, rows, codec)
         rank, call, need = causality.violations(messages, members)
         n = comm.allreduce(len(rank))
         if repair.rounds == 0:
             repair.found = n
         if n == 0 or repair.rounds == causality.MAX_ROUNDS:
             repair.remaining = n
-            return messages, unmatched, instances, members, repair
+            return messages, pairs.unmatched, instances, members, repair
         causality.apply(calls, rank, call, need, repair)
         repair.repaired += n
         repair.rounds += 1
@@ -139,8 +140,13 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None):
     ops, orphans = _owned_ops(calls)
     messages, unmatched, instances, members, repair = _repair_loop(comm, ownership, calls, ops, world_size, codec)
     from_me = p2p.to_senders(comm, ownership, messages, codec)
-    waits = {rank: call_waits(c, messages, from_me, members) for rank, c in calls.items()}
-    incomplete = {rank: np.flatnonzero((ops["rank"] == rank) & (ops["done_call"] < 0)) for rank in calls}
-    incomplete = {rank: {name: col[idx] for name, col in ops.items()} for rank, idx in incomplete.items()}
+    waits = owned_waits(calls, messages, from_me, members)
     return Linked(calls, dependency_edges(messages, from_me, members), waits, instances, unmatched, orphans,
-                  incomplete, repair, clock_info)
+                  _incomplete(ops, calls), repair, clock_info)
+
+
+def _incomplete(ops, calls):
+    """{owned rank: its operations that never completed} (ops are in owned-rank order)."""
+    never = {name: col[ops["done_call"] < 0] for name, col in ops.items()}
+    bounds = np.searchsorted(never["rank"], [(rank, rank + 1) for rank in calls])
+    return {rank: {name: col[a:b] for name, col in never.items()} for rank, (a, b) in zip(calls, bounds)}

@@ -169,22 +169,73 @@ BARRIER_ID = mf.BY_NAME["MPI_Barrier"].id
 
 def kind_is(func, *kinds):
     """Boolean array: the function of each id in `func` has one of `kinds`."""
-    return np.isin(FUNC_KIND[np.asarray(func, np.intp)], [KIND_CODE[k] for k in kinds])
+    wanted = np.zeros(len(KINDS) + 1, bool)          # the extra last slot: unknown ids (kind -1)
+    wanted[[KIND_CODE[k] for k in kinds]] = True
+    return wanted[FUNC_KIND[np.asarray(func, np.intp)]]
 
 
 # ---- sorting helpers ------------------------------------------------------------------
 
+def packed_key(columns):
+    """One int64 per row that sorts like the rows of `columns` (int arrays, the first most
+    significant) and is equal exactly where all of them are; None when that takes more than 63 bits.
+
+    Each column becomes its offset from its minimum, or, when that is too wide, the dense
+    rank of its value (communicator ids are huge and few): a sort by one int64 is many
+    times faster than np.lexsort over several columns.
+    """
+    columns = [np.asarray(c, np.int64) for c in columns]
+    parts = [c - c.min() if len(c) else c for c in columns]
+    widths = [_bits(p) for p in parts]
+    for i in np.argsort(widths)[::-1]:              # narrow the widest columns first
+        if sum(widths) <= 63:
+            break
+        parts[i] = np.unique(columns[i], return_inverse=True)[1].reshape(-1).astype(np.int64)
+        widths[i] = _bits(parts[i])
+    if sum(widths) > 63:
+        return None
+    key = np.zeros(len(parts[0]) if parts else 0, np.int64)
+    for part, width in zip(parts, widths):
+        key = (key << width) | part
+    return key
+
+
+def _bits(offsets):
+    """Bits needed for the offsets (64, too many, when a span beyond int64 wrapped around)."""
+    if not len(offsets):
+        return 0
+    return 64 if offsets.min() < 0 else int(offsets.max()).bit_length()
+
+
+def group_key(columns):
+    """One int64 per row that orders and compares like the rows of `columns`: packed_key, or
+    the rows' dense ranks when even that takes more than 63 bits."""
+    key = packed_key(columns)
+    if key is None:
+        key = np.unique(np.stack([np.asarray(c, np.int64) for c in columns], axis=1), axis=0,
+                        return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return key
+
+
+def sort_rows(columns, unique=False):
+    """The order of rows by `columns` (the first most significant), ties in row order: the same
+    as np.lexsort(columns[::-1]).  unique: no two rows are equal (a faster, unstable sort)."""
+    key = packed_key(columns)
+    if key is None:
+        return np.lexsort(list(columns)[::-1])
+    return np.argsort(key, kind="quicksort" if unique else "stable")
+
+
 def ordinal_within(keys, order):
-    """Each row's position within its group of equal `keys` (a list of arrays), counted in `order`."""
+    """Each row's position within its group of equal `keys` (a list of arrays), counted in `order`
+    (distinct within a group)."""
     n = len(order)
     if n == 0:
         return np.zeros(0, np.int64)
-    idx = np.lexsort([order] + list(keys)[::-1])
-    new_group = np.zeros(n, bool)
-    new_group[0] = True
-    for k in keys:
-        sk = np.asarray(k)[idx]
-        new_group[1:] |= sk[1:] != sk[:-1]
+    group = group_key(keys)
+    idx = sort_rows([group, order], unique=True)
+    sorted_group = group[idx]
+    new_group = np.r_[True, sorted_group[1:] != sorted_group[:-1]]
     first = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
     out = np.empty(n, np.int64)
     out[idx] = np.arange(n) - first
@@ -198,22 +249,53 @@ def pair_by_key(keys_a, keys_b):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     cols = [np.concatenate([np.asarray(a), np.asarray(b)]) for a, b in zip(keys_a, keys_b)]
     side = np.concatenate([np.zeros(na, np.int8), np.ones(nb, np.int8)])
-    idx = np.lexsort([side] + cols[::-1])
-    same = np.ones(na + nb - 1, bool)
-    for c in cols:
-        sc = c[idx]
-        same &= sc[1:] == sc[:-1]
-    hit = np.flatnonzero(same & (side[idx][:-1] == 0) & (side[idx][1:] == 1))
+    key = group_key(cols)
+    idx = sort_rows([key, side], unique=True)
+    sorted_key = key[idx]
+    hit = np.flatnonzero((sorted_key[1:] == sorted_key[:-1]) & (side[idx][:-1] == 0) & (side[idx][1:] == 1))
     return idx[hit], idx[hit + 1] - na
 
 
 # ---- routing rows to their owners --------------------------------------------------------
 
 def route(comm, columns, dest, codec=None):
-    """Send each row of `columns` to analysis rank dest[i]; returns the rows this rank received."""
+    """Send each row of `columns` to analysis rank dest[i]; returns the rows this rank received.
+
+    The answer may share arrays with `columns` (on one analysis rank it is `columns`)."""
+    if comm.Get_size() == 1:
+        return {name: np.asarray(c) for name, c in columns.items()}
     batches = shuffle.split_by_dest(columns, dest, comm.Get_size())
     received, _ = shuffle.exchange(comm, batches, codec)
     return shuffle.concat_batches(list(received.values()), like=columns)
+
+
+# ---- all owned calls in one numbering ----------------------------------------------------------
+
+class CallIndex:
+    """The owned ranks' calls numbered 0..n-1 in one sequence (by rank, then call), so
+    per-call work on all owned ranks is one numpy operation, not one per rank."""
+
+    def __init__(self, calls_by_rank):
+        self.ranks = np.array(sorted(calls_by_rank), np.int64)
+        counts = [calls_by_rank[int(r)].n_calls for r in self.ranks]
+        self.offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+
+    def __len__(self):
+        return int(self.offsets[-1])
+
+    def of(self, rank, call):
+        """Position of call `call` of owned rank `rank` (arrays) in the numbering."""
+        return self.offsets[np.searchsorted(self.ranks, rank)] + call
+
+    def column(self, calls_by_rank, name):
+        """A RankCalls attribute (start_ns, end_ns, func) of all owned calls, in the numbering."""
+        parts = [getattr(calls_by_rank[int(r)], name) for r in self.ranks]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def split(self, columns):
+        """{rank: {name: that rank's slice}} of per-call columns in the numbering (views)."""
+        return {int(r): {name: c[a:b] for name, c in columns.items()}
+                for r, a, b in zip(self.ranks, self.offsets[:-1], self.offsets[1:])}
 
 
 # ---- calls with corrected times ------------------------------------------------------------
@@ -223,6 +305,6 @@ def rank_calls(log, start_ns, end_ns):
     records = log.records
     is_call = (records["flags"] & record.PART) == 0
     calls = np.flatnonzero(is_call)
-    record_call = np.maximum(np.searchsorted(calls, np.arange(len(records)), side="right") - 1, 0)
+    record_call = np.maximum(np.cumsum(is_call) - 1, 0)      # the last call record at or before each record
     return RankCalls(log.rank, np.asarray(records["func"][calls]), np.asarray(start_ns)[calls].astype(np.int64),
                      np.asarray(end_ns)[calls].astype(np.int64), record_call.astype(np.int64), records)

@@ -11,7 +11,7 @@ import numpy as np
 
 from mpigraph import mpi_functions as mf
 from mpigraph import record
-from mpigraph.match import kind_is, ordinal_within, pair_by_key, route
+from mpigraph.match import CallIndex, kind_is, ordinal_within, pair_by_key, route
 
 SEND_SIDE, RECV_SIDE = 0, 1
 
@@ -21,23 +21,21 @@ OP_DTYPES = {"side": np.int8, "rank": np.int64, "comm": np.int64, "peer": np.int
              "func": np.int64}
 
 
-def _flags(records, flag):
-    return (records["flags"] & flag) != 0
-
-
-def request_pairs(records):
+def request_pairs(records, flags, func):
     """(post record, completion record or -1) of the nonblocking operations of one log,
-    and the completion records with no post (requests from before recording, or unknown)."""
-    func, part = records["func"], _flags(records, record.PART)
-    moves = (_flags(records, record.SEND) | _flags(records, record.RECV)) & ~_flags(records, record.ERROR)
-    has_request = records["request"] != 0
-    posts = np.flatnonzero(moves & has_request & ((~part & kind_is(func, mf.ISEND, mf.IRECV))
-                                                  | (part & kind_is(func, mf.START))))
-    done = np.flatnonzero(moves & has_request & part & kind_is(func, mf.COMPLETION))
-    request = records["request"]
-    post_n = ordinal_within([request[posts]], posts)
-    done_n = ordinal_within([request[done]], done)
-    ip, ic = pair_by_key([request[posts], post_n], [request[done], done_n])
+    and the completion records with no post (requests from before recording, or unknown).
+
+    `flags` and `func` are the records' columns, read from the log once by the caller."""
+    part = (flags & record.PART) != 0
+    moves = ((flags & (record.SEND | record.RECV)) != 0) & ((flags & record.ERROR) == 0)
+    posts = np.flatnonzero(moves & ((~part & kind_is(func, mf.ISEND, mf.IRECV)) | (part & kind_is(func, mf.START))))
+    done = np.flatnonzero(moves & part & kind_is(func, mf.COMPLETION))
+    post_request, done_request = records["request"][posts], records["request"][done]
+    posts, post_request = posts[post_request != 0], post_request[post_request != 0]
+    done, done_request = done[done_request != 0], done_request[done_request != 0]
+    post_n = ordinal_within([post_request], posts)
+    done_n = ordinal_within([done_request], done)
+    ip, ic = pair_by_key([post_request, post_n], [done_request, done_n])
     completion = np.full(len(posts), -1, np.int64)
     completion[ip] = done[ic]
     orphans = np.ones(len(done), bool)
@@ -48,14 +46,14 @@ def request_pairs(records):
 def operations(rank_calls):
     """The operation table of one rank (columns OP_DTYPES) and its orphan completion records."""
     records, record_call = rank_calls.records, rank_calls.record_call
-    func, part = records["func"], _flags(records, record.PART)
-    ok = ~_flags(records, record.ERROR)
-    is_send, is_recv = _flags(records, record.SEND), _flags(records, record.RECV)
+    # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
+    flags, func = np.ascontiguousarray(records["flags"]), np.ascontiguousarray(records["func"])
+    part, ok = (flags & record.PART) != 0, (flags & record.ERROR) == 0
+    is_send, is_recv = (flags & record.SEND) != 0, (flags & record.RECV) != 0
     blocking = ok & (((~part & kind_is(func, mf.SEND, mf.RECV, mf.SENDRECV)) & (is_send | is_recv))
                      | (part & kind_is(func, mf.SENDRECV) & is_recv))
     blocking = np.flatnonzero(blocking)
-    posts, completion, orphans = request_pairs(records)
-
+    posts, completion, orphans = request_pairs(records, flags, func)
     post = np.concatenate([blocking, posts])
     done = np.concatenate([blocking, completion])
     has_done = done >= 0
@@ -96,47 +94,64 @@ MESSAGE_TIME_COLUMNS = ("post_start", "done_start", "done_end")
 
 def with_times(ops, calls_by_rank):
     """ops plus post_start, done_start, done_end (int64 ns; done_* = -1 without completion)."""
-    out = dict(ops)
-    n = len(ops["rank"])
-    out.update({name: np.full(n, -1, np.int64) for name in MESSAGE_TIME_COLUMNS})
-    for rank, calls in calls_by_rank.items():     # a loop over owned ranks
-        mine = np.flatnonzero(ops["rank"] == rank)
-        post, done = ops["post_call"][mine], ops["done_call"][mine]
-        has = done >= 0
-        out["post_start"][mine] = calls.start_ns[post]
-        out["done_start"][mine] = np.where(has, calls.start_ns[np.maximum(done, 0)], -1)
-        out["done_end"][mine] = np.where(has, calls.end_ns[np.maximum(done, 0)], -1)
-    return out
+    index = CallIndex(calls_by_rank)
+    start_ns, end_ns = index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns")
+    post = index.of(ops["rank"], ops["post_call"])
+    has = ops["done_call"] >= 0
+    done = index.of(ops["rank"], np.maximum(ops["done_call"], 0))
+    return dict(ops, post_start=start_ns[post], done_start=np.where(has, start_ns[done], -1),
+                done_end=np.where(has, end_ns[done], -1))
 
 
-def match_messages(comm, ownership, ops, codec=None):
-    """Pair sends with receives on the owners of the receiving ranks.
+class MessagePairs:
+    """Sends paired with receives on the owners of the receiving ranks.
 
-    `ops` are the owned ranks' operations with times (with_times).  Returns
-    (messages, unmatched) on this analysis rank: messages has the columns of
-    both sides prefixed s_ and r_ (and comm, tag), one row per message whose
-    receiver this rank owns; unmatched holds the operations without partner
-    (sends whose receiver this rank owns, and this rank's receives).
+    The pairing uses no times, so it is done once (on construction); each round
+    of the receive-before-send repair then only moves the sends' new times to
+    the receivers' owners again (``messages``).
     """
-    src, dst, ordinal = message_keys(ops)
-    ops = dict(ops, src=src, dst=dst, ordinal=ordinal)
-    send = ops["side"] == SEND_SIDE
-    sends = {name: col[send] for name, col in ops.items()}
-    recvs = {name: col[~send] for name, col in ops.items()}
-    sends = route(comm, sends, ownership.owner_of(sends["dst"]), codec)
-    keys = ("comm", "src", "dst", "tag", "ordinal")
-    i_s, i_r = pair_by_key([sends[k] for k in keys], [recvs[k] for k in keys])
-    messages = {"comm": sends["comm"][i_s], "tag": sends["tag"][i_s], "bytes": recvs["bytes"][i_r]}
-    for prefix, table, index in (("s_", sends, i_s), ("r_", recvs, i_r)):
-        for name in ("rank", "post_call", "done_call") + MESSAGE_TIME_COLUMNS:
-            messages[prefix + name] = table[name][index]
-    unmatched_s = np.ones(len(sends["rank"]), bool)
-    unmatched_s[i_s] = False
-    unmatched_r = np.ones(len(recvs["rank"]), bool)
-    unmatched_r[i_r] = False
-    unmatched = {name: np.concatenate([sends[name][unmatched_s], recvs[name][unmatched_r]])
-                 for name in OP_DTYPES}
-    return messages, unmatched
+
+    def __init__(self, comm, ownership, ops, codec=None):
+        """`ops`: the owned ranks' operation table (OP_DTYPES).  Collective over comm."""
+        src, dst, ordinal = message_keys(ops)
+        ops = dict(ops, src=src, dst=dst, ordinal=ordinal)
+        send = ops["side"] == SEND_SIDE
+        self.send_rows, self.recv_rows = np.flatnonzero(send), np.flatnonzero(~send)
+        sends = {name: col[self.send_rows] for name, col in ops.items()}
+        recvs = {name: col[self.recv_rows] for name, col in ops.items()}
+        self.send_owner = ownership.owner_of(sends["dst"])
+        sends = route(comm, sends, self.send_owner, codec)
+        keys = ("comm", "src", "dst", "tag", "ordinal")
+        self.i_s, self.i_r = pair_by_key([sends[k] for k in keys], [recvs[k] for k in keys])
+        self.untimed = {"comm": sends["comm"][self.i_s], "tag": sends["tag"][self.i_s],
+                        "bytes": recvs["bytes"][self.i_r]}
+        for prefix, table, index in (("s_", sends, self.i_s), ("r_", recvs, self.i_r)):
+            for name in ("rank", "post_call", "done_call"):
+                self.untimed[prefix + name] = table[name][index]
+        unmatched_s = np.ones(len(sends["rank"]), bool)
+        unmatched_s[self.i_s] = False
+        unmatched_r = np.ones(len(recvs["rank"]), bool)
+        unmatched_r[self.i_r] = False
+        self.unmatched = {name: np.concatenate([sends[name][unmatched_s], recvs[name][unmatched_r]])
+                          for name in OP_DTYPES}
+
+    def messages(self, comm, times, codec=None):
+        """One row per message whose receiver this analysis rank owns: the columns of both sides
+        prefixed s_ and r_ (and comm, tag, bytes), with the times of `times` (with_times of the ops).
+
+        Collective over comm: the sends' times travel to the receivers' owners, in the same
+        order as the sends did, so the pairing found on construction still holds."""
+        sent = route(comm, {name: times[name][self.send_rows] for name in MESSAGE_TIME_COLUMNS},
+                     self.send_owner, codec)
+        messages = dict(self.untimed)
+        for prefix, table, rows in (("s_", sent, self.i_s), ("r_", times, self.recv_rows[self.i_r])):
+            for name in MESSAGE_TIME_COLUMNS:
+                messages[prefix + name] = table[name][rows]
+        return {name: messages[name] for name in MESSAGE_COLUMNS}
+
+
+MESSAGE_COLUMNS = ("comm", "tag", "bytes") + tuple(
+    prefix + name for prefix in ("s_", "r_") for name in ("rank", "post_call", "done_call") + MESSAGE_TIME_COLUMNS)
 
 
 def to_senders(comm, ownership, messages, codec=None):

@@ -29,7 +29,7 @@ time until the releasing event, of each call:
 import numpy as np
 
 from mpigraph.collectives import pattern_of
-from mpigraph.match import (BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N)
+from mpigraph.match import BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, CallIndex
 
 LATE_SENDER, LATE_RECEIVER, WAIT_NXN, WAIT_BARRIER, LATE_BROADCAST, EARLY_REDUCE = range(6)
 WAIT_STATES = ("late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce")
@@ -40,20 +40,21 @@ def _clip(x, upper):
     return np.minimum(np.maximum(x, 0), np.maximum(upper, 0))
 
 
-def late_sender(messages, rank):
-    """(call, ns) of the late-sender time of rank's receives (messages on the receiver's owner)."""
-    mine = (messages["r_rank"] == rank) & (messages["r_done_call"] >= 0)
-    start, end = messages["r_done_start"][mine], messages["r_done_end"][mine]
-    return messages["r_done_call"][mine], _clip(messages["s_post_start"][mine] - start, end - start)
+def late_sender(messages):
+    """(rank, call, ns) of the late-sender time of the receives (messages on the receivers' owner)."""
+    done = messages["r_done_call"] >= 0
+    start, end = messages["r_done_start"][done], messages["r_done_end"][done]
+    return (messages["r_rank"][done], messages["r_done_call"][done],
+            _clip(messages["s_post_start"][done] - start, end - start))
 
 
-def late_receiver(messages, rank):
-    """(call, ns) of the late-receiver time of rank's sends (messages on the sender's owner)."""
-    mine = (messages["s_rank"] == rank) & (messages["s_done_call"] >= 0)
-    start, end = messages["s_done_start"][mine], messages["s_done_end"][mine]
-    posted = messages["r_post_start"][mine]
+def late_receiver(messages):
+    """(rank, call, ns) of the late-receiver time of the sends (messages on the senders' owner)."""
+    done = messages["s_done_call"] >= 0
+    start, end = messages["s_done_start"][done], messages["s_done_end"][done]
+    posted = messages["r_post_start"][done]
     waited = np.where(posted <= end, posted - start, 0)
-    return messages["s_done_call"][mine], _clip(waited, end - start)
+    return messages["s_rank"][done], messages["s_done_call"][done], _clip(waited, end - start)
 
 
 def collective_state(func, pattern, is_root):
@@ -66,36 +67,40 @@ def collective_state(func, pattern, is_root):
     return state
 
 
-def call_waits(calls, to_me, from_me, members):
-    """Per-call columns of one rank: wait_before, wait_after, execution, wait_state, wait_state_time.
+def owned_waits(calls_by_rank, to_me, from_me, members):
+    """{owned rank: per-call columns wait_before, wait_after, execution, wait_state, wait_state_time}.
 
-    `to_me`: messages on the receiver's owner; `from_me`: the same on the
-    sender's owner; `members`: collective member results of this rank.
+    `to_me`: messages on the receivers' owner; `from_me`: the same on the
+    senders' owner; `members`: collective member results of the owned ranks.
+    All owned ranks are done at once in one call numbering (match.CallIndex).
     """
-    n = calls.n_calls
-    duration = calls.end_ns - calls.start_ns
+    index = CallIndex(calls_by_rank)
+    start_ns, end_ns = index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns")
+    n = len(index)
+    duration = end_ns - start_ns
     ls = np.zeros(n, np.int64)
     lr = np.zeros(n, np.int64)
-    np.maximum.at(ls, *late_sender(to_me, calls.rank))
-    np.maximum.at(lr, *late_receiver(from_me, calls.rank))
+    rank, call, ns = late_sender(to_me)
+    np.maximum.at(ls, index.of(rank, call), ns)
+    rank, call, ns = late_receiver(from_me)
+    np.maximum.at(lr, index.of(rank, call), ns)
     wait_before = np.maximum(ls, lr)
     state = np.where(wait_before == 0, NO_STATE, np.where(ls >= lr, LATE_SENDER, LATE_RECEIVER)).astype(np.int8)
     state_time = wait_before.copy()
     wait_after = np.zeros(n, np.int64)
     execution = duration - wait_before
 
-    mine = members["rank"] == calls.rank
-    call = members["call"][mine]
-    start, end = members["start"][mine], members["end"][mine]
-    max_start, min_end = members["max_start"][mine], members["min_end"][mine]
+    call = index.of(members["rank"], members["call"])
+    start, end = members["start"], members["end"]
+    max_start, min_end = members["max_start"], members["min_end"]
     wait_before[call] = max_start - start
     wait_after[call] = end - min_end
     execution[call] = min_end - max_start
-    released = members["release_rank"][mine] >= 0
-    sync = np.where(released, _clip(members["release_start"][mine] - start, end - start), 0)
-    func = members["func"][mine]
-    member_state = collective_state(func, pattern_of(func), members["rank"][mine] == members["root"][mine])
+    released = members["release_rank"] >= 0
+    sync = np.where(released, _clip(members["release_start"] - start, end - start), 0)
+    func = members["func"]
+    member_state = collective_state(func, pattern_of(func), members["rank"] == members["root"])
     state[call] = np.where(sync > 0, member_state, NO_STATE)
     state_time[call] = np.where(member_state >= 0, sync, 0)
-    return {"wait_before": wait_before, "wait_after": wait_after, "execution": execution,
-            "wait_state": state, "wait_state_time": state_time}
+    return index.split({"wait_before": wait_before, "wait_after": wait_after, "execution": execution,
+                        "wait_state": state, "wait_state_time": state_time})

@@ -196,6 +196,29 @@ def test_a_receive_before_its_send_is_repaired(tmp_path):
     assert linked.repair.shift_ns[1] == 100
 
 
+def test_a_repair_that_makes_a_later_send_late_is_repaired_in_a_second_round(tmp_path):
+    # Rank 1's Recv ends at 900, before rank 0's Send began at 1000: rank 1 moves by 100, and so
+    # does its Send to rank 2 (950 -> 1050), now after rank 2's Recv ended (1000): rank 2 moves by 50.
+    write_rank(tmp_path, 0, 3, [rec("MPI_Init", 0, 100),
+                                rec("MPI_Send", 1000, 1100, record.SEND, peer=1, tag=1, bytes=8),
+                                rec("MPI_Finalize", 5000, 5000)])
+    write_rank(tmp_path, 1, 3, [rec("MPI_Init", 0, 100),
+                                rec("MPI_Recv", 500, 900, record.RECV, peer=0, tag=1, bytes=8),
+                                rec("MPI_Send", 950, 960, record.SEND, peer=2, tag=2, bytes=8),
+                                rec("MPI_Finalize", 5000, 5000)])
+    write_rank(tmp_path, 2, 3, [rec("MPI_Init", 0, 100),
+                                rec("MPI_Recv", 400, 1000, record.RECV, peer=1, tag=2, bytes=8),
+                                rec("MPI_Finalize", 5000, 5000)])
+    comm = MPI.COMM_WORLD
+    calls, info = link.aligned_calls(comm, trace.open_run(str(tmp_path)).logs, "none")
+    linked = link.link(comm, parallel.Ownership(3, 1), calls, 3, info)
+    repair = linked.repair
+    assert (repair.found, repair.repaired, repair.remaining, repair.rounds) == (1, 2, 0, 2)
+    assert repair.shift_ns == {1: 100, 2: 50}
+    assert linked.calls[1].start_ns[2] == 950                # 1050 from the origin at 100 ns
+    assert linked.calls[2].end_ns[1] == 950 and linked.calls[2].end_ns[2] == 4950
+
+
 def test_matching_is_the_same_on_several_analysis_ranks(tmp_path):
     serial, par = write_ring(tmp_path / "serial"), write_ring(tmp_path / "parallel")
     env = mpi_env.base_env({"MPIGRAPH_CLOCK": "none"})
@@ -229,3 +252,96 @@ def write_ring(run_dir, n=5):
             rec("MPI_Finalize", 21000, 21000),
         ])
     return run_dir
+
+
+# ---- the vectorised building blocks against plain Python ---------------------------------------
+
+def random_key_columns(rng, n):
+    """Key columns like the matcher's: small ints, huge communicator ids, int64 extremes."""
+    return [rng.integers(0, 5, n), (rng.integers(0, 3, n) << 33) | rng.integers(0, 3, n),
+            rng.integers(-3, 3, n) * (1 << 40), rng.choice([np.iinfo(np.int64).min, 0, np.iinfo(np.int64).max], n)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sort_rows_is_lexsort(seed):
+    rng = np.random.default_rng(seed)
+    cols = random_key_columns(rng, 500)
+    assert np.array_equal(match.sort_rows(cols), np.lexsort(cols[::-1]))
+    key = match.packed_key(cols)
+    rows = list(zip(*[c.tolist() for c in cols]))
+    for i, j in zip(rng.integers(0, 500, 2000), rng.integers(0, 500, 2000)):   # same order, same equality
+        assert (key[i] < key[j]) == (rows[i] < rows[j]) and (key[i] == key[j]) == (rows[i] == rows[j])
+
+
+def test_sort_rows_falls_back_to_lexsort_beyond_63_bits():
+    rng = np.random.default_rng(7)
+    cols = [rng.integers(0, 1 << 40, 3000) for _ in range(8)]    # 8 x 12 bits even as dense ranks
+    assert match.packed_key(cols) is None
+    assert np.array_equal(match.sort_rows(cols), np.lexsort(cols[::-1]))
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_ordinal_within_and_pair_by_key_match_python(wide):
+    rng = np.random.default_rng(3)
+    n = 3000
+    keys = [rng.integers(0, 4, n), rng.integers(0, 1 << 40, n) if wide else rng.integers(0, 3, n)] \
+        + ([rng.integers(0, 1 << 40, n) for _ in range(6)] if wide else [])
+    order = rng.permutation(n)
+    got = match.ordinal_within(keys, order)
+    rows = list(zip(*[k.tolist() for k in keys]))
+    seen = {}
+    expected = np.empty(n, np.int64)
+    for i in np.argsort(order):
+        expected[i] = seen.get(rows[i], 0)
+        seen[rows[i]] = expected[i] + 1
+    assert np.array_equal(got, expected)
+
+    a_keys = keys + [got]
+    b_pick = rng.permutation(n)[: n // 2]
+    b_keys = [k[b_pick] for k in a_keys]
+    ia, ib = match.pair_by_key(a_keys, b_keys)
+    assert sorted(zip(ia.tolist(), ib.tolist())) == sorted(zip(b_pick.tolist(), range(len(b_pick))))
+
+
+def test_group_instances_releases_like_the_rules_say():
+    """The releasing member of every member, against a plain Python reading of the rules
+    (ties in start time: the last of them in rank order is the last arriver)."""
+    from mpigraph import collectives
+    from mpigraph import mpi_functions as mf
+
+    rng = np.random.default_rng(11)
+    funcs = [mf.BY_NAME[name].id for name in ("MPI_Allreduce", "MPI_Bcast", "MPI_Reduce", "MPI_Scan")]
+    rows = {name: [] for name in collectives.MEMBER_DTYPES}
+    for seq in range(1, 60):
+        comm = int(rng.choice([0, (5 << 32) | 2]))
+        size = int(rng.integers(1, 7))
+        func, root = int(rng.choice(funcs)), int(rng.integers(0, size))
+        for rank in rng.permutation(size):            # rows arrive in any order
+            start = int(rng.integers(0, 4)) * 100       # few values: many ties
+            for name, value in (("comm", comm), ("seq", seq), ("rank", rank), ("comm_rank", rank),
+                                ("comm_size", size), ("call", 2 * seq + (comm != 0)), ("func", func), ("root", root),
+                                ("start", start), ("end", 1000 + rank)):
+                rows[name].append(value)
+    rows = {name: np.array(v, dtype) for (name, v), dtype in zip(rows.items(), collectives.MEMBER_DTYPES.values())}
+    _, m = collectives.group_instances(rows)
+
+    def last_arriver(members):
+        best = max(s for _, s in members)
+        return [r for r, s in members if s == best][-1]
+
+    for i in range(len(m["rank"])):
+        same = m["call"] == m["call"][i]                  # the call number names the instance here
+        members = sorted(zip(m["rank"][same].tolist(), m["start"][same].tolist()))
+        rank, func, root = int(m["rank"][i]), int(m["func"][i]), int(m["root"][i])
+        name = mf.BY_ID[func].name
+        if func == funcs[0] or (func == funcs[2] and rank == root):
+            release = last_arriver(members)
+        elif func == funcs[1]:
+            release = root
+        elif func == funcs[3]:
+            earlier = [(r, s) for r, s in members if r < rank]
+            release = last_arriver(earlier) if earlier else -1
+        else:
+            release = -1
+        release = -1 if release == rank else release
+        assert m["release_rank"][i] == release, (name, members, rank)

@@ -33,6 +33,12 @@ def test_split_by_dest_keeps_order_and_every_row():
     assert np.array_equal(parts[2]["b"], np.array([0, 2, 5, 6]) * 1.5)
 
 
+def test_split_by_dest_of_grouped_rows_slices_them():
+    columns = {"a": np.arange(6)}
+    parts = shuffle.split_by_dest(columns, np.array([0, 0, 2, 2, 2, 3]), 4)
+    assert [list(p["a"]) for p in parts] == [[0, 1], [], [2, 3, 4], [5]]
+
+
 def test_concat_batches_checks_schema_and_keeps_dtypes_when_empty():
     like = {"t": np.zeros(0, np.int64), "f": np.zeros(0, np.uint16)}
     empty = shuffle.concat_batches([], like)
