@@ -45,8 +45,9 @@ Program = collections.namedtuple("Program", "name binary args kind analyse", def
 PROGRAMS = [
     Program("prk-stencil", "stencil", ["2000", "2000"], "2-D stencil, halo exchange (C)"),
     Program("prk-transpose", "transpose", ["800", "2000"], "distributed transpose, all-to-all blocks (C)"),
-    # About 2 M records: analysing them in the job took over 10 GB on rank 0 (the sequential
-    # critical path gathers the whole graph there), so only bare and record are run.
+    # 16 M records (8000 messages per iteration and rank): analysing them in the job took over
+    # 10 GB on rank 0 (the sequential critical path gathers the whole graph there), so only
+    # bare and record are run.
     Program("prk-p2p", "p2p", ["1000", "1000", "8000"], "pipelined wavefront, one message per row (C)",
             analyse=False),
     Program("hpcg", "xhpcg", ["--nx=48", "--ny=48", "--nz=48", "--rt=0"], "CG + multigrid, halo + allreduce (C++)"),
