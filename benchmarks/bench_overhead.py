@@ -12,8 +12,11 @@ each mode, in turn, so a busy moment of the (shared) machine hits all modes:
     record   the shim preloaded, MPIGRAPH_ANALYZE=off (only the raw logs)
     full     the shim preloaded, analysis at MPI_Finalize (MPIGRAPH_QUIET=1)
 
-Printed: median wall time of the whole mpiexec per mode, the overhead of each
-mode as (t_mode - t_bare) / t_bare, and the records the shim wrote.
+Printed, after the machine line: a markdown table (the README's) with the
+median wall time of the whole mpiexec per mode, the overhead of each mode as
+(t_mode - t_bare) / t_bare, the records the shim wrote and the MPI calls per
+second per rank (calls: records without the PART flag, over t_bare); then the
+time of every round, to judge the noise.
 """
 
 import argparse
@@ -30,16 +33,27 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from machine import describe_machine  # noqa: E402
 
-Program = collections.namedtuple("Program", "name binary args kind")
+# analyse: False skips the "full" mode, for a program whose in-job analysis needs more
+# memory than a benchmark machine should give it.
+Program = collections.namedtuple("Program", "name binary args kind analyse", defaults=(True,))
 
-# name (directory under the apps dir), binary, arguments, what kind of program it is
+# name (directory under the apps dir), binary, arguments, what kind of program it is.
+# Sized for runs of about 5-10 s bare on 2 ranks of a quiet 2-core machine, so that
+# the fixed start-up costs (MPI_Init's clock samples, the log file) do not dominate.
+# Every program does a fixed amount of work: HPCG gets --rt=0 (one timed CG set),
+# since with --rt=T it runs as many sets as fit in T seconds and would hide any overhead.
 PROGRAMS = [
-    Program("prk-stencil", "stencil", ["100", "2000"], "PRK Stencil: 2-D stencil, halo exchange, C"),
-    Program("prk-transpose", "transpose", ["50", "2000"], "PRK Transpose: all-to-all style blocks, C"),
-    Program("prk-p2p", "p2p", ["200", "2000", "2000"], "PRK Synch_p2p: pipelined point-to-point wavefront, C"),
-    Program("hpcg", "xhpcg", ["--nx=16", "--ny=16", "--nz=16", "--rt=1"], "HPCG: CG with multigrid, C++"),
-    Program("minife", "miniFE.x", ["-nx", "60", "-ny", "60", "-nz", "60"], "miniFE: implicit finite elements, C++"),
+    Program("prk-stencil", "stencil", ["2000", "2000"], "2-D stencil, halo exchange (C)"),
+    Program("prk-transpose", "transpose", ["800", "2000"], "distributed transpose, all-to-all blocks (C)"),
+    # 16 M records (8000 messages per iteration and rank): analysing them in the job took over
+    # 10 GB on rank 0 (the sequential critical path gathers the whole graph there), so only
+    # bare and record are run.
+    Program("prk-p2p", "p2p", ["1000", "1000", "8000"], "pipelined wavefront, one message per row (C)",
+            analyse=False),
+    Program("hpcg", "xhpcg", ["--nx=48", "--ny=48", "--nz=48", "--rt=0"], "CG + multigrid, halo + allreduce (C++)"),
+    Program("minife", "miniFE.x", ["-nx", "100", "-ny", "100", "-nz", "100"], "implicit finite elements, CG (C++)"),
 ]
+DEMO = Program("demo", "demo", ["1000"], "the bundled demo: imbalanced allreduce + ring (C)")
 MODES = ("bare", "record", "full")
 
 
@@ -52,7 +66,7 @@ def find_programs(only):
     """[(Program, path)] of the programs present; says which are skipped and why."""
     from mpigraph.demo import build_demo
 
-    found = [(Program("demo", "demo", [], "mpigraph demo: imbalanced Allreduce + ring, C"), build_demo())]
+    found = [(DEMO, build_demo())]
     for program in PROGRAMS:
         path = os.path.join(apps_dir(), program.name, program.binary)
         if os.access(path, os.X_OK):
@@ -63,7 +77,7 @@ def find_programs(only):
 
 
 def run_once(path, args, nprocs, mode, workdir):
-    """Wall seconds of one mpiexec, and the records written (record/full)."""
+    """Wall seconds of one mpiexec, and (records, calls) written (0, 0 when bare)."""
     from mpigraph._lib import library_path
 
     out = os.path.join(workdir, "run-%s" % mode)
@@ -78,13 +92,66 @@ def run_once(path, args, nprocs, mode, workdir):
     wall = time.perf_counter() - started
     if result.returncode != 0:
         raise SystemExit("%s failed in mode %s:\n%s" % (" ".join(cmd + [path] + args), mode, result.stderr[-2000:]))
-    return wall, count_records(out) if mode != "bare" else 0
+    counts = count_records(out) if mode != "bare" else (0, 0)
+    shutil.rmtree(out, ignore_errors=True)  # a long run's logs take hundreds of MB
+    return wall, counts
 
 
 def count_records(run_dir):
-    from mpigraph import trace
+    """(records, calls) in a run's logs: calls are the records that are not parts of another."""
+    from mpigraph import record, trace
 
-    return sum(log.n_records for log in trace.open_run(run_dir).logs.values())
+    logs = trace.open_run(run_dir).logs.values()
+    records = sum(log.n_records for log in logs)
+    parts = sum(int(((log.column("flags") & record.PART) != 0).sum()) for log in logs)
+    return records, records - parts
+
+
+Result = collections.namedtuple("Result", "program times records calls")
+
+
+def measure(program, path, nprocs, rounds, workdir):
+    """Result of `rounds` interleaved rounds of the three modes."""
+    modes = MODES if program.analyse else MODES[:2]
+    times = {mode: [] for mode in modes}
+    counts = set()
+    for _ in range(rounds):
+        for mode in modes:
+            wall, n = run_once(path, program.args, nprocs, mode, workdir)
+            times[mode].append(wall)
+            if mode != "bare":
+                counts.add(n)
+    if len(counts) > 1:
+        # Not an error: which Test or Waitany call completes a request can vary from run to run.
+        print("note: %s wrote a different number of records in different runs: %s"
+              % (program.name, ", ".join("%d" % r for r, _ in sorted(counts))), file=sys.stderr)
+    records, calls = max(counts)
+    return Result(program, times, records, calls)
+
+
+def percent(t, t_bare):
+    return "%.1f%%" % (100 * (t / t_bare - 1)) if t else "not run"
+
+
+def table_row(result, nprocs):
+    t = {mode: statistics.median(v) for mode, v in result.times.items()}
+    t.setdefault("full", None)
+    calls_per_s = result.calls / nprocs / t["bare"]
+    cells = [result.program.name, result.program.kind, "%.3f" % t["bare"], "%.3f" % t["record"],
+             "%.3f" % t["full"] if t["full"] else "not run", percent(t["record"], t["bare"]),
+             percent(t["full"], t["bare"]), "{:,}".format(result.records), "{:,.0f}".format(calls_per_s)]
+    return "| " + " | ".join(cells) + " |"
+
+
+TABLE_HEADER = ("| program | kind | bare s | record s | full s | record % | full % | records | calls/s per rank |\n"
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+
+
+def print_rounds(results):
+    print("\nwall seconds of each round (bare / record / full):")
+    for result in results:
+        rounds = zip(*result.times.values())
+        print("  %-14s %s" % (result.program.name, "  ".join("/".join("%.2f" % t for t in r) for r in rounds)))
 
 
 def main():
@@ -93,28 +160,23 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", nargs="+", help="program names to run (default: all found)")
     args = parser.parse_args()
+    started = time.perf_counter()
     print(describe_machine())
     programs = find_programs(args.only)
-    print("%d ranks per program, median of %d rounds (modes interleaved); overhead = (t - t_bare) / t_bare"
-          % (args.nprocs, args.rounds))
-    print("%-14s %9s %9s %9s %9s %9s %10s  %s" % ("program", "bare s", "record s", "full s", "record", "full",
-                                                  "records", "kind"))
+    print("%d ranks per program, median of %d rounds (modes interleaved); overhead = (t - t_bare) / t_bare; "
+          "calls/s per rank = calls (records without PART) / ranks / t_bare\n" % (args.nprocs, args.rounds))
+    print(TABLE_HEADER, flush=True)
+    results = []
     workdir = tempfile.mkdtemp(prefix="mpigraph-overhead-")
     try:
         for program, path in programs:
-            times = {mode: [] for mode in MODES}
-            records = 0
-            for _ in range(args.rounds):
-                for mode in MODES:
-                    wall, n = run_once(path, program.args, args.nprocs, mode, workdir)
-                    times[mode].append(wall)
-                    records = max(records, n)
-            t = {mode: statistics.median(v) for mode, v in times.items()}
-            print("%-14s %9.3f %9.3f %9.3f %8.1f%% %8.1f%% %10d  %s"
-                  % (program.name, t["bare"], t["record"], t["full"], 100 * (t["record"] / t["bare"] - 1),
-                     100 * (t["full"] / t["bare"] - 1), records, program.kind), flush=True)
+            results.append(measure(program, path, args.nprocs, args.rounds, workdir))
+            print(table_row(results[-1], args.nprocs), flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    print_rounds(results)
+    print("\nload average at the end: %.2f %.2f %.2f; the benchmark took %.0f s"
+          % (os.getloadavg() + (time.perf_counter() - started,)))
     return 0
 
 

@@ -6,9 +6,11 @@
  * - ping-pong along a binomial tree: in round k every rank r with
  *   r mod 2^(k+1) == 2^k measures its clock against its parent r - 2^k;
  *   P - 1 pairs in ceil(log2 P) rounds.  Of the exchanges, the one with the
- *   smallest round trip is kept (the least disturbed by queueing): at least
- *   PINGPONGS of them, more while the best round trip is above TARGET_RTT_NS
- *   (a busy node), up to MAX_PINGPONGS or MAX_WINDOW_NS.  Bounds from different exchanges are
+ *   smallest round trip is kept (the least disturbed by queueing): PINGPONGS
+ *   of them, more while the best round trip is above TARGET_RTT_NS (a busy
+ *   node), up to MAX_PINGPONGS; all within MAX_WINDOW_NS, but never fewer than
+ *   MIN_PINGPONGS (on an oversubscribed node one exchange can wait a whole
+ *   time slice: 32 of them took 0.1-0.25 s there).  Bounds from different exchanges are
  *   not combined: under drift they would disagree by drift x elapsed time.
  * - the barrier-and-median baseline of seed 004 (section 5.4): each rank's
  *   clock before and after N barriers.
@@ -25,7 +27,8 @@
 
 #include "shim.h"
 
-#define PINGPONGS 32          /* at least */
+#define PINGPONGS 32          /* usually */
+#define MIN_PINGPONGS 8       /* at least, even past MAX_WINDOW_NS */
 #define MAX_PINGPONGS 2000    /* at most: while the best round trip is above TARGET_RTT_NS */
 #define MAX_WINDOW_NS 10000000 /* and for at most 10 ms (a node so busy that one exchange takes ms) */
 #define TARGET_RTT_NS 2000    /* reached at once on an idle node; a busy one needs more tries */
@@ -69,7 +72,7 @@ void mg_sync_setup(void)
     PMPI_Comm_dup(MPI_COMM_WORLD, &sync_comm);
     int r = mg.world_rank;
     mg.header->sync_parent = r == 0 ? -1 : r - (r & -r); /* clear the lowest set bit */
-    mg.header->sync_pingpongs = PINGPONGS;
+    mg.header->sync_pingpongs = MIN_PINGPONGS;
 }
 
 static void serve_child(int child)
@@ -85,12 +88,21 @@ static void serve_child(int child)
     }
 }
 
+/* Whether to try another exchange after `done` of them, `elapsed_ns` since the first. */
+static int want_more(int done, int64_t best_rtt_ns, int64_t elapsed_ns)
+{
+    if (done < MIN_PINGPONGS)
+        return 1;
+    if (done >= MAX_PINGPONGS || elapsed_ns >= MAX_WINDOW_NS)
+        return 0;
+    return done < PINGPONGS || best_rtt_ns > TARGET_RTT_NS;
+}
+
 static void measure_parent(int parent, mg_sync *s)
 {
     s->rtt_ns = INT64_MAX;
     int64_t begin = mg_monotonic_ns();
-    for (int i = 0; i < PINGPONGS || (s->rtt_ns > TARGET_RTT_NS && i < MAX_PINGPONGS
-                                      && mg_monotonic_ns() - begin < MAX_WINDOW_NS); i++) {
+    for (int i = 0; want_more(i, s->rtt_ns, mg_monotonic_ns() - begin); i++) {
         int64_t t1 = mg_clock_ns(), t23[2];
         PMPI_Send(&t1, 1, MPI_INT64_T, parent, TAG, sync_comm);
         PMPI_Recv(t23, 2, MPI_INT64_T, parent, TAG, sync_comm, MPI_STATUS_IGNORE);
@@ -157,12 +169,17 @@ static double finalize_timeout_s(void)
     return s;
 }
 
-/* Sleep a little between polls once the first 100 found nothing. */
+/* Between polls: nothing for the first 100, then sleeps of 10 us doubling up
+ * to 1 ms.  Ranks usually arrive within microseconds of each other: a fixed
+ * 1 ms sleep cost every run about 3 ms; a rank that arrives much later
+ * still finds the others asleep, not spinning on a core it may need. */
 static void nap(int polls)
 {
-    struct timespec ts = {0, 1000000};
-    if (polls >= 100)
-        nanosleep(&ts, NULL);
+    if (polls < 100)
+        return;
+    int doublings = polls - 100;
+    struct timespec ts = {0, doublings >= 7 ? 1000000 : 10000L << doublings};
+    nanosleep(&ts, NULL);
 }
 
 static int past(int64_t deadline, double timeout_s)

@@ -103,27 +103,6 @@ int64_t mg_request_new(MPI_Request handle, const void *slot, mg_comm *comm, int3
     return q->id;
 }
 
-void mg_fill_from_status(mg_record *r, const mg_comm *c, const MPI_Status *st)
-{
-    int count = 0;
-    r->peer = mg_world_peer(c, st->MPI_SOURCE);
-    r->tag = mg_tag(st->MPI_TAG);
-    if (st->MPI_SOURCE == MPI_PROC_NULL) {
-        r->tag = MG_TAG_NONE;
-        r->bytes = 0;
-        return;
-    }
-#if MPI_VERSION >= 4
-    MPI_Count large = 0;
-    if (PMPI_Get_count_c(st, MPI_BYTE, &large) == MPI_SUCCESS && large != MPI_UNDEFINED) {
-        r->bytes = large;
-        return;
-    }
-#endif
-    if (PMPI_Get_count(st, MPI_BYTE, &count) == MPI_SUCCESS && count != MPI_UNDEFINED)
-        r->bytes = count;
-}
-
 /* One part record per request a Wait/Test call completed.  Completion j is
  * the request saved[i] stored in slots[i], i = done ? done[j] : j; its status
  * is statuses[j]. */

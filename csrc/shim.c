@@ -92,6 +92,7 @@ void mg_start_recording(int func, int64_t t0, int provided)
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&mg.lock, &attr);
     mg_thread_slot = 0;
+    mg_types_setup();
     mg_comms_setup();
     mg_sync_setup();
     mg_sync_measure(&mg.header->sync_init);

@@ -185,14 +185,21 @@ static inline int mg_is_root(const mg_comm *c, int root)
     return c->is_inter ? root == MPI_ROOT : root == c->rank;
 }
 
+int64_t mg_type_size_slow(MPI_Datatype type);
+
+/* The sizes of the predefined datatypes programs use most, filled in at
+ * MPI_Init (types.c): a hit costs a few compares instead of a call into MPI
+ * (PMPI_Type_size).  Predefined handles are never freed, so it cannot go stale. */
+#define MG_N_KNOWN_TYPES 8
+extern MPI_Datatype mg_known_types[MG_N_KNOWN_TYPES];
+extern int64_t mg_known_sizes[MG_N_KNOWN_TYPES];
+
 static inline int64_t mg_type_size(MPI_Datatype type)
 {
-    int size = 0;
-    if (type == MPI_DATATYPE_NULL)
-        return 0;
-    if (PMPI_Type_size(type, &size) != MPI_SUCCESS || size == MPI_UNDEFINED)
-        return 0;
-    return size;
+    for (int i = 0; i < MG_N_KNOWN_TYPES; i++)
+        if (mg_known_types[i] == type)
+            return mg_known_sizes[i];
+    return mg_type_size_slow(type);
 }
 
 /* Sums of per-rank counts for the v/w collectives (recorded as bytes sent). */
@@ -264,6 +271,8 @@ const char *mpigraph_run_dir(void);
  * returns its id (0 for MPI_REQUEST_NULL). */
 int64_t mg_request_new(MPI_Request handle, const void *slot, mg_comm *comm, int32_t peer, int32_t tag,
                        int64_t bytes, uint16_t flags, uint32_t seq);
+
+void mg_types_setup(void);
 
 /* Status of a receive: the real source, tag and byte count. */
 void mg_fill_from_status(mg_record *r, const mg_comm *c, const MPI_Status *st);
