@@ -177,13 +177,151 @@ def group_instances(rows):
 
 
 
+# ---- distributed grouping by per-instance partials --------------------------------------------
+#
+# Instead of moving every member row to the instance's owner and back (two shuffles of all
+# members: a bulk-synchronous run has as many members as calls), each analysis rank reduces its
+# own members of an instance to one *partial* row, only the partials travel to the owner, and
+# the owner's per-instance answer travels back to the ranks that sent a partial.  Because an
+# analysis rank owns a contiguous block of trace ranks, the members of an instance sorted by
+# (rank, comm rank), as group_instances sorts them, are the partials' members in the order of
+# their analysis ranks: "the last among equals", the first member, the root and the scan prefix
+# all combine in that order.  The result is group_instances', row for row.
+
+_PARTIAL_DTYPES = {"comm": np.int64, "seq": np.int64, "group": np.int64, "src": np.int64, "func": np.int64,
+                   "comm_size": np.int64, "root": np.int64, "count": np.int64, "max_start": np.int64,
+                   "last_rank": np.int64, "last_call": np.int64, "min_end": np.int64, "sum_start": np.int64,
+                   "sum_end": np.int64, "root_rank": np.int64, "root_call": np.int64, "root_start": np.int64}
+_REPLY_COLUMNS = ("group", "max_start", "min_end", "last_rank", "last_call", "root_rank", "root_call",
+                  "root_start", "prev_rank", "prev_call", "prev_start")
+
+
+def _local_groups(rows):
+    """This rank's members sorted like group_instances sorts them, with their instances' bounds."""
+    instance = group_key([rows["comm"], rows["seq"]])
+    order = sort_rows([instance, rows["rank"], rows["comm_rank"]])
+    instance = instance[order]
+    n = len(order)
+    new = np.r_[True, instance[1:] != instance[:-1]] if n else np.zeros(0, bool)
+    start_idx = np.flatnonzero(new)
+    group = np.cumsum(new) - 1
+    return order, start_idx, group
+
+
+def _partials(rows, m, order, start_idx, group, src):
+    """One row per local instance (columns _PARTIAL_DTYPES)."""
+    n = len(order)
+    first = order[start_idx]
+    if n:
+        max_start = np.maximum.reduceat(m["start"], start_idx)
+        last = _segment_argmax(m["start"], max_start, group)
+        min_end = np.minimum.reduceat(m["end"], start_idx)
+        sum_start = np.add.reduceat(m["start"], start_idx)
+        sum_end = np.add.reduceat(m["end"], start_idx)
+    else:
+        max_start = min_end = sum_start = sum_end = last = np.zeros(0, np.int64)
+    is_root = m["rank"] == m["root"]
+    root_row = np.full(len(start_idx), -1, np.int64)
+    np.maximum.at(root_row, group[is_root], np.flatnonzero(is_root))
+    has_root = root_row >= 0
+    at = np.maximum(root_row, 0)
+    return {"comm": rows["comm"][first], "seq": rows["seq"][first], "group": np.arange(len(start_idx)),
+            "src": np.full(len(start_idx), src, np.int64), "func": rows["func"][first],
+            "comm_size": rows["comm_size"][first], "root": rows["root"][first], "count": np.diff(np.r_[start_idx, n]),
+            "max_start": max_start, "last_rank": m["rank"][last], "last_call": m["call"][last], "min_end": min_end,
+            "sum_start": sum_start, "sum_end": sum_end, "root_rank": np.where(has_root, m["rank"][at], -1),
+            "root_call": np.where(has_root, m["call"][at], -1), "root_start": np.where(has_root, m["start"][at], -1)}
+
+
+def combine_partials(parts):
+    """(instances, reply per partial row) from the partials of whole instances (any row order)."""
+    instance = group_key([parts["comm"], parts["seq"]])
+    order = sort_rows([instance, parts["src"]])
+    p = {name: col[order] for name, col in parts.items()}
+    instance = instance[order]
+    n = len(order)
+    new = np.r_[True, instance[1:] != instance[:-1]] if n else np.zeros(0, bool)
+    start_idx = np.flatnonzero(new)
+    group = np.cumsum(new) - 1
+    if n:
+        count = np.add.reduceat(p["count"], start_idx)
+        max_start = np.maximum.reduceat(p["max_start"], start_idx)
+        min_end = np.minimum.reduceat(p["min_end"], start_idx)
+        last = _segment_argmax(p["max_start"], max_start, group)
+        # sum of (max_start - start) + (end - min_end), exact in wrapping int64 arithmetic
+        wait_total = (np.add.reduceat(p["sum_end"], start_idx) - np.add.reduceat(p["sum_start"], start_idx)
+                      + count * (max_start - min_end))
+    else:
+        count = max_start = min_end = last = wait_total = np.zeros(0, np.int64)
+    root_part = np.full(len(start_idx), -1, np.int64)
+    has_root = p["root_rank"] >= 0
+    np.maximum.at(root_part, group[has_root], np.flatnonzero(has_root))
+    prev = _exclusive_prefix_argmax(p["max_start"], group)      # scan: the latest arrival before
+    has_prev = prev >= 0
+    prev = np.maximum(prev, 0)
+    instances = {"comm": p["comm"][start_idx], "seq": p["seq"][start_idx], "func": p["func"][start_idx],
+                 "members": count, "comm_size": p["comm_size"][start_idx], "max_start": max_start,
+                 "min_end": min_end, "last_rank": p["last_rank"][last], "root": p["root"][start_idx],
+                 "wait_total": wait_total}
+    g_last, g_root = last[group], root_part[group]
+    g_has_root = g_root >= 0
+    g_root = np.maximum(g_root, 0)
+    reply = {"src": p["src"], "group": p["group"], "max_start": max_start[group], "min_end": min_end[group],
+             "last_rank": p["last_rank"][g_last], "last_call": p["last_call"][g_last],
+             "root_rank": np.where(g_has_root, p["root_rank"][g_root], -1),
+             "root_call": np.where(g_has_root, p["root_call"][g_root], -1),
+             "root_start": np.where(g_has_root, p["root_start"][g_root], -1),
+             "prev_rank": np.where(has_prev, p["last_rank"][prev], -1),
+             "prev_call": np.where(has_prev, p["last_call"][prev], -1),
+             "prev_start": np.where(has_prev, p["max_start"][prev], -1)}
+    return instances, reply
+
+
+def _member_results(m, group, start_idx, reply):
+    """MEMBER_RESULTS of this rank's sorted members from the owners' replies (one per local group)."""
+    n, n_groups = len(group), len(start_idx)
+    r = {name: np.zeros(n_groups, np.int64) for name in _REPLY_COLUMNS[1:]}
+    for name in r:
+        r[name][reply["group"]] = reply[name]
+    g = {name: col[group] for name, col in r.items()}
+    pattern = pattern_of(m["func"])
+    is_root = m["rank"] == m["root"]
+    rel_rank = np.full(n, -1, np.int64)
+    rel_call = np.full(n, -1, np.int64)
+    rel_start = np.full(n, -1, np.int64)
+
+    def take(where, rank, call, start):
+        rel_rank[where], rel_call[where], rel_start[where] = rank[where], call[where], start[where]
+
+    to_last = (pattern == COLLECTIVE_N_TO_N) | ((pattern == COLLECTIVE_N_TO_ONE) & is_root)
+    take(to_last, g["last_rank"], g["last_call"], g["max_start"])
+    take((pattern == COLLECTIVE_ONE_TO_N) & ~is_root, g["root_rank"], g["root_call"], g["root_start"])
+    scan = pattern == SCAN
+    if scan.any():
+        local = _scan_release(m["start"], group, scan)           # the latest arrival before, here
+        at = np.maximum(local, 0)
+        use_local = (local >= 0) & ((g["prev_rank"][scan] < 0) | (m["start"][at] >= g["prev_start"][scan]))
+        rel_rank[scan] = np.where(use_local, m["rank"][at], g["prev_rank"][scan])
+        rel_call[scan] = np.where(use_local, m["call"][at], g["prev_call"][scan])
+        rel_start[scan] = np.where(use_local, m["start"][at], g["prev_start"][scan])
+    itself = (rel_rank == m["rank"]) & (rel_call == m["call"])     # nobody waits for itself
+    rel_rank[itself], rel_call[itself], rel_start[itself] = -1, -1, -1
+    return dict(m, max_start=g["max_start"], min_end=g["min_end"], release_rank=rel_rank, release_call=rel_call,
+                release_start=rel_start)
+
+
 def match_collectives(comm, ownership, rows, codec=None):
     """Group the owned ranks' member rows by instance across analysis ranks.
 
     Returns (instances grouped on this analysis rank, member results (columns
-    MEMBER_RESULTS) for the members whose rank this analysis rank owns).
+    MEMBER_RESULTS) for the members whose rank this analysis rank owns, sorted by
+    instance (comm, seq), rank and comm rank).  Only one partial row per instance and
+    analysis rank travels (see above); the answer equals group_instances' on all rows.
     """
-    here = route(comm, rows, instance_owner(rows["comm"], rows["seq"], comm.Get_size()), codec)
-    instances, grouped = group_instances(here)
-    back = route(comm, grouped, ownership.owner_of(grouped["rank"]), codec)
-    return instances, back
+    order, start_idx, group = _local_groups(rows)
+    m = {name: rows[name][order] for name in MEMBER_COLUMNS}
+    parts = _partials(rows, m, order, start_idx, group, comm.Get_rank())
+    here = route(comm, parts, instance_owner(parts["comm"], parts["seq"], comm.Get_size()), codec)
+    instances, reply = combine_partials(here)
+    back = route(comm, reply, reply["src"], codec)
+    return instances, _member_results(m, group, start_idx, back)

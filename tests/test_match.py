@@ -345,3 +345,58 @@ def test_group_instances_releases_like_the_rules_say():
             release = -1
         release = -1 if release == rank else release
         assert m["release_rank"][i] == release, (name, members, rank)
+
+
+def _random_members(rng, n_instances=300):
+    """Member rows (owned-rank order) of random instances: ties in start and end, missing members."""
+    from mpigraph import collectives
+    from mpigraph import mpi_functions as mf
+
+    funcs = [mf.BY_NAME[name].id for name in ("MPI_Allreduce", "MPI_Bcast", "MPI_Reduce", "MPI_Scan", "MPI_Barrier")]
+    rows = {name: [] for name in collectives.MEMBER_DTYPES}
+    for seq in range(1, n_instances):
+        comm = int(rng.choice([0, (5 << 32) | 2]))
+        size = int(rng.integers(1, 9))
+        func, root = int(rng.choice(funcs)), int(rng.integers(0, size))
+        for rank in rng.permutation(size):
+            if rng.random() < 0.1:
+                continue
+            for name, value in (("comm", comm), ("seq", seq), ("rank", rank), ("comm_rank", rank),
+                                ("comm_size", size), ("call", 2 * seq + (comm != 0)), ("func", func), ("root", root),
+                                ("start", int(rng.integers(0, 4)) * 100), ("end", 1000 + int(rng.integers(0, 5)) * 10)):
+                rows[name].append(value)
+    rows = {name: np.array(v, dtype) for (name, v), dtype in zip(rows.items(), collectives.MEMBER_DTYPES.values())}
+    order = np.argsort(rows["rank"], kind="stable")
+    return {name: col[order] for name, col in rows.items()}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_collective_partials_give_group_instances_answer(seed):
+    """match_collectives moves one partial row per instance and analysis rank, not the members:
+    over any split of the ranks into contiguous blocks its answer is group_instances' on all rows."""
+    from mpigraph import collectives as c
+
+    rows = _random_members(np.random.default_rng(seed))
+    want_instances, want = c.group_instances(rows)
+    for cuts in ([0, 100], [0, 3, 100], [0, 2, 5, 100], [0, 1, 2, 3, 4, 5, 6, 7, 100]):
+        local, parts = [], []
+        for src, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+            mine = (rows["rank"] >= a) & (rows["rank"] < b)
+            r = {name: col[mine] for name, col in rows.items()}
+            order, start_idx, group = c._local_groups(r)
+            m = {name: r[name][order] for name in c.MEMBER_COLUMNS}
+            local.append((m, group, start_idx))
+            parts.append(c._partials(r, m, order, start_idx, group, src))
+        instances, reply = c.combine_partials({name: np.concatenate([p[name] for p in parts]) for name in parts[0]})
+        for name, col in want_instances.items():
+            assert np.array_equal(instances[name], col) and instances[name].dtype == col.dtype, (cuts, name)
+        got = [c._member_results(m, group, start_idx, {name: col[reply["src"] == src] for name, col in reply.items()})
+               for src, (m, group, start_idx) in enumerate(local)]
+        got = {name: np.concatenate([g[name] for g in got]) for name in got[0]}
+        assert list(got) == list(c.MEMBER_RESULTS)
+        # each analysis rank's members are in instance order; all of them: in (rank, call) order
+        a, b = np.lexsort((want["call"], want["rank"])), np.lexsort((got["call"], got["rank"]))
+        for name in c.MEMBER_RESULTS:
+            assert np.array_equal(want[name][a], got[name][b]), (cuts, name)
+            if len(cuts) == 2:
+                assert np.array_equal(want[name], got[name]), name
