@@ -76,22 +76,26 @@ UNMATCHED_REASON = ("no matching receive", "no matching send", "completes no kno
 # ---- per analysis rank ---------------------------------------------------------------------
 
 def call_rows(linked):
-    """CALL_COLUMNS rows of the owned ranks (function and wait_state as ids)."""
-    parts = []
+    """CALL_COLUMNS rows of the owned ranks (function and wait_state as ids), int64 columns
+    filled rank by rank: one array per column, no per-rank pieces to concatenate."""
+    n = sum(calls.n_calls for calls in linked.calls.values())
+    out = {c.name: np.empty(n, np.int64) for c in CALL_COLUMNS[:-1]}
+    at = 0
     for rank, calls in linked.calls.items():
         records = calls.records
         index = np.flatnonzero((records["flags"] & record.PART) == 0)
         w = linked.waits[rank]
-        parts.append({
-            "rank": np.full(calls.n_calls, rank, np.int64), "call": np.arange(calls.n_calls, dtype=np.int64),
-            "seq": records["seq"][index].astype(np.int64), "function": calls.func.astype(np.int64),
-            "start": calls.start_ns, "end": calls.end_ns, "peer": records["peer"][index].astype(np.int64),
-            "tag": records["tag"][index].astype(np.int64), "comm": records["comm"][index].astype(np.int64),
-            "bytes": records["bytes"][index].astype(np.int64), "root": records["root"][index].astype(np.int64),
-            "wait_before": w["wait_before"], "wait_after": w["wait_after"], "execution": w["execution"],
-            "wait_state": w["wait_state"].astype(np.int64), "wait_state_time": w["wait_state_time"],
-        })
-    return _concat(parts, CALL_COLUMNS[:-1])
+        rows = slice(at, at + calls.n_calls)
+        at += calls.n_calls
+        out["rank"][rows] = rank
+        out["call"][rows] = np.arange(calls.n_calls)
+        for name in ("seq", "peer", "tag", "comm", "bytes", "root"):
+            out[name][rows] = records[name][index]
+        out["function"][rows] = calls.func
+        out["start"][rows], out["end"][rows] = calls.start_ns, calls.end_ns
+        for name in ("wait_before", "wait_after", "execution", "wait_state", "wait_state_time"):
+            out[name][rows] = w[name]
+    return out
 
 
 def collective_rows(linked):
@@ -154,24 +158,80 @@ def _concat(parts, columns):
 
 # ---- on analysis rank 0 ----------------------------------------------------------------------
 
+class Labels:
+    """A string column held as codes into a few names (function names, wait states): the calls
+    table has one row per call, so its names are never made into one Python string per row."""
+
+    def __init__(self, codes, names):
+        self.codes, self.names = codes, names
+
+    def __len__(self):
+        return len(self.codes)
+
+    def __getitem__(self, i):
+        return self.names[self.codes[i]]
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.names[self.codes], dtype)
+
+
 def gather(comm, linked, codec=None):
-    """{table name: int64 columns} of the whole run on analysis rank 0 (None elsewhere)."""
+    """{table name: int64 columns} of the whole run on analysis rank 0 (None elsewhere).
+
+    The calls table (a row per call) stays in the analysis ranks' row blocks (a list of
+    column dicts, see ``finish``): it is never concatenated into one more copy."""
     local = {"calls": call_rows(linked), "collectives": collective_rows(linked),
              "waitstates": waitstate_rows(linked), "unmatched": unmatched_rows(linked)}
-    gathered = {name: shuffle.gather(comm, columns, 0, codec)[0] for name, columns in local.items()}
+    gathered = {name: shuffle.gather(comm, columns, 0, codec)[0] for name, columns in local.items()
+                if name != "calls"}
+    gathered["calls"] = shuffle.gather_batches(comm, local["calls"], 0, codec)[0] or [local["calls"]]
     return finish(gathered) if comm.Get_rank() == 0 else None
 
 
+def _in_call_order(parts):
+    """The row blocks are in (rank, call) order, within and across blocks."""
+    last = None
+    for part in parts:
+        rank, call = part["rank"], part["call"]
+        if not len(rank):
+            continue
+        if not np.all((rank[1:] > rank[:-1]) | ((rank[1:] == rank[:-1]) & (call[1:] > call[:-1]))):
+            return False
+        if last is not None and (int(rank[0]), int(call[0])) <= last:
+            return False
+        last = (int(rank[-1]), int(call[-1]))
+    return True
+
+
+def _call_blocks(parts, names, states):
+    """The calls table as a list of row blocks in (rank, call) order, names as Labels.
+
+    The analysis ranks' blocks come in rank order, each in (rank, call) order: kept as they
+    are; otherwise (never in practice) the rows are concatenated and sorted."""
+    if isinstance(parts, dict):
+        parts = [parts]
+    if not _in_call_order(parts):
+        calls = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+        order = np.lexsort((calls["call"], calls["rank"]))
+        parts = [{name: col[order] for name, col in calls.items()}]
+    blocks = []
+    for part in parts:
+        block = dict(part)
+        block["function"] = Labels(part["function"], names)
+        block["wait_state"] = Labels(part["wait_state"] + 1, states)
+        block["on_path"] = np.zeros(len(part["rank"]), bool)
+        blocks.append(block)
+    return blocks
+
+
 def finish(tables):
-    """Names for ids, derived columns, sorted rows: the tables as the report writes them."""
+    """Names for ids, derived columns, sorted rows: the tables as the report writes them.
+
+    The calls table is a list of row blocks (column dicts, function and wait_state as Labels)
+    that together are the table in (rank, call) order (report.arrow_table writes it)."""
     names = mf.names_array()
     states = np.array([""] + list(waits.WAIT_STATES), dtype=object)
-    calls = dict(tables["calls"])
-    order = np.lexsort((calls["call"], calls["rank"]))
-    calls = {name: col[order] for name, col in calls.items()}
-    calls["function"] = names[calls["function"]]
-    calls["wait_state"] = states[calls["wait_state"] + 1]
-    calls["on_path"] = np.zeros(len(calls["rank"]), bool)
+    calls = _call_blocks(tables["calls"], names, states)
 
     inst = dict(tables["collectives"])
     inst["function"] = names[inst.pop("func")]

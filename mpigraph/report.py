@@ -141,18 +141,30 @@ def write_csv(path, table, columns):
 
 
 def arrow_table(table, columns):
-    """A pyarrow Table of `table` with the Parquet column names, types and per-column descriptions."""
+    """A pyarrow Table of `table` with the Parquet column names, types and per-column descriptions.
+
+    `table` is a dict of columns, or a list of them (row blocks, written as the table's chunks
+    without concatenating them); a str column may be a linked_tables.Labels (codes into names)."""
     import pyarrow as pa
 
     types = {"time": pa.int64(), "int": pa.int64(), "float": pa.float64(), "str": pa.string(), "bool": pa.bool_()}
+    blocks = table if isinstance(table, list) else [table]
     fields, arrays = [], []
     for c in columns:
-        values = np.asarray(table[c.name])
-        array = pa.array(values.tolist() if c.kind == "str" else values, type=types[c.kind],
-                         from_pandas=c.kind == "float")   # NaN -> null for missing fractions
+        chunks = [_arrow_array(block[c.name], c.kind, types[c.kind]) for block in blocks]
         fields.append(pa.field(parquet_name(c), types[c.kind], metadata={"description": c.help}))
-        arrays.append(array)
+        arrays.append(chunks[0] if len(chunks) == 1 else pa.chunked_array(chunks, types[c.kind]))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata={"mpigraph_version": __version__}))
+
+
+def _arrow_array(values, kind, arrow_type):
+    import pyarrow as pa
+
+    if isinstance(values, linked_tables.Labels):      # a few names, taken by code in C++
+        return pa.array(np.asarray(values.names).tolist(), arrow_type).take(pa.array(values.codes))
+    values = np.asarray(values)
+    return pa.array(values.tolist() if kind == "str" else values, type=arrow_type,
+                    from_pandas=kind == "float")   # NaN -> null for missing fractions
 
 
 def write_parquet(path, table, columns):

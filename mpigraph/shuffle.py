@@ -162,12 +162,16 @@ def _slices(columns, cuts):
 def concat_batches(batches, like):
     """One batch of the batches' rows in list order; `like` gives names and dtypes (and
     is the answer's schema when `batches` is empty)."""
+    _check_schema(batches, like)
+    return {name: np.concatenate([b[name] for b in batches]) if batches
+            else np.asarray(col)[:0].copy() for name, col in like.items()}
+
+
+def _check_schema(batches, like):
     for batch in batches:
         if list(batch) != list(like) or any(batch[n].dtype != np.asarray(like[n]).dtype for n in like):
             raise CodecError("received batch has columns %s, expected %s"
                              % (_schema(batch), _schema(like)))
-    return {name: np.concatenate([b[name] for b in batches]) if batches
-            else np.asarray(col)[:0].copy() for name, col in like.items()}
 
 
 def _schema(batch):
@@ -428,6 +432,17 @@ def shuffle_by_key(comm, columns, key, codec=None, sample_size=DEFAULT_SAMPLE_SI
     result = {name: c[perm] for name, c in merged.items()}
     stats.merge_seconds = time.perf_counter() - t
     return result, stats
+
+
+def gather_batches(comm, columns, root=0, codec=None, order="rounds"):
+    """Every rank's rows on `root` as a list of batches in rank order, not concatenated (empty
+    ones left out; others get []); returns (batches, ShuffleStats).  For tables too big to copy
+    once more: root's own batch is `columns` itself."""
+    size = comm.Get_size()
+    received, stats = exchange(comm, [columns if d == root else None for d in range(size)], codec, order)
+    batches = list(received.values())
+    _check_schema(batches, columns)
+    return batches, stats
 
 
 def gather(comm, columns, root=0, codec=None, order="rounds"):
