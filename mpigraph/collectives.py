@@ -283,27 +283,27 @@ def _member_results(m, group, start_idx, reply):
     r = {name: np.zeros(n_groups, np.int64) for name in _REPLY_COLUMNS[1:]}
     for name in r:
         r[name][reply["group"]] = reply[name]
-    g = {name: col[group] for name, col in r.items()}
     pattern = pattern_of(m["func"])
     is_root = m["rank"] == m["root"]
-    rel_rank = np.full(n, -1, np.int64)
-    rel_call = np.full(n, -1, np.int64)
-    rel_start = np.full(n, -1, np.int64)
-
-    def take(where, rank, call, start):
-        rel_rank[where], rel_call[where], rel_start[where] = rank[where], call[where], start[where]
-
-    to_last = (pattern == COLLECTIVE_N_TO_N) | ((pattern == COLLECTIVE_N_TO_ONE) & is_root)
-    take(to_last, g["last_rank"], g["last_call"], g["max_start"])
-    take((pattern == COLLECTIVE_ONE_TO_N) & ~is_root, g["root_rank"], g["root_call"], g["root_start"])
+    # Who releases each member: nobody (0), the last arriver (1) or the root (2) of its instance;
+    # one gather per result column from a small (3, groups) table of the candidates.
+    source = np.where((pattern == COLLECTIVE_N_TO_N) | ((pattern == COLLECTIVE_N_TO_ONE) & is_root), 1,
+                      np.where((pattern == COLLECTIVE_ONE_TO_N) & ~is_root, 2, 0))
+    at = source * n_groups + group
+    none = np.full(n_groups, -1, np.int64)
+    rel_rank = np.concatenate([none, r["last_rank"], r["root_rank"]])[at]
+    rel_call = np.concatenate([none, r["last_call"], r["root_call"]])[at]
+    rel_start = np.concatenate([none, r["max_start"], r["root_start"]])[at]
+    g = {name: r[name][group] for name in ("max_start", "min_end")}
     scan = pattern == SCAN
     if scan.any():
         local = _scan_release(m["start"], group, scan)           # the latest arrival before, here
         at = np.maximum(local, 0)
-        use_local = (local >= 0) & ((g["prev_rank"][scan] < 0) | (m["start"][at] >= g["prev_start"][scan]))
-        rel_rank[scan] = np.where(use_local, m["rank"][at], g["prev_rank"][scan])
-        rel_call[scan] = np.where(use_local, m["call"][at], g["prev_call"][scan])
-        rel_start[scan] = np.where(use_local, m["start"][at], g["prev_start"][scan])
+        prev = {name: r["prev_" + name][group[scan]] for name in ("rank", "call", "start")}
+        use_local = (local >= 0) & ((prev["rank"] < 0) | (m["start"][at] >= prev["start"]))
+        rel_rank[scan] = np.where(use_local, m["rank"][at], prev["rank"])
+        rel_call[scan] = np.where(use_local, m["call"][at], prev["call"])
+        rel_start[scan] = np.where(use_local, m["start"][at], prev["start"])
     itself = (rel_rank == m["rank"]) & (rel_call == m["call"])     # nobody waits for itself
     rel_rank[itself], rel_call[itself], rel_start[itself] = -1, -1, -1
     return dict(m, max_start=g["max_start"], min_end=g["min_end"], release_rank=rel_rank, release_call=rel_call,
