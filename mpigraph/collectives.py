@@ -56,8 +56,8 @@ def members(rank_calls, world_size):
     """Member rows of one rank: its blocking collective call records with a sequence number."""
     records = rank_calls.records
     # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
-    is_part = (np.ascontiguousarray(records["flags"]) & record.PART) != 0
-    func = np.ascontiguousarray(records["func"])
+    is_part = (rank_calls.field("flags") & record.PART) != 0
+    func = rank_calls.field("func")
     collective = kind_is(func, mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN, mf.COMM_CREATE, mf.COMM_FREE)
     rows = np.flatnonzero(~is_part & collective & ~NONBLOCKING[func])
     rows = rows[records["seq"][rows] > 0]

@@ -83,7 +83,7 @@ def call_rows(linked):
     at = 0
     for rank, calls in linked.calls.items():
         records = calls.records
-        index = np.flatnonzero((records["flags"] & record.PART) == 0)
+        index = np.flatnonzero((calls.field("flags") & record.PART) == 0)
         w = linked.waits[rank]
         rows = slice(at, at + calls.n_calls)
         at += calls.n_calls

@@ -91,6 +91,14 @@ class RankCalls:
     end_ns: np.ndarray
     record_call: np.ndarray
     records: np.ndarray            # the log's records (memmap), for the fields the tables need
+    log: object = None             # the trace.RankLog, whose contiguous func and flags are kept
+
+    def field(self, name):
+        """A contiguous copy of the records' "func" or "flags": the log's, made once (each pass
+        over a field of the 64-byte records reads all of them)."""
+        if self.log is not None:
+            return self.log.column(name)
+        return np.ascontiguousarray(self.records[name])
 
     @property
     def n_calls(self):
@@ -303,8 +311,8 @@ class CallIndex:
 def rank_calls(log, start_ns, end_ns):
     """RankCalls of one log from per-record corrected times (int64 ns)."""
     records = log.records
-    is_call = (records["flags"] & record.PART) == 0
+    is_call = (log.column("flags") & record.PART) == 0
     calls = np.flatnonzero(is_call)
     record_call = np.maximum(np.cumsum(is_call) - 1, 0)      # the last call record at or before each record
-    return RankCalls(log.rank, np.asarray(records["func"][calls]), np.asarray(start_ns)[calls].astype(np.int64),
-                     np.asarray(end_ns)[calls].astype(np.int64), record_call.astype(np.int64), records)
+    return RankCalls(log.rank, log.column("func")[calls], np.asarray(start_ns)[calls].astype(np.int64),
+                     np.asarray(end_ns)[calls].astype(np.int64), record_call.astype(np.int64), records, log)

@@ -240,7 +240,7 @@ def reached_finalize(log):
 
     (A log that could not grow on a full disk is closed without its Finalize record.)
     """
-    return log.finalized or (bool(IS_FINALIZE[log.records["func"]].any()) if log.n_records else False)
+    return log.finalized or (bool(IS_FINALIZE[log.column("func")].any()) if log.n_records else False)
 
 
 def incomplete_requests(log):
@@ -249,9 +249,11 @@ def incomplete_requests(log):
     Counted per request id (persistent requests start many times): starts minus
     completions, 0 for a freed request.
     """
-    records = log.records
-    func, request = records["func"], records["request"]
-    part = (records["flags"] & record.PART) != 0
+    func = log.column("func")
+    part = (log.column("flags") & record.PART) != 0
+    # Only the records of request functions are looked at: one strided pass for their ids.
+    maybe = np.flatnonzero(STARTS_IN_PARTS[func] | STARTS_IN_CALL[func] | ENDS_IN_PARTS[func] | FREES[func])
+    func, part, request = func[maybe], part[maybe], log.records["request"][maybe]
     has_request = request != 0
     started = request[has_request & np.where(part, STARTS_IN_PARTS[func], STARTS_IN_CALL[func])]
     ended = request[has_request & part & ENDS_IN_PARTS[func]]

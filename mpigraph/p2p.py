@@ -47,7 +47,7 @@ def operations(rank_calls):
     """The operation table of one rank (columns OP_DTYPES) and its orphan completion records."""
     records, record_call = rank_calls.records, rank_calls.record_call
     # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
-    flags, func = np.ascontiguousarray(records["flags"]), np.ascontiguousarray(records["func"])
+    flags, func = rank_calls.field("flags"), rank_calls.field("func")
     part, ok = (flags & record.PART) != 0, (flags & record.ERROR) == 0
     is_send, is_recv = (flags & record.SEND) != 0, (flags & record.RECV) != 0
     blocking = ok & (((~part & kind_is(func, mf.SEND, mf.RECV, mf.SENDRECV)) & (is_send | is_recv))
