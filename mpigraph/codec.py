@@ -91,26 +91,39 @@ class CodecError(ValueError):
 # ---------------------------------------------------------------------------
 # Integer transforms: all in the column's unsigned width, wrapping.
 
-def _zigzag(d):
-    """Signed (as two's complement in unsigned d) to unsigned: 0,-1,1,-2 -> 0,1,2,3."""
+def _zigzag(d, in_place=False):
+    """Signed (as two's complement in unsigned d) to unsigned: 0,-1,1,-2 -> 0,1,2,3.
+
+    in_place: d is a temporary of the caller's, overwritten with the answer (one array
+    less to allocate and fill: columns are long)."""
     bits = d.dtype.itemsize * 8
-    return (d << d.dtype.type(1)) ^ -(d >> d.dtype.type(bits - 1))
+    sign = d >> d.dtype.type(bits - 1)
+    np.negative(sign, out=sign)
+    out = d if in_place else d.copy()
+    out <<= d.dtype.type(1)
+    out ^= sign
+    return out
 
 
-def _unzigzag(z):
-    return (z >> z.dtype.type(1)) ^ -(z & z.dtype.type(1))
+def _unzigzag(z, out=None):
+    """The inverse of _zigzag, into `out` (may be z itself) or a new array."""
+    low = z & z.dtype.type(1)
+    np.negative(low, out=low)
+    out = np.right_shift(z, z.dtype.type(1), out=out)
+    out ^= low
+    return out
 
 
 def _delta(u):
     """The wrapping differences u[i] - u[i-1], zig-zagged; u[0] goes in the descriptor."""
-    return _zigzag(u[1:] - u[:-1])
+    return _zigzag(u[1:] - u[:-1], in_place=True)
 
 
 def _undelta(z, first, n, udtype):
     out = np.empty(n, udtype)
     if n:
         out[0] = first
-        out[1:] = _unzigzag(z)
+        _unzigzag(z, out=out[1:])
         np.cumsum(out, out=out)          # wraps in the unsigned width: exact
     return out
 
@@ -190,7 +203,7 @@ def _streams(u, encoding, ref_u):
     if encoding == DELTA:
         return (int(u[0]) if len(u) else 0), [_delta(u)]
     if encoding == REF:
-        return None, [_zigzag(u - ref_u)]
+        return None, [_zigzag(u - ref_u, in_place=True)]
     values, lengths = _rle(u)
     return 0, [values, lengths]
 
@@ -551,7 +564,9 @@ def _decode_column(column, streams, views, n_rows, udtype):
         if ref.dtype != udtype:
             raise CodecError("column %r: reference column %d has another width"
                              % (column.name, column.parameter))
-        return _unzigzag(streams[0]) + ref
+        out = _unzigzag(streams[0], out=streams[0])      # a fresh stream of ours (_unpack)
+        out += ref
+        return out
     values, lengths = streams
     if int(lengths.sum(dtype=np.uint64)) != n_rows or (len(lengths) and lengths.min() == 0):
         raise CodecError("column %r: run lengths do not add up to %d rows" % (column.name, n_rows))
