@@ -175,6 +175,9 @@ class Labels:
         return np.asarray(self.names[self.codes], dtype)
 
 
+CHUNK_ROWS = 1 << 20     # the calls table travels to analysis rank 0 in chunks of this many rows per rank
+
+
 def gather(comm, linked, codec=None):
     """{table name: int64 columns} of the whole run on analysis rank 0 (None elsewhere).
 
@@ -184,7 +187,8 @@ def gather(comm, linked, codec=None):
              "waitstates": waitstate_rows(linked), "unmatched": unmatched_rows(linked)}
     gathered = {name: shuffle.gather(comm, columns, 0, codec)[0] for name, columns in local.items()
                 if name != "calls"}
-    gathered["calls"] = shuffle.gather_batches(comm, local["calls"], 0, codec)[0] or [local["calls"]]
+    gathered["calls"] = shuffle.gather_batches(comm, local["calls"], 0, codec, chunk_rows=CHUNK_ROWS)[0] \
+        or [local["calls"]]
     return finish(gathered) if comm.Get_rank() == 0 else None
 
 

@@ -149,6 +149,25 @@ def test_gather_to_root(root):
         assert len(out["t_start"]) == 0 and out["t_start"].dtype == np.int64
 
 
+@pytest.mark.parametrize("chunk_rows", [None, 7])
+def test_gather_batches_in_rank_order(chunk_rows):
+    """gather_batches: the blocks on root, concatenated, are every rank's rows in rank order,
+    also when they travel in chunks (and ranks have different row counts, some none)."""
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    columns = {"rank": np.full(10 * (rank % 3), rank, np.int64), "i": np.arange(10 * (rank % 3), dtype=np.int32)}
+    batches, _ = shuffle.gather_batches(world, columns, root=0, chunk_rows=chunk_rows)
+    if rank == 0:
+        got = {name: np.concatenate([b[name] for b in batches]) if batches else columns[name][:0] for name in columns}
+        want_rank = np.concatenate([np.full(10 * (r % 3), r, np.int64) for r in range(size)])
+        assert np.array_equal(got["rank"], want_rank)
+        assert np.array_equal(got["i"], np.concatenate([np.arange(10 * (r % 3)) for r in range(size)]))
+        assert all(b["i"].dtype == np.int32 for b in batches)
+    else:
+        assert batches == []
+
+
 def test_mismatched_key_dtypes_fail_on_every_rank():
     from mpi4py import MPI
     world = MPI.COMM_WORLD
