@@ -37,7 +37,10 @@ NO_STATE = -1
 
 
 def _clip(x, upper):
-    return np.minimum(np.maximum(x, 0), np.maximum(upper, 0))
+    """min(max(x, 0), max(upper, 0)), computed in x (both are the caller's temporaries)."""
+    np.maximum(x, 0, out=x)
+    np.maximum(upper, 0, out=upper)
+    return np.minimum(x, upper, out=x)
 
 
 def late_sender(messages):
