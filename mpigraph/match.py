@@ -267,14 +267,38 @@ def pair_by_key(keys_a, keys_b):
 # ---- routing rows to their owners --------------------------------------------------------
 
 def route(comm, columns, dest, codec=None):
-    """Send each row of `columns` to analysis rank dest[i]; returns the rows this rank received.
+    """Send each row of `columns` to analysis rank dest[i]; returns the rows this rank received,
+    by source rank, each source's rows in their order there.
 
-    The answer may share arrays with `columns` (on one analysis rank it is `columns`)."""
-    if comm.Get_size() == 1:
+    The answer may share arrays with `columns` (on one analysis rank it is `columns`).  The
+    rows that stay (most of them, when ranks mostly talk to ranks of the same analysis rank)
+    are copied once, straight into the answer: not sorted by destination, encoded or
+    concatenated."""
+    size, me = comm.Get_size(), comm.Get_rank()
+    if size == 1:
         return {name: np.asarray(c) for name, c in columns.items()}
-    batches = shuffle.split_by_dest(columns, dest, comm.Get_size())
+    columns = {name: np.asarray(c) for name, c in columns.items()}
+    dest = np.asarray(dest)
+    mine = dest == me
+    away = np.flatnonzero(~mine)
+    batches = shuffle.split_by_dest({name: c[away] for name, c in columns.items()}, dest[away], size)
     received, _ = shuffle.exchange(comm, batches, codec)
-    return shuffle.concat_batches(list(received.values()), like=columns)
+    shuffle.check_schema(list(received.values()), columns)
+    n_mine = int(np.count_nonzero(mine))
+    total = n_mine + sum(shuffle.batch_rows(b) for b in received.values())
+    out = {name: np.empty(total, c.dtype) for name, c in columns.items()}
+    at = 0
+    for source in range(size):
+        if source == me:
+            for name, c in columns.items():
+                np.compress(mine, c, out=out[name][at:at + n_mine])
+            at += n_mine
+        elif source in received:
+            rows = shuffle.batch_rows(received[source])
+            for name in columns:
+                out[name][at:at + rows] = received[source][name]
+            at += rows
+    return out
 
 
 # ---- all owned calls in one numbering ----------------------------------------------------------

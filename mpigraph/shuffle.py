@@ -162,12 +162,13 @@ def _slices(columns, cuts):
 def concat_batches(batches, like):
     """One batch of the batches' rows in list order; `like` gives names and dtypes (and
     is the answer's schema when `batches` is empty)."""
-    _check_schema(batches, like)
+    check_schema(batches, like)
     return {name: np.concatenate([b[name] for b in batches]) if batches
             else np.asarray(col)[:0].copy() for name, col in like.items()}
 
 
-def _check_schema(batches, like):
+def check_schema(batches, like):
+    """CodecError unless every batch has the columns and dtypes of `like`."""
     for batch in batches:
         if list(batch) != list(like) or any(batch[n].dtype != np.asarray(like[n]).dtype for n in like):
             raise CodecError("received batch has columns %s, expected %s"
@@ -452,7 +453,7 @@ def gather_batches(comm, columns, root=0, codec=None, order="rounds", chunk_rows
         for source, batch in received.items():
             by_source.setdefault(source, []).append(batch)
     batches = [batch for source in sorted(by_source) for batch in by_source[source]]
-    _check_schema(batches, columns)
+    check_schema(batches, columns)
     return batches, stats
 
 
