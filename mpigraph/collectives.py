@@ -1,10 +1,13 @@
 """Collective instances: the members of every blocking collective, grouped by (comm, seq).
 
-Each rank's collective call records become *member* rows; the rows of one
-instance meet on an analysis rank chosen by a hash of (comm, seq), where the
-instance's statistics (DESIGN.md: max start, min end, the last arriver, the
-root) are computed; the per-member results then travel back to the members'
-owners.  Nonblocking collectives (MPI_Iallreduce, ...) are not members here:
+Each rank's collective call records become *member* rows.  ``group_instances``
+computes the instance's statistics (DESIGN.md: max start, min end, the last
+arriver, the root) and every member's releasing member from all rows of an
+instance; ``match_collectives`` gives the same answer across analysis ranks
+without moving the members: each analysis rank reduces its members of an
+instance to one partial row, the partials meet on an analysis rank chosen by a
+hash of (comm, seq), and the combined answer travels back to the analysis ranks
+that sent them.  Nonblocking collectives (MPI_Iallreduce, ...) are not members here:
 their waits happen in Wait/Test calls, not in the call itself.
 """
 

@@ -55,8 +55,10 @@ How the matching works (vectorised, no per-record Python loop):
   in posting order: MPI's non-overtaking rule.  Sends travel to the owner of
   their destination rank (shuffle.exchange, columnar), keys are sorted and
   paired there;
-- collectives: members travel to an owner chosen by a hash of (comm, seq) and
-  are grouped there; per-member results travel back.
+- collectives: each analysis rank reduces its members of an instance to one
+  partial row, the partials travel to an owner chosen by a hash of (comm, seq)
+  and are combined there; the instance's answer travels back to the analysis
+  ranks that sent a partial (collectives.match_collectives).
 Operations left without a partner are counted and listed (``Unmatched``).
 """
 
