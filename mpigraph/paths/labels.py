@@ -11,6 +11,13 @@ non-final distance is strictly worse, so keeping the lexicographic minimum of
 (distance, target id) gives the same next[] whatever the order of the
 relaxations: the same path from every algorithm.
 
+Since next[] depends only on the final distances, ``next_from_dist`` computes
+it (and next_weight) in one vectorised pass over the edges once a search has
+its distances: next[u] = the smallest v among the edges u -> v with
+dist[v] < INF and dist[u] == weight + dist[v].  Every search uses it, so
+every algorithm's next[] is the same by construction; a search need only get
+the distances right.
+
 With splits, each hub starts a search of its own (the sink of its piece,
 distance 0) and the edges out of hubs are not relaxed but set aside
 (``hub_offers``); ``combine_hubs`` then adds up the pieces from the last one.
@@ -45,6 +52,73 @@ def best_offers(target, dist, key, weight):
     target, dist, key, weight = target[order], dist[order], key[order], weight[order]
     first = np.concatenate(([True], target[1:] != target[:-1])) if len(target) else np.zeros(0, bool)
     return target[first], dist[first], key[first], weight[first]
+
+
+# Edges per chunk of the next_from_dist pass: bounds its temporary arrays (~ 10 int64 per edge).
+CHUNK_EDGES = 1 << 22
+
+
+def next_from_dist(comm, g, dist, split):
+    """(next, next_weight) of g's local vertices from their final distances (the tie-break above).
+
+    Collective over comm (the analysis ranks holding g).  Each edge u -> v is
+    looked at where it is stored, with v's owner; u's owner decides whether
+    it is tight.  With `split`, edges out of hubs are not relaxed (their
+    offers go to ``combine_hubs``) and give no next.
+    """
+    from mpigraph import owner_exchange as exchange
+
+    n = len(dist)
+    nxt, nxt_w = np.full(n, NO_NEXT, np.int64), np.zeros(n, np.int64)
+    gid = g.global_ids() if g.n_analysis > 1 else None
+    indptr = g.indptr
+    # Vertex chunks of about CHUNK_EDGES edges; the same number of chunks on every rank.
+    cuts = np.searchsorted(indptr, np.arange(0, indptr[-1] + CHUNK_EDGES, CHUNK_EDGES))
+    cuts = np.unique(np.concatenate(([0], np.minimum(cuts, n), [n])))
+    n_chunks = comm.allreduce(len(cuts) - 1, op=_max()) if g.n_analysis > 1 else len(cuts) - 1
+    for c in range(n_chunks):
+        a, b = (int(cuts[c]), int(cuts[c + 1])) if c + 1 < len(cuts) else (n, n)
+        e0, e1 = int(indptr[a]), int(indptr[b])
+        dst = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(indptr[a:b + 1]))
+        d = dist[dst]
+        src, weight = g.src[e0:e1], g.weight[e0:e1]
+        keep = d < INF
+        if split:
+            keep &= src < g.n_rank_vertices
+        dst, src, weight = dst[keep], src[keep], weight[keep]
+        offer = d[keep] + weight
+        if g.n_analysis > 1:
+            key = gid[dst]
+            src, offer, key, weight = exchange.send_rows(comm, g.owner_of(src), [src, offer, key, weight])
+            target = g.local_index(src)
+        else:
+            key, target = dst, src
+        tight = dist[target] == offer
+        target, key, weight = target[tight], key[tight], weight[tight]
+        np.minimum.at(nxt, target, key)
+        chosen = nxt[target] == key        # parallel edges u -> v have the same (tight) weight
+        nxt_w[target[chosen]] = weight[chosen]
+    return nxt, nxt_w
+
+
+def _max():
+    from mpi4py import MPI
+
+    return MPI.MAX
+
+
+def hub_offers(comm, g, dist):
+    """(hub, dist, key) of every edge out of a hub into a reached local vertex, from all ranks."""
+    edge = np.flatnonzero(g.src >= g.n_rank_vertices)
+    dst = np.searchsorted(g.indptr, edge, "right") - 1
+    d = dist[dst]
+    reached = d < INF
+    edge, dst = edge[reached], dst[reached]
+    rows = (g.src[edge] - g.n_rank_vertices, d[reached] + g.weight[edge],
+            g.global_ids()[dst] if g.n_analysis > 1 else dst)
+    if g.n_analysis == 1:
+        return rows
+    return tuple(np.concatenate(c) for c in zip(*comm.allgather(rows)))
 
 
 def combine_hubs(n_hubs, hub, dist, key):
