@@ -4,9 +4,12 @@
 (``mpigraph.graph``) on the analysis ranks of comm, runs the chosen search
 and returns ``critical_path.segments`` on analysis rank 0 (None elsewhere):
 
-    dijkstra                  the graph gathered to rank 0, binary-heap Dijkstra there
+    dijkstra                  the graph gathered to rank 0, scipy.sparse.csgraph's Dijkstra there
     delta-stepping            the graph gathered to rank 0, vectorised delta-stepping there
-    parallel-dijkstra         distributed delta-stepping with delta = 1 ns (seed 004, 4.3)
+    parallel-dijkstra         distributed Dijkstra by parts: csgraph's Dijkstra on each analysis
+                              rank's part, improved boundary offers exchanged until none improves
+                              (``paths.parallel_dijkstra``; seed 004's delta-stepping with delta = 1
+                              ns is parallel-delta-stepping with delta=1)
     parallel-delta-stepping   distributed delta-stepping with delta = auto_delta
 
 With splits on, each piece between global synchronisation points is searched
@@ -19,7 +22,7 @@ import numpy as np
 from mpigraph import graph as graph_module
 from mpigraph import shuffle
 from mpigraph.codec import Codec
-from mpigraph.paths import delta_stepping, dijkstra, walk
+from mpigraph.paths import delta_stepping, dijkstra, parallel_dijkstra, walk
 
 GRAPH_ALGORITHMS = ("dijkstra", "delta-stepping", "parallel-dijkstra", "parallel-delta-stepping")
 
@@ -37,8 +40,11 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
         raise ValueError("%r is not a graph algorithm (%s)" % (algorithm, ", ".join(GRAPH_ALGORITHMS)))
     g = graph_module.build(comm, inp, int(round(threshold_s * 1e9)))
     n_edges = comm.allreduce(g.n_edges)
-    if algorithm.startswith("parallel-"):
-        width = 1 if algorithm == "parallel-dijkstra" else (delta or delta_stepping.auto_delta(comm, g))
+    if algorithm == "parallel-dijkstra":
+        width = None
+        whole = _gather_labels(comm, g, parallel_dijkstra.solve(comm, g, splits), codec)
+    elif algorithm == "parallel-delta-stepping":
+        width = delta or delta_stepping.auto_delta(comm, g)
         labels = delta_stepping.solve(comm, g, width, splits)
         whole = _gather_labels(comm, g, labels, codec)
     else:

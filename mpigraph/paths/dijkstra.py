@@ -40,40 +40,55 @@ def solve(g, split):
     return Labels(dist, nxt, nxt_w, hub_dist, hub_next, int((dist < INF).sum()))
 
 
-def distances(n, indptr, src, weight, sources, keep=None, offsets=None):
+def distances(n, indptr, src, weight, sources, keep=None):
     """int64 least slack from each of n vertices to the nearest of `sources` (INF: none).
 
     The graph is the CSR of incoming edges (indptr, src local indices, weight);
-    `keep` (bool per edge) leaves edges out; `offsets` (per source) starts each
-    source at that distance instead of 0 (through a virtual vertex n with an
-    edge of that weight to each source).
+    `keep` (bool per edge) leaves edges out.
     """
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import dijkstra
+    return Reversed(n, indptr, src, weight, keep).search(sources)
 
-    if keep is not None:
-        indptr = np.concatenate(([0], np.cumsum(keep)))[indptr]
-        src, weight = src[keep], weight[keep]
-    indices, data = src.astype(np.int32), weight.astype(np.float64)
-    del src, weight
-    size = n
-    if offsets is not None:
-        size = n + 1
-        indices = np.concatenate((indices, sources.astype(np.int32)))
-        data = np.concatenate((data, offsets.astype(np.float64)))
-        indptr = np.concatenate((indptr, [len(indices)]))
-        sources = np.array([n], np.int64)
-    if len(data) and data.max() >= EXACT_NS:
-        raise ValueError("a slack of %d ns does not fit a float64 exactly" % data.max())
-    if not len(sources):
-        return np.full(n, INF, np.int64)
-    index_type = np.int32 if len(indices) < 2 ** 31 - 1 else np.int64
-    matrix = csr_matrix((data, indices.astype(index_type, copy=False), indptr.astype(index_type)), shape=(size, size))
-    del data, indices
-    found = dijkstra(matrix, directed=True, indices=sources, min_only=True)[:n]
-    if found[np.isfinite(found)].max(initial=0) >= EXACT_NS:
-        raise ValueError("a distance beyond 2**53 ns: not exact in float64")
-    dist = np.full(n, INF, np.int64)
-    reached = np.isfinite(found)
-    dist[reached] = found[reached].astype(np.int64)
-    return dist
+
+class Reversed:
+    """A CSR of incoming edges read as the reversed graph, for csgraph's Dijkstra."""
+
+    def __init__(self, n, indptr, src, weight, keep=None):
+        if keep is not None:
+            indptr = np.concatenate(([0], np.cumsum(keep)))[indptr]
+            src, weight = src[keep], weight[keep]
+        if len(weight) and weight.max() >= EXACT_NS:
+            raise ValueError("a slack of %d ns does not fit a float64 exactly" % weight.max())
+        self.n = n
+        self.index_type = np.int32 if len(src) < 2 ** 31 - 1 and n < 2 ** 31 - 1 else np.int64
+        self.indptr = indptr.astype(self.index_type)
+        self.indices = src.astype(self.index_type)
+        self.data = weight.astype(np.float64)
+
+    def search(self, sources, offsets=None):
+        """int64 distances to the nearest source, each source starting at its offset (default 0).
+
+        With offsets, a virtual vertex n has an edge of that weight to each
+        source, and the search starts there.
+        """
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import dijkstra
+
+        n = self.n
+        sources = np.asarray(sources, np.int64)
+        if not len(sources):
+            return np.full(n, INF, np.int64)
+        indptr, indices, data, size = self.indptr, self.indices, self.data, n
+        if offsets is not None:
+            size = n + 1
+            indices = np.concatenate((indices, sources.astype(self.index_type)))
+            data = np.concatenate((data, np.asarray(offsets, np.float64)))
+            indptr = np.concatenate((indptr, np.array([len(indices)], self.index_type)))
+            sources = np.array([n], np.int64)
+        matrix = csr_matrix((data, indices, indptr), shape=(size, size))
+        found = dijkstra(matrix, directed=True, indices=sources, min_only=True)[:n]
+        reached = np.isfinite(found)
+        if reached.any() and found[reached].max() >= EXACT_NS:
+            raise ValueError("a distance beyond 2**53 ns: not exact in float64")
+        dist = np.full(n, INF, np.int64)
+        dist[reached] = found[reached].astype(np.int64)
+        return dist
