@@ -209,16 +209,23 @@ def _interleave(starts, ends):
 
 def _block_index(blocks, ranks, calls, what):
     """Block (merged call) index of (rank, call) pairs of owned ranks; ValueError when out of range."""
-    result = np.empty(len(ranks), np.int64)
-    for r in np.unique(ranks).tolist():
-        rows = ranks == r
-        block_of = blocks[r][3] if r in blocks else np.zeros(0, np.int64)
-        bad = (calls[rows] < 0) | (calls[rows] >= len(block_of))
-        if bad.any():
-            raise ValueError("%s: trace rank %d has %d calls, no call %d"
-                             % (what, r, len(block_of), calls[rows][bad][0]))
-        result[rows] = block_of[calls[rows]]
-    return result
+    ranks, calls = _int64(ranks), _int64(calls)
+    owned = sorted(blocks)
+    block_of = [blocks[r][3] for r in owned]
+    count = np.zeros(int(max(owned[-1] + 1, ranks.max(initial=-1) + 1)) if owned else
+                     int(ranks.max(initial=-1) + 1), np.int64)
+    first = np.zeros(len(count), np.int64)
+    if owned:
+        count[owned] = [len(b) for b in block_of]
+        first[owned] = np.concatenate(([0], np.cumsum(count[owned])[:-1]))
+    bad = (ranks < 0) | (calls < 0)
+    bad[~bad] = calls[~bad] >= count[ranks[~bad]]
+    if bad.any():
+        r, c = int(ranks[bad][0]), int(calls[bad][0])
+        raise ValueError("%s: trace rank %d has %d calls, no call %d"
+                         % (what, r, count[r] if 0 <= r < len(count) else 0, c))
+    flat = np.concatenate(block_of + [np.zeros(0, np.int64)])
+    return flat[first[ranks] + calls]
 
 
 @dataclasses.dataclass

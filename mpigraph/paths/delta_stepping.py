@@ -46,6 +46,7 @@ class _Search:
         self.dist = np.full(len(g.time), INF, np.int64)
         self.dirty = np.zeros(len(g.time), bool)
         self.pending = np.zeros(0, np.int64)
+        self.stamp = np.zeros(len(g.time), np.int64)     # scratch for _distinct
         self.distributed = comm.Get_size() > 1
 
     def start(self):
@@ -91,7 +92,13 @@ class _Search:
         new = improved[~self.dirty[improved]]
         if len(new):
             self.dirty[new] = True
-            self.pending = np.concatenate((self.pending, np.unique(new)))
+            self.pending = np.concatenate((self.pending, self._distinct(new)))
+
+    def _distinct(self, index):
+        """index without repeats (in no particular order), without sorting."""
+        position = np.arange(len(index), dtype=np.int64)
+        self.stamp[index] = position        # the last write of each repeated index wins ...
+        return index[self.stamp[index] == position]     # ... and only that one is kept
 
     def next_bucket(self):
         return self.comm.allreduce(self.smallest(), op=MPI.MIN) if self.distributed else self.smallest()
@@ -110,7 +117,7 @@ class _Search:
                 following = self.next_bucket()
                 if following != b:
                     break
-            self.relax(np.unique(np.concatenate(settled)), light=False)
+            self.relax(self._distinct(np.concatenate(settled)), light=False)
             b = self.next_bucket()
         return self.labels(rounds)
 
