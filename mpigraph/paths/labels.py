@@ -46,14 +46,6 @@ def empty_labels(n):
     return np.full(n, INF, np.int64), np.full(n, NO_NEXT, np.int64), np.zeros(n, np.int64)
 
 
-def best_offers(target, dist, key, weight):
-    """The lexicographically least (dist, key) offer per target: (target, dist, key, weight) rows."""
-    order = np.lexsort((key, dist, target))
-    target, dist, key, weight = target[order], dist[order], key[order], weight[order]
-    first = np.concatenate(([True], target[1:] != target[:-1])) if len(target) else np.zeros(0, bool)
-    return target[first], dist[first], key[first], weight[first]
-
-
 # Edges per chunk of the next_from_dist pass: bounds its temporary arrays (~ 10 int64 per edge).
 CHUNK_EDGES = 1 << 22
 
@@ -108,17 +100,40 @@ def _max():
 
 
 def hub_offers(comm, g, dist):
-    """(hub, dist, key) of every edge out of a hub into a reached local vertex, from all ranks."""
+    """(hub, dist, key): the best offer to each hub over all ranks, from the edges out of hubs.
+
+    An edge H -> v into a reached local vertex offers dist[v] + w to H, with
+    key v; each rank keeps its best offer per hub (least dist, then least
+    key), and the ranks combine theirs (two allreduces of one value per hub).
+    """
     edge = np.flatnonzero(g.src >= g.n_rank_vertices)
     dst = np.searchsorted(g.indptr, edge, "right") - 1
     d = dist[dst]
     reached = d < INF
     edge, dst = edge[reached], dst[reached]
-    rows = (g.src[edge] - g.n_rank_vertices, d[reached] + g.weight[edge],
-            g.global_ids()[dst] if g.n_analysis > 1 else dst)
-    if g.n_analysis == 1:
-        return rows
-    return tuple(np.concatenate(c) for c in zip(*comm.allgather(rows)))
+    hub, offer = g.src[edge] - g.n_rank_vertices, d[reached] + g.weight[edge]
+    key = g.global_ids()[dst] if g.n_analysis > 1 else dst
+    best, nxt = _best_per_hub(g.n_hubs, hub, offer, key)
+    if g.n_analysis > 1:
+        from mpi4py import MPI
+
+        everyone = best.copy()
+        comm.Allreduce(MPI.IN_PLACE, everyone, op=MPI.MIN)
+        nxt = np.where(best == everyone, nxt, NO_NEXT)
+        comm.Allreduce(MPI.IN_PLACE, nxt, op=MPI.MIN)
+        best = everyone
+    has = best < INF
+    return np.flatnonzero(has), best[has], nxt[has]
+
+
+def _best_per_hub(n_hubs, hub, dist, key):
+    """The least dist offered to each hub, and the least key among the offers of that dist."""
+    best = np.full(n_hubs, INF, np.int64)
+    nxt = np.full(n_hubs, NO_NEXT, np.int64)
+    np.minimum.at(best, hub, dist)
+    tie = dist == best[hub]
+    np.minimum.at(nxt, hub[tie], key[tie])
+    return best, nxt
 
 
 def combine_hubs(n_hubs, hub, dist, key):
@@ -127,10 +142,7 @@ def combine_hubs(n_hubs, hub, dist, key):
     Hub k's piece ends at hub k+1 (the last at the sink), so its distance is
     the best offer plus hub k+1's distance: a sum over the later hubs.
     """
-    best = np.full(n_hubs, INF, np.int64)
-    nxt = np.full(n_hubs, NO_NEXT, np.int64)
-    hub, dist, key, _ = best_offers(hub, dist, key, np.zeros(len(hub), np.int64))
-    best[hub], nxt[hub] = np.minimum(dist, INF), key
+    best, nxt = _best_per_hub(n_hubs, hub, np.minimum(dist, INF), key)
     unreachable = np.logical_or.accumulate((best >= INF)[::-1])[::-1]
     total = np.cumsum(np.where(best >= INF, 0, best)[::-1])[::-1]
     return np.where(unreachable, INF, total), nxt
