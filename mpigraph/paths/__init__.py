@@ -40,13 +40,17 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
         raise ValueError("%r is not a graph algorithm (%s)" % (algorithm, ", ".join(GRAPH_ALGORITHMS)))
     g = graph_module.build(comm, inp, int(round(threshold_s * 1e9)))
     n_edges = comm.allreduce(g.n_edges)
-    if algorithm == "parallel-dijkstra":
-        width = None
-        whole = _gather_labels(comm, g, parallel_dijkstra.solve(comm, g, splits), codec)
-    elif algorithm == "parallel-delta-stepping":
-        width = delta or delta_stepping.auto_delta(comm, g)
-        labels = delta_stepping.solve(comm, g, width, splits)
-        whole = _gather_labels(comm, g, labels, codec)
+    if algorithm.startswith("parallel-"):
+        if algorithm == "parallel-dijkstra":
+            width, labels = None, parallel_dijkstra.solve(comm, g, splits)
+        else:
+            width = delta or delta_stepping.auto_delta(comm, g)
+            labels = delta_stepping.solve(comm, g, width, splits)
+        table, slack = walk.distributed(comm, g, labels)
+        if stats is not None:
+            stats.update(vertices=g.n_vertices, edges=n_edges, hubs=g.n_hubs, delta=width,
+                         rounds=labels.rounds, slack=slack)
+        return table
     else:
         whole = gather_graph(comm, g, codec)
         width = None
@@ -98,19 +102,3 @@ def gather_graph(comm, g, codec=None):
     return graph_module.Graph(1, 0, g.base, bounds, g.hub_calls, g.hub_time, time, func, indptr,
                               edges["src"][order], edges["weight"][order], g.sink, g.sources,
                               g.t0)
-
-
-def _gather_labels(comm, g, labels, codec=None):
-    """(Graph metadata, time, func, Labels) indexed by global id, on rank 0; None elsewhere."""
-    gid = g.global_ids()
-    columns = {"gid": gid, "time": g.time, "func": g.func, "dist": labels.dist, "next": labels.next,
-               "next_weight": labels.next_weight}
-    table, _ = shuffle.gather(comm, columns, codec=codec or _RAW) if comm.Get_size() > 1 else (columns, None)
-    if comm.Get_rank() != 0:
-        return None
-    by_id = {}
-    for name in ("time", "func", "dist", "next", "next_weight"):
-        by_id[name] = np.zeros(g.n_vertices, np.int64)
-        by_id[name][table["gid"]] = table[name]
-    labels.dist, labels.next, labels.next_weight = by_id["dist"], by_id["next"], by_id["next_weight"]
-    return g, by_id["time"], by_id["func"], labels
