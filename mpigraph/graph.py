@@ -172,8 +172,8 @@ def build(comm, inp, threshold_ns=0):
     edges += _hub_edges(comm, mine, base, lo, time, hubs, len(time))
     dst, src, weight = (np.concatenate(c) for c in zip(*edges))
     n_local = len(time) + len(range(me, len(hubs.time), n_analysis))
-    order = np.argsort(dst, kind="stable")
-    indptr = np.searchsorted(dst[order], np.arange(n_local + 1)).astype(np.int64)
+    order = np.argsort(dst, kind="stable")     # a few sorted runs (timsort) and the dependencies
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(dst, minlength=n_local)))).astype(np.int64)
     sink, sources, t0 = _ends(comm, mine, blocks, base, time, lo)
     return Graph(n_analysis, me, base, bounds, hubs.calls, hubs.time,
                  np.concatenate((time, hubs.time[me::n_analysis])),
@@ -252,11 +252,34 @@ def _dependency_edges(comm, ownership, deps, blocks, base, lo, time):
 
     if ((deps.src_vertex != START) & (deps.src_vertex != END)).any():
         raise ValueError("dependency src_vertex must be 0 (start) or 1 (end)")
-    src, t_src = exchange.ask_owners(comm, ownership.owner_of(deps.src_rank),
-                                     [deps.src_rank, deps.src_call, deps.src_vertex], answer)
+    # Ask once per distinct source event: the members of a collective share theirs.
+    rows, inverse = _distinct_rows(deps.src_rank, deps.src_call, deps.src_vertex)
+    src_rank, src_call, src_vertex = deps.src_rank[rows], deps.src_call[rows], deps.src_vertex[rows]
+    src, t_src = exchange.ask_owners(comm, ownership.owner_of(src_rank), [src_rank, src_call, src_vertex], answer)
+    src, t_src = src[inverse], t_src[inverse]
     keep = src != dst     # a call merged with its own releaser: no edge
     return DependencyEdges(src[keep], dst[keep], t_src[keep], deps.kind[keep], deps.dst_rank[keep],
                            dst_call[keep])
+
+
+def _distinct_rows(*columns):
+    """(a row of each distinct row of the int64 columns, each row's index among those).
+
+    Repeats next to each other (a collective's members in a row) cost one
+    comparison; only the rest is sorted.
+    """
+    n = len(columns[0])
+    if not n:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    change = np.zeros(n, bool)
+    change[0] = True
+    for c in columns:
+        change[1:] |= c[1:] != c[:-1]
+    first = np.flatnonzero(change)
+    run = np.cumsum(change) - 1
+    table = np.stack([c[first] for c in columns], axis=1)
+    _, pick, inverse = np.unique(table, axis=0, return_index=True, return_inverse=True)
+    return first[pick], inverse.reshape(-1)[run]
 
 
 def _local_edges(mine, base, lo, time, deps, hubs):
