@@ -170,15 +170,50 @@ def build(comm, inp, threshold_ns=0):
     hubs = splits.find_sync_points(comm, inp.n_trace_ranks, base, lo, time, deps)
     edges = _local_edges(mine, base, lo, time, deps, hubs)
     edges += _hub_edges(comm, mine, base, lo, time, hubs, len(time))
-    dst, src, weight = (np.concatenate(c) for c in zip(*edges))
     n_local = len(time) + len(range(me, len(hubs.time), n_analysis))
-    order = np.argsort(dst, kind="stable")     # a few sorted runs (timsort) and the dependencies
-    indptr = np.concatenate(([0], np.cumsum(np.bincount(dst, minlength=n_local)))).astype(np.int64)
+    indptr, src, weight = _csr(n_local, edges)
+    del edges
     sink, sources, t0 = _ends(comm, mine, blocks, base, time, lo)
     return Graph(n_analysis, me, base, bounds, hubs.calls, hubs.time,
                  np.concatenate((time, hubs.time[me::n_analysis])),
                  np.concatenate((func, np.full(n_local - len(time), -1, np.int64))),
-                 indptr, src[order], weight[order], sink, sources, t0)
+                 indptr, src, weight, sink, sources, t0)
+
+
+def _csr(n, groups):
+    """(indptr, src, weight) of edges given as groups of (local dst, src, weight) columns.
+
+    The same as a stable sort of the concatenated groups by dst, without
+    sorting the groups whose dst strictly increase (compute, call, hub edges):
+    each of those puts its edges straight into their rows.
+    """
+    counts = np.zeros(n, np.int64)
+    increasing = []
+    for dst, _, _ in groups:
+        increasing.append(len(dst) < 2 or bool((dst[1:] > dst[:-1]).all()))
+        if increasing[-1]:
+            counts[dst] += 1
+        else:
+            counts += np.bincount(dst, minlength=n)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    del counts
+    fill = indptr[:-1].copy()         # the next free place in each row
+    src = np.empty(int(indptr[-1]), np.int64)
+    weight = np.empty(int(indptr[-1]), np.int64)
+    for (dst, s, w), simple in zip(groups, increasing):
+        if simple:
+            place = fill[dst]
+            fill[dst] += 1
+        else:
+            order = np.argsort(dst, kind="stable")
+            dst, s, w = dst[order], s[order], w[order]
+            run_start = np.flatnonzero(np.concatenate(([True], dst[1:] != dst[:-1])))
+            within = np.arange(len(dst)) - np.repeat(run_start, np.diff(np.append(run_start, len(dst))))
+            place = fill[dst] + within
+            np.add.at(fill, dst[run_start], np.diff(np.append(run_start, len(dst))))
+        src[place], weight[place] = s, w
+    return indptr, src, weight
 
 
 def _merged(calls, threshold_ns):

@@ -13,6 +13,8 @@ S(r) -> H -> E(x) is rank x's call (x == r) or a message from r to x.
 Times are made relative to the earliest start, like ranks.csv.
 """
 
+import bisect
+
 import numpy as np
 
 from mpigraph import critical_path
@@ -104,20 +106,28 @@ def distributed(comm, g, labels):
     comm.Allreduce(MPI.IN_PLACE, source_dist, op=MPI.MIN)
     start, slack = start_vertex(g, None, hub_dist, source_dist)
     nxt, next_weight, limit = labels.next, labels.next_weight, g.n_vertices
+    lo, hi, me, n_analysis, bounds = g.lo, g.hi, g.me, g.n_analysis, g.bounds.tolist()
+
+    def owner(v):         # Graph.owner_of and local_index for one vertex, in plain Python
+        return (v - n_rank_vertices) % n_analysis if v >= n_rank_vertices else bisect.bisect_right(bounds, v) - 1
+
+    def local(v):
+        return v - lo if v < n_rank_vertices else (hi - lo) + (v - n_rank_vertices) // n_analysis
+
     pieces, v, hops, length, done = [], start, 0, 0, False
     while not done:
-        owner = int(g.owner_of([v])[0])
+        holder = owner(v)
         state = None
-        if owner == g.me:
+        if holder == me:
             vertices, weights = [v], []
             while v != g.sink and len(vertices) + length <= limit:
                 if len(hub_dist) and v >= n_rank_vertices:
                     v, w = int(hub_next[v - n_rank_vertices]), 0
                 else:
-                    i = int(g.local_index([v])[0])
+                    i = local(v)
                     v, w = int(nxt[i]), int(next_weight[i])
                 weights.append(w)
-                if v == NO_NEXT or g.owner_of([v])[0] != g.me:
+                if v == NO_NEXT or owner(v) != me:
                     break
                 vertices.append(v)
             done = vertices[-1] == g.sink
@@ -126,7 +136,7 @@ def distributed(comm, g, labels):
             index = g.local_index(vertices)
             pieces.append((hops, vertices, g.time[index], g.func[index], weights))
             state = (v, length + len(vertices), done)
-        v, length, done = comm.bcast(state, root=owner)
+        v, length, done = comm.bcast(state, root=holder)
         hops += 1
         if not done and (v == NO_NEXT or length > limit):
             raise ValueError("the path from vertex %d does not reach the sink %d" % (start, g.sink))
