@@ -80,9 +80,13 @@ class _Search:
         if self.split:    # edges out of hubs are offers to the hubs: labels.hub_offers, at the end
             to_rank = source < g.n_rank_vertices
             source, dist = source[to_rank], dist[to_rank]
-        if self.distributed:
-            source, dist = exchange.send_rows(self.comm, g.owner_of(source), [source, dist])
-            source = g.local_index(source)
+        if self.distributed:     # offers to vertices owned elsewhere go to their owners
+            owner = g.owner_of(source)
+            here = owner == g.me
+            away = ~here
+            source_in, dist_in = exchange.send_rows(self.comm, owner[away], [source[away], dist[away]])
+            source = g.local_index(np.concatenate((source[here], source_in)))
+            dist = np.concatenate((dist[here], dist_in))
         self.apply(source, dist)
 
     def apply(self, target, dist):
