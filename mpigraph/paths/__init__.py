@@ -14,7 +14,10 @@ and returns ``critical_path.segments`` on analysis rank 0 (None elsewhere):
 
 With splits on, each piece between global synchronisation points is searched
 from its own end at the same time, in the same loop; off, one search from the
-sink.  All of them give the same path (``mpigraph.paths.labels``).
+sink.  All of them give the same path (``mpigraph.paths.labels``): the
+searches compute distances, and next[] follows from them by one shared pass.
+The distributed ones walk the path where the labels are (``walk.distributed``)
+and gather only the path to rank 0.
 """
 
 import numpy as np

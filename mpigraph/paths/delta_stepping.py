@@ -2,12 +2,20 @@
 
 Buckets of width delta hold the vertices by tentative distance.  Each phase
 takes the current bucket's changed vertices, relaxes their light incoming
-edges (weight < delta) all at once with numpy, sends each offer to the owner
-of the edge's source vertex (one Alltoallv per phase) and repeats until the
+edges (weight < delta) all at once with numpy, applies the offers to
+vertices owned here at once and sends the others to the owners of the
+edges' source vertices (one Alltoallv per phase), and repeats until the
 bucket stays empty on every rank; then the heavy edges of the bucket's
-vertices are relaxed once.  delta = 1 is Dijkstra (a bucket is one distance),
-delta >= the largest distance is Bellman-Ford.  With one analysis rank it is
-the sequential algorithm; the search direction is backwards from the sink.
+vertices are relaxed once.  One allreduce per phase gives the smallest
+non-empty bucket of all ranks: the same bucket again, or the next one.
+delta = 1 is Dijkstra (a bucket is one distance), delta >= the largest
+distance is Bellman-Ford.  With one analysis rank it is the sequential
+algorithm; the search direction is backwards from the sink.
+
+Bookkeeping: the changed vertices not yet relaxed are one array (each
+vertex once, a flag per vertex); a vertex's bucket is read from its
+distance when needed, so moving down a bucket costs nothing.  The search
+computes distances only; next[] comes from them (``labels.next_from_dist``).
 """
 
 import numpy as np
