@@ -43,11 +43,10 @@ def start_vertex(g, dist, hub_dist, source_dist=None):
 
 
 def chase(start, sink, nxt):
-    """The vertices from start to sink along nxt (a list, for a Python walk)."""
-    nxt = nxt.tolist()
+    """The vertices from start to sink along nxt (one numpy lookup per path vertex)."""
     path, v = [start], start
     while v != sink:
-        v = nxt[v]
+        v = int(nxt[v])
         if v == NO_NEXT or len(path) > len(nxt):
             raise ValueError("the path from vertex %d does not reach the sink %d" % (start, sink))
         path.append(v)
