@@ -12,9 +12,10 @@ delta = 1 is Dijkstra (a bucket is one distance), delta >= the largest
 distance is Bellman-Ford.  With one analysis rank it is the sequential
 algorithm; the search direction is backwards from the sink.
 
-Bookkeeping: the changed vertices not yet relaxed are one array (each
-vertex once, a flag per vertex); a vertex's bucket is read from its
-distance when needed, so moving down a bucket costs nothing.  The search
+Bookkeeping (``_Queue``): (bucket, vertex) entries, a sorted part read from
+its head and a small unsorted part for new entries, merged by one sort when
+it grows; stale entries (a vertex that moved down a bucket, or was taken)
+are dropped when met.  The search
 computes distances only; next[] comes from them (``labels.next_from_dist``).
 """
 
@@ -41,40 +42,90 @@ def auto_delta(comm, g):
     return max(1, int(round(total / count))) if count else 1
 
 
-class _Search:
-    """The search on one analysis rank: distances, and the changed vertices not yet relaxed.
+class _Queue:
+    """Changed ("dirty") local vertices by bucket, as (bucket, vertex) entries.
 
-    ``pending`` holds the changed ("dirty") local vertices, each once; their
-    buckets are their distances // delta, read when needed, so a vertex that
-    moves to a lower bucket needs no bookkeeping.
+    An entry is current while its vertex is dirty and still in that bucket
+    (distance // delta); stale ones are dropped when met.  ``later`` is
+    sorted by bucket and read from ``pos`` on; new entries go to ``fresh``
+    (unsorted) and are merged into ``later`` by one sort when ``fresh``
+    outgrows it, so a phase costs about its own entries, not all pending ones.
     """
+
+    def __init__(self, dist, delta):
+        self.dist, self.delta = dist, delta
+        self.dirty = np.zeros(len(dist), bool)
+        self.stamp = np.zeros(len(dist), np.int64)     # scratch for distinct()
+        empty = np.zeros(0, np.int64)
+        self.later_b, self.later_v, self.pos = empty, empty, 0
+        self.fresh_b, self.fresh_v = empty, empty
+
+    def add(self, vertices):
+        """Vertices whose distance dropped (each once)."""
+        self.dirty[vertices] = True
+        self.fresh_b = np.concatenate((self.fresh_b, self.dist[vertices] // self.delta))
+        self.fresh_v = np.concatenate((self.fresh_v, vertices))
+        if len(self.fresh_v) > 4096 + 2 * (len(self.later_v) - self.pos):
+            b = np.concatenate((self.later_b[self.pos:], self.fresh_b))
+            v = np.concatenate((self.later_v[self.pos:], self.fresh_v))
+            current = self._current(b, v)
+            b, v = b[current], v[current]
+            order = np.argsort(b, kind="stable")
+            self.later_b, self.later_v, self.pos = b[order], v[order], 0
+            self.fresh_b, self.fresh_v = self.fresh_b[:0], self.fresh_v[:0]
+
+    def _current(self, b, v):
+        return self.dirty[v] & (self.dist[v] // self.delta == b)
+
+    def smallest(self):
+        """The smallest bucket with a current entry (INF: none)."""
+        current = self._current(self.fresh_b, self.fresh_v)
+        self.fresh_b, self.fresh_v = self.fresh_b[current], self.fresh_v[current]
+        best = int(self.fresh_b.min()) if len(self.fresh_b) else INF
+        window = 64
+        while self.pos < len(self.later_v):      # skip stale entries at the head of later
+            end = min(self.pos + window, len(self.later_v))
+            current = self._current(self.later_b[self.pos:end], self.later_v[self.pos:end])
+            if current.any():
+                self.pos += int(np.argmax(current))
+                return min(best, int(self.later_b[self.pos]))
+            self.pos, window = end, 2 * window
+        return best
+
+    def take(self, b):
+        """The dirty vertices of bucket b (each once), no longer dirty."""
+        end = self.pos + int(np.searchsorted(self.later_b[self.pos:], b, "right"))
+        in_b = self.fresh_b == b
+        b_ = np.concatenate((self.later_b[self.pos:end], self.fresh_b[in_b]))
+        v = np.concatenate((self.later_v[self.pos:end], self.fresh_v[in_b]))
+        self.pos = end
+        self.fresh_b, self.fresh_v = self.fresh_b[~in_b], self.fresh_v[~in_b]
+        v = self.distinct(v[self._current(b_, v)])
+        self.dirty[v] = False
+        return v
+
+    def distinct(self, index):
+        """index without repeats (in no particular order), without sorting."""
+        position = np.arange(len(index), dtype=np.int64)
+        self.stamp[index] = position        # the last write of each repeated index wins ...
+        return index[self.stamp[index] == position]     # ... and only that one is kept
+
+
+class _Search:
+    """The search on one analysis rank: distances, and the queue of changed vertices."""
 
     def __init__(self, comm, g, delta, split):
         self.comm, self.g, self.delta, self.split = comm, g, delta, split
         self.dist = np.full(len(g.time), INF, np.int64)
-        self.dirty = np.zeros(len(g.time), bool)
-        self.pending = np.zeros(0, np.int64)
-        self.stamp = np.zeros(len(g.time), np.int64)     # scratch for _distinct
+        self.queue = _Queue(self.dist, delta)
         self.distributed = comm.Get_size() > 1
 
     def start(self):
         sinks = [self.g.sink] + (list(range(self.g.n_rank_vertices, self.g.n_vertices)) if self.split else [])
         sinks = np.array(sinks, np.int64)
-        mine = self.g.local_index(sinks[self.g.owner_of(sinks) == self.g.me])
+        mine = np.unique(self.g.local_index(sinks[self.g.owner_of(sinks) == self.g.me]))
         self.dist[mine] = 0
-        self.dirty[mine] = True
-        self.pending = np.unique(mine)
-
-    def smallest(self):
-        """The smallest bucket holding a pending vertex here (INF: none)."""
-        return int((self.dist[self.pending] // self.delta).min()) if len(self.pending) else INF
-
-    def take(self, b):
-        """The pending vertices of bucket b, no longer pending."""
-        in_b = self.dist[self.pending] // self.delta == b
-        frontier, self.pending = self.pending[in_b], self.pending[~in_b]
-        self.dirty[frontier] = False
-        return frontier
+        self.queue.add(mine)
 
     def relax(self, frontier, light):
         """Offer dist[v] + w to the source u of each light (or heavy) incoming edge of the frontier."""
@@ -101,19 +152,12 @@ class _Search:
         before = self.dist[target]
         np.minimum.at(self.dist, target, dist)
         improved = target[self.dist[target] < before]
-        new = improved[~self.dirty[improved]]
-        if len(new):
-            self.dirty[new] = True
-            self.pending = np.concatenate((self.pending, self._distinct(new)))
-
-    def _distinct(self, index):
-        """index without repeats (in no particular order), without sorting."""
-        position = np.arange(len(index), dtype=np.int64)
-        self.stamp[index] = position        # the last write of each repeated index wins ...
-        return index[self.stamp[index] == position]     # ... and only that one is kept
+        if len(improved):
+            self.queue.add(self.queue.distinct(improved))
 
     def next_bucket(self):
-        return self.comm.allreduce(self.smallest(), op=MPI.MIN) if self.distributed else self.smallest()
+        smallest = self.queue.smallest()
+        return self.comm.allreduce(smallest, op=MPI.MIN) if self.distributed else smallest
 
     def run(self):
         self.start()
@@ -122,14 +166,14 @@ class _Search:
         while b < INF:
             settled = []
             while True:     # light phases: until bucket b stays empty on every rank
-                frontier = self.take(b)
+                frontier = self.queue.take(b)
                 settled.append(frontier)
                 self.relax(frontier, light=True)
                 rounds += 1
                 following = self.next_bucket()
                 if following != b:
                     break
-            self.relax(self._distinct(np.concatenate(settled)), light=False)
+            self.relax(self.queue.distinct(np.concatenate(settled)), light=False)
             b = self.next_bucket()
         return self.labels(rounds)
 
