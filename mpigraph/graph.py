@@ -170,15 +170,50 @@ def build(comm, inp, threshold_ns=0):
     hubs = splits.find_sync_points(comm, inp.n_trace_ranks, base, lo, time, deps)
     edges = _local_edges(mine, base, lo, time, deps, hubs)
     edges += _hub_edges(comm, mine, base, lo, time, hubs, len(time))
-    dst, src, weight = (np.concatenate(c) for c in zip(*edges))
     n_local = len(time) + len(range(me, len(hubs.time), n_analysis))
-    order = np.argsort(dst, kind="stable")
-    indptr = np.searchsorted(dst[order], np.arange(n_local + 1)).astype(np.int64)
+    indptr, src, weight = _csr(n_local, edges)
+    del edges
     sink, sources, t0 = _ends(comm, mine, blocks, base, time, lo)
     return Graph(n_analysis, me, base, bounds, hubs.calls, hubs.time,
                  np.concatenate((time, hubs.time[me::n_analysis])),
                  np.concatenate((func, np.full(n_local - len(time), -1, np.int64))),
-                 indptr, src[order], weight[order], sink, sources, t0)
+                 indptr, src, weight, sink, sources, t0)
+
+
+def _csr(n, groups):
+    """(indptr, src, weight) of edges given as groups of (local dst, src, weight) columns.
+
+    The same as a stable sort of the concatenated groups by dst, without
+    sorting the groups whose dst strictly increase (compute, call, hub edges):
+    each of those puts its edges straight into their rows.
+    """
+    counts = np.zeros(n, np.int64)
+    increasing = []
+    for dst, _, _ in groups:
+        increasing.append(len(dst) < 2 or bool((dst[1:] > dst[:-1]).all()))
+        if increasing[-1]:
+            counts[dst] += 1
+        else:
+            counts += np.bincount(dst, minlength=n)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    del counts
+    fill = indptr[:-1].copy()         # the next free place in each row
+    src = np.empty(int(indptr[-1]), np.int64)
+    weight = np.empty(int(indptr[-1]), np.int64)
+    for (dst, s, w), simple in zip(groups, increasing):
+        if simple:
+            place = fill[dst]
+            fill[dst] += 1
+        else:
+            order = np.argsort(dst, kind="stable")
+            dst, s, w = dst[order], s[order], w[order]
+            run_start = np.flatnonzero(np.concatenate(([True], dst[1:] != dst[:-1])))
+            within = np.arange(len(dst)) - np.repeat(run_start, np.diff(np.append(run_start, len(dst))))
+            place = fill[dst] + within
+            np.add.at(fill, dst[run_start], np.diff(np.append(run_start, len(dst))))
+        src[place], weight[place] = s, w
+    return indptr, src, weight
 
 
 def _merged(calls, threshold_ns):
@@ -209,16 +244,23 @@ def _interleave(starts, ends):
 
 def _block_index(blocks, ranks, calls, what):
     """Block (merged call) index of (rank, call) pairs of owned ranks; ValueError when out of range."""
-    result = np.empty(len(ranks), np.int64)
-    for r in np.unique(ranks).tolist():
-        rows = ranks == r
-        block_of = blocks[r][3] if r in blocks else np.zeros(0, np.int64)
-        bad = (calls[rows] < 0) | (calls[rows] >= len(block_of))
-        if bad.any():
-            raise ValueError("%s: trace rank %d has %d calls, no call %d"
-                             % (what, r, len(block_of), calls[rows][bad][0]))
-        result[rows] = block_of[calls[rows]]
-    return result
+    ranks, calls = _int64(ranks), _int64(calls)
+    owned = sorted(blocks)
+    block_of = [blocks[r][3] for r in owned]
+    count = np.zeros(int(max(owned[-1] + 1, ranks.max(initial=-1) + 1)) if owned else
+                     int(ranks.max(initial=-1) + 1), np.int64)
+    first = np.zeros(len(count), np.int64)
+    if owned:
+        count[owned] = [len(b) for b in block_of]
+        first[owned] = np.concatenate(([0], np.cumsum(count[owned])[:-1]))
+    bad = (ranks < 0) | (calls < 0)
+    bad[~bad] = calls[~bad] >= count[ranks[~bad]]
+    if bad.any():
+        r, c = int(ranks[bad][0]), int(calls[bad][0])
+        raise ValueError("%s: trace rank %d has %d calls, no call %d"
+                         % (what, r, count[r] if 0 <= r < len(count) else 0, c))
+    flat = np.concatenate(block_of + [np.zeros(0, np.int64)])
+    return flat[first[ranks] + calls]
 
 
 @dataclasses.dataclass
@@ -245,11 +287,34 @@ def _dependency_edges(comm, ownership, deps, blocks, base, lo, time):
 
     if ((deps.src_vertex != START) & (deps.src_vertex != END)).any():
         raise ValueError("dependency src_vertex must be 0 (start) or 1 (end)")
-    src, t_src = exchange.ask_owners(comm, ownership.owner_of(deps.src_rank),
-                                     [deps.src_rank, deps.src_call, deps.src_vertex], answer)
+    # Ask once per distinct source event: the members of a collective share theirs.
+    rows, inverse = _distinct_rows(deps.src_rank, deps.src_call, deps.src_vertex)
+    src_rank, src_call, src_vertex = deps.src_rank[rows], deps.src_call[rows], deps.src_vertex[rows]
+    src, t_src = exchange.ask_owners(comm, ownership.owner_of(src_rank), [src_rank, src_call, src_vertex], answer)
+    src, t_src = src[inverse], t_src[inverse]
     keep = src != dst     # a call merged with its own releaser: no edge
     return DependencyEdges(src[keep], dst[keep], t_src[keep], deps.kind[keep], deps.dst_rank[keep],
                            dst_call[keep])
+
+
+def _distinct_rows(*columns):
+    """(a row of each distinct row of the int64 columns, each row's index among those).
+
+    Repeats next to each other (a collective's members in a row) cost one
+    comparison; only the rest is sorted.
+    """
+    n = len(columns[0])
+    if not n:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    change = np.zeros(n, bool)
+    change[0] = True
+    for c in columns:
+        change[1:] |= c[1:] != c[:-1]
+    first = np.flatnonzero(change)
+    run = np.cumsum(change) - 1
+    table = np.stack([c[first] for c in columns], axis=1)
+    _, pick, inverse = np.unique(table, axis=0, return_index=True, return_inverse=True)
+    return first[pick], inverse.reshape(-1)[run]
 
 
 def _local_edges(mine, base, lo, time, deps, hubs):

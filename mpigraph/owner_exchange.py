@@ -1,8 +1,8 @@
 """Int64 columns to owner ranks and back: the per-round traffic of the path algorithms.
 
 The path algorithms move many small batches (one per bucket phase), all
-int64, so they use one Alltoall of counts and one Alltoallv of a row-major
-(rows x columns) array: no encoding, no pickles.  The big one-time moves
+int64, so they use one Alltoall of counts and one Alltoallv per column: no
+encoding, no pickles.  The big one-time moves
 (gathering a graph to one rank) go through ``mpigraph.shuffle`` instead.
 """
 
@@ -18,27 +18,33 @@ def send_rows(comm, dest, columns, with_source=False):
     grouped by source rank in rank order, each source's rows in their order;
     with_source: (columns, source rank of each received row).
     """
-    n_cols = len(columns)
     size = comm.Get_size()
     dest = np.asarray(dest, np.int64)
     if size == 1:
         received = [np.asarray(c, np.int64) for c in columns]
         return (received, np.zeros(len(dest), np.int64)) if with_source else received
-    order = np.argsort(dest, kind="stable")
-    table = np.empty((len(dest), n_cols), np.int64)
-    for j, column in enumerate(columns):
-        table[:, j] = np.asarray(column, np.int64)[order]
+    order = _by_rank(dest, size)
     send_counts = np.bincount(dest, minlength=size).astype(np.int64)
     recv_counts = np.empty(size, np.int64)
     comm.Alltoall(send_counts, recv_counts)
-    received = np.empty((int(recv_counts.sum()), n_cols), np.int64)
-    send_spec = [table, (send_counts * n_cols, _displacements(send_counts) * n_cols), MPI.INT64_T]
-    recv_spec = [received, (recv_counts * n_cols, _displacements(recv_counts) * n_cols), MPI.INT64_T]
-    comm.Alltoallv(send_spec, recv_spec)
-    result = [received[:, j].copy() for j in range(n_cols)]
+    send_displ, recv_displ = _displacements(send_counts), _displacements(recv_counts)
+    result = []
+    for column in columns:      # one Alltoallv per column: no row-major table to build and take apart
+        outgoing = np.ascontiguousarray(np.asarray(column, np.int64)[order])
+        incoming = np.empty(int(recv_counts.sum()), np.int64)
+        comm.Alltoallv([outgoing, (send_counts, send_displ), MPI.INT64_T],
+                       [incoming, (recv_counts, recv_displ), MPI.INT64_T])
+        result.append(incoming)
     if with_source:
         return result, np.repeat(np.arange(size, dtype=np.int64), recv_counts)
     return result
+
+
+def _by_rank(dest, size):
+    """A stable order of rows by destination rank (one pass per rank when there are few)."""
+    if size > 16:
+        return np.argsort(dest, kind="stable")
+    return np.concatenate([np.flatnonzero(dest == r) for r in range(size)])
 
 
 def _displacements(counts):

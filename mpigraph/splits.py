@@ -66,21 +66,19 @@ def _instances(comm, n_trace_ranks, base, lo, time, deps, keys):
     index, dst_rank, dst_call = index[found], deps.dst_rank[nn][found], deps.dst_call[nn][found]
     end = time[deps.dst[nn][found] - lo]
 
-    members = np.zeros(n, np.int64)
-    pairs = np.unique(index * n_trace_ranks + dst_rank)
-    np.add.at(members, pairs // n_trace_ranks, 1)
     first_end = np.full(n, graph_module.INF, np.int64)
     np.minimum.at(first_end, index, end)
     t_last = np.full(n, -graph_module.INF, np.int64)
     np.maximum.at(t_last, index, deps.t_src[nn][found])
     calls = np.full((n, n_trace_ranks), -1, np.int64)
     calls[index, dst_rank] = dst_call
-    for array, op in ((members, MPI.SUM), (first_end, MPI.MIN), (t_last, MPI.MAX), (calls, MPI.MAX)):
+    for array, op in ((first_end, MPI.MIN), (t_last, MPI.MAX), (calls, MPI.MAX)):
         comm.Allreduce(MPI.IN_PLACE, array, op=op)
 
     src_rank = np.searchsorted(base, keys, "right") - 1
     own_call = (keys - base[src_rank]) // 2
-    whole = ((members == n_trace_ranks) & (first_end >= t_last) & (calls >= 0).all(axis=1)
+    # Every trace rank a member: each has a call (dst ranks are owned by one analysis rank each).
+    whole = ((first_end >= t_last) & (calls >= 0).all(axis=1)
              & (calls[np.arange(n), src_rank] == own_call))
     return calls, t_last, whole
 

@@ -4,14 +4,20 @@
 (``mpigraph.graph``) on the analysis ranks of comm, runs the chosen search
 and returns ``critical_path.segments`` on analysis rank 0 (None elsewhere):
 
-    dijkstra                  the graph gathered to rank 0, binary-heap Dijkstra there
+    dijkstra                  the graph gathered to rank 0, scipy.sparse.csgraph's Dijkstra there
     delta-stepping            the graph gathered to rank 0, vectorised delta-stepping there
-    parallel-dijkstra         distributed delta-stepping with delta = 1 ns (seed 004, 4.3)
+    parallel-dijkstra         distributed Dijkstra by parts: csgraph's Dijkstra on each analysis
+                              rank's part, improved boundary offers exchanged until none improves
+                              (``paths.parallel_dijkstra``; seed 004's delta-stepping with delta = 1
+                              ns is parallel-delta-stepping with delta=1)
     parallel-delta-stepping   distributed delta-stepping with delta = auto_delta
 
 With splits on, each piece between global synchronisation points is searched
 from its own end at the same time, in the same loop; off, one search from the
-sink.  All of them give the same path (``mpigraph.paths.labels``).
+sink.  All of them give the same path (``mpigraph.paths.labels``): the
+searches compute distances, and next[] follows from them by one shared pass.
+The distributed ones walk the path where the labels are (``walk.distributed``)
+and gather only the path to rank 0.
 """
 
 import numpy as np
@@ -19,7 +25,7 @@ import numpy as np
 from mpigraph import graph as graph_module
 from mpigraph import shuffle
 from mpigraph.codec import Codec
-from mpigraph.paths import delta_stepping, dijkstra, walk
+from mpigraph.paths import delta_stepping, dijkstra, parallel_dijkstra, walk
 
 GRAPH_ALGORITHMS = ("dijkstra", "delta-stepping", "parallel-dijkstra", "parallel-delta-stepping")
 
@@ -38,9 +44,16 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
     g = graph_module.build(comm, inp, int(round(threshold_s * 1e9)))
     n_edges = comm.allreduce(g.n_edges)
     if algorithm.startswith("parallel-"):
-        width = 1 if algorithm == "parallel-dijkstra" else (delta or delta_stepping.auto_delta(comm, g))
-        labels = delta_stepping.solve(comm, g, width, splits)
-        whole = _gather_labels(comm, g, labels, codec)
+        if algorithm == "parallel-dijkstra":
+            width, labels = None, parallel_dijkstra.solve(comm, g, splits)
+        else:
+            width = delta or delta_stepping.auto_delta(comm, g)
+            labels = delta_stepping.solve(comm, g, width, splits)
+        table, slack = walk.distributed(comm, g, labels)
+        if stats is not None:
+            stats.update(vertices=g.n_vertices, edges=n_edges, hubs=g.n_hubs, delta=width,
+                         rounds=labels.rounds, slack=slack)
+        return table
     else:
         whole = gather_graph(comm, g, codec)
         width = None
@@ -86,25 +99,9 @@ def gather_graph(comm, g, codec=None):
     n = g.n_vertices
     time, func = np.zeros(n, np.int64), np.zeros(n, np.int64)
     time[vertices["gid"]], func[vertices["gid"]] = vertices["time"], vertices["func"]
-    order = np.argsort(edges["dst"], kind="stable")
-    indptr = np.searchsorted(edges["dst"][order], np.arange(n + 1)).astype(np.int64)
+    order = np.argsort(edges["dst"], kind="stable")    # sorted runs, one per rank: timsort merges them
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(edges["dst"], minlength=n)))).astype(np.int64)
     bounds = np.array([0, g.n_rank_vertices], np.int64)
     return graph_module.Graph(1, 0, g.base, bounds, g.hub_calls, g.hub_time, time, func, indptr,
                               edges["src"][order], edges["weight"][order], g.sink, g.sources,
                               g.t0)
-
-
-def _gather_labels(comm, g, labels, codec=None):
-    """(Graph metadata, time, func, Labels) indexed by global id, on rank 0; None elsewhere."""
-    gid = g.global_ids()
-    columns = {"gid": gid, "time": g.time, "func": g.func, "dist": labels.dist, "next": labels.next,
-               "next_weight": labels.next_weight}
-    table, _ = shuffle.gather(comm, columns, codec=codec or _RAW) if comm.Get_size() > 1 else (columns, None)
-    if comm.Get_rank() != 0:
-        return None
-    by_id = {}
-    for name in ("time", "func", "dist", "next", "next_weight"):
-        by_id[name] = np.zeros(g.n_vertices, np.int64)
-        by_id[name][table["gid"]] = table[name]
-    labels.dist, labels.next, labels.next_weight = by_id["dist"], by_id["next"], by_id["next_weight"]
-    return g, by_id["time"], by_id["func"], labels

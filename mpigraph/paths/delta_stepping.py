@@ -2,15 +2,22 @@
 
 Buckets of width delta hold the vertices by tentative distance.  Each phase
 takes the current bucket's changed vertices, relaxes their light incoming
-edges (weight < delta) all at once with numpy, sends each offer to the owner
-of the edge's source vertex (one Alltoallv per phase) and repeats until the
+edges (weight < delta) all at once with numpy, applies the offers to
+vertices owned here at once and sends the others to the owners of the
+edges' source vertices (one Alltoallv per phase), and repeats until the
 bucket stays empty on every rank; then the heavy edges of the bucket's
-vertices are relaxed once.  delta = 1 is Dijkstra (a bucket is one distance),
-delta >= the largest distance is Bellman-Ford.  With one analysis rank it is
-the sequential algorithm; the search direction is backwards from the sink.
-"""
+vertices are relaxed once.  One allreduce per phase gives the smallest
+non-empty bucket of all ranks: the same bucket again, or the next one.
+delta = 1 is Dijkstra (a bucket is one distance), delta >= the largest
+distance is Bellman-Ford.  With one analysis rank it is the sequential
+algorithm; the search direction is backwards from the sink.
 
-import heapq
+Bookkeeping (``_Queue``): (bucket, vertex) entries, a sorted part read from
+its head and a small unsorted part for new entries, merged by one sort when
+it grows; stale entries (a vertex that moved down a bucket, or was taken)
+are dropped when met.  The search
+computes distances only; next[] comes from them (``labels.next_from_dist``).
+"""
 
 import numpy as np
 
@@ -18,7 +25,7 @@ from mpi4py import MPI
 
 from mpigraph.graph import INF
 from mpigraph import owner_exchange as exchange
-from mpigraph.paths.labels import Labels, best_offers, combine_hubs, empty_labels
+from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, next_from_dist
 
 
 def auto_delta(comm, g):
@@ -35,123 +42,147 @@ def auto_delta(comm, g):
     return max(1, int(round(total / count))) if count else 1
 
 
-class _Buckets:
-    """Changed ("dirty") local vertices by bucket: bucket -> index arrays, with a heap of buckets."""
+class _Queue:
+    """Changed ("dirty") local vertices by bucket, as (bucket, vertex) entries.
 
-    def __init__(self, n, delta):
-        self.lists, self.heap, self.delta = {}, [], delta
-        self.dirty = np.zeros(n, bool)
+    An entry is current while its vertex is dirty and still in that bucket
+    (distance // delta); stale ones are dropped when met.  ``later`` is
+    sorted by bucket and read from ``pos`` on; new entries go to ``fresh``
+    (unsorted) and are merged into ``later`` by one sort when ``fresh``
+    outgrows it, so a phase costs about its own entries, not all pending ones.
+    """
 
-    def add(self, index, dist):
-        if not len(index):
-            return
-        self.dirty[index] = True
-        bucket = dist // self.delta
-        order = np.argsort(bucket, kind="stable")
-        bucket, index = bucket[order], index[order]
-        cuts = np.flatnonzero(np.diff(bucket)) + 1
-        for b, part in zip(bucket[np.concatenate(([0], cuts))].tolist(), np.split(index, cuts)):
-            if b not in self.lists:
-                self.lists[b] = []
-                heapq.heappush(self.heap, b)
-            self.lists[b].append(part)
+    def __init__(self, dist, delta):
+        self.dist, self.delta = dist, delta
+        self.dirty = np.zeros(len(dist), bool)
+        self.stamp = np.zeros(len(dist), np.int64)     # scratch for distinct()
+        empty = np.zeros(0, np.int64)
+        self.later_b, self.later_v, self.pos = empty, empty, 0
+        self.fresh_b, self.fresh_v = empty, empty
 
-    def _valid(self, b, dist):
-        """Dirty vertices still in bucket b (a vertex may have moved down, or been taken)."""
-        index = np.unique(np.concatenate(self.lists[b]))
-        return index[self.dirty[index] & (dist[index] // self.delta == b)]
+    def add(self, vertices):
+        """Vertices whose distance dropped (each once)."""
+        self.dirty[vertices] = True
+        self.fresh_b = np.concatenate((self.fresh_b, self.dist[vertices] // self.delta))
+        self.fresh_v = np.concatenate((self.fresh_v, vertices))
+        if len(self.fresh_v) > 4096 + 2 * (len(self.later_v) - self.pos):
+            b = np.concatenate((self.later_b[self.pos:], self.fresh_b))
+            v = np.concatenate((self.later_v[self.pos:], self.fresh_v))
+            current = self._current(b, v)
+            b, v = b[current], v[current]
+            order = np.argsort(b, kind="stable")
+            self.later_b, self.later_v, self.pos = b[order], v[order], 0
+            self.fresh_b, self.fresh_v = self.fresh_b[:0], self.fresh_v[:0]
 
-    def smallest(self, dist):
-        """The smallest non-empty bucket, or INF."""
-        while self.heap:
-            b = self.heap[0]
-            if b in self.lists:
-                valid = self._valid(b, dist)
-                if len(valid):
-                    self.lists[b] = [valid]
-                    return b
-                del self.lists[b]
-            heapq.heappop(self.heap)
-        return INF
+    def _current(self, b, v):
+        return self.dirty[v] & (self.dist[v] // self.delta == b)
 
-    def take(self, b, dist):
-        """The dirty vertices of bucket b, no longer dirty."""
-        if b not in self.lists:
-            return np.zeros(0, np.int64)
-        valid = self._valid(b, dist)
-        del self.lists[b]
-        self.dirty[valid] = False
-        return valid
+    def smallest(self):
+        """The smallest bucket with a current entry (INF: none)."""
+        current = self._current(self.fresh_b, self.fresh_v)
+        self.fresh_b, self.fresh_v = self.fresh_b[current], self.fresh_v[current]
+        best = int(self.fresh_b.min()) if len(self.fresh_b) else INF
+        window = 64
+        while self.pos < len(self.later_v):      # skip stale entries at the head of later
+            end = min(self.pos + window, len(self.later_v))
+            current = self._current(self.later_b[self.pos:end], self.later_v[self.pos:end])
+            if current.any():
+                self.pos += int(np.argmax(current))
+                return min(best, int(self.later_b[self.pos]))
+            self.pos, window = end, 2 * window
+        return best
+
+    def take(self, b):
+        """The dirty vertices of bucket b (each once), no longer dirty."""
+        end = self.pos + int(np.searchsorted(self.later_b[self.pos:], b, "right"))
+        in_b = self.fresh_b == b
+        b_ = np.concatenate((self.later_b[self.pos:end], self.fresh_b[in_b]))
+        v = np.concatenate((self.later_v[self.pos:end], self.fresh_v[in_b]))
+        self.pos = end
+        self.fresh_b, self.fresh_v = self.fresh_b[~in_b], self.fresh_v[~in_b]
+        v = self.distinct(v[self._current(b_, v)])
+        self.dirty[v] = False
+        return v
+
+    def distinct(self, index):
+        """index without repeats (in no particular order), without sorting."""
+        position = np.arange(len(index), dtype=np.int64)
+        self.stamp[index] = position        # the last write of each repeated index wins ...
+        return index[self.stamp[index] == position]     # ... and only that one is kept
 
 
 class _Search:
+    """The search on one analysis rank: distances, and the queue of changed vertices."""
+
     def __init__(self, comm, g, delta, split):
         self.comm, self.g, self.delta, self.split = comm, g, delta, split
-        self.gid = g.global_ids()
-        self.dist, self.next, self.next_weight = empty_labels(len(g.time))
-        self.buckets = _Buckets(len(g.time), delta)
-        self.offers = []      # splits: (hub, dist, key) offered to hubs
+        self.dist = np.full(len(g.time), INF, np.int64)
+        self.queue = _Queue(self.dist, delta)
+        self.distributed = comm.Get_size() > 1
 
     def start(self):
         sinks = [self.g.sink] + (list(range(self.g.n_rank_vertices, self.g.n_vertices)) if self.split else [])
         sinks = np.array(sinks, np.int64)
-        mine = self.g.local_index(sinks[self.g.owner_of(sinks) == self.g.me])
+        mine = np.unique(self.g.local_index(sinks[self.g.owner_of(sinks) == self.g.me]))
         self.dist[mine] = 0
-        self.buckets.add(mine, self.dist[mine])
+        self.queue.add(mine)
 
     def relax(self, frontier, light):
         """Offer dist[v] + w to the source u of each light (or heavy) incoming edge of the frontier."""
         g = self.g
         starts, counts = g.indptr[frontier], g.indptr[frontier + 1] - g.indptr[frontier]
         edge = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-        target = np.repeat(frontier, counts)
         weight = g.weight[edge]
         keep = weight < self.delta if light else weight >= self.delta
-        edge, target, weight = edge[keep], target[keep], weight[keep]
-        source, dist, key = g.src[edge], self.dist[target] + weight, self.gid[target]
-        if self.split:
-            to_hub = source >= g.n_rank_vertices
-            self.offers.append((source[to_hub] - g.n_rank_vertices, dist[to_hub], key[to_hub]))
-            source, dist, key, weight = source[~to_hub], dist[~to_hub], key[~to_hub], weight[~to_hub]
-        source, dist, key, weight = exchange.send_rows(self.comm, g.owner_of(source), [source, dist, key, weight])
-        self.apply(g.local_index(source), dist, key, weight)
+        edge, weight = edge[keep], weight[keep]
+        source, dist = g.src[edge], np.repeat(self.dist[frontier], counts)[keep] + weight
+        if self.split:    # edges out of hubs are offers to the hubs: labels.hub_offers, at the end
+            to_rank = source < g.n_rank_vertices
+            source, dist = source[to_rank], dist[to_rank]
+        if self.distributed:     # offers to vertices owned elsewhere go to their owners
+            owner = g.owner_of(source)
+            here = owner == g.me
+            away = ~here
+            source_in, dist_in = exchange.send_rows(self.comm, owner[away], [source[away], dist[away]])
+            source = g.local_index(np.concatenate((source[here], source_in)))
+            dist = np.concatenate((dist[here], dist_in))
+        self.apply(source, dist)
 
-    def apply(self, target, dist, key, weight):
-        target, dist, key, weight = best_offers(target, dist, key, weight)
-        current = self.dist[target]
-        better = (dist < current) | ((dist == current) & (key < self.next[target]))
-        improved = dist < current
-        self.dist[target[better]] = dist[better]
-        self.next[target[better]] = key[better]
-        self.next_weight[target[better]] = weight[better]
-        self.buckets.add(target[improved], dist[improved])
+    def apply(self, target, dist):
+        before = self.dist[target]
+        np.minimum.at(self.dist, target, dist)
+        improved = target[self.dist[target] < before]
+        if len(improved):
+            self.queue.add(self.queue.distinct(improved))
+
+    def next_bucket(self):
+        smallest = self.queue.smallest()
+        return self.comm.allreduce(smallest, op=MPI.MIN) if self.distributed else smallest
 
     def run(self):
         self.start()
         rounds = 0
-        while True:
-            b = self.comm.allreduce(self.buckets.smallest(self.dist), op=MPI.MIN)
-            if b >= INF:
-                break
+        b = self.next_bucket()
+        while b < INF:
             settled = []
-            while True:
-                frontier = self.buckets.take(b, self.dist)
+            while True:     # light phases: until bucket b stays empty on every rank
+                frontier = self.queue.take(b)
                 settled.append(frontier)
                 self.relax(frontier, light=True)
                 rounds += 1
-                if not self.comm.allreduce(self.buckets.smallest(self.dist) == b, op=MPI.LOR):
+                following = self.next_bucket()
+                if following != b:
                     break
-            self.relax(np.unique(np.concatenate(settled)), light=False)
+            self.relax(self.queue.distinct(np.concatenate(settled)), light=False)
+            b = self.next_bucket()
         return self.labels(rounds)
 
     def labels(self, rounds):
+        nxt, nxt_w = next_from_dist(self.comm, self.g, self.dist, self.split)
         hub_dist = hub_next = np.zeros(0, np.int64)
         if self.split:
-            hub, dist, key = (np.concatenate([o[i] for o in self.offers] + [np.zeros(0, np.int64)])
-                              for i in range(3))
-            everyone = self.comm.allgather((hub, dist, key))
-            hub_dist, hub_next = combine_hubs(self.g.n_hubs, *(np.concatenate(c) for c in zip(*everyone)))
-        return Labels(self.dist, self.next, self.next_weight, hub_dist, hub_next, rounds)
+            hub_dist, hub_next = combine_hubs(self.g.n_hubs, *hub_offers(self.comm, self.g, self.dist))
+        return Labels(self.dist, nxt, nxt_w, hub_dist, hub_next, rounds)
 
 
 def solve(comm, g, delta, split):

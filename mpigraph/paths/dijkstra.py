@@ -1,52 +1,94 @@
-"""Sequential Dijkstra with a binary heap: the reference every other algorithm must match.
+"""Sequential Dijkstra: scipy.sparse.csgraph.dijkstra on the whole graph (gathered to one rank).
 
-Runs on a whole graph (one analysis rank holds it all: ``gather_graph``),
-backwards from the sink over incoming edges, with the shared tie-break of
-``mpigraph.paths.labels``.  One Python step per edge: the slow, obviously
-right baseline.
+Runs backwards from the sink: the graph's CSR of incoming edges (row = an
+edge's destination, column = its source) is, read as a sparse matrix, the
+reversed graph, and csgraph's Dijkstra (C, Fibonacci heap) walks it from the
+sink.  Explicit zero entries of a sparse input are edges for csgraph, and
+parallel edges are kept (tests/test_paths.py checks both).  Slacks are
+integer ns; the distances are exact in float64 below 2**53 ns (104 days).
+
+With splits, every hub is the sink of its piece: one multi-source search
+(``indices`` = the sink and the hubs, ``min_only``) with the edges out of
+hubs left out of the matrix; those edges become the hubs' offers
+(``labels.hub_offers``, ``labels.combine_hubs``).  next[] and next_weight[]
+come from the final distances (``labels.next_from_dist``): the shared
+tie-break.
 """
-
-import heapq
 
 import numpy as np
 
+from mpi4py import MPI
+
 from mpigraph.graph import INF
-from mpigraph.paths.labels import NO_NEXT, Labels, combine_hubs
+from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, next_from_dist
+
+EXACT_NS = 2 ** 53     # float64 holds every integer below this
 
 
 def solve(g, split):
     """Labels of every vertex of the whole graph g (g.n_analysis == 1)."""
     if g.n_analysis != 1:
         raise ValueError("sequential Dijkstra needs the whole graph on one rank")
-    n_rank_vertices = g.n_rank_vertices
-    indptr, src, weight = g.indptr.tolist(), g.src.tolist(), g.weight.tolist()
     n = len(g.time)
-    dist, nxt, nxt_w = [INF] * n, [NO_NEXT] * n, [0] * n
-    sinks = [g.sink] + (list(range(n_rank_vertices, n)) if split else [])
-    for s in sinks:
-        dist[s] = 0
-    heap = [(0, s) for s in sinks]
-    heapq.heapify(heap)
-    offers = ([], [], [])
-    settled = 0
-    while heap:
-        d, v = heapq.heappop(heap)
-        if d > dist[v]:
-            continue          # a stale entry: v was reached more cheaply since
-        settled += 1
-        for e in range(indptr[v], indptr[v + 1]):
-            u, w = src[e], weight[e]
-            if split and u >= n_rank_vertices:
-                offers[0].append(u - n_rank_vertices), offers[1].append(d + w), offers[2].append(v)
-                continue
-            candidate = d + w
-            if candidate < dist[u]:
-                dist[u], nxt[u], nxt_w[u] = candidate, v, w
-                heapq.heappush(heap, (candidate, u))
-            elif candidate == dist[u] and v < nxt[u]:
-                nxt[u], nxt_w[u] = v, w
+    sinks = [g.sink] + (list(range(g.n_rank_vertices, n)) if split else [])
+    keep = g.src < g.n_rank_vertices if split else None
+    dist = distances(n, g.indptr, g.src, g.weight, np.array(sinks, np.int64), keep)
+    nxt, nxt_w = next_from_dist(MPI.COMM_SELF, g, dist, split)
     hub_dist = hub_next = np.zeros(0, np.int64)
     if split:
-        hub_dist, hub_next = combine_hubs(g.n_hubs, *(np.array(c, np.int64) for c in offers))
-    return Labels(np.array(dist, np.int64), np.array(nxt, np.int64), np.array(nxt_w, np.int64),
-                  hub_dist, hub_next, settled)
+        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(MPI.COMM_SELF, g, dist))
+    return Labels(dist, nxt, nxt_w, hub_dist, hub_next, int((dist < INF).sum()))
+
+
+def distances(n, indptr, src, weight, sources, keep=None):
+    """int64 least slack from each of n vertices to the nearest of `sources` (INF: none).
+
+    The graph is the CSR of incoming edges (indptr, src local indices, weight);
+    `keep` (bool per edge) leaves edges out.
+    """
+    return Reversed(n, indptr, src, weight, keep).search(sources)
+
+
+class Reversed:
+    """A CSR of incoming edges read as the reversed graph, for csgraph's Dijkstra."""
+
+    def __init__(self, n, indptr, src, weight, keep=None):
+        if keep is not None:
+            indptr = np.concatenate(([0], np.cumsum(keep)))[indptr]
+            src, weight = src[keep], weight[keep]
+        if len(weight) and weight.max() >= EXACT_NS:
+            raise ValueError("a slack of %d ns does not fit a float64 exactly" % weight.max())
+        self.n = n
+        self.index_type = np.int32 if len(src) < 2 ** 31 - 1 and n < 2 ** 31 - 1 else np.int64
+        self.indptr = indptr.astype(self.index_type)
+        self.indices = src.astype(self.index_type)
+        self.data = weight.astype(np.float64)
+
+    def search(self, sources, offsets=None):
+        """int64 distances to the nearest source, each source starting at its offset (default 0).
+
+        With offsets, a virtual vertex n has an edge of that weight to each
+        source, and the search starts there.
+        """
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import dijkstra
+
+        n = self.n
+        sources = np.asarray(sources, np.int64)
+        if not len(sources):
+            return np.full(n, INF, np.int64)
+        indptr, indices, data, size = self.indptr, self.indices, self.data, n
+        if offsets is not None:
+            size = n + 1
+            indices = np.concatenate((indices, sources.astype(self.index_type)))
+            data = np.concatenate((data, np.asarray(offsets, np.float64)))
+            indptr = np.concatenate((indptr, np.array([len(indices)], self.index_type)))
+            sources = np.array([n], np.int64)
+        matrix = csr_matrix((data, indices, indptr), shape=(size, size))
+        found = dijkstra(matrix, directed=True, indices=sources, min_only=True)[:n]
+        reached = np.isfinite(found)
+        if reached.any() and found[reached].max() >= EXACT_NS:
+            raise ValueError("a distance beyond 2**53 ns: not exact in float64")
+        dist = np.full(n, INF, np.int64)
+        dist[reached] = found[reached].astype(np.int64)
+        return dist

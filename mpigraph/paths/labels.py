@@ -11,6 +11,13 @@ non-final distance is strictly worse, so keeping the lexicographic minimum of
 (distance, target id) gives the same next[] whatever the order of the
 relaxations: the same path from every algorithm.
 
+Since next[] depends only on the final distances, ``next_from_dist`` computes
+it (and next_weight) in one vectorised pass over the edges once a search has
+its distances: next[u] = the smallest v among the edges u -> v with
+dist[v] < INF and dist[u] == weight + dist[v].  Every search uses it, so
+every algorithm's next[] is the same by construction; a search need only get
+the distances right.
+
 With splits, each hub starts a search of its own (the sink of its piece,
 distance 0) and the edges out of hubs are not relaxed but set aside
 (``hub_offers``); ``combine_hubs`` then adds up the pieces from the last one.
@@ -39,12 +46,100 @@ def empty_labels(n):
     return np.full(n, INF, np.int64), np.full(n, NO_NEXT, np.int64), np.zeros(n, np.int64)
 
 
-def best_offers(target, dist, key, weight):
-    """The lexicographically least (dist, key) offer per target: (target, dist, key, weight) rows."""
-    order = np.lexsort((key, dist, target))
-    target, dist, key, weight = target[order], dist[order], key[order], weight[order]
-    first = np.concatenate(([True], target[1:] != target[:-1])) if len(target) else np.zeros(0, bool)
-    return target[first], dist[first], key[first], weight[first]
+# Edges per chunk of the next_from_dist pass: bounds its temporary arrays (~ 10 int64 per edge).
+CHUNK_EDGES = 1 << 22
+
+
+def next_from_dist(comm, g, dist, split):
+    """(next, next_weight) of g's local vertices from their final distances (the tie-break above).
+
+    Collective over comm (the analysis ranks holding g).  Each edge u -> v is
+    looked at where it is stored, with v's owner; u's owner decides whether
+    it is tight.  With `split`, edges out of hubs are not relaxed (their
+    offers go to ``combine_hubs``) and give no next.
+    """
+    from mpigraph import owner_exchange as exchange
+
+    n = len(dist)
+    nxt, nxt_w = np.full(n, NO_NEXT, np.int64), np.zeros(n, np.int64)
+    gid = g.global_ids() if g.n_analysis > 1 else None
+    indptr = g.indptr
+    # Vertex chunks of about CHUNK_EDGES edges; the same number of chunks on every rank.
+    cuts = np.searchsorted(indptr, np.arange(0, indptr[-1] + CHUNK_EDGES, CHUNK_EDGES))
+    cuts = np.unique(np.concatenate(([0], np.minimum(cuts, n), [n])))
+    n_chunks = comm.allreduce(len(cuts) - 1, op=_max()) if g.n_analysis > 1 else len(cuts) - 1
+    for c in range(n_chunks):
+        a, b = (int(cuts[c]), int(cuts[c + 1])) if c + 1 < len(cuts) else (n, n)
+        e0, e1 = int(indptr[a]), int(indptr[b])
+        dst = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(indptr[a:b + 1]))
+        d = dist[dst]
+        src, weight = g.src[e0:e1], g.weight[e0:e1]
+        keep = d < INF
+        if split:
+            keep &= src < g.n_rank_vertices
+        dst, src, weight = dst[keep], src[keep], weight[keep]
+        offer = d[keep] + weight
+        if g.n_analysis > 1:     # edges whose source another rank owns are decided there
+            key, owner = gid[dst], g.owner_of(src)
+            here = owner == g.me
+            away = ~here
+            src_in, offer_in, key_in, weight_in = exchange.send_rows(
+                comm, owner[away], [src[away], offer[away], key[away], weight[away]])
+            target = g.local_index(np.concatenate((src[here], src_in)))
+            offer = np.concatenate((offer[here], offer_in))
+            key = np.concatenate((key[here], key_in))
+            weight = np.concatenate((weight[here], weight_in))
+        else:
+            key, target = dst, src
+        tight = dist[target] == offer
+        target, key, weight = target[tight], key[tight], weight[tight]
+        np.minimum.at(nxt, target, key)
+        chosen = nxt[target] == key        # parallel edges u -> v have the same (tight) weight
+        nxt_w[target[chosen]] = weight[chosen]
+    return nxt, nxt_w
+
+
+def _max():
+    from mpi4py import MPI
+
+    return MPI.MAX
+
+
+def hub_offers(comm, g, dist):
+    """(hub, dist, key): the best offer to each hub over all ranks, from the edges out of hubs.
+
+    An edge H -> v into a reached local vertex offers dist[v] + w to H, with
+    key v; each rank keeps its best offer per hub (least dist, then least
+    key), and the ranks combine theirs (two allreduces of one value per hub).
+    """
+    edge = np.flatnonzero(g.src >= g.n_rank_vertices)
+    dst = np.searchsorted(g.indptr, edge, "right") - 1
+    d = dist[dst]
+    reached = d < INF
+    edge, dst = edge[reached], dst[reached]
+    hub, offer = g.src[edge] - g.n_rank_vertices, d[reached] + g.weight[edge]
+    key = g.global_ids()[dst] if g.n_analysis > 1 else dst
+    best, nxt = _best_per_hub(g.n_hubs, hub, offer, key)
+    if g.n_analysis > 1:
+        from mpi4py import MPI
+
+        everyone = best.copy()
+        comm.Allreduce(MPI.IN_PLACE, everyone, op=MPI.MIN)
+        nxt = np.where(best == everyone, nxt, NO_NEXT)
+        comm.Allreduce(MPI.IN_PLACE, nxt, op=MPI.MIN)
+        best = everyone
+    has = best < INF
+    return np.flatnonzero(has), best[has], nxt[has]
+
+
+def _best_per_hub(n_hubs, hub, dist, key):
+    """The least dist offered to each hub, and the least key among the offers of that dist."""
+    best = np.full(n_hubs, INF, np.int64)
+    nxt = np.full(n_hubs, NO_NEXT, np.int64)
+    np.minimum.at(best, hub, dist)
+    tie = dist == best[hub]
+    np.minimum.at(nxt, hub[tie], key[tie])
+    return best, nxt
 
 
 def combine_hubs(n_hubs, hub, dist, key):
@@ -53,10 +148,7 @@ def combine_hubs(n_hubs, hub, dist, key):
     Hub k's piece ends at hub k+1 (the last at the sink), so its distance is
     the best offer plus hub k+1's distance: a sum over the later hubs.
     """
-    best = np.full(n_hubs, INF, np.int64)
-    nxt = np.full(n_hubs, NO_NEXT, np.int64)
-    hub, dist, key, _ = best_offers(hub, dist, key, np.zeros(len(hub), np.int64))
-    best[hub], nxt[hub] = np.minimum(dist, INF), key
+    best, nxt = _best_per_hub(n_hubs, hub, np.minimum(dist, INF), key)
     unreachable = np.logical_or.accumulate((best >= INF)[::-1])[::-1]
     total = np.cumsum(np.where(best >= INF, 0, best)[::-1])[::-1]
     return np.where(unreachable, INF, total), nxt

@@ -1,0 +1,149 @@
+"""The searches' labels (dist, next, next_weight, hubs) against a plain binary-heap Dijkstra,
+and the pieces the fast searches rest on: csgraph's treatment of zero and parallel edges,
+the virtual source with offsets, the chunked next[] pass, the CSR placement, the distinct rows."""
+
+import heapq
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from mpi4py import MPI
+
+from mpigraph import graph, synthetic
+from mpigraph.graph import INF
+from mpigraph.paths import delta_stepping, dijkstra, labels as labels_module, parallel_dijkstra
+from mpigraph.paths.labels import NO_NEXT, combine_hubs
+from pathbuild import random_input
+
+SELF = MPI.COMM_SELF
+
+
+def heap_dijkstra(g, split):
+    """The labels by the book: one heap step per edge, the tie-break applied at each relaxation
+    (the lexicographic minimum of (distance, next vertex id)).  The reference for every search."""
+    n_rank_vertices = g.n_rank_vertices
+    indptr, src, weight = g.indptr.tolist(), g.src.tolist(), g.weight.tolist()
+    n = len(g.time)
+    dist, nxt, nxt_w = [INF] * n, [NO_NEXT] * n, [0] * n
+    sinks = [g.sink] + (list(range(n_rank_vertices, n)) if split else [])
+    for s in sinks:
+        dist[s] = 0
+    heap = [(0, s) for s in sinks]
+    heapq.heapify(heap)
+    offers = ([], [], [])
+    while heap:
+        d, v = heapq.heappop(heap)
+        if d > dist[v]:
+            continue
+        for e in range(indptr[v], indptr[v + 1]):
+            u, w = src[e], weight[e]
+            if split and u >= n_rank_vertices:
+                offers[0].append(u - n_rank_vertices), offers[1].append(d + w), offers[2].append(v)
+                continue
+            candidate = d + w
+            if candidate < dist[u]:
+                dist[u], nxt[u], nxt_w[u] = candidate, v, w
+                heapq.heappush(heap, (candidate, u))
+            elif candidate == dist[u] and v < nxt[u]:
+                nxt[u], nxt_w[u] = v, w
+    hub_dist = hub_next = np.zeros(0, np.int64)
+    if split:
+        hub_dist, hub_next = combine_hubs(g.n_hubs, *(np.array(c, np.int64) for c in offers))
+    return [np.array(a, np.int64) for a in (dist, nxt, nxt_w)] + [hub_dist, hub_next]
+
+
+def searches(g, split):
+    """{name: labels} of every search on the whole graph g (one analysis rank)."""
+    return {
+        "dijkstra": dijkstra.solve(g, split),
+        "delta-stepping": delta_stepping.solve(SELF, g, delta_stepping.auto_delta(SELF, g), split),
+        "delta-1": delta_stepping.solve(SELF, g, 1, split),
+        "bellman-ford": delta_stepping.solve(SELF, g, 10**15, split),
+        "parallel-dijkstra": parallel_dijkstra.solve(SELF, g, split),
+    }
+
+
+def assert_labels_match_the_heap(g):
+    for split in (False, True):
+        expected = heap_dijkstra(g, split)
+        for name, got in searches(g, split).items():
+            for what, a, b in zip(("dist", "next", "next_weight", "hub_dist", "hub_next"), expected,
+                                  (got.dist, got.next, got.next_weight, got.hub_dist, got.hub_next)):
+                np.testing.assert_array_equal(b, a, err_msg="%s, splits %s: %s" % (name, split, what))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_ranks=st.integers(1, 4), n_calls=st.integers(1, 8),
+       n_deps=st.integers(0, 30), collectives=st.integers(0, 3))
+def test_every_search_leaves_the_heap_dijkstras_labels_on_random_dags(seed, n_ranks, n_calls, n_deps,
+                                                                       collectives):
+    assert_labels_match_the_heap(graph.build(SELF, random_input(seed, n_ranks, n_calls, n_deps, collectives)))
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_ranks=st.integers(2, 4), iterations=st.integers(1, 6),
+       jitter=st.sampled_from([0, 50, 5_000]))
+def test_every_search_leaves_the_heap_dijkstras_labels_on_bsp_runs(seed, n_ranks, iterations, jitter):
+    sim = synthetic.simulate(n_ranks, iterations, sync_every=2, seed=seed, jitter_ns=jitter)
+    assert_labels_match_the_heap(graph.build(SELF, synthetic.path_input(sim)))
+
+
+def test_csgraph_takes_explicit_zeros_and_parallel_edges_as_edges():
+    # Incoming-edge CSR of 0 -> 1 (twice: 5 and 0 ns) and 1 -> 2 (0 ns), searched from 2.
+    indptr, src = np.array([0, 0, 2, 3]), np.array([0, 0, 1])
+    for weight in ([5, 0, 0], [0, 5, 0]):
+        dist = dijkstra.distances(3, indptr, src, np.array(weight, np.int64), np.array([2]))
+        assert dist.tolist() == [0, 0, 0]
+    # Without the zero edge 1 -> 2 nothing reaches 2: a missing entry is no edge.
+    dist = dijkstra.distances(3, np.array([0, 0, 2, 2]), src[:2], np.array([5, 7], np.int64), np.array([2]))
+    assert dist.tolist() == [INF, INF, 0]
+
+
+def test_a_search_with_offsets_starts_each_source_at_its_offset():
+    # Chain 0 -> 1 -> 2 -> 3 of weight 1 each (incoming CSR), sources 3 (offset 10) and 1 (offset 0).
+    indptr, src, weight = np.array([0, 0, 1, 2, 3]), np.array([0, 1, 2]), np.ones(3, np.int64)
+    part = dijkstra.Reversed(4, indptr, src, weight)
+    assert part.search(np.array([3, 1]), np.array([10, 0])).tolist() == [1, 0, 11, 10]
+    assert part.search(np.array([3, 1]), np.array([0, 10])).tolist() == [3, 2, 1, 0]
+    assert part.search(np.array([], np.int64)).tolist() == [INF] * 4
+
+
+def test_distances_beyond_float64_exact_integers_are_refused():
+    with pytest.raises(ValueError, match="float64"):
+        dijkstra.distances(2, np.array([0, 0, 1]), np.array([0]), np.array([2**53], np.int64), np.array([1]))
+
+
+def test_next_from_dist_is_the_same_in_small_chunks(monkeypatch):
+    g = graph.build(SELF, synthetic.path_input(synthetic.simulate(4, 6, sync_every=2, seed=3, jitter_ns=500)))
+    for split in (False, True):
+        whole = dijkstra.solve(g, split)
+        monkeypatch.setattr(labels_module, "CHUNK_EDGES", 7)
+        nxt, nxt_w = labels_module.next_from_dist(SELF, g, whole.dist, split)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(nxt, whole.next)
+        np.testing.assert_array_equal(nxt_w, whole.next_weight)
+
+
+def test_csr_places_edges_as_a_stable_sort_by_destination_would():
+    rng = np.random.default_rng(5)
+    n = 50
+    groups = [(np.arange(0, n, 2), rng.integers(0, 99, 25), rng.integers(0, 9, 25)),       # increasing
+              (rng.integers(0, n, 40), rng.integers(0, 99, 40), rng.integers(0, 9, 40)),   # repeats
+              (np.array([3]), np.array([7]), np.array([1])),
+              (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)),
+              (np.array([4, 4, 1]), np.array([1, 2, 3]), np.array([0, 0, 0]))]
+    indptr, src, weight = graph._csr(n, groups)
+    dst = np.concatenate([d for d, _, _ in groups])
+    order = np.argsort(dst, kind="stable")
+    assert indptr.tolist() == np.searchsorted(dst[order], np.arange(n + 1)).tolist()
+    assert src.tolist() == np.concatenate([s for _, s, _ in groups])[order].tolist()
+    assert weight.tolist() == np.concatenate([w for _, _, w in groups])[order].tolist()
+
+
+def test_distinct_rows():
+    a = np.array([1, 1, 1, 2, 2, 1, 3, 1], np.int64)
+    b = np.array([0, 0, 0, 5, 5, 0, 1, 1], np.int64)
+    rows, inverse = graph._distinct_rows(a, b)
+    assert [(a[r], b[r]) for r in rows[inverse]] == list(zip(a.tolist(), b.tolist()))
+    assert len(rows) == len(set(zip(a.tolist(), b.tolist())))
+    assert [len(x) for x in graph._distinct_rows(a[:0], b[:0])] == [0, 0]
