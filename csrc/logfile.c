@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,33 +68,174 @@ static size_t file_size_for(int64_t capacity)
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-static int map_log(int64_t capacity)
+/* Address space mapped for the log, reserved once at its opening so that the
+ * mapping never moves while a helper thread works on it: 64 GiB (a billion
+ * records), less where RLIMIT_AS forbids it; mremap only beyond that. */
+#define RESERVE_BYTES ((size_t)64 << 30)
+static size_t mapped;
+
+/* Make the file `to` records long and ready to be written through `base`:
+ * its blocks allocated (a full disk fails here, not as SIGBUS in a wrapper)
+ * and the new pages faulted in, writable, in one call.  Both are paid once
+ * per 4 KiB page (64 records): a page fault each cost 25 ns per record here,
+ * 115 ns on fresh memory; populating in one call, ~20 ns per record on an
+ * EPYC VM guest (more when the host has to back the page too). */
+static int prepare_file(char *base, int64_t from, int64_t to)
 {
-    size_t old_size = mg.header ? file_size_for(mg.capacity) : 0;
-    size_t size = file_size_for(capacity);
-    /* Allocate the blocks now: a full disk fails here, not as SIGBUS in a wrapper. */
+    size_t old_size = from ? file_size_for(from) : 0, size = file_size_for(to);
     if (ftruncate(mg.fd, (off_t)size) != 0)
         return -1;
     int rc = posix_fallocate(mg.fd, (off_t)old_size, (off_t)(size - old_size));
     if (rc != 0)
         return errno = rc, -1; /* posix_fallocate returns its error, it does not set errno */
-    void *base;
-    if (mg.header)
-        base = mremap(mg.header, old_size, size, MREMAP_MAYMOVE);
-    else
-        base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, mg.fd, 0);
-    if (base == MAP_FAILED)
-        return -1;
-    /* Fault the new pages in, writable, in one call: a page fault per 4 KiB
-     * (64 records) cost 25 ns per record here, 115 ns on fresh memory. */
-    madvise((char *)base + old_size, size - old_size, MADV_POPULATE_WRITE);
-    mg.header = base;
-    mg.records = (mg_record *)((char *)base + MG_HEADER_SIZE);
-    mg.capacity = capacity;
+    madvise(base + old_size, size - old_size, MADV_POPULATE_WRITE);
     return 0;
 }
 
-/* Called with the lock held (threaded) when the mapping is full. */
+/* The capacity after `capacity`: 4 MiB steps, then half again. */
+static int64_t next_capacity(int64_t capacity)
+{
+    return capacity + (capacity / 2 > CHUNK_RECORDS ? capacity / 2 : CHUNK_RECORDS);
+}
+
+/* ---- the helper thread: the next pages are prepared ahead of the writer ----
+ *
+ * Preparing pages (above) is most of what the shim costs per record, paid in
+ * whichever wrapper crosses a 4 MiB step.  A helper thread prepares the step
+ * after the writer's while the writer fills the current one, so the wrappers
+ * only adopt the new capacity.  The work is moved, not saved: it runs on
+ * another core if one is free (bench_intercept.py shows it in the process's
+ * CPU time).  MPIGRAPH_LOG_HELPER=off keeps it all in the wrappers.
+ *
+ * The helper touches only the file beyond `prepared` and the mapping beyond
+ * the writer's capacity; the writer never moves the mapping (mremap) or
+ * grows the file itself while the helper is busy. */
+static struct {
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    pthread_t thread;
+    int running;
+    int busy;          /* the helper is preparing records prepared .. asked */
+    int stop;
+    int error;         /* errno of the growth that failed (the disk is full): no more growth */
+    int64_t prepared;  /* records the file holds, allocated and faulted in */
+    int64_t asked;     /* records the writer wants prepared next */
+} ahead = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+static void *helper_main(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&ahead.m);
+    for (;;) {
+        while (!ahead.stop && !(ahead.asked > ahead.prepared && !ahead.error))
+            pthread_cond_wait(&ahead.cv, &ahead.m);
+        if (ahead.stop)
+            break;
+        int64_t from = ahead.prepared, to = ahead.asked;
+        char *base = (char *)mg.header;
+        ahead.busy = 1;
+        pthread_mutex_unlock(&ahead.m);
+        int rc = prepare_file(base, from, to), err = errno;
+        pthread_mutex_lock(&ahead.m);
+        ahead.busy = 0;
+        if (rc != 0)
+            ahead.error = err;
+        else
+            ahead.prepared = to;
+        pthread_cond_broadcast(&ahead.cv);
+    }
+    pthread_mutex_unlock(&ahead.m);
+    return NULL;
+}
+
+/* A child forked after MPI_Init has no helper: it grows its log itself. */
+static void helper_forgotten_in_child(void)
+{
+    pthread_mutex_init(&ahead.m, NULL);
+    pthread_cond_init(&ahead.cv, NULL);
+    ahead.running = ahead.busy = 0;
+}
+
+static void start_helper(void)
+{
+    const char *want = getenv("MPIGRAPH_LOG_HELPER");
+    if (want && strcmp(want, "off") == 0)
+        return;
+    static int atfork_set;
+    if (!atfork_set++)
+        pthread_atfork(NULL, NULL, helper_forgotten_in_child);
+    /* Signals go to the program's threads, never to this one. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    ahead.stop = 0;
+    ahead.running = pthread_create(&ahead.thread, NULL, helper_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void stop_helper(void)
+{
+    if (!ahead.running)
+        return;
+    pthread_mutex_lock(&ahead.m);
+    ahead.stop = 1;
+    pthread_cond_broadcast(&ahead.cv);
+    pthread_mutex_unlock(&ahead.m);
+    pthread_join(ahead.thread, NULL);
+    ahead.running = 0;
+}
+
+/* Map the new log with its first step of records (no helper yet). */
+static int map_first(void)
+{
+    for (size_t want = RESERVE_BYTES;; want /= 2) {
+        if (want <= file_size_for(CHUNK_RECORDS))
+            want = file_size_for(CHUNK_RECORDS);
+        void *base = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, mg.fd, 0);
+        if (base != MAP_FAILED) {
+            mg.header = base;
+            mapped = want;
+            break;
+        }
+        if (want == file_size_for(CHUNK_RECORDS))
+            return -1;
+    }
+    mg.records = (mg_record *)((char *)mg.header + MG_HEADER_SIZE);
+    ahead.prepared = ahead.asked = ahead.error = ahead.busy = 0;
+    if (prepare_file((char *)mg.header, 0, CHUNK_RECORDS) != 0) {
+        munmap(mg.header, mapped);
+        mg.header = NULL;
+        return -1;
+    }
+    ahead.prepared = ahead.asked = mg.capacity = CHUNK_RECORDS;
+    return 0;
+}
+
+/* Grow to at least `need` records here, the helper idle (ahead.m held). */
+static void grow_here(int64_t need)
+{
+    int64_t to = next_capacity(ahead.prepared);
+    while (to < need)
+        to += CHUNK_RECORDS;
+    if (file_size_for(to) > mapped) {
+        /* Beyond the reservation: the mapping moves (the writer is here, the helper idle). */
+        void *base = mremap(mg.header, mapped, file_size_for(to), MREMAP_MAYMOVE);
+        if (base == MAP_FAILED) {
+            ahead.error = errno;
+            return;
+        }
+        mg.header = base;
+        mg.records = (mg_record *)((char *)base + MG_HEADER_SIZE);
+        mapped = file_size_for(to);
+    }
+    if (prepare_file((char *)mg.header, ahead.prepared, to) != 0)
+        ahead.error = errno;
+    else
+        ahead.prepared = ahead.asked = to;
+}
+
+/* Called (with mg.lock held when threaded) when the writer's capacity is
+ * full: adopt what the helper prepared, or grow here, and ask for the next step. */
 mg_record *mg_grow_and_reserve(int64_t count)
 {
     if (mg.header->flags & MG_HEADER_RECORDING_DROPPED) {
@@ -102,19 +244,31 @@ mg_record *mg_grow_and_reserve(int64_t count)
             mg_unlock();
         return NULL;
     }
-    int64_t want = mg.capacity + (mg.capacity / 2 > CHUNK_RECORDS ? mg.capacity / 2 : CHUNK_RECORDS);
-    while (want < mg.n + count)
-        want += CHUNK_RECORDS;
-    if (map_log(want) != 0) {
+    int64_t need = mg.n + count;
+    pthread_mutex_lock(&ahead.m);
+    while (ahead.busy && !(ahead.prepared >= need))
+        pthread_cond_wait(&ahead.cv, &ahead.m); /* the helper fell behind: wait for it */
+    if (ahead.prepared < need && !ahead.error)
+        grow_here(need);
+    if (ahead.prepared < need) {
+        int err = ahead.error;
+        pthread_mutex_unlock(&ahead.m);
         /* Disk full or no address space: stop recording, keep what we have. */
         mg.recording = 0;
         mg.header->flags |= MG_HEADER_RECORDING_DROPPED;
         mg_say("rank %d: cannot grow its log (%s); recording stopped after %lld records", mg.world_rank,
-            strerror(errno), (long long)mg.n);
+            strerror(err), (long long)mg.n);
         if (mg.threaded)
             mg_unlock();
         return NULL;
     }
+    mg.capacity = ahead.prepared;
+    int64_t next = next_capacity(mg.capacity);
+    if (ahead.running && !ahead.busy && !ahead.error && file_size_for(next) <= mapped) {
+        ahead.asked = next;
+        pthread_cond_signal(&ahead.cv);
+    }
+    pthread_mutex_unlock(&ahead.m);
     mg_calibrate(MG_CALIB_LAST);
     return mg.records + mg.n;
 }
@@ -213,7 +367,7 @@ int mg_open_log(const struct mg_run_setup *s, int thread_level, char *err, size_
     snprintf(path, sizeof path, "%s/raw/rank-%d.log", s->dir, mg.world_rank);
     /* O_EXCL and O_NOFOLLOW: never overwrite or follow a planted file. */
     mg.fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (mg.fd < 0 || map_log(CHUNK_RECORDS) != 0) {
+    if (mg.fd < 0 || map_first() != 0) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
         if (mg.fd >= 0)
             close(mg.fd), unlink(path);
@@ -236,15 +390,24 @@ int mg_open_log(const struct mg_run_setup *s, int thread_level, char *err, size_
     h->start_unix_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
     gethostname(h->hostname, sizeof h->hostname - 1);
     snprintf(h->job_id, sizeof h->job_id, "%s", s->job_id);
+    /* The second step is prepared while the program fills the first. */
+    start_helper();
+    if (ahead.running && file_size_for(next_capacity(mg.capacity)) <= mapped) {
+        pthread_mutex_lock(&ahead.m);
+        ahead.asked = next_capacity(mg.capacity);
+        pthread_cond_signal(&ahead.cv);
+        pthread_mutex_unlock(&ahead.m);
+    }
     return 0;
 }
 
 void mg_close_log_file(void)
 {
+    stop_helper();
     mg_calibrate(MG_CALIB_FINAL);
     mg.header->flags |= MG_HEADER_FINALIZED;
     size_t used = file_size_for(mg.n);
-    munmap(mg.header, file_size_for(mg.capacity));
+    munmap(mg.header, mapped);
     mg.header = NULL;
     mg.records = NULL;
     /* The mapping was sparse and over-sized: leave the file at its real size. */
@@ -261,7 +424,8 @@ void mg_discard_log(const struct mg_run_setup *s)
         return;
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/raw/rank-%d.log", s->dir, mg.world_rank);
-    munmap(mg.header, file_size_for(mg.capacity));
+    stop_helper();
+    munmap(mg.header, mapped);
     mg.header = NULL;
     close(mg.fd);
     mg.fd = -1;
