@@ -76,10 +76,11 @@ static size_t mapped;
 
 /* Make the file `to` records long and ready to be written through `base`:
  * its blocks allocated (a full disk fails here, not as SIGBUS in a wrapper)
- * and the new pages faulted in, writable, in one call.  Both are paid once
- * per 4 KiB page (64 records): a page fault each cost 25 ns per record here,
- * 115 ns on fresh memory; populating in one call, ~20 ns per record on an
- * EPYC VM guest (more when the host has to back the page too). */
+ * and the new pages faulted in, writable, in one call (a page fault per
+ * 4 KiB cost more).  This is paid once per 4 KiB page (64 records): on an
+ * EPYC VM guest 0.8-1.5 us a page (12-23 ns a record) when the kernel reuses
+ * recently freed memory, ~12 us (190 ns a record) when the host must back
+ * fresh guest memory first. */
 static int prepare_file(char *base, int64_t from, int64_t to)
 {
     size_t old_size = from ? file_size_for(from) : 0, size = file_size_for(to);
@@ -100,8 +101,8 @@ static int64_t next_capacity(int64_t capacity)
 
 /* ---- the helper thread: the next pages are prepared ahead of the writer ----
  *
- * Preparing pages (above) is most of what the shim costs per record, paid in
- * whichever wrapper crosses a 4 MiB step.  A helper thread prepares the step
+ * Preparing pages (above) was half of what a cheap wrapper cost, paid by
+ * whichever wrapper crossed a step.  A helper thread prepares the step
  * after the writer's while the writer fills the current one, so the wrappers
  * only adopt the new capacity.  The work is moved, not saved: it runs on
  * another core if one is free (bench_intercept.py shows it in the process's

@@ -58,7 +58,7 @@ struct mg_state {
     mg_header *header;        /* the mapped file: header, then records */
     mg_record *records;
     int64_t n;                /* records published */
-    int64_t capacity;         /* records that fit in the mapping */
+    int64_t capacity;         /* records the writer may fill: allocated and faulted in (logfile.c) */
     int fd;
     pthread_mutex_t lock;
     mg_comm world;
