@@ -74,14 +74,9 @@ static size_t file_size_for(int64_t capacity)
 #define RESERVE_BYTES ((size_t)64 << 30)
 static size_t mapped;
 
-/* Make the file `to` records long and ready to be written through `base`:
- * its blocks allocated (a full disk fails here, not as SIGBUS in a wrapper)
- * and the new pages faulted in, writable, in one call (a page fault per
- * 4 KiB cost more).  This is paid once per 4 KiB page (64 records): on an
- * EPYC VM guest 0.8-1.5 us a page (12-23 ns a record) when the kernel reuses
- * recently freed memory, ~12 us (190 ns a record) when the host must back
- * fresh guest memory first. */
-static int prepare_file(char *base, int64_t from, int64_t to)
+/* Make the file `to` records long with its blocks allocated: a full disk
+ * fails here, not as SIGBUS in a wrapper.  Cheap (~50 ns a 4 KiB page). */
+static int allocate_file(int64_t from, int64_t to)
 {
     size_t old_size = from ? file_size_for(from) : 0, size = file_size_for(to);
     if (ftruncate(mg.fd, (off_t)size) != 0)
@@ -89,8 +84,18 @@ static int prepare_file(char *base, int64_t from, int64_t to)
     int rc = posix_fallocate(mg.fd, (off_t)old_size, (off_t)(size - old_size));
     if (rc != 0)
         return errno = rc, -1; /* posix_fallocate returns its error, it does not set errno */
-    madvise(base + old_size, size - old_size, MADV_POPULATE_WRITE);
     return 0;
+}
+
+/* Fault the pages of records from .. to in, writable, in one call (a page
+ * fault per 4 KiB costs more).  This is the expensive part, paid once per
+ * 4 KiB page (64 records): on an EPYC VM guest 0.8-1.5 us a page (12-23 ns a
+ * record) when the kernel reuses recently freed memory, ~12 us (190 ns a
+ * record) when the host must back fresh guest memory first. */
+static void populate(char *base, int64_t from, int64_t to)
+{
+    size_t old_size = from ? file_size_for(from) : 0, size = file_size_for(to);
+    madvise(base + old_size, size - old_size, MADV_POPULATE_WRITE);
 }
 
 /* The capacity after `capacity`: 4 MiB steps, then half again. */
@@ -101,14 +106,19 @@ static int64_t next_capacity(int64_t capacity)
 
 /* ---- the helper thread: the next pages are prepared ahead of the writer ----
  *
- * Preparing pages (above) was half of what a cheap wrapper cost, paid by
- * whichever wrapper crossed a step.  A helper thread prepares the step
- * after the writer's while the writer fills the current one, so the wrappers
- * only adopt the new capacity.  The work is moved, not saved: it runs on
- * another core if one is free (bench_intercept.py shows it in the process's
- * CPU time).  MPIGRAPH_LOG_HELPER=off keeps it all in the wrappers.
+ * Faulting pages in (above) was half of what a cheap wrapper cost, paid by
+ * whichever wrapper crossed a step.  A helper thread allocates the step after
+ * the writer's, then faults it in, while the writer fills the current one.
+ * The work is moved, not saved: it runs on another core if one is free
+ * (bench_intercept.py shows it in the process's CPU time).
  *
- * The helper touches only the file beyond `prepared` and the mapping beyond
+ * The writer waits only for the cheap allocation, never for the faulting:
+ * when no core is free for the helper, the writer's stores fault the pages
+ * in themselves (what the helper finds done costs it nothing), so a busy
+ * machine costs about what the wrappers paid without a helper.
+ * MPIGRAPH_LOG_HELPER=off keeps all the work in the wrappers.
+ *
+ * The helper touches only the file beyond `allocated` and the mapping beyond
  * the writer's capacity; the writer never moves the mapping (mremap) or
  * grows the file itself while the helper is busy. */
 static struct {
@@ -116,11 +126,11 @@ static struct {
     pthread_cond_t cv;
     pthread_t thread;
     int running;
-    int busy;          /* the helper is preparing records prepared .. asked */
+    int busy;          /* the helper is allocating or faulting in a step */
     int stop;
     int error;         /* errno of the growth that failed (the disk is full): no more growth */
-    int64_t prepared;  /* records the file holds, allocated and faulted in */
-    int64_t asked;     /* records the writer wants prepared next */
+    int64_t allocated; /* records the file holds, blocks allocated */
+    int64_t asked;     /* records the writer wants allocated next */
 } ahead = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
 static void *helper_main(void *unused)
@@ -128,21 +138,26 @@ static void *helper_main(void *unused)
     (void)unused;
     pthread_mutex_lock(&ahead.m);
     for (;;) {
-        while (!ahead.stop && !(ahead.asked > ahead.prepared && !ahead.error))
+        while (!ahead.stop && !(ahead.asked > ahead.allocated && !ahead.error))
             pthread_cond_wait(&ahead.cv, &ahead.m);
         if (ahead.stop)
             break;
-        int64_t from = ahead.prepared, to = ahead.asked;
+        int64_t from = ahead.allocated, to = ahead.asked;
         char *base = (char *)mg.header;
         ahead.busy = 1;
         pthread_mutex_unlock(&ahead.m);
-        int rc = prepare_file(base, from, to), err = errno;
+        int rc = allocate_file(from, to), err = errno;
         pthread_mutex_lock(&ahead.m);
-        ahead.busy = 0;
         if (rc != 0)
             ahead.error = err;
         else
-            ahead.prepared = to;
+            ahead.allocated = to;
+        pthread_cond_broadcast(&ahead.cv); /* the writer may use the step now */
+        pthread_mutex_unlock(&ahead.m);
+        if (rc == 0)
+            populate(base, from, to);
+        pthread_mutex_lock(&ahead.m);
+        ahead.busy = 0;
         pthread_cond_broadcast(&ahead.cv);
     }
     pthread_mutex_unlock(&ahead.m);
@@ -186,6 +201,16 @@ static void stop_helper(void)
     ahead.running = 0;
 }
 
+/* Ask the helper for the step after the writer's capacity (ahead.m held). */
+static void ask_helper(void)
+{
+    int64_t next = next_capacity(mg.capacity);
+    if (ahead.running && !ahead.error && next > ahead.asked && file_size_for(next) <= mapped) {
+        ahead.asked = next;
+        pthread_cond_signal(&ahead.cv);
+    }
+}
+
 /* Map the new log with its first step of records (no helper yet). */
 static int map_first(void)
 {
@@ -197,7 +222,7 @@ static int map_first(void)
             mg.header = base;
             mapped = want;
             /* Large page-cache folios where the file system has them: fewer
-             * allocations per MiB of log (~20% less time preparing pages here). */
+             * allocations per MiB of log (~25% less time faulting pages in here). */
             madvise(base, want, MADV_HUGEPAGE);
             break;
         }
@@ -205,20 +230,21 @@ static int map_first(void)
             return -1;
     }
     mg.records = (mg_record *)((char *)mg.header + MG_HEADER_SIZE);
-    ahead.prepared = ahead.asked = ahead.error = ahead.busy = 0;
-    if (prepare_file((char *)mg.header, 0, CHUNK_RECORDS) != 0) {
+    ahead.allocated = ahead.asked = ahead.error = ahead.busy = 0;
+    if (allocate_file(0, CHUNK_RECORDS) != 0) {
         munmap(mg.header, mapped);
         mg.header = NULL;
         return -1;
     }
-    ahead.prepared = ahead.asked = mg.capacity = CHUNK_RECORDS;
+    populate((char *)mg.header, 0, CHUNK_RECORDS);
+    ahead.allocated = ahead.asked = mg.capacity = CHUNK_RECORDS;
     return 0;
 }
 
 /* Grow to at least `need` records here, the helper idle (ahead.m held). */
 static void grow_here(int64_t need)
 {
-    int64_t to = next_capacity(ahead.prepared);
+    int64_t to = next_capacity(ahead.allocated);
     while (to < need)
         to += CHUNK_RECORDS;
     if (file_size_for(to) > mapped) {
@@ -232,14 +258,16 @@ static void grow_here(int64_t need)
         mg.records = (mg_record *)((char *)base + MG_HEADER_SIZE);
         mapped = file_size_for(to);
     }
-    if (prepare_file((char *)mg.header, ahead.prepared, to) != 0)
+    if (allocate_file(ahead.allocated, to) != 0) {
         ahead.error = errno;
-    else
-        ahead.prepared = ahead.asked = to;
+        return;
+    }
+    populate((char *)mg.header, ahead.allocated, to);
+    ahead.allocated = ahead.asked = to;
 }
 
 /* Called (with mg.lock held when threaded) when the writer's capacity is
- * full: adopt what the helper prepared, or grow here, and ask for the next step. */
+ * full: adopt what the helper allocated, or grow here, and ask for the next step. */
 mg_record *mg_grow_and_reserve(int64_t count)
 {
     if (mg.header->flags & MG_HEADER_RECORDING_DROPPED) {
@@ -250,11 +278,15 @@ mg_record *mg_grow_and_reserve(int64_t count)
     }
     int64_t need = mg.n + count;
     pthread_mutex_lock(&ahead.m);
-    while (ahead.busy && !(ahead.prepared >= need))
-        pthread_cond_wait(&ahead.cv, &ahead.m); /* the helper fell behind: wait for it */
-    if (ahead.prepared < need && !ahead.error)
+    /* Wait for the helper's allocation if it is under way (not for its faulting in). */
+    while (ahead.busy && ahead.asked > ahead.allocated && ahead.allocated < need && !ahead.error)
+        pthread_cond_wait(&ahead.cv, &ahead.m);
+    if (ahead.allocated < need && !ahead.error) {
+        while (ahead.busy) /* never move the mapping or grow the file under the helper */
+            pthread_cond_wait(&ahead.cv, &ahead.m);
         grow_here(need);
-    if (ahead.prepared < need) {
+    }
+    if (ahead.allocated < need) {
         int err = ahead.error;
         pthread_mutex_unlock(&ahead.m);
         /* Disk full or no address space: stop recording, keep what we have. */
@@ -266,12 +298,8 @@ mg_record *mg_grow_and_reserve(int64_t count)
             mg_unlock();
         return NULL;
     }
-    mg.capacity = ahead.prepared;
-    int64_t next = next_capacity(mg.capacity);
-    if (ahead.running && !ahead.busy && !ahead.error && file_size_for(next) <= mapped) {
-        ahead.asked = next;
-        pthread_cond_signal(&ahead.cv);
-    }
+    mg.capacity = ahead.allocated;
+    ask_helper();
     pthread_mutex_unlock(&ahead.m);
     mg_calibrate(MG_CALIB_LAST);
     return mg.records + mg.n;
@@ -396,12 +424,9 @@ int mg_open_log(const struct mg_run_setup *s, int thread_level, char *err, size_
     snprintf(h->job_id, sizeof h->job_id, "%s", s->job_id);
     /* The second step is prepared while the program fills the first. */
     start_helper();
-    if (ahead.running && file_size_for(next_capacity(mg.capacity)) <= mapped) {
-        pthread_mutex_lock(&ahead.m);
-        ahead.asked = next_capacity(mg.capacity);
-        pthread_cond_signal(&ahead.cv);
-        pthread_mutex_unlock(&ahead.m);
-    }
+    pthread_mutex_lock(&ahead.m);
+    ask_helper();
+    pthread_mutex_unlock(&ahead.m);
     return 0;
 }
 
