@@ -172,7 +172,9 @@ static void helper_forgotten_in_child(void)
     ahead.running = ahead.busy = 0;
 }
 
-static void start_helper(void)
+static void ask_helper(void);
+
+void mg_start_log_helper(void)
 {
     const char *want = getenv("MPIGRAPH_LOG_HELPER");
     if (want && strcmp(want, "off") == 0)
@@ -187,9 +189,13 @@ static void start_helper(void)
     ahead.stop = 0;
     ahead.running = pthread_create(&ahead.thread, NULL, helper_main, NULL) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* The second step is prepared while the program fills the first. */
+    pthread_mutex_lock(&ahead.m);
+    ask_helper();
+    pthread_mutex_unlock(&ahead.m);
 }
 
-static void stop_helper(void)
+void mg_stop_log_helper(void)
 {
     if (!ahead.running)
         return;
@@ -422,17 +428,12 @@ int mg_open_log(const struct mg_run_setup *s, int thread_level, char *err, size_
     h->start_unix_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
     gethostname(h->hostname, sizeof h->hostname - 1);
     snprintf(h->job_id, sizeof h->job_id, "%s", s->job_id);
-    /* The second step is prepared while the program fills the first. */
-    start_helper();
-    pthread_mutex_lock(&ahead.m);
-    ask_helper();
-    pthread_mutex_unlock(&ahead.m);
     return 0;
 }
 
 void mg_close_log_file(void)
 {
-    stop_helper();
+    mg_stop_log_helper();
     mg_calibrate(MG_CALIB_FINAL);
     mg.header->flags |= MG_HEADER_FINALIZED;
     size_t used = file_size_for(mg.n);
@@ -453,7 +454,7 @@ void mg_discard_log(const struct mg_run_setup *s)
         return;
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/raw/rank-%d.log", s->dir, mg.world_rank);
-    stop_helper();
+    mg_stop_log_helper();
     munmap(mg.header, mapped);
     mg.header = NULL;
     close(mg.fd);
