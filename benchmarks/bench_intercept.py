@@ -5,9 +5,12 @@
 Compiles benchmarks/intercept.c with the MPI's mpicc, then alternates runs
 without and with the shim preloaded (recording on, analysis off) and prints,
 after the machine line, a markdown table (the README's) of the median ns per
-call of each and the difference, in wall time and in the thread's CPU time
-(user + kernel: the log's page faults count, time spent preempted does not,
-so it is the steadier figure on a shared machine).  --compare also preloads another build of
+call of each and the difference, in wall time, in the calling thread's CPU
+time (user + kernel: the log's page faults count, time spent preempted does
+not, so it is the steadier figure on a shared machine) and in the whole
+process's CPU time, which also counts the shim's helper thread that prepares
+the log's next pages (work moved off the calling thread is still paid for, by
+another core: on a node with a rank on every core it competes with them).  --compare also preloads another build of
 the shim (say, of the previous commit) in the same rounds, so two builds are
 compared under the same load.
 """
@@ -37,7 +40,7 @@ def compile_probe(workdir):
 
 
 def run_once(exe, calls, lib, workdir, index):
-    """{case: (wall ns, CPU ns) per call} of one run, with `lib` preloaded (None: bare)."""
+    """{case: (wall ns, thread CPU ns, process CPU ns) per call} of one run, with `lib` preloaded (None: bare)."""
     cmd = [find_mpi_tool("mpiexec"), "-n", "1"]
     if lib:
         cmd += ["-genv", "LD_PRELOAD", lib,
@@ -46,7 +49,7 @@ def run_once(exe, calls, lib, workdir, index):
     out = subprocess.run(cmd + [exe, str(calls)], check=True, capture_output=True, text=True).stdout
     shutil.rmtree(os.path.join(workdir, "run-%d" % index), ignore_errors=True)
     rows = (line.split() for line in out.splitlines() if line.strip())
-    return {name: (float(wall), float(cpu)) for name, wall, cpu in rows}
+    return {name: tuple(float(x) for x in values) for name, *values in rows}
 
 
 def main():
@@ -70,18 +73,22 @@ def main():
     print("shim: %s%s" % (libs["shim"], "; compare: %s" % libs["compare"] if args.compare else ""))
     print("calls per run: %d, rounds: %d (median of rounds), load average at the end %.2f %.2f %.2f\n"
           % ((args.calls, args.rounds) + os.getloadavg()))
-    wall = {name: {case: statistics.median(r[case][0] for r in rs) for case in CASES} for name, rs in runs.items()}
-    cpu = {name: {case: statistics.median(r[case][1] for r in rs) for case in CASES} for name, rs in runs.items()}
-    header = "| call | bare ns/call | with shim ns/call | added ns | added CPU ns |"
+    def median(i):
+        return {name: {case: statistics.median(r[case][i] for r in rs) for case in CASES} for name, rs in runs.items()}
+
+    wall, cpu, proc = median(0), median(1), median(2)
+    header = "| call | bare ns/call | with shim ns/call | added ns | added CPU ns | added process CPU ns |"
     if args.compare:
-        header += " compare: added ns | compare: added CPU ns |"
+        header += " compare: added ns | compare: added CPU ns | compare: added process CPU ns |"
     print(header)
     print("|" + " --- |" * (header.count("|") - 1))
     for case, label in CASES.items():
         b, s = wall["bare"][case], wall["shim"][case]
-        row = "| %s | %.1f | %.1f | %.1f | %.1f |" % (label, b, s, s - b, cpu["shim"][case] - cpu["bare"][case])
+        row = "| %s | %.1f | %.1f | %.1f | %.1f | %.1f |" % (label, b, s, s - b, cpu["shim"][case] - cpu["bare"][case],
+                                                         proc["shim"][case] - proc["bare"][case])
         if args.compare:
-            row += " %.1f | %.1f |" % (wall["compare"][case] - b, cpu["compare"][case] - cpu["bare"][case])
+            row += " %.1f | %.1f | %.1f |" % (wall["compare"][case] - b, cpu["compare"][case] - cpu["bare"][case],
+                                             proc["compare"][case] - proc["bare"][case])
         print(row)
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,33 +68,212 @@ static size_t file_size_for(int64_t capacity)
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-static int map_log(int64_t capacity)
+/* Address space mapped for the log, reserved once at its opening so that the
+ * mapping never moves while a helper thread works on it: 64 GiB (a billion
+ * records), less where RLIMIT_AS forbids it; mremap only beyond that. */
+#define RESERVE_BYTES ((size_t)64 << 30)
+static size_t mapped;
+
+/* Make the file `to` records long with its blocks allocated: a full disk
+ * fails here, not as SIGBUS in a wrapper.  Cheap (~50 ns a 4 KiB page). */
+static int allocate_file(int64_t from, int64_t to)
 {
-    size_t old_size = mg.header ? file_size_for(mg.capacity) : 0;
-    size_t size = file_size_for(capacity);
-    /* Allocate the blocks now: a full disk fails here, not as SIGBUS in a wrapper. */
+    size_t old_size = from ? file_size_for(from) : 0, size = file_size_for(to);
     if (ftruncate(mg.fd, (off_t)size) != 0)
         return -1;
     int rc = posix_fallocate(mg.fd, (off_t)old_size, (off_t)(size - old_size));
     if (rc != 0)
         return errno = rc, -1; /* posix_fallocate returns its error, it does not set errno */
-    void *base;
-    if (mg.header)
-        base = mremap(mg.header, old_size, size, MREMAP_MAYMOVE);
-    else
-        base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, mg.fd, 0);
-    if (base == MAP_FAILED)
-        return -1;
-    /* Fault the new pages in, writable, in one call: a page fault per 4 KiB
-     * (64 records) cost 25 ns per record here, 115 ns on fresh memory. */
-    madvise((char *)base + old_size, size - old_size, MADV_POPULATE_WRITE);
-    mg.header = base;
-    mg.records = (mg_record *)((char *)base + MG_HEADER_SIZE);
-    mg.capacity = capacity;
     return 0;
 }
 
-/* Called with the lock held (threaded) when the mapping is full. */
+/* Fault the pages of records from .. to in, writable, in one call (a page
+ * fault per 4 KiB costs more).  This is the expensive part, paid once per
+ * 4 KiB page (64 records): on an EPYC VM guest 0.8-1.5 us a page (12-23 ns a
+ * record) when the kernel reuses recently freed memory, ~12 us (190 ns a
+ * record) when the host must back fresh guest memory first. */
+static void populate(char *base, int64_t from, int64_t to)
+{
+    size_t old_size = from ? file_size_for(from) : 0, size = file_size_for(to);
+    madvise(base + old_size, size - old_size, MADV_POPULATE_WRITE);
+}
+
+/* The capacity after `capacity`: 4 MiB steps, then half again. */
+static int64_t next_capacity(int64_t capacity)
+{
+    return capacity + (capacity / 2 > CHUNK_RECORDS ? capacity / 2 : CHUNK_RECORDS);
+}
+
+/* ---- the helper thread: the next pages are prepared ahead of the writer ----
+ *
+ * Faulting pages in (above) was half of what a cheap wrapper cost, paid by
+ * whichever wrapper crossed a step.  A helper thread allocates the step after
+ * the writer's, then faults it in, while the writer fills the current one.
+ * The work is moved, not saved: it runs on another core if one is free
+ * (bench_intercept.py shows it in the process's CPU time).
+ *
+ * The writer waits only for the cheap allocation, never for the faulting:
+ * when no core is free for the helper, the writer's stores fault the pages
+ * in themselves (what the helper finds done costs it nothing), so a busy
+ * machine costs about what the wrappers paid without a helper.
+ * MPIGRAPH_LOG_HELPER=off keeps all the work in the wrappers.
+ *
+ * The helper touches only the file beyond `allocated` and the mapping beyond
+ * the writer's capacity; the writer never moves the mapping (mremap) or
+ * grows the file itself while the helper is busy. */
+static struct {
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    pthread_t thread;
+    int running;
+    int busy;          /* the helper is allocating or faulting in a step */
+    int stop;
+    int error;         /* errno of the growth that failed (the disk is full): no more growth */
+    int64_t allocated; /* records the file holds, blocks allocated */
+    int64_t asked;     /* records the writer wants allocated next */
+} ahead = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+static void *helper_main(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&ahead.m);
+    for (;;) {
+        while (!ahead.stop && !(ahead.asked > ahead.allocated && !ahead.error))
+            pthread_cond_wait(&ahead.cv, &ahead.m);
+        if (ahead.stop)
+            break;
+        int64_t from = ahead.allocated, to = ahead.asked;
+        char *base = (char *)mg.header;
+        ahead.busy = 1;
+        pthread_mutex_unlock(&ahead.m);
+        int rc = allocate_file(from, to), err = errno;
+        pthread_mutex_lock(&ahead.m);
+        if (rc != 0)
+            ahead.error = err;
+        else
+            ahead.allocated = to;
+        pthread_cond_broadcast(&ahead.cv); /* the writer may use the step now */
+        pthread_mutex_unlock(&ahead.m);
+        if (rc == 0)
+            populate(base, from, to);
+        pthread_mutex_lock(&ahead.m);
+        ahead.busy = 0;
+        pthread_cond_broadcast(&ahead.cv);
+    }
+    pthread_mutex_unlock(&ahead.m);
+    return NULL;
+}
+
+/* A child forked after MPI_Init has no helper: it grows its log itself. */
+static void helper_forgotten_in_child(void)
+{
+    pthread_mutex_init(&ahead.m, NULL);
+    pthread_cond_init(&ahead.cv, NULL);
+    ahead.running = ahead.busy = 0;
+}
+
+static void ask_helper(void);
+
+void mg_start_log_helper(void)
+{
+    const char *want = getenv("MPIGRAPH_LOG_HELPER");
+    if (want && strcmp(want, "off") == 0)
+        return;
+    static int atfork_set;
+    if (!atfork_set++)
+        pthread_atfork(NULL, NULL, helper_forgotten_in_child);
+    /* Signals go to the program's threads, never to this one. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    ahead.stop = 0;
+    ahead.running = pthread_create(&ahead.thread, NULL, helper_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* The second step is prepared while the program fills the first. */
+    pthread_mutex_lock(&ahead.m);
+    ask_helper();
+    pthread_mutex_unlock(&ahead.m);
+}
+
+void mg_stop_log_helper(void)
+{
+    if (!ahead.running)
+        return;
+    pthread_mutex_lock(&ahead.m);
+    ahead.stop = 1;
+    pthread_cond_broadcast(&ahead.cv);
+    pthread_mutex_unlock(&ahead.m);
+    pthread_join(ahead.thread, NULL);
+    ahead.running = 0;
+}
+
+/* Ask the helper for the step after the writer's capacity (ahead.m held). */
+static void ask_helper(void)
+{
+    int64_t next = next_capacity(mg.capacity);
+    if (ahead.running && !ahead.error && next > ahead.asked && file_size_for(next) <= mapped) {
+        ahead.asked = next;
+        pthread_cond_signal(&ahead.cv);
+    }
+}
+
+/* Map the new log with its first step of records (no helper yet). */
+static int map_first(void)
+{
+    for (size_t want = RESERVE_BYTES;; want /= 2) {
+        if (want <= file_size_for(CHUNK_RECORDS))
+            want = file_size_for(CHUNK_RECORDS);
+        void *base = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED, mg.fd, 0);
+        if (base != MAP_FAILED) {
+            mg.header = base;
+            mapped = want;
+            /* No MADV_HUGEPAGE: large page-cache folios came from high-order
+             * free blocks, which a VM guest has returned to its host, so the
+             * host faulted on their first touch: 2-3 times the CPU per record. */
+            break;
+        }
+        if (want == file_size_for(CHUNK_RECORDS))
+            return -1;
+    }
+    mg.records = (mg_record *)((char *)mg.header + MG_HEADER_SIZE);
+    ahead.allocated = ahead.asked = ahead.error = ahead.busy = 0;
+    if (allocate_file(0, CHUNK_RECORDS) != 0) {
+        munmap(mg.header, mapped);
+        mg.header = NULL;
+        return -1;
+    }
+    populate((char *)mg.header, 0, CHUNK_RECORDS);
+    ahead.allocated = ahead.asked = mg.capacity = CHUNK_RECORDS;
+    return 0;
+}
+
+/* Grow to at least `need` records here, the helper idle (ahead.m held). */
+static void grow_here(int64_t need)
+{
+    int64_t to = next_capacity(ahead.allocated);
+    while (to < need)
+        to += CHUNK_RECORDS;
+    if (file_size_for(to) > mapped) {
+        /* Beyond the reservation: the mapping moves (the writer is here, the helper idle). */
+        void *base = mremap(mg.header, mapped, file_size_for(to), MREMAP_MAYMOVE);
+        if (base == MAP_FAILED) {
+            ahead.error = errno;
+            return;
+        }
+        mg.header = base;
+        mg.records = (mg_record *)((char *)base + MG_HEADER_SIZE);
+        mapped = file_size_for(to);
+    }
+    if (allocate_file(ahead.allocated, to) != 0) {
+        ahead.error = errno;
+        return;
+    }
+    populate((char *)mg.header, ahead.allocated, to);
+    ahead.allocated = ahead.asked = to;
+}
+
+/* Called (with mg.lock held when threaded) when the writer's capacity is
+ * full: adopt what the helper allocated, or grow here, and ask for the next step. */
 mg_record *mg_grow_and_reserve(int64_t count)
 {
     if (mg.header->flags & MG_HEADER_RECORDING_DROPPED) {
@@ -102,19 +282,31 @@ mg_record *mg_grow_and_reserve(int64_t count)
             mg_unlock();
         return NULL;
     }
-    int64_t want = mg.capacity + (mg.capacity / 2 > CHUNK_RECORDS ? mg.capacity / 2 : CHUNK_RECORDS);
-    while (want < mg.n + count)
-        want += CHUNK_RECORDS;
-    if (map_log(want) != 0) {
+    int64_t need = mg.n + count;
+    pthread_mutex_lock(&ahead.m);
+    /* Wait for the helper's allocation if it is under way (not for its faulting in). */
+    while (ahead.busy && ahead.asked > ahead.allocated && ahead.allocated < need && !ahead.error)
+        pthread_cond_wait(&ahead.cv, &ahead.m);
+    if (ahead.allocated < need && !ahead.error) {
+        while (ahead.busy) /* never move the mapping or grow the file under the helper */
+            pthread_cond_wait(&ahead.cv, &ahead.m);
+        grow_here(need);
+    }
+    if (ahead.allocated < need) {
+        int err = ahead.error;
+        pthread_mutex_unlock(&ahead.m);
         /* Disk full or no address space: stop recording, keep what we have. */
         mg.recording = 0;
         mg.header->flags |= MG_HEADER_RECORDING_DROPPED;
         mg_say("rank %d: cannot grow its log (%s); recording stopped after %lld records", mg.world_rank,
-            strerror(errno), (long long)mg.n);
+            strerror(err), (long long)mg.n);
         if (mg.threaded)
             mg_unlock();
         return NULL;
     }
+    mg.capacity = ahead.allocated;
+    ask_helper();
+    pthread_mutex_unlock(&ahead.m);
     mg_calibrate(MG_CALIB_LAST);
     return mg.records + mg.n;
 }
@@ -213,7 +405,7 @@ int mg_open_log(const struct mg_run_setup *s, int thread_level, char *err, size_
     snprintf(path, sizeof path, "%s/raw/rank-%d.log", s->dir, mg.world_rank);
     /* O_EXCL and O_NOFOLLOW: never overwrite or follow a planted file. */
     mg.fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (mg.fd < 0 || map_log(CHUNK_RECORDS) != 0) {
+    if (mg.fd < 0 || map_first() != 0) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
         if (mg.fd >= 0)
             close(mg.fd), unlink(path);
@@ -241,10 +433,11 @@ int mg_open_log(const struct mg_run_setup *s, int thread_level, char *err, size_
 
 void mg_close_log_file(void)
 {
+    mg_stop_log_helper();
     mg_calibrate(MG_CALIB_FINAL);
     mg.header->flags |= MG_HEADER_FINALIZED;
     size_t used = file_size_for(mg.n);
-    munmap(mg.header, file_size_for(mg.capacity));
+    munmap(mg.header, mapped);
     mg.header = NULL;
     mg.records = NULL;
     /* The mapping was sparse and over-sized: leave the file at its real size. */
@@ -261,7 +454,8 @@ void mg_discard_log(const struct mg_run_setup *s)
         return;
     char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/raw/rank-%d.log", s->dir, mg.world_rank);
-    munmap(mg.header, file_size_for(mg.capacity));
+    mg_stop_log_helper();
+    munmap(mg.header, mapped);
     mg.header = NULL;
     close(mg.fd);
     mg.fd = -1;

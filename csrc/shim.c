@@ -116,6 +116,8 @@ void mg_start_recording(int func, int64_t t0, int provided)
     mg_record *r = mg_reserve(1);
     mg_fill(r, func, t0, mg_now(), 0);
     mg_publish(1);
+    /* Only now: its work would disturb the clock samples taken above. */
+    mg_start_log_helper();
     mg_phase = MG_RECORDING;
     mg.recording = 1;
 }
@@ -166,6 +168,7 @@ int mpigraph_close_log(void)
         mg_publish(1);
     }
     mg.recording = 0;
+    mg_stop_log_helper(); /* before the clock samples, which it would disturb */
     /* The samples and the analysis are collective: only if every rank is here. */
     if (mg_sync_all_arrived())
         mg_sync_measure(&mg.header->sync_final);

@@ -58,7 +58,7 @@ struct mg_state {
     mg_header *header;        /* the mapped file: header, then records */
     mg_record *records;
     int64_t n;                /* records published */
-    int64_t capacity;         /* records that fit in the mapping */
+    int64_t capacity;         /* records the writer may fill: allocated and faulted in (logfile.c) */
     int fd;
     pthread_mutex_t lock;
     mg_comm world;
@@ -250,6 +250,9 @@ void mg_prepare_run_dir(struct mg_run_setup *s);
 int mg_open_log(const struct mg_run_setup *s, int thread_level, char *err, size_t errlen);
 void mg_discard_log(const struct mg_run_setup *s);
 void mg_close_log_file(void);
+/* The thread that prepares the log's next pages (logfile.c); stop is idempotent. */
+void mg_start_log_helper(void);
+void mg_stop_log_helper(void);
 
 void *mg_mpi_symbol(const char *name);
 
