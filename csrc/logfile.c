@@ -116,7 +116,8 @@ static int64_t next_capacity(int64_t capacity)
  * when no core is free for the helper, the writer's stores fault the pages
  * in themselves (what the helper finds done costs it nothing), so a busy
  * machine costs about what the wrappers paid without a helper.
- * MPIGRAPH_LOG_HELPER=off keeps all the work in the wrappers.
+ * So it is off by default (a rank on every core has no core to lend it) and
+ * MPIGRAPH_LOG_HELPER=on starts it, for nodes with idle cores.
  *
  * The helper touches only the file beyond `allocated` and the mapping beyond
  * the writer's capacity; the writer never moves the mapping (mremap) or
@@ -177,7 +178,7 @@ static void ask_helper(void);
 void mg_start_log_helper(void)
 {
     const char *want = getenv("MPIGRAPH_LOG_HELPER");
-    if (want && strcmp(want, "off") == 0)
+    if (!want || strcmp(want, "on") != 0)
         return;
     static int atfork_set;
     if (!atfork_set++)

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mpi_env
-from mpigraph import clock, metrics, record, trace
+from mpigraph import clock, metrics, mpi_functions, record, trace
 from tracebuild import part, rec, write_rank
 
 NPROCS = 3
@@ -222,15 +222,16 @@ def many_calls(tmp_path_factory):
     return mpi, builder.build(os.path.join(os.path.dirname(__file__), "shim_programs", "many_calls.c"), mpi.mpicc)
 
 
-def test_disk_full_while_recording(many_calls, mount_point, tmp_path):
-    """The log's first 4 MiB fit, its growth (to 8 MiB) does not: recording stops and the program
+@pytest.mark.parametrize("log_helper", ["off", "on"])
+def test_disk_full_while_recording(many_calls, mount_point, tmp_path, log_helper):
+    """With and without the helper thread that prepares the log's pages: the log's first 4 MiB fit, its growth (to 8 MiB) does not: recording stops and the program
     runs on unchanged.  The report (its critical path alone is ~8 MB for 65536 calls) cannot be
     written on the full disk either: the message names the file, the raw logs are intact, and
     the offline analysis to another directory reports the run and the dropped records."""
     mpi, exe = many_calls
     mount(mount_point, "size=6m")
     out = mount_point / "run"
-    result = mpi_env.mpirun(mpi, 1, [exe, "100000"], out=out)
+    result = mpi_env.mpirun(mpi, 1, [exe, "100000"], out=out, rank_env={"MPIGRAPH_LOG_HELPER": log_helper})
     assert result.returncode == 0 and result.stdout == "done 100000\n", result.stderr
     messages = [line for line in result.stderr.splitlines() if line.startswith("mpigraph:")]
     assert messages[0] == ("mpigraph: rank 0: cannot grow its log (No space left on device); recording stopped "
@@ -257,3 +258,25 @@ def test_disk_full_at_the_start(many_calls, mount_point):
     assert result.returncode == 0 and result.stdout == "done 10\n"
     assert result.stderr == ("mpigraph: rank 0: cannot write %s: No space left on device; the program runs on "
                              "without profiling\n" % (mount_point / "run" / "raw" / "rank-0.log"))
+
+
+@pytest.mark.parametrize("log_helper", ["off", "on"])
+def test_a_log_of_many_growth_steps_keeps_every_record(many_calls, tmp_path, log_helper):
+    """300,000 barriers on 2 ranks grow each log through five steps (4 MiB, then half again):
+    every call is in it, in order, with or without the helper thread preparing the pages."""
+    mpi, exe = many_calls
+    out = tmp_path / "run"
+    result = mpi_env.mpirun(mpi, 2, [exe, "300000"], out=out,
+                            rank_env={"MPIGRAPH_LOG_HELPER": log_helper, "MPIGRAPH_ANALYZE": "off"})
+    assert result.returncode == 0 and result.stdout == "done 300000\n", result.stderr
+    barrier = mpi_functions.BY_NAME["MPI_Barrier"].id
+    for rank in range(2):
+        log = trace.open_log(out / "raw" / ("rank-%d.log" % rank))
+        assert log.finalized and not log.recording_dropped
+        records = log.records
+        is_barrier = records["func"] == barrier
+        assert is_barrier.sum() == 300000
+        world = records["comm"][is_barrier][0]
+        assert (np.diff(records["seq"][is_barrier & (records["comm"] == world)].astype(np.int64)) == 1).all()
+        assert (np.diff(records["t_start"].astype(np.int64)) >= 0).all()
+        del log
