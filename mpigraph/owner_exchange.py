@@ -40,6 +40,18 @@ def send_rows(comm, dest, columns, with_source=False):
     return result
 
 
+def keep_or_send(comm, owner, columns):
+    """Rows of `columns` gathered on their owner ranks, where rows owned here skip the exchange.
+
+    Collective over comm.  Returns the columns of the rows this rank owns:
+    its own rows first, in their order, then the received ones (``send_rows``).
+    """
+    here = np.asarray(owner) == comm.Get_rank()
+    away = ~here
+    received = send_rows(comm, owner[away], [np.asarray(c)[away] for c in columns])
+    return [np.concatenate((np.asarray(c)[here], r)) for c, r in zip(columns, received)]
+
+
 def _by_rank(dest, size):
     """A stable order of rows by destination rank (one pass per rank when there are few)."""
     if size > 16:

@@ -140,12 +140,8 @@ class _Search:
             to_rank = source < g.n_rank_vertices
             source, dist = source[to_rank], dist[to_rank]
         if self.distributed:     # offers to vertices owned elsewhere go to their owners
-            owner = g.owner_of(source)
-            here = owner == g.me
-            away = ~here
-            source_in, dist_in = exchange.send_rows(self.comm, owner[away], [source[away], dist[away]])
-            source = g.local_index(np.concatenate((source[here], source_in)))
-            dist = np.concatenate((dist[here], dist_in))
+            source, dist = exchange.keep_or_send(self.comm, g.owner_of(source), [source, dist])
+            source = g.local_index(source)
         self.apply(source, dist)
 
     def apply(self, target, dist):

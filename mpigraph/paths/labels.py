@@ -80,15 +80,9 @@ def next_from_dist(comm, g, dist, split):
         dst, src, weight = dst[keep], src[keep], weight[keep]
         offer = d[keep] + weight
         if g.n_analysis > 1:     # edges whose source another rank owns are decided there
-            key, owner = gid[dst], g.owner_of(src)
-            here = owner == g.me
-            away = ~here
-            src_in, offer_in, key_in, weight_in = exchange.send_rows(
-                comm, owner[away], [src[away], offer[away], key[away], weight[away]])
-            target = g.local_index(np.concatenate((src[here], src_in)))
-            offer = np.concatenate((offer[here], offer_in))
-            key = np.concatenate((key[here], key_in))
-            weight = np.concatenate((weight[here], weight_in))
+            target, offer, key, weight = exchange.keep_or_send(comm, g.owner_of(src),
+                                                               [src, offer, gid[dst], weight])
+            target = g.local_index(target)
         else:
             key, target = dst, src
         tight = dist[target] == offer

@@ -2,7 +2,7 @@
 
 This is what ``parallel-dijkstra`` runs.  Seed 004 (4.3) defines parallel
 Dijkstra as parallel delta-stepping with delta = 1 ns: one collective round
-per distinct distance, which cannot finish on millions of distinct slacks
+per distinct distance, millions of rounds on a long run's distinct slacks
 (that formulation is still available as ``parallel-delta-stepping`` with
 delta = 1).  Here instead:
 
