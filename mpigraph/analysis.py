@@ -12,6 +12,7 @@ tables and writes the report.  Each stage goes through
 of leaving the others blocked in the next collective.
 """
 
+import resource
 import sys
 import time
 
@@ -23,15 +24,17 @@ PROGRESS_RECORDS = 1_000_000
 
 
 class Progress:
-    """Stage names and timings on stderr, from analysis rank 0 only.
+    """Stage names, timings and rank 0's peak memory so far on stderr, from analysis rank 0 only.
 
     Printed when config.verbose, or when the run is big unless config.quiet.
+    The peak (getrusage's maxrss) only grows: the stage whose line shows it
+    rising is the one that needed the memory.
     """
 
     def __init__(self, is_root, config):
         self.may_print = is_root and (config.verbose or not config.quiet)
         self.enabled = is_root and config.verbose
-        self.done = []   # (stage, seconds, note) of the stages so far
+        self.done = []   # (stage, seconds, peak RSS MB, note) of the stages so far
 
     def enable_for(self, n_records):
         """Switch on for big runs, printing the stages already done."""
@@ -44,14 +47,16 @@ class Progress:
         """step(*args), timed; `note(result)` adds a few words to the stage's line."""
         started = time.perf_counter()
         result = step(*args)
-        self.done.append((name, time.perf_counter() - started, note(result) if note else ""))
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024     # Linux: KiB
+        self.done.append((name, time.perf_counter() - started, peak_mb, note(result) if note else ""))
         if self.enabled:
             self._print(*self.done[-1])
         return result
 
     @staticmethod
-    def _print(name, seconds, note):
-        print("mpigraph: %-8s %8.3f s%s" % (name, seconds, "  " + note if note else ""), file=sys.stderr, flush=True)
+    def _print(name, seconds, peak_mb, note):
+        print("mpigraph: %-8s %8.3f s  peak RSS %6.0f MB%s" % (name, seconds, peak_mb, "  " + note if note else ""),
+              file=sys.stderr, flush=True)
 
 
 def _world():

@@ -267,6 +267,9 @@ def test_analyze_progress_when_verbose(tmp_path, capsys):
     stages = [line.split()[1] for line in err.splitlines()]
     assert stages == ["trace", "clock", "match", "metrics", "path", "report"]
     assert "2 ranks, 19 records" in err
+    # Each line carries the peak RSS so far: positive, and a peak never falls.
+    peaks = [float(line.split("peak RSS")[1].split()[0]) for line in err.splitlines()]
+    assert peaks[0] > 0 and peaks == sorted(peaks)
 
 
 def test_analyze_bad_log_raises_trace_error(tmp_path):
