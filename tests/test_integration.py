@@ -28,18 +28,6 @@ REPORT_FILES = ["summary.txt", "ranks.csv", "ranks.parquet", "functions.csv"]
 # ---- the MPIs and the builder --------------------------------------------------
 
 @pytest.fixture(scope="module")
-def builder(tmp_path_factory):
-    return mpi_env.Builder(str(tmp_path_factory.mktemp("programs")))
-
-
-@pytest.fixture(scope="module")
-def wheel():
-    mpi = mpi_env.wheel_mpi()
-    assert mpi, "no mpicc/mpiexec found: install with pip install '.[mpich,test]'"
-    return mpi
-
-
-@pytest.fixture(scope="module")
 def debian():
     mpi = mpi_env.debian_mpich()
     if mpi is None:

@@ -34,18 +34,6 @@ DRIFTS_PPM = [30, -100, 100, -70]
 TOLERANCE_NS = 5_000
 
 
-@pytest.fixture(scope="module")
-def wheel():
-    mpi = mpi_env.wheel_mpi()
-    assert mpi, "no mpicc/mpiexec found: install with pip install '.[mpich,test]'"
-    return mpi
-
-
-@pytest.fixture(scope="module")
-def builder(tmp_path_factory):
-    return mpi_env.Builder(str(tmp_path_factory.mktemp("programs")))
-
-
 def run_program(tmp_path_factory, wheel, exe, args=(), **rank_env):
     out = tmp_path_factory.mktemp("run") / "run"
     result = mpi_env.mpirun(wheel, NPROCS, [exe, *args], out=out, rank_env={"MPIGRAPH_QUIET": "1", **rank_env})

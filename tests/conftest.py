@@ -1,0 +1,19 @@
+"""Fixtures shared by the test modules that build and run real MPI programs."""
+
+import pytest
+
+import mpi_env
+
+
+@pytest.fixture(scope="module")
+def wheel():
+    """The MPI mpigraph was installed with (the mpich wheel's mpicc and mpiexec)."""
+    mpi = mpi_env.wheel_mpi()
+    assert mpi, "no mpicc/mpiexec found: install with pip install '.[mpich,test]'"
+    return mpi
+
+
+@pytest.fixture(scope="module")
+def builder(tmp_path_factory):
+    """Compiles test programs into a directory of the module's own."""
+    return mpi_env.Builder(str(tmp_path_factory.mktemp("programs")))
