@@ -29,7 +29,7 @@ CALL_COLUMNS = [
     Column("execution", "time", "execution time (collective: min end - max start, may be negative)"),
     Column("wait_state", "str", "wait-state kind of the call (empty: none)"),
     Column("wait_state_time", "time", "time of that wait state"),
-    Column("on_path", "bool", "the call is on the critical path (false until the path stage fills it)"),
+    Column("on_path", "bool", "the critical path spends time in the call or passes through it (false when no path)"),
 ]
 
 COLLECTIVE_COLUMNS = [
@@ -257,3 +257,77 @@ def finish(tables):
     un["reason"] = np.array(UNMATCHED_REASON, dtype=object)[un["reason"]]
     un["what"] = np.array(UNMATCHED_WHAT, dtype=object)[un["what"]]
     return {"calls": calls, "collectives": inst, "waitstates": ws, "unmatched": un}
+
+
+def mark_on_path(blocks, path):
+    """Set on_path in the calls table's row blocks (``finish``) from a critical_path table.
+
+    A call is on the path when the path spends time in it or passes through it:
+    an ``mpi`` segment of its rank overlaps it; a ``message`` segment ends in it (the
+    call the message released, on the segment's rank: the call holding the
+    segment's end, the one ending there on a tie) or starts in it (the event on
+    the peer that sent or arrived last: the call holding the segment's start, the
+    one starting there on a tie).  Compute segments lie between calls.
+    """
+    if path is None or not len(path["rank"]):
+        return
+    kind, rank, peer = path["kind"], path["rank"], path["peer"]
+    start, end = path["start"], path["end"]
+    mpi, message = kind == "mpi", kind == "message"
+    # Queries (rank, time, how): "overlap" rows [lo, hi), "ends in" and "starts in" one row.
+    queries = [(rank[mpi], start[mpi], end[mpi], "overlap"),
+               (rank[message], end[message], end[message], "ends in"),
+               (peer[message], start[message], start[message], "starts in")]
+    for block in blocks:
+        block_rank = np.asarray(block["rank"])
+        if not len(block_rank):
+            continue
+        marked = np.zeros(len(block_rank) + 1, np.int64)    # +1 at a range's first row, -1 after its last
+        for q_rank, lo, hi, how in queries:
+            here = (q_rank >= block_rank[0]) & (q_rank <= block_rank[-1])     # the block's ranks
+            q_rank, lo, hi = q_rank[here], lo[here], hi[here]
+            for r in np.unique(q_rank):
+                a, b = np.searchsorted(block_rank, [r, r + 1])
+                mine = q_rank == r
+                _mark_rows(marked, a, block["start"][a:b], block["end"][a:b], lo[mine], hi[mine], how)
+        block["on_path"] = np.cumsum(marked[:-1]) > 0
+
+
+def _mark_rows(marked, offset, starts, ends, lo, hi, how):
+    """Add rows offset + [first, last) of one rank's calls to `marked`.
+
+    A rank's calls follow each other (starts and ends both in order) unless
+    threads overlapped them: then each query is checked against every call.
+    """
+    if (np.diff(starts) < 0).any() or (np.diff(ends) < 0).any():
+        _mark_rows_unordered(marked, offset, starts, ends, lo, hi, how)
+        return
+    if how == "overlap":        # start < hi and end > lo; a zero-length segment: start <= lo <= end
+        point = lo == hi
+        first = np.where(point, np.searchsorted(ends, lo, "left"), np.searchsorted(ends, lo, "right"))
+        last = np.where(point, np.searchsorted(starts, hi, "right"), np.searchsorted(starts, hi, "left"))
+    elif how == "ends in":      # the first call ending at or after the time, if it started by then
+        first = np.searchsorted(ends, lo, "left")
+        holds = first < len(starts)
+        holds[holds] = starts[first[holds]] <= lo[holds]
+        first, last = first[holds], first[holds] + 1
+    else:                       # "starts in": the last call starting at or before the time, if it ends after
+        first = np.searchsorted(starts, lo, "right") - 1
+        holds = first >= 0
+        holds[holds] = ends[first[holds]] >= lo[holds]
+        first, last = first[holds], first[holds] + 1
+    keep = first < last
+    np.add.at(marked, offset + first[keep], 1)
+    np.add.at(marked, offset + last[keep], -1)
+
+
+def _mark_rows_unordered(marked, offset, starts, ends, lo, hi, how):
+    """_mark_rows for calls of several threads, which overlap: one query at a time."""
+    for a, b in zip(lo.tolist(), hi.tolist()):
+        if how == "overlap":
+            rows = np.flatnonzero((starts <= a) & (ends >= a) if a == b else (starts < b) & (ends > a))
+        else:
+            holding = np.flatnonzero((starts <= a) & (ends >= a))
+            rows = holding[:1] if how == "ends in" else holding[-1:]
+        np.add.at(marked, offset + rows, 1)
+        np.add.at(marked, offset + rows + 1, -1)

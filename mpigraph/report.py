@@ -407,6 +407,8 @@ def write_report(out_dir, info, tables, linked=None, path=None, path_lines=()):
     never touched.
     """
     tables = metrics.with_path(tables, path)
+    if linked is not None:
+        linked_tables.mark_on_path(linked["calls"], path)
     text = summary_text(info, tables, linked, path_lines)
     written = []
     try:

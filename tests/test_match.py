@@ -158,7 +158,11 @@ def test_report_files_of_the_hand_built_run(tmp_path):
     calls = pq.read_table(run_dir / "calls.parquet").to_pydict()
     assert calls["rank"] == [0] * 7 + [1] * 6 and calls["call"] == list(range(7)) + list(range(6))
     assert calls["wait_before_ns"][4] == 1800 and calls["wait_state"][4] == "late_sender"
-    assert calls["on_path"] == [False] * 13
+    # The path (tests/test_paths_report.py checks the rule): rank 0's Send released rank 1's
+    # Recv, and both sit between the run's two busy stretches.
+    path = pq.read_table(run_dir / "critical_path.parquet").to_pydict()
+    assert "message" in path["kind"]
+    assert any(calls["on_path"]) and not all(calls["on_path"])
     inst = pq.read_table(run_dir / "collectives.parquet").to_pydict()
     assert inst["function"] == ["MPI_Allreduce"] and inst["members"] == [2] and inst["last_rank"] == [1]
     assert inst["wait_total_ns"] == [2100] and inst["imbalance"] == [pytest.approx(2100 / 2000)]

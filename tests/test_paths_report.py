@@ -2,10 +2,13 @@
 
 import csv
 
+import pyarrow.parquet as pq
+import pytest
 from mpi4py import MPI
 
 from mpigraph import analysis, config
 from mpigraph import record as R
+from mpigraph.testing import synth
 from tracebuild import rec, write_rank
 
 QUIET = config.Config(quiet=True)
@@ -38,3 +41,43 @@ def test_report_has_the_path_of_the_matched_run(tmp_path):
         assert functions["MPI_Recv"] == "0.000000005" and functions["MPI_Send"] == "0.000000000"
         assert "Critical path: 0.000001 s in 3 segments; compute 99.4%" in text
         assert (tmp_path / "critical_path.parquet").exists()
+
+
+def on_path_by_rule(calls, path):
+    """(rank, call) of the calls linked_tables.mark_on_path marks, one segment and one call at a
+    time: an mpi segment overlaps the call; a message segment ends in the call on its rank (the
+    first holding its end) or starts in the call on its peer (the last holding its start)."""
+    by_rank = {}
+    for rank, call, start, end in zip(calls["rank"], calls["call"], calls["start_ns"], calls["end_ns"]):
+        by_rank.setdefault(rank, []).append((call, start, end))
+    marked = set()
+    for kind, rank, peer, a, b in zip(path["kind"], path["rank"], path["peer"], path["start_ns"], path["end_ns"]):
+        if kind == "mpi":
+            marked |= {(rank, c) for c, s, e in by_rank[rank] if (s <= a <= e if a == b else s < b and e > a)}
+        elif kind == "message":
+            holding_end = [c for c, s, e in by_rank[rank] if s <= b <= e]
+            holding_start = [c for c, s, e in by_rank[peer] if s <= a <= e]
+            marked |= {(rank, c) for c in holding_end[:1]} | {(peer, c) for c in holding_start[-1:]}
+    return marked
+
+
+@pytest.mark.parametrize("structure", ["bsp", "halo"])
+@pytest.mark.parametrize("algorithm", ["dijkstra", "parallel-delta-stepping", "toposort"])
+def test_calls_on_the_path(tmp_path, structure, algorithm):
+    """calls.parquet's on_path: the calls the path spends time in or passes through."""
+    expected = synth.generate(str(tmp_path), 6, 40, structure)
+    analysis.analyze(str(tmp_path), MPI.COMM_WORLD, QUIET.with_overrides(algorithm=algorithm))
+    calls = pq.read_table(tmp_path / "calls.parquet").to_pydict()
+    path = pq.read_table(tmp_path / "critical_path.parquet").to_pydict()
+    marked = {(r, c) for r, c, on in zip(calls["rank"], calls["call"], calls["on_path"]) if on}
+    assert marked == on_path_by_rule(calls, path)
+    assert 0 < len(marked) < len(calls["rank"])
+    if structure == "bsp" and algorithm != "toposort":
+        # The synthetic run's own path (the graph's, for collectives): each message joins the
+        # last arrival's collective call to the call it released.
+        call_ending = {(r, e): c for r, c, e in zip(calls["rank"], calls["call"], calls["end_ns"])}
+        call_starting = {(r, s): c for r, c, s in zip(calls["rank"], calls["call"], calls["start_ns"])}
+        known = expected.path
+        for kind, rank, peer, a, b in zip(known["kind"], known["rank"], known["peer"], known["start"], known["end"]):
+            if kind == "message":
+                assert (rank, call_ending[rank, b]) in marked and (peer, call_starting[peer, a]) in marked
