@@ -17,7 +17,8 @@ import sys
 import time
 
 from mpigraph import codec as codec_module
-from mpigraph import critical_path, graph, link, linked_tables, metrics, parallel, paths, report, toposort, trace
+from mpigraph import (critical_path, graph, link, linked_tables, metrics, parallel, paths, report, shuffle,
+                      toposort, trace)
 
 # Stage timings go to stderr when the run has more records than this (or MPIGRAPH_VERBOSE=1).
 PROGRESS_RECORDS = 1_000_000
@@ -90,14 +91,15 @@ def _raise(error):
 def _metrics(comm, logs, linked, codec, times):
     """Stage metrics: local tables on each rank, combined on rank 0 (None elsewhere).
 
-    Returns (metrics.Tables, the linked run's report tables) on rank 0.
+    Returns (metrics.Tables, the linked run's small report tables) on rank 0 (None, None
+    elsewhere), and on every rank its own rows of the calls table.
     """
     local = parallel.collectively(comm, metrics.local_tables, logs, times, linked)
     tables = parallel.collectively(comm, metrics.gather_tables, comm, local)
     extra = parallel.collectively(comm, linked_tables.gather, comm, linked, codec)
     if extra is not None:
         extra["facts"] = {"clock_method": linked.clock.method, "repair": linked.repair}
-    return tables, extra
+    return (tables, extra), linked_tables.local_calls(linked)
 
 
 def graph_input(world_size, linked):
@@ -119,10 +121,28 @@ def path_stage(comm, config, info, logs, linked, times):
     return critical_path.PathResult(table, lines)
 
 
-def _write_report(comm, out_dir, info, tables, path):
+def _write_report(comm, out_dir, info, tables, path, calls, codec):
+    """Stage report: rank 0 writes the files; the calls table comes to it a chunk at a time
+    from every analysis rank, each of which first marks its own calls on the path."""
+    segments = comm.bcast(_path_for_marking(path.table) if comm.rank == 0 else None, root=0)
+    linked_tables.mark_on_path([calls], segments)
     if comm.rank != 0:
+        shuffle.serve_root(comm, calls, linked_tables.CHUNK_ROWS, codec=codec)
         return None
-    return report.write_report(out_dir, info, *tables, path=path.table, path_lines=path.lines)
+    pull = shuffle.RootPull(comm, calls, linked_tables.CHUNK_ROWS)
+    try:
+        summary_tables, extra = tables
+        extra = dict(extra, calls=(linked_tables.call_block(rows) for rows in pull.chunks()))
+        return report.write_report(out_dir, info, summary_tables, extra, path=path.table, path_lines=path.lines)
+    finally:
+        pull.close()
+
+
+def _path_for_marking(table):
+    """The columns of a path table that mark_on_path reads (None: no path)."""
+    if table is None:
+        return None
+    return {name: table[name] for name in ("kind", "rank", "peer", "start", "end")}
 
 
 def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
@@ -158,11 +178,11 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
 
     # Every record's (start, end) on rank 0's clock, after the receive-before-send repair.
     times = {rank: calls.record_times() for rank, calls in linked.calls.items()}
-    tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times)
+    tables, calls = progress.run("metrics", _metrics, comm, logs, linked, codec, times)
     path = progress.run("path", parallel.collectively, comm, path_stage, comm, config, info, logs, linked, times)
 
     text = progress.run("report", parallel.collectively, comm, _write_report, comm, out_dir or info.run_dir, info, tables,
-                        path)
+                        path, calls, codec)
     if comm.rank == 0 and not config.quiet:
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -81,7 +81,7 @@ def call_rows(linked):
     n = sum(calls.n_calls for calls in linked.calls.values())
     out = {c.name: np.empty(n, np.int64) for c in CALL_COLUMNS[:-1]}
     at = 0
-    for rank, calls in linked.calls.items():
+    for rank, calls in sorted(linked.calls.items()):
         records = calls.records
         index = np.flatnonzero((calls.field("flags") & record.PART) == 0)
         w = linked.waits[rank]
@@ -175,68 +175,43 @@ class Labels:
         return np.asarray(self.names[self.codes], dtype)
 
 
-CHUNK_ROWS = 1 << 20     # the calls table travels to analysis rank 0 in chunks of this many rows per rank
+CHUNK_ROWS = 1 << 20     # the calls table travels to analysis rank 0 in chunks of this many rows
 
 
 def gather(comm, linked, codec=None):
-    """{table name: int64 columns} of the whole run on analysis rank 0 (None elsewhere).
+    """{table name: columns} of the whole run's small tables on analysis rank 0 (None elsewhere).
 
-    The calls table (a row per call) stays in the analysis ranks' row blocks (a list of
-    column dicts, see ``finish``): it is never concatenated into one more copy."""
-    local = {"calls": call_rows(linked), "collectives": collective_rows(linked),
-             "waitstates": waitstate_rows(linked), "unmatched": unmatched_rows(linked)}
-    gathered = {name: shuffle.gather(comm, columns, 0, codec)[0] for name, columns in local.items()
-                if name != "calls"}
-    gathered["calls"] = shuffle.gather_batches(comm, local["calls"], 0, codec, chunk_rows=CHUNK_ROWS)[0] \
-        or [local["calls"]]
+    The calls table (a row per call) is not gathered: each analysis rank keeps its rows
+    (``local_calls``) and the report streams them to rank 0 a chunk at a time."""
+    local = {"collectives": collective_rows(linked), "waitstates": waitstate_rows(linked),
+             "unmatched": unmatched_rows(linked)}
+    gathered = {name: shuffle.gather(comm, columns, 0, codec)[0] for name, columns in local.items()}
     return finish(gathered) if comm.Get_rank() == 0 else None
 
 
-def _in_call_order(parts):
-    """The row blocks are in (rank, call) order, within and across blocks."""
-    last = None
-    for part in parts:
-        rank, call = part["rank"], part["call"]
-        if not len(rank):
-            continue
-        if not np.all((rank[1:] > rank[:-1]) | ((rank[1:] == rank[:-1]) & (call[1:] > call[:-1]))):
-            return False
-        if last is not None and (int(rank[0]), int(call[0])) <= last:
-            return False
-        last = (int(rank[-1]), int(call[-1]))
-    return True
+def local_calls(linked):
+    """This analysis rank's rows of the calls table (``call_rows``, on_path all false), in
+    (rank, call) order: the owned ranks are a contiguous block, so the analysis ranks' rows
+    in rank order are the whole table in order."""
+    rows = call_rows(linked)
+    rows["on_path"] = np.zeros(len(rows["rank"]), bool)
+    return rows
 
 
-def _call_blocks(parts, names, states):
-    """The calls table as a list of row blocks in (rank, call) order, names as Labels.
+def call_block(rows):
+    """Rows of the calls table as the report writes them: function and wait_state as Labels."""
+    block = dict(rows)
+    block["function"] = Labels(rows["function"], mf.names_array())
+    block["wait_state"] = Labels(rows["wait_state"] + 1, _WAIT_STATE_NAMES)
+    return block
 
-    The analysis ranks' blocks come in rank order, each in (rank, call) order: kept as they
-    are; otherwise (never in practice) the rows are concatenated and sorted."""
-    if isinstance(parts, dict):
-        parts = [parts]
-    if not _in_call_order(parts):
-        calls = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
-        order = np.lexsort((calls["call"], calls["rank"]))
-        parts = [{name: col[order] for name, col in calls.items()}]
-    blocks = []
-    for part in parts:
-        block = dict(part)
-        block["function"] = Labels(part["function"], names)
-        block["wait_state"] = Labels(part["wait_state"] + 1, states)
-        block["on_path"] = np.zeros(len(part["rank"]), bool)
-        blocks.append(block)
-    return blocks
+
+_WAIT_STATE_NAMES = np.array([""] + list(waits.WAIT_STATES), dtype=object)
 
 
 def finish(tables):
-    """Names for ids, derived columns, sorted rows: the tables as the report writes them.
-
-    The calls table is a list of row blocks (column dicts, function and wait_state as Labels)
-    that together are the table in (rank, call) order (report.arrow_table writes it)."""
+    """Names for ids, derived columns, sorted rows: the small tables as the report writes them."""
     names = mf.names_array()
-    states = np.array([""] + list(waits.WAIT_STATES), dtype=object)
-    calls = _call_blocks(tables["calls"], names, states)
-
     inst = dict(tables["collectives"])
     inst["function"] = names[inst.pop("func")]
     inst["complete"] = inst["members"] == inst["comm_size"]
@@ -256,7 +231,7 @@ def finish(tables):
     un["function"] = names[un["function"]]
     un["reason"] = np.array(UNMATCHED_REASON, dtype=object)[un["reason"]]
     un["what"] = np.array(UNMATCHED_WHAT, dtype=object)[un["what"]]
-    return {"calls": calls, "collectives": inst, "waitstates": ws, "unmatched": un}
+    return {"collectives": inst, "waitstates": ws, "unmatched": un}
 
 
 def mark_on_path(blocks, path):

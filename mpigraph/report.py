@@ -173,6 +173,30 @@ def write_parquet(path, table, columns):
     pq.write_table(arrow_table(table, columns), path)
 
 
+def write_parquet_blocks(path, blocks, columns):
+    """write_parquet of a table that arrives as row blocks (any iterable of column dicts): a row
+    group per block, so the whole table is never in memory."""
+    import pyarrow.parquet as pq
+
+    writer = None
+    try:
+        for block in blocks:
+            table = arrow_table(block, columns)
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema)
+            writer.write_table(table)
+        if writer is None:        # no rows at all: the schema alone
+            pq.write_table(arrow_table(_empty_block(columns), columns), path)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _empty_block(columns):
+    dtypes = {"time": np.int64, "int": np.int64, "float": np.float64, "str": object, "bool": bool}
+    return {c.name: np.zeros(0, dtypes[c.kind]) for c in columns}
+
+
 # ---- summary.txt ---------------------------------------------------------------
 
 def _seconds(ns):
@@ -367,7 +391,7 @@ def summary_text(info, tables, linked=None, path_lines=()):
 def _linked_files(linked):
     """(file name, writer) of the linked run's tables (mpigraph.linked_tables)."""
     lt = linked_tables
-    return [(CALLS_PARQUET, lambda p: write_parquet(p, linked["calls"], lt.CALL_COLUMNS)),
+    return [(CALLS_PARQUET, lambda p: write_parquet_blocks(p, linked["calls"], lt.CALL_COLUMNS)),
             (COLLECTIVES_PARQUET, lambda p: write_parquet(p, linked["collectives"], lt.COLLECTIVE_COLUMNS)),
             (WAITSTATES_CSV, lambda p: write_csv(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
             (WAITSTATES_PARQUET, lambda p: write_parquet(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
@@ -400,15 +424,14 @@ class ReportError(Exception):
 def write_report(out_dir, info, tables, linked=None, path=None, path_lines=()):
     """Write every report file into out_dir (created if needed); returns the summary text.
 
-    `linked` (linked_tables.gather's tables, plus "facts") adds the linked run's files and sections;
+    `linked` (linked_tables.gather's tables, plus "facts" and "calls", the calls table's row
+    blocks in order: any iterable, consumed once) adds the linked run's files and sections;
     `path` is the critical path table (critical_path.segments; None when there is none), which
     also fills time_on_path; `path_lines` are its words.  Raises ReportError naming the file that
     could not be written; what was written of an incomplete report is removed, the raw logs are
     never touched.
     """
     tables = metrics.with_path(tables, path)
-    if linked is not None:
-        linked_tables.mark_on_path(linked["calls"], path)
     text = summary_text(info, tables, linked, path_lines)
     written = []
     try:

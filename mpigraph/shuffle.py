@@ -24,6 +24,10 @@ Three layers, each usable on its own:
 sequential algorithms) and ``split_by_dest`` groups rows by any destination
 array (matching sends by a hash of their key, for instance).
 
+``RootPull`` / ``serve_root`` stream every rank's rows to one rank a chunk at
+a time, each chunk sent when that rank asks for it: for a table it writes out
+and must never hold whole (the report's calls table).
+
 Every rank of `comm` must call these functions together, with columns of the
 same names and dtypes (an empty rank passes zero-length arrays).
 """
@@ -38,6 +42,7 @@ from mpigraph.codec import Codec, CodecError, decode
 
 ORDERS = ("rounds", "naive")
 TAG = 0x6D67                    # "mg": our point-to-point messages on the analysis comm
+PULL_TAG = TAG + 1              # RootPull's asks and answers
 DEFAULT_SAMPLE_SIZE = 1024      # per rank; see balance_bound
 
 
@@ -463,3 +468,75 @@ def gather(comm, columns, root=0, codec=None, order="rounds"):
     size = comm.Get_size()
     received, stats = exchange(comm, [columns if d == root else None for d in range(size)], codec, order)
     return concat_batches(list(received.values()), like=columns), stats
+
+
+# ---------------------------------------------------------------------------
+# Streaming to one rank.
+
+class RootPull:
+    """On root: every rank's rows in rank order, a chunk at a time (``chunks()``), the next chunk
+    asked for only once the previous one has been used; root's own chunks are views of `columns`.
+
+    The other ranks run ``serve_root`` meanwhile.  Always ``close()`` it (in a finally): it
+    tells the ranks root did not drain (root stopped early, say on a full disk) to stop.
+    """
+
+    def __init__(self, comm, columns, chunk_rows, root=0):
+        self.comm, self.columns, self.chunk_rows, self.root = comm, columns, chunk_rows, root
+        self.pending = set(range(comm.Get_size())) - {root}
+
+    def chunks(self):
+        for source in range(self.comm.Get_size()):
+            if source == self.root:
+                yield from _chunks(self.columns, self.chunk_rows)
+            while source in self.pending:
+                buf = self._ask(source)
+                if buf is None:
+                    self.pending.discard(source)
+                    break
+                try:
+                    yield decode(buf)
+                except CodecError as e:
+                    raise CodecError("chunk from rank %d: %s" % (source, e)) from None
+
+    def _ask(self, source):
+        """The next chunk of `source`, encoded; None when it has sent them all."""
+        self.comm.Send([np.ones(1, np.int64), MPI.INT64_T], source, PULL_TAG)
+        size = np.empty(1, np.int64)
+        self.comm.Recv([size, MPI.INT64_T], source, PULL_TAG)
+        if size[0] < 0:
+            return None
+        buf = np.empty(size[0], np.uint8)
+        self.comm.Recv([buf, MPI.BYTE], source, PULL_TAG)
+        return buf
+
+    def close(self):
+        for source in sorted(self.pending):
+            self.comm.Send([np.zeros(1, np.int64), MPI.INT64_T], source, PULL_TAG)
+        self.pending.clear()
+
+
+def serve_root(comm, columns, chunk_rows, root=0, codec=None):
+    """The other side of ``RootPull``: this rank's rows to root, one chunk each time root asks.
+
+    Returns when root has had them all or told it to stop.  `codec` defaults to Codec().
+    """
+    codec = codec or Codec()
+    ask = np.empty(1, np.int64)
+    for chunk in _chunks(columns, chunk_rows):
+        comm.Recv([ask, MPI.INT64_T], root, PULL_TAG)
+        if not ask[0]:
+            return
+        data = np.frombuffer(codec.encode(chunk), np.uint8)
+        comm.Send([np.array([len(data)], np.int64), MPI.INT64_T], root, PULL_TAG)
+        comm.Send([data, MPI.BYTE], root, PULL_TAG)
+    comm.Recv([ask, MPI.INT64_T], root, PULL_TAG)
+    if ask[0]:
+        comm.Send([np.full(1, -1, np.int64), MPI.INT64_T], root, PULL_TAG)     # "that was all"
+
+
+def _chunks(columns, chunk_rows):
+    """Views of at most chunk_rows rows of `columns`, in order (none when there are no rows)."""
+    n = batch_rows(columns)
+    for start in range(0, n, chunk_rows):
+        yield {name: np.asarray(c)[start:start + chunk_rows] for name, c in columns.items()}

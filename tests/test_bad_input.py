@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mpi_env
+from mpigraph.testing import synth
 from mpigraph import clock, metrics, mpi_functions, record, trace
 from tracebuild import part, rec, write_rank
 
@@ -165,6 +166,27 @@ def test_full_disk_for_the_report(tmp_path, mount_point):
     assert message.startswith("cannot write the report: %s/" % mount_point)
     assert "No space left on device (the raw logs in %s are intact" % (run_dir / "raw") in message
     assert sorted(os.listdir(mount_point)) == ["filler"], "no half-written report is left behind"
+
+
+@pytest.fixture(scope="module")
+def big_run(tmp_path_factory):
+    """8 ranks x 50,000 calls: a calls.parquet of ~10 MB, 5 MB from each of 2 analysis ranks,
+    after ~8.5 MB of other files (critical_path.csv and .parquet)."""
+    run_dir = tmp_path_factory.mktemp("big") / "run"
+    synth.generate(str(run_dir), 8, 50_000)
+    return run_dir
+
+
+@pytest.mark.parametrize("size", ["64k", "10m", "16m"])
+def test_full_disk_for_the_report_of_two_analysis_ranks(big_run, mount_point, size):
+    """The disk fills before the calls table (64k), in analysis rank 0's part of it (10m), or in
+    rank 1's, which rank 0 is pulling in chunks (16m): one clean error, no rank left waiting,
+    nothing half-written left behind."""
+    mount(mount_point, "size=" + size)
+    result = mpi_env.mpigraph(["analyze", big_run, "--quiet", "--out", mount_point], nprocs=2)
+    message = one_error(result)
+    assert message.startswith("cannot write the report: %s/" % mount_point)
+    assert os.listdir(mount_point) == []
 
 
 # ---- the fuzz test ---------------------------------------------------------------------------
