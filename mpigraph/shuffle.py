@@ -440,28 +440,6 @@ def shuffle_by_key(comm, columns, key, codec=None, sample_size=DEFAULT_SAMPLE_SI
     return result, stats
 
 
-def gather_batches(comm, columns, root=0, codec=None, order="rounds", chunk_rows=None):
-    """Every rank's rows on `root` as a list of batches in rank order, not concatenated (empty
-    ones left out; others get []); returns (batches, ShuffleStats of the last exchange).  For
-    tables too big to copy once more: root's own rows are views of `columns`.
-
-    chunk_rows: send in exchanges of at most that many rows per rank, so that root decodes
-    one chunk while the others encode the next (and no rank encodes a whole table at once)."""
-    size = comm.Get_size()
-    n = batch_rows(columns)
-    chunks = 1 if not chunk_rows else max(1, comm.allreduce(-(-n // chunk_rows), op=MPI.MAX))
-    step = -(-n // chunks) if n else 0
-    by_source = {}
-    for i in range(chunks):
-        part = {name: np.asarray(c)[i * step:(i + 1) * step] for name, c in columns.items()}
-        received, stats = exchange(comm, [part if d == root else None for d in range(size)], codec, order)
-        for source, batch in received.items():
-            by_source.setdefault(source, []).append(batch)
-    batches = [batch for source in sorted(by_source) for batch in by_source[source]]
-    check_schema(batches, columns)
-    return batches, stats
-
-
 def gather(comm, columns, root=0, codec=None, order="rounds"):
     """Every rank's rows on `root`, in rank order (others get empty columns);
     returns (columns, ShuffleStats)."""

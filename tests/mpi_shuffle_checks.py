@@ -149,23 +149,52 @@ def test_gather_to_root(root):
         assert len(out["t_start"]) == 0 and out["t_start"].dtype == np.int64
 
 
-@pytest.mark.parametrize("chunk_rows", [None, 7])
-def test_gather_batches_in_rank_order(chunk_rows):
-    """gather_batches: the blocks on root, concatenated, are every rank's rows in rank order,
-    also when they travel in chunks (and ranks have different row counts, some none)."""
+def _pull_rows(rank):
+    n = 10 * (rank % 3)      # different row counts, some ranks none
+    return {"rank": np.full(n, rank, np.int64), "i": np.arange(n, dtype=np.int32), "on": np.arange(n) % 2 == 0}
+
+
+@pytest.mark.parametrize("chunk_rows", [1 << 20, 7])
+def test_root_pull_in_rank_order(chunk_rows):
+    """RootPull / serve_root: the chunks root reads, concatenated, are every rank's rows in rank
+    order, dtypes kept, also when they travel in chunks of 7 rows."""
     from mpi4py import MPI
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
-    columns = {"rank": np.full(10 * (rank % 3), rank, np.int64), "i": np.arange(10 * (rank % 3), dtype=np.int32)}
-    batches, _ = shuffle.gather_batches(world, columns, root=0, chunk_rows=chunk_rows)
+    columns = _pull_rows(rank)
     if rank == 0:
-        got = {name: np.concatenate([b[name] for b in batches]) if batches else columns[name][:0] for name in columns}
-        want_rank = np.concatenate([np.full(10 * (r % 3), r, np.int64) for r in range(size)])
-        assert np.array_equal(got["rank"], want_rank)
-        assert np.array_equal(got["i"], np.concatenate([np.arange(10 * (r % 3)) for r in range(size)]))
-        assert all(b["i"].dtype == np.int32 for b in batches)
+        pull = shuffle.RootPull(world, columns, chunk_rows)
+        try:
+            chunks = list(pull.chunks())
+        finally:
+            pull.close()
+        assert all(len(c["rank"]) <= chunk_rows for c in chunks)
+        want = [_pull_rows(r) for r in range(size)]
+        for name in columns:
+            got = np.concatenate([c[name] for c in chunks]) if chunks else columns[name][:0]
+            assert np.array_equal(got, np.concatenate([w[name] for w in want]))
+            assert all(c[name].dtype == columns[name].dtype for c in chunks)
     else:
-        assert batches == []
+        shuffle.serve_root(world, columns, chunk_rows)
+    world.Barrier()
+
+
+def test_root_pull_stopped_early_releases_every_rank():
+    """Root reads two chunks and stops (as on a full disk): close() lets every other rank return."""
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    columns = _pull_rows(world.Get_rank())
+    if world.Get_rank() == 0:
+        pull = shuffle.RootPull(world, columns, 3)
+        try:
+            for k, _ in enumerate(pull.chunks()):
+                if k == 1:
+                    break
+        finally:
+            pull.close()
+    else:
+        shuffle.serve_root(world, columns, 3)
+    world.Barrier()     # reached by all: nobody is still waiting for root
 
 
 def test_mismatched_key_dtypes_fail_on_every_rank():
