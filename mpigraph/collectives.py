@@ -26,8 +26,11 @@ for _kind, _pattern in _PATTERN.items():
     PATTERN_OF_KIND[KIND_CODE[_kind]] = _pattern
 
 
+PATTERN_OF_FUNC = PATTERN_OF_KIND[FUNC_KIND]       # by function id: one lookup per member, not two
+
+
 def pattern_of(func):
-    return PATTERN_OF_KIND[FUNC_KIND[np.asarray(func, np.intp)]]
+    return PATTERN_OF_FUNC[np.asarray(func)]
 
 
 def comm_table(rank_calls, world_size, is_part, func):
