@@ -205,13 +205,34 @@ _REPLY_COLUMNS = ("group", "max_start", "min_end", "last_rank", "last_call", "ro
 def _local_groups(rows):
     """This rank's members sorted like group_instances sorts them, with their instances' bounds."""
     instance = group_key([rows["comm"], rows["seq"]])
-    order = sort_rows([instance, rows["rank"], rows["comm_rank"]])
-    instance = instance[order]
+    sorted_ = _by_instance_in_rank_order(instance, rows["rank"])
+    if sorted_ is None:
+        order = sort_rows([instance, rows["rank"], rows["comm_rank"]])
+        sorted_ = order, instance[order]
+    order, instance = sorted_
     n = len(order)
     new = np.r_[True, instance[1:] != instance[:-1]] if n else np.zeros(0, bool)
     start_idx = np.flatnonzero(new)
     group = np.cumsum(new) - 1
     return order, start_idx, group
+
+
+def _by_instance_in_rank_order(instance, rank):
+    """(order, instance[order]) with the order of sort_rows([instance, rank, comm rank]), found by
+    sorting on the instance alone; None when that does not give it.
+
+    The owned ranks' members come rank after rank, so a stable sort by instance keeps each
+    instance's members in rank order; the comm rank only orders members of one instance with
+    the same rank, and a rank is a member of an instance once (checked).  One int64 key sorts
+    about twice as fast as the three packed together."""
+    n = len(rank)
+    if n == 0 or not (rank[1:] >= rank[:-1]).all():
+        return None
+    order = np.argsort(instance, kind="stable")
+    sorted_instance, sorted_rank = instance[order], rank[order]
+    if ((sorted_instance[1:] == sorted_instance[:-1]) & (sorted_rank[1:] == sorted_rank[:-1])).any():
+        return None
+    return order, sorted_instance
 
 
 def _partials(rows, m, order, start_idx, group, src):
@@ -283,6 +304,18 @@ def combine_partials(parts):
     return instances, reply
 
 
+def _released_by_table():
+    """[pattern + 1, member is the root]: who releases the member (see _member_results)."""
+    table = np.zeros((max(PATTERN_OF_KIND) + 2, 2), np.int64)
+    table[COLLECTIVE_N_TO_N + 1, :] = 1                 # the last arriver, root or not
+    table[COLLECTIVE_N_TO_ONE + 1, 1] = 1               # the root waits for the last arriver
+    table[COLLECTIVE_ONE_TO_N + 1, 0] = 2               # the others wait for the root
+    return table
+
+
+_RELEASED_BY = _released_by_table()
+
+
 def _member_results(m, group, start_idx, reply):
     """MEMBER_RESULTS of this rank's sorted members from the owners' replies (one per local group)."""
     n, n_groups = len(group), len(start_idx)
@@ -290,12 +323,11 @@ def _member_results(m, group, start_idx, reply):
     for name in r:
         r[name][reply["group"]] = reply[name]
     pattern = pattern_of(m["func"])
-    is_root = m["rank"] == m["root"]
-    # Who releases each member: nobody (0), the last arriver (1) or the root (2) of its instance;
-    # one gather per result column from a small (3, groups) table of the candidates.
-    source = np.where((pattern == COLLECTIVE_N_TO_N) | ((pattern == COLLECTIVE_N_TO_ONE) & is_root), 1,
-                      np.where((pattern == COLLECTIVE_ONE_TO_N) & ~is_root, 2, 0))
-    at = source * n_groups + group
+    # Who releases each member: nobody (0), the last arriver (1) or the root (2) of its instance,
+    # looked up by (pattern, is root); one gather per result column from a small (3, groups)
+    # table of the candidates.
+    is_root = (m["rank"] == m["root"]).view(np.uint8)       # an index (0, 1), not a mask
+    at = _RELEASED_BY[pattern + 1, is_root] * n_groups + group
     none = np.full(n_groups, -1, np.int64)
     rel_rank = np.concatenate([none, r["last_rank"], r["root_rank"]])[at]
     rel_call = np.concatenate([none, r["last_call"], r["root_call"]])[at]
@@ -310,7 +342,7 @@ def _member_results(m, group, start_idx, reply):
         rel_rank[scan] = np.where(use_local, m["rank"][at], prev["rank"])
         rel_call[scan] = np.where(use_local, m["call"][at], prev["call"])
         rel_start[scan] = np.where(use_local, m["start"][at], prev["start"])
-    itself = (rel_rank == m["rank"]) & (rel_call == m["call"])     # nobody waits for itself
+    itself = np.flatnonzero((rel_rank == m["rank"]) & (rel_call == m["call"]))     # nobody waits for itself
     rel_rank[itself], rel_call[itself], rel_start[itself] = -1, -1, -1
     return dict(m, max_start=g["max_start"], min_end=g["min_end"], release_rank=rel_rank, release_call=rel_call,
                 release_start=rel_start)

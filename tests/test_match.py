@@ -370,6 +370,21 @@ def _random_members(rng, n_instances=300):
     return {name: col[order] for name, col in rows.items()}
 
 
+def test_local_groups_order_is_group_instances_order():
+    """_local_groups sorts by the instance alone when the rows come in rank order; a rank twice in
+    an instance (comm ranks out of order) or rows out of rank order take the full sort."""
+    from mpigraph import collectives as c
+
+    rows = _random_members(np.random.default_rng(0))
+    twice = {name: np.concatenate([col, col[:5]]) for name, col in rows.items()}
+    twice["comm_rank"][-5:] -= 1
+    twice = {name: col[np.argsort(twice["rank"], kind="stable")] for name, col in twice.items()}
+    shuffled = {name: col[::-1] for name, col in rows.items()}
+    for r in (rows, twice, shuffled):
+        want = match.sort_rows([match.group_key([r["comm"], r["seq"]]), r["rank"], r["comm_rank"]])
+        assert np.array_equal(c._local_groups(r)[0], want)
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_collective_partials_give_group_instances_answer(seed):
     """match_collectives moves one partial row per instance and analysis rank, not the members:
