@@ -60,25 +60,37 @@ MEMBER_RESULTS = MEMBER_COLUMNS + ("max_start", "min_end", "release_rank", "rele
 
 def members(rank_calls, world_size):
     """Member rows of one rank: its blocking collective call records with a sequence number."""
-    records = rank_calls.records
+    # A plain view of the log: a field of a memmap goes through numpy.memmap's slow __getitem__.
+    records = np.asarray(rank_calls.records)
     # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
     is_part = (rank_calls.field("flags") & record.PART) != 0
     func = rank_calls.field("func")
-    collective = kind_is(func, mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN, mf.COMM_CREATE, mf.COMM_FREE)
-    rows = np.flatnonzero(~is_part & collective & ~NONBLOCKING[func])
-    rows = rows[records["seq"][rows] > 0]
-    comm = records["comm"][rows].astype(np.int64)
+    rows = np.flatnonzero(_BLOCKING_COLLECTIVE[func] & ~is_part)
+    seq = records["seq"][rows]
+    rows, seq = rows[seq > 0], seq[seq > 0]
+    comm = records["comm"][rows]
     ids, ranks, sizes = comm_table(rank_calls, world_size, is_part, func)
     at = np.minimum(np.searchsorted(ids, comm), len(ids) - 1)
     known = ids[at] == comm
     call = rank_calls.record_call[rows]
     return {
-        "comm": comm, "seq": records["seq"][rows].astype(np.int64),
+        "comm": comm, "seq": seq.astype(np.int64),
         "rank": np.full(len(rows), rank_calls.rank, np.int64),
         "comm_rank": np.where(known, ranks[at], -1), "comm_size": np.where(known, sizes[at], -1),
         "call": call, "func": func[rows].astype(np.int64), "root": records["root"][rows].astype(np.int64),
         "start": rank_calls.start_ns[call], "end": rank_calls.end_ns[call],
     }
+
+
+def _blocking_collective_table():
+    """Per function id: a blocking collective (or communicator creation/free), a member when it
+    has a sequence number."""
+    ids = np.arange(len(NONBLOCKING))
+    collective = kind_is(ids, mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN, mf.COMM_CREATE, mf.COMM_FREE)
+    return collective & ~NONBLOCKING
+
+
+_BLOCKING_COLLECTIVE = _blocking_collective_table()
 
 
 def with_times(rows, calls_by_rank):
