@@ -123,15 +123,15 @@ def dependency_edges(to_me, from_me, members):
     late_receiver = edges(from_me["r_rank"][waited], from_me["r_post_call"][waited], from_me["s_rank"][waited],
                           from_me["s_done_call"][waited], MESSAGE_LATE_RECEIVER)
     released = members["release_rank"] >= 0
-    pattern = collectives.pattern_of(members["func"][released])
+    pattern = collectives.pattern_of(members["func"])
     collective = edges(members["release_rank"][released], members["release_call"][released],
-                       members["rank"][released], members["call"][released], pattern)
-    assert (pattern >= COLLECTIVE_N_TO_N).all()
+                       members["rank"][released], members["call"][released], pattern[released])
+    assert (collective["kind"] >= COLLECTIVE_N_TO_N).all()
     # The last arriver of an N-to-N instance releases itself too: with that edge the path
     # stage sees every member of the instance, which a global synchronisation point needs.
-    last = ~released & (collectives.pattern_of(members["func"]) == COLLECTIVE_N_TO_N)
-    own = edges(members["rank"][last], members["call"][last], members["rank"][last], members["call"][last],
-                COLLECTIVE_N_TO_N)
+    last = ~released & (pattern == COLLECTIVE_N_TO_N)
+    rank, call = members["rank"][last], members["call"][last]
+    own = edges(rank, call, rank, call, COLLECTIVE_N_TO_N)
     return Dependencies.concat([late_sender, late_receiver, collective, own])
 
 

@@ -149,9 +149,14 @@ class Dependencies:
 
 
 def edges(src_rank, src_call, dst_rank, dst_call, kind):
-    """Edge columns from S(src) to E(dst), as a dict (broadcasting scalars)."""
+    """Edge columns from S(src) to E(dst), as a dict (broadcasting scalars; a column that is
+    already an array of its dtype is used as it is, not copied)."""
     n = len(dst_call)
-    col = lambda v, dtype: np.broadcast_to(np.asarray(v, dtype), (n,)).copy()  # noqa: E731
+
+    def col(v, dtype):
+        v = np.asarray(v, dtype)
+        return v if v.shape == (n,) else np.broadcast_to(v, (n,)).copy()
+
     return {"src_rank": col(src_rank, np.int64), "src_call": col(src_call, np.int64),
             "src_vertex": np.full(n, VERTEX_START, np.int8), "dst_rank": col(dst_rank, np.int64),
             "dst_call": col(dst_call, np.int64), "kind": col(kind, np.int8)}
