@@ -225,7 +225,8 @@ def _local_groups(rows):
     n = len(order)
     new = np.r_[True, instance[1:] != instance[:-1]] if n else np.zeros(0, bool)
     start_idx = np.flatnonzero(new)
-    group = np.cumsum(new) - 1
+    group = np.cumsum(new)
+    group -= 1
     return order, start_idx, group
 
 
@@ -339,7 +340,9 @@ def _member_results(m, group, start_idx, reply):
     # looked up by (pattern, is root); one gather per result column from a small (3, groups)
     # table of the candidates.
     is_root = (m["rank"] == m["root"]).view(np.uint8)       # an index (0, 1), not a mask
-    at = _RELEASED_BY[pattern + 1, is_root] * n_groups + group
+    at = _RELEASED_BY[pattern + 1, is_root]
+    at *= n_groups
+    at += group                                                # in place: members are millions
     none = np.full(n_groups, -1, np.int64)
     rel_rank = np.concatenate([none, r["last_rank"], r["root_rank"]])[at]
     rel_call = np.concatenate([none, r["last_call"], r["root_call"]])[at]
