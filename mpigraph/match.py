@@ -255,8 +255,12 @@ def ordinal_within(keys, order):
     n = len(order)
     if n == 0:
         return np.zeros(0, np.int64)
-    group = group_key(keys)
-    idx = sort_rows([group, order], unique=True)
+    # Only equality of keys matters here: one column is its own group key.
+    group = np.asarray(keys[0], np.int64) if len(keys) == 1 else group_key(keys)
+    if (order[1:] > order[:-1]).all():
+        idx = np.argsort(group, kind="stable")       # rows already in `order`: sort by group alone
+    else:
+        idx = sort_rows([group, order], unique=True)
     sorted_group = group[idx]
     new_group = np.r_[True, sorted_group[1:] != sorted_group[:-1]]
     first = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))

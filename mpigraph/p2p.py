@@ -45,7 +45,8 @@ def request_pairs(records, flags, func):
 
 def operations(rank_calls):
     """The operation table of one rank (columns OP_DTYPES) and its orphan completion records."""
-    records, record_call = rank_calls.records, rank_calls.record_call
+    # A plain view of the log: a field of a memmap goes through numpy.memmap's slow __getitem__.
+    records, record_call = np.asarray(rank_calls.records), rank_calls.record_call
     # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
     flags, func = rank_calls.field("flags"), rank_calls.field("func")
     part, ok = (flags & record.PART) != 0, (flags & record.ERROR) == 0

@@ -280,6 +280,22 @@ def test_sort_rows_falls_back_to_lexsort_beyond_63_bits():
     assert np.array_equal(match.sort_rows(cols), np.lexsort(cols[::-1]))
 
 
+@pytest.mark.parametrize("in_row_order", [False, True])
+@pytest.mark.parametrize("n_keys", [1, 2])
+def test_ordinal_within_one_key_and_rows_in_order(n_keys, in_row_order):
+    """The shortcuts of ordinal_within (one key column; rows already in `order`) count like Python."""
+    rng = np.random.default_rng(n_keys)
+    n = 2000
+    keys = [rng.integers(-5, 5, n) * (1 << 40) for _ in range(n_keys)]
+    order = np.sort(rng.choice(10 * n, n, replace=False)) if in_row_order else rng.permutation(n)
+    rows = list(zip(*[k.tolist() for k in keys]))
+    seen, expected = {}, np.empty(n, np.int64)
+    for i in np.argsort(order):
+        expected[i] = seen.get(rows[i], 0)
+        seen[rows[i]] = expected[i] + 1
+    assert np.array_equal(match.ordinal_within(keys, order), expected)
+
+
 @pytest.mark.parametrize("wide", [False, True])
 def test_ordinal_within_and_pair_by_key_match_python(wide):
     rng = np.random.default_rng(3)
