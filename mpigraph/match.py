@@ -217,9 +217,12 @@ def packed_key(columns):
         widths[i] = _bits(parts[i])
     if sum(widths) > 63:
         return None
-    key = np.zeros(len(parts[0]) if parts else 0, np.int64)
-    for part, width in zip(parts, widths):
-        key = (key << width) | part
+    if not parts or not len(parts[0]):
+        return np.zeros(len(parts[0]) if parts else 0, np.int64)
+    key = parts[0]                  # a temporary of this function (an offset or dense rank) ...
+    for part, width in zip(parts[1:], widths[1:]):
+        key <<= width               # ... so shifted and or-ed in place: keys have millions of rows
+        key |= part
     return key
 
 
@@ -278,8 +281,8 @@ def pair_by_key(keys_a, keys_b):
     side = np.concatenate([np.zeros(na, np.int8), np.ones(nb, np.int8)])
     key = group_key(cols)
     idx = sort_rows([key, side], unique=True)
-    sorted_key = key[idx]
-    hit = np.flatnonzero((sorted_key[1:] == sorted_key[:-1]) & (side[idx][:-1] == 0) & (side[idx][1:] == 1))
+    sorted_key, sorted_side = key[idx], side[idx]
+    hit = np.flatnonzero((sorted_key[1:] == sorted_key[:-1]) & (sorted_side[:-1] == 0) & (sorted_side[1:] == 1))
     return idx[hit], idx[hit + 1] - na
 
 
@@ -349,7 +352,9 @@ class CallIndex:
         """Position of call `call` of owned rank `rank` (arrays) in the numbering."""
         rank = np.asarray(rank)
         if self._first_call is not None and rank.size and self.ranks[0] <= rank.min() and rank.max() <= self.ranks[-1]:
-            return self._first_call[rank - self.ranks[0]] + call
+            at = self._first_call[rank - self.ranks[0]]
+            at += call                  # in place: one array less per million rows
+            return at
         return self.offsets[np.searchsorted(self.ranks, rank)] + call
 
     def column(self, calls_by_rank, name):
