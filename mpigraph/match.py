@@ -258,12 +258,8 @@ def ordinal_within(keys, order):
     n = len(order)
     if n == 0:
         return np.zeros(0, np.int64)
-    # Only equality of keys matters here: one column is its own group key.
-    group = np.asarray(keys[0], np.int64) if len(keys) == 1 else group_key(keys)
-    if (order[1:] > order[:-1]).all():
-        idx = np.argsort(group, kind="stable")       # rows already in `order`: sort by group alone
-    else:
-        idx = sort_rows([group, order], unique=True)
+    group = group_key(keys)
+    idx = sort_rows([group, order], unique=True)
     sorted_group = group[idx]
     new_group = np.r_[True, sorted_group[1:] != sorted_group[:-1]]
     first = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
@@ -284,6 +280,22 @@ def pair_by_key(keys_a, keys_b):
     sorted_key, sorted_side = key[idx], side[idx]
     hit = np.flatnonzero((sorted_key[1:] == sorted_key[:-1]) & (sorted_side[:-1] == 0) & (sorted_side[1:] == 1))
     return idx[hit], idx[hit + 1] - na
+
+
+def pair_occurrences(a, b):
+    """The k-th row of `a` with the k-th row of `b` that has the same value, for every value and
+    k, rows counted in their order: (index in a, index in b), by value and k.
+
+    The same pairs as pair_by_key([a, ordinal of a], [b, ordinal of b]) without computing the
+    ordinals or sorting the two tables together: each side is sorted once (stable) and a row
+    of `a` finds its partner by its value's first position in sorted `b` plus its own k."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    ia, ib = np.argsort(a, kind="stable"), np.argsort(b, kind="stable")
+    sa, sb = a[ia], b[ib]
+    k = np.arange(len(sa)) - np.searchsorted(sa, sa, "left")
+    j = np.searchsorted(sb, sa, "left") + k
+    paired = j < np.searchsorted(sb, sa, "right")
+    return ia[paired], ib[j[paired]]
 
 
 # ---- routing rows to their owners --------------------------------------------------------

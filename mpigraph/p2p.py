@@ -11,7 +11,7 @@ import numpy as np
 
 from mpigraph import mpi_functions as mf
 from mpigraph import record
-from mpigraph.match import CallIndex, kind_is, ordinal_within, pair_by_key, route
+from mpigraph.match import CallIndex, kind_is, ordinal_within, pair_by_key, pair_occurrences, route
 
 SEND_SIDE, RECV_SIDE = 0, 1
 
@@ -33,9 +33,7 @@ def request_pairs(records, flags, func):
     post_request, done_request = records["request"][posts], records["request"][done]
     posts, post_request = posts[post_request != 0], post_request[post_request != 0]
     done, done_request = done[done_request != 0], done_request[done_request != 0]
-    post_n = ordinal_within([post_request], posts)
-    done_n = ordinal_within([done_request], done)
-    ip, ic = pair_by_key([post_request, post_n], [done_request, done_n])
+    ip, ic = pair_occurrences(post_request, done_request)     # posts and done are in record order
     completion = np.full(len(posts), -1, np.int64)
     completion[ip] = done[ic]
     orphans = np.ones(len(done), bool)

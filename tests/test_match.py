@@ -280,20 +280,16 @@ def test_sort_rows_falls_back_to_lexsort_beyond_63_bits():
     assert np.array_equal(match.sort_rows(cols), np.lexsort(cols[::-1]))
 
 
-@pytest.mark.parametrize("in_row_order", [False, True])
-@pytest.mark.parametrize("n_keys", [1, 2])
-def test_ordinal_within_one_key_and_rows_in_order(n_keys, in_row_order):
-    """The shortcuts of ordinal_within (one key column; rows already in `order`) count like Python."""
-    rng = np.random.default_rng(n_keys)
-    n = 2000
-    keys = [rng.integers(-5, 5, n) * (1 << 40) for _ in range(n_keys)]
-    order = np.sort(rng.choice(10 * n, n, replace=False)) if in_row_order else rng.permutation(n)
-    rows = list(zip(*[k.tolist() for k in keys]))
-    seen, expected = {}, np.empty(n, np.int64)
-    for i in np.argsort(order):
-        expected[i] = seen.get(rows[i], 0)
-        seen[rows[i]] = expected[i] + 1
-    assert np.array_equal(match.ordinal_within(keys, order), expected)
+@pytest.mark.parametrize("seed", range(4))
+def test_pair_occurrences_is_pair_by_key_of_ordinals(seed):
+    """The k-th occurrence of a value in a paired with its k-th in b: request posts and completions."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(-3, 20, 500) * (1 << 40), rng.integers(-3, 20, 400) * (1 << 40)
+    want = match.pair_by_key([a, match.ordinal_within([a], np.arange(len(a)))],
+                             [b, match.ordinal_within([b], np.arange(len(b)))])
+    got = match.pair_occurrences(a, b)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    assert all(len(x) == 0 for x in match.pair_occurrences(a[:0], b))
 
 
 @pytest.mark.parametrize("wide", [False, True])
