@@ -318,15 +318,16 @@ def combine_partials(parts):
 
 
 def _released_by_table():
-    """[pattern + 1, member is the root]: who releases the member (see _member_results)."""
-    table = np.zeros((max(PATTERN_OF_KIND) + 2, 2), np.int64)
-    table[COLLECTIVE_N_TO_N + 1, :] = 1                 # the last arriver, root or not
-    table[COLLECTIVE_N_TO_ONE + 1, 1] = 1               # the root waits for the last arriver
-    table[COLLECTIVE_ONE_TO_N + 1, 0] = 2               # the others wait for the root
-    return table
+    """[function id, member is the root]: who releases the member (see _member_results)."""
+    by_pattern = np.zeros((max(PATTERN_OF_KIND) + 2, 2), np.int64)     # [pattern + 1, is root]
+    by_pattern[COLLECTIVE_N_TO_N + 1, :] = 1            # the last arriver, root or not
+    by_pattern[COLLECTIVE_N_TO_ONE + 1, 1] = 1          # the root waits for the last arriver
+    by_pattern[COLLECTIVE_ONE_TO_N + 1, 0] = 2          # the others wait for the root
+    return by_pattern[PATTERN_OF_FUNC + 1]
 
 
 _RELEASED_BY = _released_by_table()
+_IS_SCAN = PATTERN_OF_FUNC == SCAN
 
 
 def _member_results(m, group, start_idx, reply):
@@ -335,12 +336,11 @@ def _member_results(m, group, start_idx, reply):
     r = {name: np.zeros(n_groups, np.int64) for name in _REPLY_COLUMNS[1:]}
     for name in r:
         r[name][reply["group"]] = reply[name]
-    pattern = pattern_of(m["func"])
     # Who releases each member: nobody (0), the last arriver (1) or the root (2) of its instance,
-    # looked up by (pattern, is root); one gather per result column from a small (3, groups)
+    # looked up by (function, is root); one gather per result column from a small (3, groups)
     # table of the candidates.
     is_root = (m["rank"] == m["root"]).view(np.uint8)       # an index (0, 1), not a mask
-    at = _RELEASED_BY[pattern + 1, is_root]
+    at = _RELEASED_BY[m["func"], is_root]
     at *= n_groups
     at += group                                                # in place: members are millions
     none = np.full(n_groups, -1, np.int64)
@@ -348,7 +348,7 @@ def _member_results(m, group, start_idx, reply):
     rel_call = np.concatenate([none, r["last_call"], r["root_call"]])[at]
     rel_start = np.concatenate([none, r["max_start"], r["root_start"]])[at]
     g = {name: r[name][group] for name in ("max_start", "min_end")}
-    scan = pattern == SCAN
+    scan = _IS_SCAN[m["func"]]
     if scan.any():
         local = _scan_release(m["start"], group, scan)           # the latest arrival before, here
         at = np.maximum(local, 0)
