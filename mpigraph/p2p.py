@@ -58,21 +58,23 @@ def operations(rank_calls):
     has_done = done >= 0
     # A receive's real source and tag are on the record that completed it (its status).
     described = np.where(is_recv[post] & has_done, done, post)
-    op = {
+    # MPI_PROC_NULL moves no message; PEER_NONE cannot occur on a send or receive.  The rows
+    # are dropped before the columns are gathered, not from each column after.
+    peer = records["peer"][described]
+    keep = (peer >= 0) | (peer == record.PEER_ANY)
+    post, done, has_done, described, peer = post[keep], done[keep], has_done[keep], described[keep], peer[keep]
+    return {
         "side": np.where(is_send[post], SEND_SIDE, RECV_SIDE).astype(np.int8),
         "rank": np.full(len(post), rank_calls.rank, np.int64),
         "comm": records["comm"][post].astype(np.int64),
-        "peer": records["peer"][described].astype(np.int64),
+        "peer": peer.astype(np.int64),
         "tag": records["tag"][described].astype(np.int64),
         "bytes": records["bytes"][described].astype(np.int64),
         "post_call": record_call[post],
         "done_call": np.where(has_done, record_call[np.maximum(done, 0)], -1),
         "post_record": post.astype(np.int64),
         "func": func[post].astype(np.int64),    # of the posting call: reports name it without the log
-    }
-    # MPI_PROC_NULL moves no message; PEER_NONE cannot occur on a send or receive.
-    keep = (op["peer"] >= 0) | (op["peer"] == record.PEER_ANY)
-    return {name: col[keep] for name, col in op.items()}, orphans
+    }, orphans
 
 
 def message_keys(ops):
