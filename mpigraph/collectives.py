@@ -26,8 +26,11 @@ for _kind, _pattern in _PATTERN.items():
     PATTERN_OF_KIND[KIND_CODE[_kind]] = _pattern
 
 
+PATTERN_OF_FUNC = PATTERN_OF_KIND[FUNC_KIND]       # by function id: one lookup per member, not two
+
+
 def pattern_of(func):
-    return PATTERN_OF_KIND[FUNC_KIND[np.asarray(func, np.intp)]]
+    return PATTERN_OF_FUNC[np.asarray(func)]
 
 
 def comm_table(rank_calls, world_size, is_part, func):
@@ -57,25 +60,37 @@ MEMBER_RESULTS = MEMBER_COLUMNS + ("max_start", "min_end", "release_rank", "rele
 
 def members(rank_calls, world_size):
     """Member rows of one rank: its blocking collective call records with a sequence number."""
-    records = rank_calls.records
+    # A plain view of the log: a field of a memmap goes through numpy.memmap's slow __getitem__.
+    records = np.asarray(rank_calls.records)
     # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
     is_part = (rank_calls.field("flags") & record.PART) != 0
     func = rank_calls.field("func")
-    collective = kind_is(func, mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN, mf.COMM_CREATE, mf.COMM_FREE)
-    rows = np.flatnonzero(~is_part & collective & ~NONBLOCKING[func])
-    rows = rows[records["seq"][rows] > 0]
-    comm = records["comm"][rows].astype(np.int64)
+    rows = np.flatnonzero(_BLOCKING_COLLECTIVE[func] & ~is_part)
+    seq = records["seq"][rows]
+    rows, seq = rows[seq > 0], seq[seq > 0]
+    comm = records["comm"][rows]
     ids, ranks, sizes = comm_table(rank_calls, world_size, is_part, func)
     at = np.minimum(np.searchsorted(ids, comm), len(ids) - 1)
     known = ids[at] == comm
     call = rank_calls.record_call[rows]
     return {
-        "comm": comm, "seq": records["seq"][rows].astype(np.int64),
+        "comm": comm, "seq": seq.astype(np.int64),
         "rank": np.full(len(rows), rank_calls.rank, np.int64),
         "comm_rank": np.where(known, ranks[at], -1), "comm_size": np.where(known, sizes[at], -1),
         "call": call, "func": func[rows].astype(np.int64), "root": records["root"][rows].astype(np.int64),
         "start": rank_calls.start_ns[call], "end": rank_calls.end_ns[call],
     }
+
+
+def _blocking_collective_table():
+    """Per function id: a blocking collective (or communicator creation/free), a member when it
+    has a sequence number."""
+    ids = np.arange(len(NONBLOCKING))
+    collective = kind_is(ids, mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN, mf.COMM_CREATE, mf.COMM_FREE)
+    return collective & ~NONBLOCKING
+
+
+_BLOCKING_COLLECTIVE = _blocking_collective_table()
 
 
 def with_times(rows, calls_by_rank):
@@ -202,13 +217,35 @@ _REPLY_COLUMNS = ("group", "max_start", "min_end", "last_rank", "last_call", "ro
 def _local_groups(rows):
     """This rank's members sorted like group_instances sorts them, with their instances' bounds."""
     instance = group_key([rows["comm"], rows["seq"]])
-    order = sort_rows([instance, rows["rank"], rows["comm_rank"]])
-    instance = instance[order]
+    sorted_ = _by_instance_in_rank_order(instance, rows["rank"])
+    if sorted_ is None:
+        order = sort_rows([instance, rows["rank"], rows["comm_rank"]])
+        sorted_ = order, instance[order]
+    order, instance = sorted_
     n = len(order)
     new = np.r_[True, instance[1:] != instance[:-1]] if n else np.zeros(0, bool)
     start_idx = np.flatnonzero(new)
-    group = np.cumsum(new) - 1
+    group = np.cumsum(new)
+    group -= 1
     return order, start_idx, group
+
+
+def _by_instance_in_rank_order(instance, rank):
+    """(order, instance[order]) with the order of sort_rows([instance, rank, comm rank]), found by
+    sorting on the instance alone; None when that does not give it.
+
+    The owned ranks' members come rank after rank, so a stable sort by instance keeps each
+    instance's members in rank order; the comm rank only orders members of one instance with
+    the same rank, and a rank is a member of an instance once (checked).  One int64 key sorts
+    about twice as fast as the three packed together."""
+    n = len(rank)
+    if n == 0 or not (rank[1:] >= rank[:-1]).all():
+        return None
+    order = np.argsort(instance, kind="stable")
+    sorted_instance, sorted_rank = instance[order], rank[order]
+    if ((sorted_instance[1:] == sorted_instance[:-1]) & (sorted_rank[1:] == sorted_rank[:-1])).any():
+        return None
+    return order, sorted_instance
 
 
 def _partials(rows, m, order, start_idx, group, src):
@@ -280,25 +317,38 @@ def combine_partials(parts):
     return instances, reply
 
 
+def _released_by_table():
+    """[function id, member is the root]: who releases the member (see _member_results)."""
+    by_pattern = np.zeros((max(PATTERN_OF_KIND) + 2, 2), np.int64)     # [pattern + 1, is root]
+    by_pattern[COLLECTIVE_N_TO_N + 1, :] = 1            # the last arriver, root or not
+    by_pattern[COLLECTIVE_N_TO_ONE + 1, 1] = 1          # the root waits for the last arriver
+    by_pattern[COLLECTIVE_ONE_TO_N + 1, 0] = 2          # the others wait for the root
+    return by_pattern[PATTERN_OF_FUNC + 1]
+
+
+_RELEASED_BY = _released_by_table()
+_IS_SCAN = PATTERN_OF_FUNC == SCAN
+
+
 def _member_results(m, group, start_idx, reply):
     """MEMBER_RESULTS of this rank's sorted members from the owners' replies (one per local group)."""
     n, n_groups = len(group), len(start_idx)
     r = {name: np.zeros(n_groups, np.int64) for name in _REPLY_COLUMNS[1:]}
     for name in r:
         r[name][reply["group"]] = reply[name]
-    pattern = pattern_of(m["func"])
-    is_root = m["rank"] == m["root"]
-    # Who releases each member: nobody (0), the last arriver (1) or the root (2) of its instance;
-    # one gather per result column from a small (3, groups) table of the candidates.
-    source = np.where((pattern == COLLECTIVE_N_TO_N) | ((pattern == COLLECTIVE_N_TO_ONE) & is_root), 1,
-                      np.where((pattern == COLLECTIVE_ONE_TO_N) & ~is_root, 2, 0))
-    at = source * n_groups + group
+    # Who releases each member: nobody (0), the last arriver (1) or the root (2) of its instance,
+    # looked up by (function, is root); one gather per result column from a small (3, groups)
+    # table of the candidates.
+    is_root = (m["rank"] == m["root"]).view(np.uint8)       # an index (0, 1), not a mask
+    at = _RELEASED_BY[m["func"], is_root]
+    at *= n_groups
+    at += group                                                # in place: members are millions
     none = np.full(n_groups, -1, np.int64)
     rel_rank = np.concatenate([none, r["last_rank"], r["root_rank"]])[at]
     rel_call = np.concatenate([none, r["last_call"], r["root_call"]])[at]
     rel_start = np.concatenate([none, r["max_start"], r["root_start"]])[at]
     g = {name: r[name][group] for name in ("max_start", "min_end")}
-    scan = pattern == SCAN
+    scan = _IS_SCAN[m["func"]]
     if scan.any():
         local = _scan_release(m["start"], group, scan)           # the latest arrival before, here
         at = np.maximum(local, 0)
@@ -307,7 +357,7 @@ def _member_results(m, group, start_idx, reply):
         rel_rank[scan] = np.where(use_local, m["rank"][at], prev["rank"])
         rel_call[scan] = np.where(use_local, m["call"][at], prev["call"])
         rel_start[scan] = np.where(use_local, m["start"][at], prev["start"])
-    itself = (rel_rank == m["rank"]) & (rel_call == m["call"])     # nobody waits for itself
+    itself = np.flatnonzero((rel_rank == m["rank"]) & (rel_call == m["call"]))     # nobody waits for itself
     rel_rank[itself], rel_call[itself], rel_start[itself] = -1, -1, -1
     return dict(m, max_start=g["max_start"], min_end=g["min_end"], release_rank=rel_rank, release_call=rel_call,
                 release_start=rel_start)

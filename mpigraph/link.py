@@ -85,8 +85,22 @@ def _concat(tables, dtypes):
 
 
 def _owned_members(calls, world_size):
-    rows = [collectives.members(c, world_size) for c in calls.values()]
-    return _concat(rows, collectives.MEMBER_DTYPES)
+    """The owned ranks' member rows in one table, rank after rank (columns MEMBER_DTYPES).
+
+    Each rank's rows are copied into the table as soon as they are made, while they are still
+    in the cache, not concatenated at the end.  A rank has at most one member per call: the
+    table is allocated for all calls and cut to the members; np.empty's pages that are never
+    written take no memory."""
+    n_calls = sum(c.n_calls for c in calls.values())
+    table = {name: np.empty(n_calls, dtype) for name, dtype in collectives.MEMBER_DTYPES.items()}
+    at = 0
+    for c in calls.values():
+        rows = collectives.members(c, world_size)
+        n = len(rows["call"])
+        for name, col in table.items():
+            col[at:at + n] = rows[name]
+        at += n
+    return {name: col[:at] for name, col in table.items()}
 
 
 def _repair_loop(comm, ownership, calls, ops, world_size, codec):
@@ -123,15 +137,15 @@ def dependency_edges(to_me, from_me, members):
     late_receiver = edges(from_me["r_rank"][waited], from_me["r_post_call"][waited], from_me["s_rank"][waited],
                           from_me["s_done_call"][waited], MESSAGE_LATE_RECEIVER)
     released = members["release_rank"] >= 0
-    pattern = collectives.pattern_of(members["func"][released])
+    pattern = collectives.pattern_of(members["func"])
     collective = edges(members["release_rank"][released], members["release_call"][released],
-                       members["rank"][released], members["call"][released], pattern)
-    assert (pattern >= COLLECTIVE_N_TO_N).all()
+                       members["rank"][released], members["call"][released], pattern[released])
+    assert (collective["kind"] >= COLLECTIVE_N_TO_N).all()
     # The last arriver of an N-to-N instance releases itself too: with that edge the path
     # stage sees every member of the instance, which a global synchronisation point needs.
-    last = ~released & (collectives.pattern_of(members["func"]) == COLLECTIVE_N_TO_N)
-    own = edges(members["rank"][last], members["call"][last], members["rank"][last], members["call"][last],
-                COLLECTIVE_N_TO_N)
+    last = ~released & (pattern == COLLECTIVE_N_TO_N)
+    rank, call = members["rank"][last], members["call"][last]
+    own = edges(rank, call, rank, call, COLLECTIVE_N_TO_N)
     return Dependencies.concat([late_sender, late_receiver, collective, own])
 
 

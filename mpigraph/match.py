@@ -63,6 +63,7 @@ Operations left without a partner are counted and listed (``Unmatched``).
 """
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -148,9 +149,14 @@ class Dependencies:
 
 
 def edges(src_rank, src_call, dst_rank, dst_call, kind):
-    """Edge columns from S(src) to E(dst), as a dict (broadcasting scalars)."""
+    """Edge columns from S(src) to E(dst), as a dict (broadcasting scalars; a column that is
+    already an array of its dtype is used as it is, not copied)."""
     n = len(dst_call)
-    col = lambda v, dtype: np.broadcast_to(np.asarray(v, dtype), (n,)).copy()  # noqa: E731
+
+    def col(v, dtype):
+        v = np.asarray(v, dtype)
+        return v if v.shape == (n,) else np.broadcast_to(v, (n,)).copy()
+
     return {"src_rank": col(src_rank, np.int64), "src_call": col(src_call, np.int64),
             "src_vertex": np.full(n, VERTEX_START, np.int8), "dst_rank": col(dst_rank, np.int64),
             "dst_call": col(dst_call, np.int64), "kind": col(kind, np.int8)}
@@ -179,9 +185,16 @@ BARRIER_ID = mf.BY_NAME["MPI_Barrier"].id
 
 def kind_is(func, *kinds):
     """Boolean array: the function of each id in `func` has one of `kinds`."""
+    return _wanted_functions(kinds)[np.asarray(func)]
+
+
+@functools.lru_cache(maxsize=None)
+def _wanted_functions(kinds):
+    """Per function id: its kind is one of `kinds`.  One lookup by function id instead of two
+    (id -> kind -> wanted): kind_is runs over every record of every log several times."""
     wanted = np.zeros(len(KINDS) + 1, bool)          # the extra last slot: unknown ids (kind -1)
     wanted[[KIND_CODE[k] for k in kinds]] = True
-    return wanted[FUNC_KIND[np.asarray(func, np.intp)]]
+    return wanted[FUNC_KIND]
 
 
 # ---- sorting helpers ------------------------------------------------------------------
@@ -204,9 +217,12 @@ def packed_key(columns):
         widths[i] = _bits(parts[i])
     if sum(widths) > 63:
         return None
-    key = np.zeros(len(parts[0]) if parts else 0, np.int64)
-    for part, width in zip(parts, widths):
-        key = (key << width) | part
+    if not parts or not len(parts[0]):
+        return np.zeros(len(parts[0]) if parts else 0, np.int64)
+    key = parts[0]                  # a temporary of this function (an offset or dense rank) ...
+    for part, width in zip(parts[1:], widths[1:]):
+        key <<= width               # ... so shifted and or-ed in place: keys have millions of rows
+        key |= part
     return key
 
 
@@ -261,9 +277,25 @@ def pair_by_key(keys_a, keys_b):
     side = np.concatenate([np.zeros(na, np.int8), np.ones(nb, np.int8)])
     key = group_key(cols)
     idx = sort_rows([key, side], unique=True)
-    sorted_key = key[idx]
-    hit = np.flatnonzero((sorted_key[1:] == sorted_key[:-1]) & (side[idx][:-1] == 0) & (side[idx][1:] == 1))
+    sorted_key, sorted_side = key[idx], side[idx]
+    hit = np.flatnonzero((sorted_key[1:] == sorted_key[:-1]) & (sorted_side[:-1] == 0) & (sorted_side[1:] == 1))
     return idx[hit], idx[hit + 1] - na
+
+
+def pair_occurrences(a, b):
+    """The k-th row of `a` with the k-th row of `b` that has the same value, for every value and
+    k, rows counted in their order: (index in a, index in b), by value and k.
+
+    The same pairs as pair_by_key([a, ordinal of a], [b, ordinal of b]) without computing the
+    ordinals or sorting the two tables together: each side is sorted once (stable) and a row
+    of `a` finds its partner by its value's first position in sorted `b` plus its own k."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    ia, ib = np.argsort(a, kind="stable"), np.argsort(b, kind="stable")
+    sa, sb = a[ia], b[ib]
+    k = np.arange(len(sa)) - np.searchsorted(sa, sa, "left")
+    j = np.searchsorted(sb, sa, "left") + k
+    paired = j < np.searchsorted(sb, sa, "right")
+    return ia[paired], ib[j[paired]]
 
 
 # ---- routing rows to their owners --------------------------------------------------------
@@ -313,12 +345,28 @@ class CallIndex:
         self.ranks = np.array(sorted(calls_by_rank), np.int64)
         counts = [calls_by_rank[int(r)].n_calls for r in self.ranks]
         self.offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+        self._first_call = self._first_call_table()
+
+    def _first_call_table(self):
+        """offsets[searchsorted(ranks, r)] for every r from the first owned rank to the last, or None
+        when that span is much wider than the owned ranks.  An analysis rank owns a contiguous
+        block of trace ranks: a lookup in this small table is several times faster than a
+        binary search per row (of millions)."""
+        span = int(self.ranks[-1] - self.ranks[0]) + 1 if len(self.ranks) else 0
+        if not 0 < span <= 4 * len(self.ranks) + 1024:
+            return None
+        return self.offsets[np.searchsorted(self.ranks, np.arange(self.ranks[0], self.ranks[-1] + 1))]
 
     def __len__(self):
         return int(self.offsets[-1])
 
     def of(self, rank, call):
         """Position of call `call` of owned rank `rank` (arrays) in the numbering."""
+        rank = np.asarray(rank)
+        if self._first_call is not None and rank.size and self.ranks[0] <= rank.min() and rank.max() <= self.ranks[-1]:
+            at = self._first_call[rank - self.ranks[0]]
+            at += call                  # in place: one array less per million rows
+            return at
         return self.offsets[np.searchsorted(self.ranks, rank)] + call
 
     def column(self, calls_by_rank, name):

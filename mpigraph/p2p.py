@@ -11,7 +11,7 @@ import numpy as np
 
 from mpigraph import mpi_functions as mf
 from mpigraph import record
-from mpigraph.match import CallIndex, kind_is, ordinal_within, pair_by_key, route
+from mpigraph.match import CallIndex, kind_is, ordinal_within, pair_by_key, pair_occurrences, route
 
 SEND_SIDE, RECV_SIDE = 0, 1
 
@@ -33,9 +33,7 @@ def request_pairs(records, flags, func):
     post_request, done_request = records["request"][posts], records["request"][done]
     posts, post_request = posts[post_request != 0], post_request[post_request != 0]
     done, done_request = done[done_request != 0], done_request[done_request != 0]
-    post_n = ordinal_within([post_request], posts)
-    done_n = ordinal_within([done_request], done)
-    ip, ic = pair_by_key([post_request, post_n], [done_request, done_n])
+    ip, ic = pair_occurrences(post_request, done_request)     # posts and done are in record order
     completion = np.full(len(posts), -1, np.int64)
     completion[ip] = done[ic]
     orphans = np.ones(len(done), bool)
@@ -45,7 +43,8 @@ def request_pairs(records, flags, func):
 
 def operations(rank_calls):
     """The operation table of one rank (columns OP_DTYPES) and its orphan completion records."""
-    records, record_call = rank_calls.records, rank_calls.record_call
+    # A plain view of the log: a field of a memmap goes through numpy.memmap's slow __getitem__.
+    records, record_call = np.asarray(rank_calls.records), rank_calls.record_call
     # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
     flags, func = rank_calls.field("flags"), rank_calls.field("func")
     part, ok = (flags & record.PART) != 0, (flags & record.ERROR) == 0
@@ -59,21 +58,23 @@ def operations(rank_calls):
     has_done = done >= 0
     # A receive's real source and tag are on the record that completed it (its status).
     described = np.where(is_recv[post] & has_done, done, post)
-    op = {
+    # MPI_PROC_NULL moves no message; PEER_NONE cannot occur on a send or receive.  The rows
+    # are dropped before the columns are gathered, not from each column after.
+    peer = records["peer"][described]
+    keep = (peer >= 0) | (peer == record.PEER_ANY)
+    post, done, has_done, described, peer = post[keep], done[keep], has_done[keep], described[keep], peer[keep]
+    return {
         "side": np.where(is_send[post], SEND_SIDE, RECV_SIDE).astype(np.int8),
         "rank": np.full(len(post), rank_calls.rank, np.int64),
         "comm": records["comm"][post].astype(np.int64),
-        "peer": records["peer"][described].astype(np.int64),
+        "peer": peer.astype(np.int64),
         "tag": records["tag"][described].astype(np.int64),
         "bytes": records["bytes"][described].astype(np.int64),
         "post_call": record_call[post],
         "done_call": np.where(has_done, record_call[np.maximum(done, 0)], -1),
         "post_record": post.astype(np.int64),
         "func": func[post].astype(np.int64),    # of the posting call: reports name it without the log
-    }
-    # MPI_PROC_NULL moves no message; PEER_NONE cannot occur on a send or receive.
-    keep = (op["peer"] >= 0) | (op["peer"] == record.PEER_ANY)
-    return {name: col[keep] for name, col in op.items()}, orphans
+    }, orphans
 
 
 def message_keys(ops):

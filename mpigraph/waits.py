@@ -28,7 +28,7 @@ time until the releasing event, of each call:
 
 import numpy as np
 
-from mpigraph.collectives import pattern_of
+from mpigraph.collectives import PATTERN_OF_FUNC
 from mpigraph.match import BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, CallIndex
 
 LATE_SENDER, LATE_RECEIVER, WAIT_NXN, WAIT_BARRIER, LATE_BROADCAST, EARLY_REDUCE = range(6)
@@ -60,14 +60,23 @@ def late_receiver(messages):
     return messages["s_rank"][done], messages["s_done_call"][done], _clip(waited, end - start)
 
 
-def collective_state(func, pattern, is_root):
-    """Wait-state code of each member call."""
-    state = np.full(len(func), NO_STATE, np.int8)
-    nxn = pattern == COLLECTIVE_N_TO_N
-    state[nxn] = np.where(func[nxn] == BARRIER_ID, WAIT_BARRIER, WAIT_NXN)
-    state[(pattern == COLLECTIVE_ONE_TO_N) & ~is_root] = LATE_BROADCAST
-    state[(pattern == COLLECTIVE_N_TO_ONE) & is_root] = EARLY_REDUCE
-    return state
+def _collective_state_table():
+    """[function id, member is the root]: the member's wait-state code (NO_STATE: none)."""
+    funcs = np.arange(len(PATTERN_OF_FUNC))
+    table = np.full((len(funcs), 2), NO_STATE, np.int8)
+    nxn = PATTERN_OF_FUNC == COLLECTIVE_N_TO_N
+    table[nxn, :] = np.where(funcs[nxn] == BARRIER_ID, WAIT_BARRIER, WAIT_NXN)[:, None]
+    table[PATTERN_OF_FUNC == COLLECTIVE_ONE_TO_N, 0] = LATE_BROADCAST
+    table[PATTERN_OF_FUNC == COLLECTIVE_N_TO_ONE, 1] = EARLY_REDUCE
+    return table
+
+
+_COLLECTIVE_STATE = _collective_state_table()
+
+
+def collective_state(func, is_root):
+    """Wait-state code of each member call (one lookup by function and root, not a pass per state)."""
+    return _COLLECTIVE_STATE[func, np.asarray(is_root).view(np.uint8)]     # is_root an index, not a mask
 
 
 def owned_waits(calls_by_rank, to_me, from_me, members):
@@ -80,7 +89,6 @@ def owned_waits(calls_by_rank, to_me, from_me, members):
     index = CallIndex(calls_by_rank)
     start_ns, end_ns = index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns")
     n = len(index)
-    duration = end_ns - start_ns
     ls = np.zeros(n, np.int64)
     lr = np.zeros(n, np.int64)
     rank, call, ns = late_sender(to_me)
@@ -88,10 +96,14 @@ def owned_waits(calls_by_rank, to_me, from_me, members):
     rank, call, ns = late_receiver(from_me)
     np.maximum.at(lr, index.of(rank, call), ns)
     wait_before = np.maximum(ls, lr)
-    state = np.where(wait_before == 0, NO_STATE, np.where(ls >= lr, LATE_SENDER, LATE_RECEIVER)).astype(np.int8)
+    # int8 all along: the wait states of millions of calls without int64 temporaries
+    state = np.where(wait_before == 0, np.int8(NO_STATE),
+                     np.where(ls >= lr, np.int8(LATE_SENDER), np.int8(LATE_RECEIVER)))
+    del ls, lr
     state_time = wait_before.copy()
     wait_after = np.zeros(n, np.int64)
-    execution = duration - wait_before
+    execution = np.subtract(end_ns, start_ns, out=end_ns)      # the duration, in the concatenated copy
+    execution -= wait_before
 
     call = index.of(members["rank"], members["call"])
     start, end = members["start"], members["end"]
@@ -100,10 +112,11 @@ def owned_waits(calls_by_rank, to_me, from_me, members):
     wait_after[call] = end - min_end
     execution[call] = min_end - max_start
     released = members["release_rank"] >= 0
-    sync = np.where(released, _clip(members["release_start"] - start, end - start), 0)
-    func = members["func"]
-    member_state = collective_state(func, pattern_of(func), members["rank"] == members["root"])
-    state[call] = np.where(sync > 0, member_state, NO_STATE)
-    state_time[call] = np.where(member_state >= 0, sync, 0)
+    sync = _clip(members["release_start"] - start, end - start)
+    sync[~released] = 0
+    member_state = collective_state(members["func"], members["rank"] == members["root"])
+    state[call] = np.where(sync > 0, member_state, np.int8(NO_STATE))
+    sync[member_state < 0] = 0
+    state_time[call] = sync
     return index.split({"wait_before": wait_before, "wait_after": wait_after, "execution": execution,
                         "wait_state": state, "wait_state_time": state_time})

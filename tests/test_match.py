@@ -284,6 +284,18 @@ def test_sort_rows_falls_back_to_lexsort_beyond_63_bits():
     assert np.array_equal(match.sort_rows(cols), np.lexsort(cols[::-1]))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_pair_occurrences_is_pair_by_key_of_ordinals(seed):
+    """The k-th occurrence of a value in a paired with its k-th in b: request posts and completions."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(-3, 20, 500) * (1 << 40), rng.integers(-3, 20, 400) * (1 << 40)
+    want = match.pair_by_key([a, match.ordinal_within([a], np.arange(len(a)))],
+                             [b, match.ordinal_within([b], np.arange(len(b)))])
+    got = match.pair_occurrences(a, b)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    assert all(len(x) == 0 for x in match.pair_occurrences(a[:0], b))
+
+
 @pytest.mark.parametrize("wide", [False, True])
 def test_ordinal_within_and_pair_by_key_match_python(wide):
     rng = np.random.default_rng(3)
@@ -372,6 +384,21 @@ def _random_members(rng, n_instances=300):
     rows = {name: np.array(v, dtype) for (name, v), dtype in zip(rows.items(), collectives.MEMBER_DTYPES.values())}
     order = np.argsort(rows["rank"], kind="stable")
     return {name: col[order] for name, col in rows.items()}
+
+
+def test_local_groups_order_is_group_instances_order():
+    """_local_groups sorts by the instance alone when the rows come in rank order; a rank twice in
+    an instance (comm ranks out of order) or rows out of rank order take the full sort."""
+    from mpigraph import collectives as c
+
+    rows = _random_members(np.random.default_rng(0))
+    twice = {name: np.concatenate([col, col[:5]]) for name, col in rows.items()}
+    twice["comm_rank"][-5:] -= 1
+    twice = {name: col[np.argsort(twice["rank"], kind="stable")] for name, col in twice.items()}
+    shuffled = {name: col[::-1] for name, col in rows.items()}
+    for r in (rows, twice, shuffled):
+        want = match.sort_rows([match.group_key([r["comm"], r["seq"]]), r["rank"], r["comm_rank"]])
+        assert np.array_equal(c._local_groups(r)[0], want)
 
 
 @pytest.mark.parametrize("seed", range(8))
