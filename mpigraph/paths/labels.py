@@ -72,21 +72,23 @@ def next_from_dist(comm, g, dist, split):
         a, b = (int(cuts[c]), int(cuts[c + 1])) if c + 1 < len(cuts) else (n, n)
         e0, e1 = int(indptr[a]), int(indptr[b])
         dst = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(indptr[a:b + 1]))
-        d = dist[dst]
+        d = np.repeat(dist[a:b], np.diff(indptr[a:b + 1]))
         src, weight = g.src[e0:e1], g.weight[e0:e1]
+        offer = d + weight            # no overflow: INF leaves room for a slack
         keep = d < INF
         if split:
             keep &= src < g.n_rank_vertices
-        dst, src, weight = dst[keep], src[keep], weight[keep]
-        offer = d[keep] + weight
-        if g.n_analysis > 1:     # edges whose source another rank owns are decided there
-            target, offer, key, weight = exchange.keep_or_send(comm, g.owner_of(src),
-                                                               [src, offer, gid[dst], weight])
+        if g.n_analysis == 1:         # every source is here: only the tight edges are taken out
+            keep &= dist[src] == offer
+            edge = np.flatnonzero(keep)
+            target, key, weight = src[edge], dst[edge], weight[edge]
+        else:                         # edges whose source another rank owns are decided there
+            edge = np.flatnonzero(keep)
+            target, offer, key, weight = exchange.keep_or_send(comm, g.owner_of(src[edge]),
+                                                               [src[edge], offer[edge], gid[dst[edge]], weight[edge]])
             target = g.local_index(target)
-        else:
-            key, target = dst, src
-        tight = dist[target] == offer
-        target, key, weight = target[tight], key[tight], weight[tight]
+            tight = dist[target] == offer
+            target, key, weight = target[tight], key[tight], weight[tight]
         np.minimum.at(nxt, target, key)
         chosen = nxt[target] == key        # parallel edges u -> v have the same (tight) weight
         nxt_w[target[chosen]] = weight[chosen]
