@@ -19,12 +19,15 @@ are dropped when met.  The search
 computes distances only; next[] comes from them (``labels.next_from_dist``).
 """
 
+import dataclasses
+
 import numpy as np
 
 from mpi4py import MPI
 
 from mpigraph.graph import INF
 from mpigraph import owner_exchange as exchange
+from mpigraph.paths.dijkstra import Bypass
 from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, next_from_dist
 
 
@@ -155,7 +158,8 @@ class _Search:
         smallest = self.queue.smallest()
         return self.comm.allreduce(smallest, op=MPI.MIN) if self.distributed else smallest
 
-    def run(self):
+    def distances(self):
+        """(dist, rounds): the final distances of the local vertices and the light phases run."""
         self.start()
         rounds = 0
         b = self.next_bucket()
@@ -171,18 +175,27 @@ class _Search:
                     break
             self.relax(self.queue.distinct(np.concatenate(settled)), light=False)
             b = self.next_bucket()
-        return self.labels(rounds)
-
-    def labels(self, rounds):
-        nxt, nxt_w = next_from_dist(self.comm, self.g, self.dist, self.split)
-        hub_dist = hub_next = np.zeros(0, np.int64)
-        if self.split:
-            hub_dist, hub_next = combine_hubs(self.g.n_hubs, *hub_offers(self.comm, self.g, self.dist))
-        return Labels(self.dist, nxt, nxt_w, hub_dist, hub_next, rounds)
+        return self.dist, rounds
 
 
 def solve(comm, g, delta, split):
-    """Labels of g's local vertices (collective over comm: the analysis ranks holding g)."""
+    """Labels of g's local vertices (collective over comm: the analysis ranks holding g).
+
+    With the whole graph on this rank, the search runs on it with its one-way
+    vertices bypassed (``dijkstra.Bypass``, exact), as dijkstra's does.
+    """
     if delta < 1:
         raise ValueError("delta must be >= 1 ns, got %r" % delta)
-    return _Search(comm, g, int(delta), split).run()
+    if comm.Get_size() > 1:
+        dist, rounds = _Search(comm, g, int(delta), split).distances()
+    else:
+        sinks = np.array([g.sink] + (list(range(g.n_rank_vertices, g.n_vertices)) if split else []), np.int64)
+        bypass = Bypass(len(g.time), g.indptr, g.src, g.weight, g.src < g.n_rank_vertices if split else None, sinks)
+        reduced = dataclasses.replace(g, indptr=bypass.indptr, src=bypass.src, weight=bypass.weight)
+        dist, rounds = _Search(comm, reduced, int(delta), split).distances()
+        dist = bypass.expand(dist)
+    nxt, nxt_w = next_from_dist(comm, g, dist, split)
+    hub_dist = hub_next = np.zeros(0, np.int64)
+    if split:
+        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, dist))
+    return Labels(dist, nxt, nxt_w, hub_dist, hub_next, rounds)

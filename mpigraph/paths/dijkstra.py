@@ -44,9 +44,72 @@ def distances(n, indptr, src, weight, sources, keep=None):
     """int64 least slack from each of n vertices to the nearest of `sources` (INF: none).
 
     The graph is the CSR of incoming edges (indptr, src local indices, weight);
-    `keep` (bool per edge) leaves edges out.
+    `keep` (bool per edge) leaves edges out.  The search runs on the graph with
+    its one-way vertices bypassed (``Bypass``), which gives every distance exactly.
     """
-    return Reversed(n, indptr, src, weight, keep).search(sources)
+    sources = np.asarray(sources, np.int64)
+    bypass = Bypass(n, indptr, src, weight, keep, sources)
+    return bypass.expand(Reversed(n, bypass.indptr, bypass.src, bypass.weight).search(sources))
+
+
+class Bypass:
+    """The graph without its one-way vertices, and how to give them their distances back.
+
+    A vertex u with a single outgoing edge u -> w (and not a source) has
+    dist[u] = weight(u -> w) + dist[w], whatever the search does.  So the search
+    can skip it: an edge x -> u becomes x -> w with both weights added, along
+    whole runs of such vertices (pointer jumping: `target` is the first vertex
+    of the run's end that is not one-way, `slack` the weights up to it), and
+    dist[u] = slack[u] + dist[target[u]] afterwards.  Every rank vertex of a
+    bulk-synchronous run is one-way with splits (a compute edge to the next
+    call, a call to its hub): the search is left with the hubs and the sink.
+    """
+
+    def __init__(self, n, indptr, src, weight, keep, sources):
+        dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+        if keep is not None:
+            dst, src, weight = dst[keep], src[keep], weight[keep]
+        _check_exact(weight, "a slack")
+        one_way = np.bincount(src, minlength=n) == 1
+        one_way[sources] = False
+        self.one_way = np.flatnonzero(one_way)
+        self.target, self.slack = self._runs(n, one_way, src, dst, weight)
+        inner = ~one_way[src]                   # edges out of one-way vertices are in `slack`
+        src, dst, weight = src[inner], dst[inner], weight[inner]
+        weight = weight + self.slack[dst]
+        dst = self.target[dst]
+        order = np.argsort(dst, kind="stable")
+        self.indptr = np.concatenate(([0], np.cumsum(np.bincount(dst, minlength=n))))
+        self.src, self.weight = src[order], weight[order]
+
+    @staticmethod
+    def _runs(n, one_way, src, dst, weight):
+        """(target, slack) per vertex: itself and 0 unless one-way (see the class)."""
+        target, slack = np.arange(n, dtype=np.int64), np.zeros(n, np.int64)
+        out = one_way[src]
+        target[src[out]], slack[src[out]] = dst[out], weight[out]
+        jumping = np.flatnonzero(one_way)
+        for _ in range(int(n).bit_length() + 1):     # each pass doubles the hops made: log2(longest run) passes
+            jumping = jumping[one_way[target[jumping]]]
+            if not len(jumping):
+                return target, slack
+            slack[jumping] += slack[target[jumping]]
+            target[jumping] = target[target[jumping]]
+        raise ValueError("the graph has a cycle of one-way vertices")
+
+    def expand(self, dist):
+        """The distances of every vertex from the search's (the one-way vertices' filled in)."""
+        u = self.one_way
+        end = dist[self.target[u]]
+        dist[u] = np.where(end < INF, end + self.slack[u], INF)
+        _check_exact(dist[u][dist[u] < INF], "a distance")
+        return dist
+
+
+def _check_exact(ns, what):
+    """The searches keep slacks and distances below 2**53 ns, where float64 holds them exactly."""
+    if len(ns) and ns.max() >= EXACT_NS:
+        raise ValueError("%s of %d ns does not fit a float64 exactly" % (what, ns.max()))
 
 
 class Reversed:
