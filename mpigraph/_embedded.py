@@ -84,7 +84,8 @@ def _report_failure(error):
     peer_failed = _loaded_class("mpigraph.parallel", "PeerFailed")
     user_errors = tuple(c for c in (_loaded_class("mpigraph.trace", "TraceError"),
                                     _loaded_class("mpigraph.report", "ReportError"),
-                                    _loaded_class("mpigraph.config", "ConfigError")) if c)
+                                    _loaded_class("mpigraph.config", "ConfigError"),
+                                    _loaded_class("mpigraph.paths", "GraphTooBig")) if c)
     if peer_failed and isinstance(error, peer_failed):
         pass   # the analysis rank that failed says why
     elif user_errors and isinstance(error, user_errors):

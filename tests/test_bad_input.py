@@ -189,6 +189,22 @@ def test_full_disk_for_the_report_of_two_analysis_ranks(big_run, mount_point, si
     assert os.listdir(mount_point) == []
 
 
+def test_a_graph_too_big_for_rank_0_names_the_parallel_algorithms(big_run, tmp_path):
+    """dijkstra would gather the whole graph on analysis rank 0: with less memory available than
+    that takes, one clean error names the way out, and the parallel algorithm does the run."""
+    tiny = {"MPIGRAPH_TEST_AVAILABLE_BYTES": "1000000"}
+    result = mpi_env.mpigraph(["analyze", big_run, "--quiet", "--out", tmp_path / "a"], nprocs=2, env_extra=tiny)
+    message = one_error(result)
+    assert message.startswith("dijkstra gathers the whole graph (") and "MPIGRAPH_ALGORITHM=parallel-dijkstra" in message
+    assert not (tmp_path / "a" / "summary.txt").exists()
+    result = mpi_env.mpigraph(["analyze", big_run, "--quiet", "--out", tmp_path / "b", "--algorithm",
+                               "parallel-dijkstra"], nprocs=2, env_extra=tiny)
+    assert result.returncode == 0 and (tmp_path / "b" / "summary.txt").exists(), result.stderr
+    # With one analysis rank the graph is built there whole anyway: nothing to refuse.
+    result = mpi_env.mpigraph(["analyze", big_run, "--quiet", "--out", tmp_path / "c"], env_extra=tiny)
+    assert result.returncode == 0, result.stderr
+
+
 # ---- the fuzz test ---------------------------------------------------------------------------
 
 
