@@ -3,16 +3,19 @@
     python benchmarks/bench_intercept.py [--calls N] [--rounds R] [--compare OTHER/libmpigraph.so]
 
 Compiles benchmarks/intercept.c with the MPI's mpicc, then alternates runs
-without and with the shim preloaded (recording on, analysis off) and prints,
-after the machine line, a markdown table (the README's) of the median ns per
-call of each and the difference, in wall time, in the calling thread's CPU
-time (user + kernel: the log's page faults count, time spent preempted does
-not, so it is the steadier figure on a shared machine) and in the whole
-process's CPU time, which also counts the shim's helper thread that prepares
-the log's next pages (work moved off the calling thread is still paid for, by
-another core: on a node with a rank on every core it competes with them).  --compare also preloads another build of
-the shim (say, of the previous commit) in the same rounds, so two builds are
-compared under the same load.
+bare, with the shim preloaded as a user runs it (recording on, analysis off,
+MPIGRAPH_LOG_HELPER as set, by default auto) and with its log helper thread
+off, and prints, after the machine line, a markdown table (the README's) of the
+median ns per call of each and the difference, in wall time, in the calling
+thread's CPU time (user + kernel: the log's page faults count, time spent
+preempted does not, so it is the steadier figure on a shared machine) and in
+the whole process's CPU time, which also counts the helper thread that
+prepares the log's next pages (work moved off the calling thread is still paid
+for, by another CPU).  The "log helper" column says whether the helper ran, as
+the run's log header records it (auto runs it where the rank has a CPU to
+spare: one rank on a machine of two or more CPUs does).  --compare also
+preloads another build of the shim (say, of the previous commit) in the same
+rounds, so two builds are compared under the same load.
 """
 
 import argparse
@@ -23,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 
+from mpigraph import trace
 from mpigraph._lib import library_path
 from mpigraph.launcher import find_mpi_tool
 
@@ -39,17 +43,19 @@ def compile_probe(workdir):
     return exe
 
 
-def run_once(exe, calls, lib, workdir, index):
-    """{case: (wall ns, thread CPU ns, process CPU ns) per call} of one run, with `lib` preloaded (None: bare)."""
+def run_once(exe, calls, variant, workdir, index):
+    """({case: (wall ns, thread CPU ns, process CPU ns) per call}, helper ran) of one run of `variant`."""
+    lib, env = variant
     cmd = [find_mpi_tool("mpiexec"), "-n", "1"]
+    out_dir = os.path.join(workdir, "run-%d" % index)
     if lib:
-        cmd += ["-genv", "LD_PRELOAD", lib,
-                "-genv", "MPIGRAPH_OUT", os.path.join(workdir, "run-%d" % index),
-                "-genv", "MPIGRAPH_ANALYZE", "off"]
+        for name, value in {"LD_PRELOAD": lib, "MPIGRAPH_OUT": out_dir, "MPIGRAPH_ANALYZE": "off", **env}.items():
+            cmd += ["-genv", name, value]
     out = subprocess.run(cmd + [exe, str(calls)], check=True, capture_output=True, text=True).stdout
-    shutil.rmtree(os.path.join(workdir, "run-%d" % index), ignore_errors=True)
+    helper = trace.open_log(os.path.join(out_dir, "raw", "rank-0.log")).log_helper if lib else None
+    shutil.rmtree(out_dir, ignore_errors=True)
     rows = (line.split() for line in out.splitlines() if line.strip())
-    return {name: tuple(float(x) for x in values) for name, *values in rows}
+    return {name: tuple(float(x) for x in values) for name, *values in rows}, helper
 
 
 def main():
@@ -58,38 +64,48 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--compare", metavar="LIB", help="another libmpigraph.so to measure in the same rounds")
     args = parser.parse_args()
-    libs = {"bare": None, "shim": library_path()}
+    helper_setting = os.environ.get("MPIGRAPH_LOG_HELPER", "auto")
+    variants = {"bare": (None, {}),
+                "shim": (library_path(), {}),
+                "shim, helper off": (library_path(), {"MPIGRAPH_LOG_HELPER": "off"})}
     if args.compare:
-        libs["compare"] = os.path.abspath(args.compare)
+        variants["compare"] = (os.path.abspath(args.compare), {})
     print(describe_machine())
-    runs = {name: [] for name in libs}
+    runs = {name: [] for name in variants}
+    helper_ran = {name: set() for name in variants}
     with tempfile.TemporaryDirectory() as workdir:
         exe = compile_probe(workdir)
-        names = list(libs)
+        names = list(variants)
         for i in range(args.rounds):
             # Rotate the order each round: a run is cheaper right after another freed its log's pages.
             for name in names[i % len(names):] + names[:i % len(names)]:
-                runs[name].append(run_once(exe, args.calls, libs[name], workdir, i))
-    print("shim: %s%s" % (libs["shim"], "; compare: %s" % libs["compare"] if args.compare else ""))
+                figures, helper = run_once(exe, args.calls, variants[name], workdir, i)
+                runs[name].append(figures)
+                helper_ran[name].add(helper)
+    print("shim: %s%s; MPIGRAPH_LOG_HELPER=%s"
+          % (library_path(), "; compare: %s" % args.compare if args.compare else "", helper_setting))
     print("calls per run: %d, rounds: %d (median of rounds), load average at the end %.2f %.2f %.2f\n"
           % ((args.calls, args.rounds) + os.getloadavg()))
+    print_table(runs, helper_ran)
+
+
+def print_table(runs, helper_ran):
     def median(i):
         return {name: {case: statistics.median(r[case][i] for r in rs) for case in CASES} for name, rs in runs.items()}
 
     wall, cpu, proc = median(0), median(1), median(2)
-    header = "| call | bare ns/call | with shim ns/call | added ns | added CPU ns | added process CPU ns |"
-    if args.compare:
-        header += " compare: added ns | compare: added CPU ns | compare: added process CPU ns |"
-    print(header)
-    print("|" + " --- |" * (header.count("|") - 1))
+    print("| call | shim | log helper | bare ns/call | with shim ns/call | added ns | added CPU ns | added process CPU ns |")
+    print("|" + " --- |" * 8)
     for case, label in CASES.items():
-        b, s = wall["bare"][case], wall["shim"][case]
-        row = "| %s | %.1f | %.1f | %.1f | %.1f | %.1f |" % (label, b, s, s - b, cpu["shim"][case] - cpu["bare"][case],
-                                                         proc["shim"][case] - proc["bare"][case])
-        if args.compare:
-            row += " %.1f | %.1f | %.1f |" % (wall["compare"][case] - b, cpu["compare"][case] - cpu["bare"][case],
-                                             proc["compare"][case] - proc["bare"][case])
-        print(row)
+        b = wall["bare"][case]
+        for name in runs:
+            if name == "bare":
+                continue
+            helper = "/".join(sorted({True: "on", False: "off"}[h] for h in helper_ran[name]))
+            print("| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f |"
+                  % (label, name, helper, b, wall[name][case], wall[name][case] - b,
+                     cpu[name][case] - cpu["bare"][case], proc[name][case] - proc["bare"][case]))
+
 
 if __name__ == "__main__":
     main()

@@ -125,8 +125,8 @@ static int64_t next_capacity(int64_t capacity)
  * when no core is free for the helper, the writer's stores fault the pages
  * in themselves (what the helper finds done costs it nothing), so a busy
  * machine costs about what the wrappers paid without a helper.
- * So it is off by default (a rank on every core has no core to lend it) and
- * MPIGRAPH_LOG_HELPER=on starts it, for nodes with idle cores.
+ * So it runs only where the rank has a CPU to spare (MPIGRAPH_LOG_HELPER=auto,
+ * the default: a rank on every core has none to lend it); on and off force it.
  *
  * The helper touches only the file beyond `allocated` and the mapping beyond
  * the writer's capacity; the writer never moves the mapping (mremap) or
@@ -184,10 +184,13 @@ static void helper_forgotten_in_child(void)
 
 static void ask_helper(void);
 
-void mg_start_log_helper(void)
+/* MPIGRAPH_LOG_HELPER: on, off, or auto (the default): on when this rank has
+ * a CPU to spare (spare_cpu.c). */
+void mg_start_log_helper(int spare_cpu)
 {
     const char *want = getenv("MPIGRAPH_LOG_HELPER");
-    if (!want || strcmp(want, "on") != 0)
+    int on = !want || !strcmp(want, "auto") ? spare_cpu : !strcmp(want, "on");
+    if (!on)
         return;
     static int atfork_set;
     if (!atfork_set++)
@@ -199,6 +202,8 @@ void mg_start_log_helper(void)
     ahead.stop = 0;
     ahead.running = pthread_create(&ahead.thread, NULL, helper_main, NULL) == 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (ahead.running)
+        mg.header->flags |= MG_HEADER_LOG_HELPER;
     /* The second step is prepared while the program fills the first. */
     pthread_mutex_lock(&ahead.m);
     ask_helper();

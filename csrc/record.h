@@ -29,6 +29,7 @@
 /* Header flags. */
 #define MG_HEADER_FINALIZED 0x1
 #define MG_HEADER_RECORDING_DROPPED 0x2
+#define MG_HEADER_LOG_HELPER 0x4
 
 /* Clock sources. */
 #define MG_CLOCK_MONOTONIC 0

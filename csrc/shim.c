@@ -94,6 +94,7 @@ void mg_start_recording(int func, int64_t t0, int provided)
     mg_thread_slot = 0;
     mg_types_setup();
     mg_comms_setup();
+    int spare_cpu = mg_rank_has_spare_cpu();
     mg_sync_setup();
     mg_sync_measure(&mg.header->sync_init);
 
@@ -117,7 +118,7 @@ void mg_start_recording(int func, int64_t t0, int provided)
     mg_fill(r, func, t0, mg_now(), 0);
     mg_publish(1);
     /* Only now: its work would disturb the clock samples taken above. */
-    mg_start_log_helper();
+    mg_start_log_helper(spare_cpu);
     mg_phase = MG_RECORDING;
     mg.recording = 1;
 }

@@ -251,7 +251,8 @@ int mg_open_log(const struct mg_run_setup *s, int thread_level, char *err, size_
 void mg_discard_log(const struct mg_run_setup *s);
 void mg_close_log_file(void);
 /* The thread that prepares the log's next pages (logfile.c); stop is idempotent. */
-void mg_start_log_helper(void);
+int mg_rank_has_spare_cpu(void);
+void mg_start_log_helper(int spare_cpu);
 void mg_stop_log_helper(void);
 
 void *mg_mpi_symbol(const char *name);

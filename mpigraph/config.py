@@ -57,9 +57,10 @@ SETTINGS = [
     Setting("MPIGRAPH_FINALIZE_TIMEOUT", "600",
             "seconds ranks in MPI_Finalize wait for the others before they skip the analysis and leave "
             "the raw logs (0 or off: forever)", True),
-    Setting("MPIGRAPH_LOG_HELPER", "off",
-            "on|off: a helper thread prepares the log's next pages ahead of the wrappers (less time "
-            "per call when a core is idle, more CPU in all)", True),
+    Setting("MPIGRAPH_LOG_HELPER", "auto",
+            "auto|on|off: a helper thread prepares the log's next pages ahead of the wrappers (less time "
+            "per call when a core is idle, more CPU in all); auto: on where the rank has a CPU to spare "
+            "(its affinity mask holds more CPUs than the threads of the node's ranks sharing that mask)", True),
 ]
 
 _ON = ("on", "1", "yes", "true")

@@ -58,6 +58,7 @@ ROOT_NONE = -1
 # Header flags.
 HEADER_FINALIZED = 0x1   # the rank reached MPI_Finalize and closed its log
 HEADER_RECORDING_DROPPED = 0x2  # the shim could not grow the file: records were dropped
+HEADER_LOG_HELPER = 0x4   # a helper thread prepared the log's pages (MPIGRAPH_LOG_HELPER)
 
 # Clock sources.
 CLOCK_MONOTONIC = 0      # ticks are CLOCK_MONOTONIC nanoseconds

@@ -43,7 +43,8 @@ class RankLog:
     Attributes: path, header (a numpy record of HEADER_DTYPE: ``header["pid"]``),
     records (memmap of RECORD_DTYPE, length n_records), rank, world_size,
     job_id, hostname, finalized (reached MPI_Finalize and closed the log),
-    recording_dropped (the shim stopped recording early: disk full), clock (a
+    recording_dropped (the shim stopped recording early: disk full), log_helper
+    (a helper thread prepared the log's pages: MPIGRAPH_LOG_HELPER), clock (a
     clock.Conversion from ticks to ns).
     """
 
@@ -57,6 +58,7 @@ class RankLog:
         self.hostname = _text(header["hostname"])
         self.finalized = bool(header["flags"] & record.HEADER_FINALIZED)
         self.recording_dropped = bool(header["flags"] & record.HEADER_RECORDING_DROPPED)
+        self.log_helper = bool(header["flags"] & record.HEADER_LOG_HELPER)
         try:
             self.clock = clock.conversion_from_header(header)
         except clock.ClockError as e:
