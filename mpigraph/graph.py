@@ -184,36 +184,64 @@ def _csr(n, groups):
     """(indptr, src, weight) of edges given as groups of (local dst, src, weight) columns.
 
     The same as a stable sort of the concatenated groups by dst, without
-    sorting the groups whose dst strictly increase (compute, call, hub edges):
-    each of those puts its edges straight into their rows.
+    sorting: each group is placed one sorted run of it at a time, in order
+    (``_sorted_runs``), a run whose dst strictly increase (compute, call,
+    hub-out edges) one edge per row, a run whose dst only do not decrease
+    (hub-in edges, one run per sending rank) by the rows' lengths.
     """
+    runs = [run for dst, s, w in groups for run in _sorted_runs(dst, s, w)]
     counts = np.zeros(n, np.int64)
-    increasing = []
-    for dst, _, _ in groups:
-        increasing.append(len(dst) < 2 or bool((dst[1:] > dst[:-1]).all()))
-        if increasing[-1]:
-            counts[dst] += 1
-        else:
-            counts += np.bincount(dst, minlength=n)
+    for run in runs:
+        counts[run.rows] += run.lengths
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=indptr[1:])
     del counts
     fill = indptr[:-1].copy()         # the next free place in each row
     src = np.empty(int(indptr[-1]), np.int64)
     weight = np.empty(int(indptr[-1]), np.int64)
-    for (dst, s, w), simple in zip(groups, increasing):
-        if simple:
-            place = fill[dst]
-            fill[dst] += 1
-        else:
-            order = np.argsort(dst, kind="stable")
-            dst, s, w = dst[order], s[order], w[order]
-            run_start = np.flatnonzero(np.concatenate(([True], dst[1:] != dst[:-1])))
-            within = np.arange(len(dst)) - np.repeat(run_start, np.diff(np.append(run_start, len(dst))))
-            place = fill[dst] + within
-            np.add.at(fill, dst[run_start], np.diff(np.append(run_start, len(dst))))
-        src[place], weight[place] = s, w
+    for run in runs:
+        place = fill[run.dst]
+        if run.within is not None:
+            place += run.within
+        fill[run.rows] += run.lengths
+        src[place], weight[place] = run.src, run.weight
     return indptr, src, weight
+
+
+# A group of more sorted runs than this (dependency edges, in match order) is sorted instead.
+MAX_RUNS = 64
+
+
+@dataclasses.dataclass
+class _Run:
+    """Edges whose dst do not decrease: their rows, each row's length, each edge's place in its row."""
+
+    dst: np.ndarray
+    src: np.ndarray
+    weight: np.ndarray
+    rows: np.ndarray
+    lengths: object                   # 1 when dst strictly increase, else an array per row
+    within: object                    # None when dst strictly increase
+
+
+def _sorted_runs(dst, src, weight):
+    """A group of edges as _Runs whose concatenation is the group stably sorted by dst."""
+    cuts = np.flatnonzero(dst[1:] < dst[:-1]) + 1
+    if len(cuts) >= MAX_RUNS:
+        order = np.argsort(dst, kind="stable")
+        dst, src, weight = dst[order], src[order], weight[order]
+        cuts = cuts[:0]
+    bounds = [0] + cuts.tolist() + [len(dst)]
+    return [_run(dst[a:b], src[a:b], weight[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _run(dst, src, weight):
+    if len(dst) < 2 or bool((dst[1:] > dst[:-1]).all()):
+        return _Run(dst, src, weight, dst, 1, None)
+    row_start = np.flatnonzero(np.concatenate(([True], dst[1:] != dst[:-1])))
+    lengths = np.diff(np.append(row_start, len(dst)))
+    within = np.arange(len(dst), dtype=np.int64) - np.repeat(row_start, lengths)
+    return _Run(dst, src, weight, dst[row_start], lengths, within)
 
 
 def _merged(calls, threshold_ns):
@@ -358,7 +386,10 @@ def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local):
         s_member = base[r] + 2 * hubs.calls[:, r]
         outs.append((s_member + 1 - lo, hub_ids + n_rank_vertices, np.zeros(n_hubs, np.int64)))
         ins.append((hub_ids, s_member, np.maximum(0, hubs.time - time[s_member - lo])))
-    hub, s_member, weight = (np.concatenate(c) for c in zip(*ins)) if ins else [np.zeros(0, np.int64)] * 3
+    # Hub-major, each hub's members in trace rank order: every sender's rows arrive sorted by hub,
+    # and _csr places them without sorting (in the same order as a stable sort would).
+    hub, s_member, weight = ((np.stack(c, axis=1).ravel() for c in zip(*ins)) if ins
+                             else [np.zeros(0, np.int64)] * 3)
     hub, s_member, weight = exchange.send_rows(comm, hub % comm.Get_size(), [hub, s_member, weight])
     local_hub = n_rank_local + hub // comm.Get_size()
     return outs + [(local_hub, s_member, weight)]

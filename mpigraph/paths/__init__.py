@@ -23,21 +23,17 @@ and gather only the path to rank 0.
 import numpy as np
 
 from mpigraph import graph as graph_module
-from mpigraph import shuffle
-from mpigraph.codec import Codec
 from mpigraph.paths import delta_stepping, dijkstra, parallel_dijkstra, walk
 
 GRAPH_ALGORITHMS = ("dijkstra", "delta-stepping", "parallel-dijkstra", "parallel-delta-stepping")
 
 
-def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0, delta=None, stats=None,
-                  codec=None):
+def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0, delta=None, stats=None):
     """The path table on analysis rank 0, None on the others.  Collective over comm.
 
     `delta` (ns) overrides the automatic bucket width of the delta-stepping
     algorithms; `stats`, a dict, receives vertices, edges, hubs, delta, rounds and
-    slack (on rank 0: the path's slack, what the search minimised);
-    `codec` encodes what is gathered to rank 0 (default: uncompressed).
+    slack (on rank 0: the path's slack, what the search minimised).
     """
     if algorithm not in GRAPH_ALGORITHMS:
         raise ValueError("%r is not a graph algorithm (%s)" % (algorithm, ", ".join(GRAPH_ALGORITHMS)))
@@ -57,7 +53,7 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
                          rounds=labels.rounds, slack=slack)
         return table
     else:
-        whole = gather_graph(comm, g, codec)
+        whole = gather_graph(comm, g)
         width = None
         if whole is not None:
             from mpi4py import MPI
@@ -132,25 +128,71 @@ def _available_bytes():
     return None
 
 
-_RAW = Codec(level=0)     # the default when no codec is given: graphs are moved once, on fast links
+def gather_graph(comm, g):
+    """The whole graph as one Graph on analysis rank 0 (None elsewhere).
 
-
-def gather_graph(comm, g, codec=None):
-    """The whole graph as one Graph on analysis rank 0 (None elsewhere)."""
+    Rank vertices are numbered analysis rank by analysis rank, so each rank's
+    rows of the whole CSR (times, functions, in-degrees, edges) are one block
+    of it: Gatherv puts them straight into place, no encoding, no sort.  Hub h
+    is owned by rank h % n_analysis and comes after the rank vertices: the
+    hubs' rows arrive grouped by rank and are moved to hub order by their
+    lengths (``_hub_order``).
+    """
     if comm.Get_size() == 1:
         return g
-    gid = g.global_ids()
-    dst = np.repeat(gid, np.diff(g.indptr))
-    edges, _ = shuffle.gather(comm, {"dst": dst, "src": g.src, "weight": g.weight}, codec=codec or _RAW)
-    vertices, _ = shuffle.gather(comm, {"gid": gid, "time": g.time, "func": g.func}, codec=codec or _RAW)
+    n_rows, n_hubs = g.hi - g.lo, g.n_hubs     # this rank's rank vertices
+    row_edges = int(g.indptr[n_rows])
+    degree = np.diff(g.indptr)
+    time = _gatherv(comm, g.time[:n_rows])
+    func = _gatherv(comm, g.func[:n_rows])
+    rank_degree = _gatherv(comm, degree[:n_rows])
+    hub_degree = _gatherv(comm, degree[n_rows:])
+    n_hub_edges = comm.allreduce(len(g.src) - row_edges)
+    src = _gatherv(comm, g.src[:row_edges], extra=n_hub_edges)
+    weight = _gatherv(comm, g.weight[:row_edges], extra=n_hub_edges)
+    hub_src = _gatherv(comm, g.src[row_edges:])
+    hub_weight = _gatherv(comm, g.weight[row_edges:])
     if comm.Get_rank() != 0:
         return None
-    n = g.n_vertices
-    time, func = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    time[vertices["gid"]], func[vertices["gid"]] = vertices["time"], vertices["func"]
-    order = np.argsort(edges["dst"], kind="stable")    # sorted runs, one per rank: timsort merges them
-    indptr = np.concatenate(([0], np.cumsum(np.bincount(edges["dst"], minlength=n)))).astype(np.int64)
+    order = _hub_order(n_hubs, comm.Get_size())
+    indptr = np.zeros(len(rank_degree) + n_hubs + 1, np.int64)
+    np.cumsum(np.concatenate((rank_degree, hub_degree[order])), out=indptr[1:])
+    hub_edges = _rows_in_order(hub_degree, order)
+    src[len(src) - n_hub_edges:], weight[len(src) - n_hub_edges:] = hub_src[hub_edges], hub_weight[hub_edges]
+    time = np.concatenate((time, g.hub_time))
+    func = np.concatenate((func, np.full(n_hubs, -1, np.int64)))
     bounds = np.array([0, g.n_rank_vertices], np.int64)
     return graph_module.Graph(1, 0, g.base, bounds, g.hub_calls, g.hub_time, time, func, indptr,
-                              edges["src"][order], edges["weight"][order], g.sink, g.sources,
-                              g.t0)
+                              src, weight, g.sink, g.sources, g.t0)
+
+
+def _gatherv(comm, local, extra=0):
+    """Every rank's `local` (one dtype) concatenated in rank order on rank 0, followed by
+    `extra` unset places (room for what comes later), None elsewhere.  Collective."""
+    local = np.ascontiguousarray(local)
+    counts = comm.gather(len(local), root=0)
+    if comm.Get_rank() != 0:
+        comm.Gatherv(local, None, root=0)
+        return None
+    out = np.empty(sum(counts) + extra, local.dtype)
+    comm.Gatherv(local, [out[:sum(counts)], counts], root=0)
+    return out
+
+
+def _hub_order(n_hubs, n_analysis):
+    """The hubs as gathered (rank 0's h = 0, n, 2n, ..., then rank 1's, ...): order[h] = hub h's place."""
+    gathered = np.concatenate([np.arange(a, n_hubs, n_analysis, dtype=np.int64) for a in range(n_analysis)])
+    order = np.empty(n_hubs, np.int64)
+    order[gathered] = np.arange(n_hubs, dtype=np.int64)
+    return order
+
+
+def _rows_in_order(gathered_degree, order):
+    """Positions in the gathered hub edges of hub 0's edges, then hub 1's, ...
+
+    The gathered edges are stored row after row, the rows in gathered order;
+    order[h] is hub h's row among them.
+    """
+    gathered_start = (np.cumsum(gathered_degree) - gathered_degree)[order]
+    degree = gathered_degree[order]
+    return np.repeat(gathered_start - (np.cumsum(degree) - degree), degree) + np.arange(degree.sum(), dtype=np.int64)
