@@ -75,6 +75,9 @@ def test_analyze_serial(tmp_path):
     assert rows[4].split(",")[:7] == ["3", "node1", "1003", "0.000003000", "0.000009303", "0.000006303",
                                       "0.000002950"]
     assert pq.read_table(run_dir / "ranks.parquet").num_rows == 4
+    for table in ("ranks", "calls", "collectives", "waitstates", "critical_path"):
+        columns = pq.ParquetFile(run_dir / ("%s.parquet" % table)).metadata.row_group(0)
+        assert {columns.column(i).compression for i in range(columns.num_columns)} == {"ZSTD"}, table
 
 
 @pytest.mark.parametrize("nprocs", [2, 3])
