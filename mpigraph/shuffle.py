@@ -502,10 +502,11 @@ def serve_root(comm, columns, chunk_rows, root=0, codec=None):
     codec = codec or Codec()
     ask = np.empty(1, np.int64)
     for chunk in _chunks(columns, chunk_rows):
+        # Encoded before root asks for it: while root still uses the previous chunk.
+        data = np.frombuffer(codec.encode(chunk), np.uint8)
         comm.Recv([ask, MPI.INT64_T], root, PULL_TAG)
         if not ask[0]:
             return
-        data = np.frombuffer(codec.encode(chunk), np.uint8)
         comm.Send([np.array([len(data)], np.int64), MPI.INT64_T], root, PULL_TAG)
         comm.Send([data, MPI.BYTE], root, PULL_TAG)
     comm.Recv([ask, MPI.INT64_T], root, PULL_TAG)
