@@ -2,7 +2,9 @@
 
     python benchmarks/bench_overhead.py [--nprocs 2] [--rounds 3] [--only demo prk-stencil ...]
 
-Programs: the bundled demo (built by mpigraph) and public MPI programs that you
+Programs: an empty one (MPI_Init and MPI_Finalize only, benchmarks/init_finalize.c,
+at least 15 rounds: its record - bare is the shim's fixed cost per run), the
+bundled demo (built by mpigraph) and public MPI programs that you
 build yourself (see benchmarks/README.md): they are looked for in
 $MPIGRAPH_BENCH_APPS/<name>/<binary> (default ~/.cache/mpigraph/apps) and
 skipped with a message when absent.  Each round runs every program once in
@@ -35,7 +37,7 @@ from machine import describe_machine  # noqa: E402
 
 # analyse: False skips the "full" mode, for a program whose in-job analysis needs more
 # memory than a benchmark machine should give it.
-Program = collections.namedtuple("Program", "name binary args kind analyse", defaults=(True,))
+Program = collections.namedtuple("Program", "name binary args kind analyse min_rounds", defaults=(True, 0))
 
 # name (directory under the apps dir), binary, arguments, what kind of program it is.
 # Sized for runs of about 5-10 s bare on 2 ranks of a quiet 2-core machine, so that
@@ -54,6 +56,9 @@ PROGRAMS = [
     Program("minife", "miniFE.x", ["-nx", "100", "-ny", "100", "-nz", "100"], "implicit finite elements, CG (C++)"),
 ]
 DEMO = Program("demo", "demo", ["1000"], "the bundled demo: imbalanced allreduce + ring (C)")
+# Its record - bare is the shim's fixed cost per run; a fraction of a second a run, so more rounds.
+EMPTY = Program("empty", "init_finalize", [], "MPI_Init and MPI_Finalize only: the fixed cost of a run (C)",
+                min_rounds=15)
 MODES = ("bare", "record", "full")
 
 
@@ -62,11 +67,11 @@ def apps_dir():
                                                                  "apps")
 
 
-def find_programs(only):
+def find_programs(only, workdir):
     """[(Program, path)] of the programs present; says which are skipped and why."""
     from mpigraph.demo import build_demo
 
-    found = [(DEMO, build_demo())]
+    found = [(EMPTY, build_empty(workdir)), (DEMO, build_demo())]
     for program in PROGRAMS:
         path = os.path.join(apps_dir(), program.name, program.binary)
         if os.access(path, os.X_OK):
@@ -74,6 +79,15 @@ def find_programs(only):
         else:
             print("skipped %s: no %s (build it as benchmarks/README.md says)" % (program.name, path))
     return [(p, path) for p, path in found if not only or p.name in only]
+
+
+def build_empty(workdir):
+    """benchmarks/init_finalize.c compiled with the MPI's mpicc, into workdir."""
+    from mpigraph.launcher import find_mpi_tool
+
+    exe = os.path.join(workdir, "init_finalize")
+    subprocess.run([find_mpi_tool("mpicc"), "-O2", "-o", exe, os.path.join(HERE, "init_finalize.c")], check=True)
+    return exe
 
 
 def run_once(path, args, nprocs, mode, workdir):
@@ -115,7 +129,7 @@ def measure(program, path, nprocs, rounds, workdir):
     modes = MODES if program.analyse else MODES[:2]
     times = {mode: [] for mode in modes}
     counts = set()
-    for _ in range(rounds):
+    for _ in range(max(rounds, program.min_rounds)):
         for mode in modes:
             wall, n = run_once(path, program.args, nprocs, mode, workdir)
             times[mode].append(wall)
@@ -162,13 +176,13 @@ def main():
     args = parser.parse_args()
     started = time.perf_counter()
     print(describe_machine())
-    programs = find_programs(args.only)
-    print("%d ranks per program, median of %d rounds (modes interleaved); overhead = (t - t_bare) / t_bare; "
-          "calls/s per rank = calls (records without PART) / ranks / t_bare\n" % (args.nprocs, args.rounds))
-    print(TABLE_HEADER, flush=True)
-    results = []
     workdir = tempfile.mkdtemp(prefix="mpigraph-overhead-")
+    results = []
     try:
+        programs = find_programs(args.only, workdir)
+        print("%d ranks per program, median of %d rounds (modes interleaved); overhead = (t - t_bare) / t_bare; "
+              "calls/s per rank = calls (records without PART) / ranks / t_bare\n" % (args.nprocs, args.rounds))
+        print(TABLE_HEADER, flush=True)
         for program, path in programs:
             results.append(measure(program, path, args.nprocs, args.rounds, workdir))
             print(table_row(results[-1], args.nprocs), flush=True)
