@@ -147,3 +147,8 @@ def test_distinct_rows():
     assert [(a[r], b[r]) for r in rows[inverse]] == list(zip(a.tolist(), b.tolist()))
     assert len(rows) == len(set(zip(a.tolist(), b.tolist())))
     assert [len(x) for x in graph._distinct_rows(a[:0], b[:0])] == [0, 0]
+    # Ranges too wide for one int64 key: the same answer by rows.
+    wide = b * (2 ** 59) - 7
+    rows, inverse = graph._distinct_rows(a, wide, a)
+    assert [(a[r], wide[r]) for r in rows[inverse]] == list(zip(a.tolist(), wide.tolist()))
+    assert len(rows) == len(set(zip(a.tolist(), b.tolist())))
