@@ -118,10 +118,14 @@ def test_next_from_dist_is_the_same_in_small_chunks(monkeypatch):
     for split in (False, True):
         whole = dijkstra.solve(g, split)
         monkeypatch.setattr(labels_module, "CHUNK_EDGES", 7)
-        nxt, nxt_w = labels_module.next_from_dist(SELF, g, whole.dist, split)
+        nxt, nxt_w, offers = labels_module.next_from_dist(SELF, g, whole.dist, split)
         monkeypatch.undo()
         np.testing.assert_array_equal(nxt, whole.next)
         np.testing.assert_array_equal(nxt_w, whole.next_weight)
+        if split:       # the hubs' offers, picked up chunk by chunk, give the same hub labels
+            hub_dist, hub_next = labels_module.combine_hubs(g.n_hubs, *labels_module.hub_offers(SELF, g, offers))
+            np.testing.assert_array_equal(hub_dist, whole.hub_dist)
+            np.testing.assert_array_equal(hub_next, whole.hub_next)
 
 
 def test_csr_places_edges_as_a_stable_sort_by_destination_would():

@@ -195,8 +195,8 @@ def solve(comm, g, delta, split):
         reduced = dataclasses.replace(g, indptr=indptr, src=src, weight=bypass.weight)
         dist, rounds = _Search(comm, reduced, int(delta), split).distances()
         dist = bypass.expand(dist[bypass.vertices])
-    nxt, nxt_w = next_from_dist(comm, g, dist, split)
+    nxt, nxt_w, offers = next_from_dist(comm, g, dist, split)
     hub_dist = hub_next = np.zeros(0, np.int64)
     if split:
-        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, dist))
+        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, offers))
     return Labels(dist, nxt, nxt_w, hub_dist, hub_next, rounds)

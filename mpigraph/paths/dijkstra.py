@@ -34,10 +34,10 @@ def solve(g, split):
     # are edges out of sinks: Bypass drops those anyway.
     sinks = [g.sink] + (list(range(g.n_rank_vertices, n)) if split else [])
     dist = distances(n, g.indptr, g.src, g.weight, np.array(sinks, np.int64))
-    nxt, nxt_w = next_from_dist(MPI.COMM_SELF, g, dist, split)
+    nxt, nxt_w, offers = next_from_dist(MPI.COMM_SELF, g, dist, split)
     hub_dist = hub_next = np.zeros(0, np.int64)
     if split:
-        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(MPI.COMM_SELF, g, dist))
+        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(MPI.COMM_SELF, g, offers))
     return Labels(dist, nxt, nxt_w, hub_dist, hub_next, int((dist < INF).sum()))
 
 
