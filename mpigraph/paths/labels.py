@@ -47,7 +47,10 @@ def empty_labels(n):
 
 
 # Edges per chunk of the next_from_dist pass: bounds its temporary arrays (~ 10 int64 per edge).
-CHUNK_EDGES = 1 << 22
+# Small enough that they stay in the CPU's caches and are reused from chunk to chunk (2**16 vs
+# 2**22: 0.50 s vs 0.81-1.09 s on a 3e7-edge graph; parallel-dijkstra's whole path stage at
+# 1.024e7 records on 2 ranks 8.6-8.7 s vs 9.4-10.3 s, 315 MB less peak memory).
+CHUNK_EDGES = 1 << 16
 
 
 def next_from_dist(comm, g, dist, split):
@@ -75,8 +78,9 @@ def next_from_dist(comm, g, dist, split):
     for c in range(n_chunks):
         a, b = (int(cuts[c]), int(cuts[c + 1])) if c + 1 < len(cuts) else (n, n)
         e0, e1 = int(indptr[a]), int(indptr[b])
-        dst = np.repeat(np.arange(a, b, dtype=np.int64), np.diff(indptr[a:b + 1]))
-        d = np.repeat(dist[a:b], np.diff(indptr[a:b + 1]))
+        degree = np.diff(indptr[a:b + 1])
+        dst = np.repeat(np.arange(a, b, dtype=np.int64), degree)
+        d = np.repeat(dist[a:b], degree)
         src, weight = g.src[e0:e1], g.weight[e0:e1]
         offer = d + weight            # no overflow: INF leaves room for a slack
         keep = d < INF
