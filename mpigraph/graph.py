@@ -329,7 +329,7 @@ def _distinct_rows(*columns):
     """(a row of each distinct row of the int64 columns, each row's index among those).
 
     Repeats next to each other (a collective's members in a row) cost one
-    comparison; only the rest is sorted.
+    comparison; only the rest is sorted, as one int64 key per row (``_row_keys``).
     """
     n = len(columns[0])
     if not n:
@@ -340,9 +340,29 @@ def _distinct_rows(*columns):
         change[1:] |= c[1:] != c[:-1]
     first = np.flatnonzero(change)
     run = np.cumsum(change) - 1
-    table = np.stack([c[first] for c in columns], axis=1)
-    _, pick, inverse = np.unique(table, axis=0, return_index=True, return_inverse=True)
+    keys = _row_keys([c[first] for c in columns])
+    if keys is None:      # the columns' ranges do not fit one int64 key
+        keys = np.stack([c[first] for c in columns], axis=1)
+        _, pick, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    else:
+        _, pick, inverse = np.unique(keys, return_index=True, return_inverse=True)
     return first[pick], inverse.reshape(-1)[run]
+
+
+def _row_keys(columns):
+    """One int64 per row, equal for equal rows: the columns as digits of a mixed-radix number
+    (radix: each column's range); None when the product of the ranges reaches 2**62."""
+    key = np.zeros(len(columns[0]), np.int64)
+    room = 1
+    for c in columns:
+        lo, hi = int(c.min()), int(c.max())
+        room *= hi - lo + 1
+        if room >= 2 ** 62:
+            return None
+        key *= hi - lo + 1
+        key += c
+        key -= lo
+    return key
 
 
 def _local_edges(mine, base, lo, time, deps, hubs):
@@ -379,20 +399,22 @@ def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local):
     n_hubs = len(hubs.time)
     if not comm.allreduce(n_hubs):
         return []
-    n_rank_vertices = int(base[-1])
+    mine = np.asarray(mine, np.int64)
+    # S of each owned rank's member call, (hubs, owned ranks): whole arrays, no loop over ranks.
+    s_member = base[mine] + 2 * hubs.calls[:, mine]
     hub_ids = np.arange(n_hubs, dtype=np.int64)
-    outs, ins = [], []
-    for r in mine:
-        s_member = base[r] + 2 * hubs.calls[:, r]
-        outs.append((s_member + 1 - lo, hub_ids + n_rank_vertices, np.zeros(n_hubs, np.int64)))
-        ins.append((hub_ids, s_member, np.maximum(0, hubs.time - time[s_member - lo])))
-    # Hub-major, each hub's members in trace rank order: every sender's rows arrive sorted by hub,
-    # and _csr places them without sorting (in the same order as a stable sort would).
-    hub, s_member, weight = ((np.stack(c, axis=1).ravel() for c in zip(*ins)) if ins
-                             else [np.zeros(0, np.int64)] * 3)
+    # H -> E(member), rank by rank: the E ids only increase, one sorted run for _csr.
+    outs = (s_member.T.ravel() + (1 - lo), np.tile(hub_ids + int(base[-1]), len(mine)),
+            np.zeros(s_member.size, np.int64))
+    # S(member) -> H hub-major, each hub's members in trace rank order: every sender's rows arrive
+    # sorted by hub, and _csr places them without sorting (in the same order as a stable sort would).
+    s_member = s_member.ravel()
+    hub = np.repeat(hub_ids, len(mine))
+    weight = np.repeat(hubs.time, len(mine)) - time[s_member - lo]
+    np.maximum(weight, 0, out=weight)
     hub, s_member, weight = exchange.send_rows(comm, hub % comm.Get_size(), [hub, s_member, weight])
     local_hub = n_rank_local + hub // comm.Get_size()
-    return outs + [(local_hub, s_member, weight)]
+    return [outs, (local_hub, s_member, weight)]
 
 
 def _ends(comm, mine, blocks, base, time, lo):

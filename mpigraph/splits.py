@@ -59,19 +59,18 @@ def _candidate_keys(comm, deps):
 def _instances(comm, n_trace_ranks, base, lo, time, deps, keys):
     """(member call per rank, last arrival, instance is whole) of each candidate key."""
     n = len(keys)
-    nn = deps.kind == graph_module.N_TO_N
-    index = np.searchsorted(keys, deps.src[nn])
+    edge = np.flatnonzero(deps.kind == graph_module.N_TO_N)    # the N-to-N edges of a candidate
+    index = np.searchsorted(keys, deps.src[edge])
     found = index < n
-    found[found] = keys[index[found]] == deps.src[nn][found]
-    index, dst_rank, dst_call = index[found], deps.dst_rank[nn][found], deps.dst_call[nn][found]
-    end = time[deps.dst[nn][found] - lo]
+    found[found] = keys[index[found]] == deps.src[edge[found]]
+    edge, index = edge[found], index[found]
 
     first_end = np.full(n, graph_module.INF, np.int64)
-    np.minimum.at(first_end, index, end)
+    np.minimum.at(first_end, index, time[deps.dst[edge] - lo])
     t_last = np.full(n, -graph_module.INF, np.int64)
-    np.maximum.at(t_last, index, deps.t_src[nn][found])
+    np.maximum.at(t_last, index, deps.t_src[edge])
     calls = np.full((n, n_trace_ranks), -1, np.int64)
-    calls[index, dst_rank] = dst_call
+    calls[index, deps.dst_rank[edge]] = deps.dst_call[edge]
     for array, op in ((first_end, MPI.MIN), (t_last, MPI.MAX), (calls, MPI.MAX)):
         comm.Allreduce(MPI.IN_PLACE, array, op=op)
 
@@ -88,7 +87,7 @@ def _in_rank_order(keys, calls, t_last):
     order = np.argsort(calls[:, 0], kind="stable")
     keys, calls, t_last = keys[order], calls[order], t_last[order]
     while len(keys) > 1:
-        bad = np.concatenate(([False], (np.diff(calls, axis=0) <= 0).any(axis=1)))
+        bad = np.concatenate(([False], (calls[1:] <= calls[:-1]).any(axis=1)))
         if not bad.any():
             break
         drop = np.flatnonzero(bad)[0]
@@ -104,8 +103,11 @@ def piece_of(base, calls, vertices):
     position = vertices - base[rank]                       # 2 * call + side
     stride = int(base[-1]) + 2
     # Rank r's point positions 2c+1, shifted into a block of their own: one searchsorted for all.
-    bounds = (2 * calls.T + 1 + stride * np.arange(n_ranks)[:, None]).ravel()
-    return np.searchsorted(bounds, position + stride * rank, "right") - n_points * rank
+    # Built in place, rank-major: one (ranks, points) array, no transposed temporaries.
+    bounds = np.empty((n_ranks, n_points), np.int64)
+    np.multiply(calls.T, 2, out=bounds)
+    bounds += 1 + stride * np.arange(n_ranks, dtype=np.int64)[:, None]
+    return np.searchsorted(bounds.ravel(), position + stride * rank, "right") - n_points * rank
 
 
 def _crossed(comm, base, deps, keys, calls):
@@ -114,8 +116,7 @@ def _crossed(comm, base, deps, keys, calls):
     if not n:
         return np.zeros(0, bool)
     own = (deps.kind == graph_module.N_TO_N) & np.isin(deps.src, keys)
-    a = piece_of(base, calls, deps.src[~own])
-    b = piece_of(base, calls, deps.dst[~own])
+    a, b = np.split(piece_of(base, calls, np.concatenate((deps.src[~own], deps.dst[~own]))), 2)   # one table
     first, last = np.minimum(a, b), np.maximum(a, b)
     count = np.zeros(n + 1, np.int64)
     np.add.at(count, first, 1)

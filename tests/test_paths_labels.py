@@ -118,10 +118,14 @@ def test_next_from_dist_is_the_same_in_small_chunks(monkeypatch):
     for split in (False, True):
         whole = dijkstra.solve(g, split)
         monkeypatch.setattr(labels_module, "CHUNK_EDGES", 7)
-        nxt, nxt_w = labels_module.next_from_dist(SELF, g, whole.dist, split)
+        nxt, nxt_w, offers = labels_module.next_from_dist(SELF, g, whole.dist, split)
         monkeypatch.undo()
         np.testing.assert_array_equal(nxt, whole.next)
         np.testing.assert_array_equal(nxt_w, whole.next_weight)
+        if split:       # the hubs' offers, picked up chunk by chunk, give the same hub labels
+            hub_dist, hub_next = labels_module.combine_hubs(g.n_hubs, *labels_module.hub_offers(SELF, g, offers))
+            np.testing.assert_array_equal(hub_dist, whole.hub_dist)
+            np.testing.assert_array_equal(hub_next, whole.hub_next)
 
 
 def test_csr_places_edges_as_a_stable_sort_by_destination_would():
@@ -147,3 +151,8 @@ def test_distinct_rows():
     assert [(a[r], b[r]) for r in rows[inverse]] == list(zip(a.tolist(), b.tolist()))
     assert len(rows) == len(set(zip(a.tolist(), b.tolist())))
     assert [len(x) for x in graph._distinct_rows(a[:0], b[:0])] == [0, 0]
+    # Ranges too wide for one int64 key: the same answer by rows.
+    wide = b * (2 ** 59) - 7
+    rows, inverse = graph._distinct_rows(a, wide, a)
+    assert [(a[r], wide[r]) for r in rows[inverse]] == list(zip(a.tolist(), wide.tolist()))
+    assert len(rows) == len(set(zip(a.tolist(), b.tolist())))

@@ -190,12 +190,13 @@ def solve(comm, g, delta, split):
         dist, rounds = _Search(comm, g, int(delta), split).distances()
     else:
         sinks = np.array([g.sink] + (list(range(g.n_rank_vertices, g.n_vertices)) if split else []), np.int64)
-        bypass = Bypass(len(g.time), g.indptr, g.src, g.weight, g.src < g.n_rank_vertices if split else None, sinks)
-        reduced = dataclasses.replace(g, indptr=bypass.indptr, src=bypass.src, weight=bypass.weight)
+        bypass = Bypass(len(g.time), g.indptr, g.src, g.weight, sinks)     # leaves out the edges out of hubs
+        indptr, src = bypass.in_vertex_ids()
+        reduced = dataclasses.replace(g, indptr=indptr, src=src, weight=bypass.weight)
         dist, rounds = _Search(comm, reduced, int(delta), split).distances()
-        dist = bypass.expand(dist)
-    nxt, nxt_w = next_from_dist(comm, g, dist, split)
+        dist = bypass.expand(dist[bypass.vertices])
+    nxt, nxt_w, offers = next_from_dist(comm, g, dist, split)
     hub_dist = hub_next = np.zeros(0, np.int64)
     if split:
-        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, dist))
+        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, offers))
     return Labels(dist, nxt, nxt_w, hub_dist, hub_next, rounds)

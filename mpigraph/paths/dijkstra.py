@@ -30,26 +30,27 @@ def solve(g, split):
     if g.n_analysis != 1:
         raise ValueError("sequential Dijkstra needs the whole graph on one rank")
     n = len(g.time)
+    # With splits the hubs are sinks too; the edges out of hubs, which the search leaves out,
+    # are edges out of sinks: Bypass drops those anyway.
     sinks = [g.sink] + (list(range(g.n_rank_vertices, n)) if split else [])
-    keep = g.src < g.n_rank_vertices if split else None
-    dist = distances(n, g.indptr, g.src, g.weight, np.array(sinks, np.int64), keep)
-    nxt, nxt_w = next_from_dist(MPI.COMM_SELF, g, dist, split)
+    dist = distances(n, g.indptr, g.src, g.weight, np.array(sinks, np.int64))
+    nxt, nxt_w, offers = next_from_dist(MPI.COMM_SELF, g, dist, split)
     hub_dist = hub_next = np.zeros(0, np.int64)
     if split:
-        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(MPI.COMM_SELF, g, dist))
+        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(MPI.COMM_SELF, g, offers))
     return Labels(dist, nxt, nxt_w, hub_dist, hub_next, int((dist < INF).sum()))
 
 
-def distances(n, indptr, src, weight, sources, keep=None):
+def distances(n, indptr, src, weight, sources):
     """int64 least slack from each of n vertices to the nearest of `sources` (INF: none).
 
-    The graph is the CSR of incoming edges (indptr, src local indices, weight);
-    `keep` (bool per edge) leaves edges out.  The search runs on the graph with
-    its one-way vertices bypassed (``Bypass``), which gives every distance exactly.
+    The graph is the CSR of incoming edges (indptr, src local indices, weight).
+    The search runs on the graph with its one-way vertices bypassed
+    (``Bypass``), which gives every distance exactly.
     """
-    sources = np.asarray(sources, np.int64)
-    bypass = Bypass(n, indptr, src, weight, keep, sources)
-    return bypass.expand(Reversed(n, bypass.indptr, bypass.src, bypass.weight).search(sources))
+    bypass = Bypass(n, indptr, src, weight, np.asarray(sources, np.int64))
+    search = Reversed(len(bypass.vertices), bypass.indptr, bypass.src, bypass.weight)
+    return bypass.expand(search.search(bypass.sources))
 
 
 class Bypass:
@@ -63,31 +64,46 @@ class Bypass:
     dist[u] = slack[u] + dist[target[u]] afterwards.  Every rank vertex of a
     bulk-synchronous run is one-way with splits (a compute edge to the next
     call, a call to its hub): the search is left with the hubs and the sink.
+
+    The search's graph (indptr, src, weight, sources) has only the other
+    vertices, numbered 0, 1, ... in the order of their ids (`vertices`): the
+    search's arrays are the size of what is left, not of the whole graph.
+    Edges out of the sources are left out too: a source is at distance 0,
+    which no edge (slack >= 0) improves.  Vertex ids are int32 where they fit.
     """
 
-    def __init__(self, n, indptr, src, weight, keep, sources):
-        dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-        if keep is not None:
-            dst, src, weight = dst[keep], src[keep], weight[keep]
+    def __init__(self, n, indptr, src, weight, sources):
         _check_exact(weight, "a slack")
+        index = np.int32 if n < 2 ** 31 else np.int64
+        dst = np.repeat(np.arange(n, dtype=index), np.diff(indptr))
         one_way = np.bincount(src, minlength=n) == 1
         one_way[sources] = False
-        self.one_way = np.flatnonzero(one_way)
-        self.target, self.slack = self._runs(n, one_way, src, dst, weight)
-        inner = ~one_way[src]                   # edges out of one-way vertices are in `slack`
-        src, dst, weight = src[inner], dst[inner], weight[inner]
-        weight = weight + self.slack[dst]
-        dst = self.target[dst]
+        self.vertices = np.flatnonzero(~one_way)
+        target, self.slack = self._runs(one_way, self.vertices, src, dst, weight)
+        position = np.empty(n, index)          # of each vertex among self.vertices (only read there)
+        position[self.vertices] = np.arange(len(self.vertices), dtype=index)
+        searched = ~one_way                    # vertices whose outgoing edges the search keeps
+        searched[sources] = False
+        inner = np.flatnonzero(searched[src])
+        del one_way, searched
+        dst = dst[inner]
+        src, weight = position[src[inner]], weight[inner] + self.slack[dst]
+        dst = position[target[dst]]
+        self.target, self.sources = position[target], position[sources]
+        del target, position
         order = np.argsort(dst, kind="stable")
-        self.indptr = np.concatenate(([0], np.cumsum(np.bincount(dst, minlength=n))))
+        self.indptr = np.concatenate(([0], np.cumsum(np.bincount(dst, minlength=len(self.vertices)))))
         self.src, self.weight = src[order], weight[order]
 
     @staticmethod
-    def _runs(n, one_way, src, dst, weight):
+    def _runs(one_way, others, src, dst, weight):
         """(target, slack) per vertex: itself and 0 unless one-way (see the class)."""
-        target, slack = np.arange(n, dtype=np.int64), np.zeros(n, np.int64)
-        out = one_way[src]
-        target[src[out]], slack[src[out]] = dst[out], weight[out]
+        # Each edge writes its dst and weight at its source: a one-way vertex gets its single
+        # edge's, and the others are then set back to themselves and 0.
+        n = len(one_way)
+        target, slack = np.empty(n, dst.dtype), np.empty(n, np.int64)
+        target[src], slack[src] = dst, weight
+        target[others], slack[others] = others, 0
         jumping = np.flatnonzero(one_way)
         for _ in range(int(n).bit_length() + 1):     # each pass doubles the hops made: log2(longest run) passes
             jumping = jumping[one_way[target[jumping]]]
@@ -97,19 +113,30 @@ class Bypass:
             target[jumping] = target[target[jumping]]
         raise ValueError("the graph has a cycle of one-way vertices")
 
+    def in_vertex_ids(self):
+        """(indptr, src) of the search's graph over all n vertex ids (the one-way ones without edges)."""
+        degree = np.zeros(len(self.target), np.int64)
+        degree[self.vertices] = np.diff(self.indptr)
+        return np.concatenate(([0], np.cumsum(degree))), self.vertices[self.src]
+
     def expand(self, dist):
-        """The distances of every vertex from the search's (the one-way vertices' filled in)."""
-        u = self.one_way
-        end = dist[self.target[u]]
-        dist[u] = np.where(end < INF, end + self.slack[u], INF)
-        _check_exact(dist[u][dist[u] < INF], "a distance")
-        return dist
+        """The distances of every vertex from the search's (of self.vertices).
+
+        Every vertex's target is itself, with slack 0, unless it is one-way: one pass over all.
+        """
+        end = dist[self.target]
+        unreached = end >= INF
+        np.add(end, self.slack, out=end)
+        np.copyto(end, INF, where=unreached)
+        _check_exact(end, "a distance", where=~unreached)
+        return end
 
 
-def _check_exact(ns, what):
+def _check_exact(ns, what, where=True):
     """The searches keep slacks and distances below 2**53 ns, where float64 holds them exactly."""
-    if len(ns) and ns.max() >= EXACT_NS:
-        raise ValueError("%s of %d ns does not fit a float64 exactly" % (what, ns.max()))
+    largest = ns.max(initial=0, where=where)
+    if largest >= EXACT_NS:
+        raise ValueError("%s of %d ns does not fit a float64 exactly" % (what, largest))
 
 
 class Reversed:

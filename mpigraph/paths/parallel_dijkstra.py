@@ -78,8 +78,8 @@ def solve(comm, g, split):
         dist = np.minimum(dist, found)
         sources, offsets = sources[:0], offsets[:0]
         rounds += 1
-    nxt, nxt_w = next_from_dist(comm, g, dist, split)
+    nxt, nxt_w, offers = next_from_dist(comm, g, dist, split)
     hub_dist = hub_next = np.zeros(0, np.int64)
     if split:
-        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, dist))
+        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, offers))
     return Labels(dist, nxt, nxt_w, hub_dist, hub_next, rounds)
