@@ -55,6 +55,8 @@ import zlib
 import numpy as np
 import zstandard
 
+from mpigraph import arrays
+
 MAGIC = b"MPGC"
 VERSION = 1
 DEFAULT_LEVEL = 3          # zstandard's own default: fast, most of the gain
@@ -226,7 +228,7 @@ class _Chooser:
     def __init__(self, n_rows, level):
         blocks = min(_SAMPLE_BLOCKS, max(1, n_rows // _SAMPLE_ROWS))
         starts = np.linspace(0, max(0, n_rows - _SAMPLE_ROWS), blocks).astype(np.int64)
-        self.blocks = [slice(int(a), int(a) + _SAMPLE_ROWS) for a in np.unique(starts)]
+        self.blocks = [slice(int(a), int(a) + _SAMPLE_ROWS) for a in arrays.unique(starts)]
         self.trial = zstandard.ZstdCompressor(level=min(level, _TRIAL_LEVEL)) if level else None
 
     def cost(self, u, encoding, ref_u, signed):

@@ -7,7 +7,7 @@ compressed), where ``finish`` adds the names the files show.
 
 import numpy as np
 
-from mpigraph import mpi_functions as mf
+from mpigraph import arrays, mpi_functions as mf
 from mpigraph import p2p, record, shuffle, waits
 from mpigraph.metrics import Column
 
@@ -261,7 +261,7 @@ def mark_on_path(blocks, path):
         for q_rank, lo, hi, how in queries:
             here = (q_rank >= block_rank[0]) & (q_rank <= block_rank[-1])     # the block's ranks
             q_rank, lo, hi = q_rank[here], lo[here], hi[here]
-            for r in np.unique(q_rank):
+            for r in arrays.unique(q_rank):
                 a, b = np.searchsorted(block_rank, [r, r + 1])
                 mine = q_rank == r
                 _mark_rows(marked, a, block["start"][a:b], block["end"][a:b], lo[mine], hi[mine], how)

@@ -28,7 +28,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from mpigraph import mpi_functions as mf
+from mpigraph import arrays, mpi_functions as mf
 from mpigraph import record
 
 # kind: "time" (int64 ns; seconds in CSV), "int", "float", "str", "bool".
@@ -258,7 +258,7 @@ def incomplete_requests(log):
     started = request[has_request & np.where(part, STARTS_IN_PARTS[func], STARTS_IN_CALL[func])]
     ended = request[has_request & part & ENDS_IN_PARTS[func]]
     freed = request[has_request & ~part & FREES[func]]
-    ids = np.unique(started)
+    ids = arrays.unique(started)
     if len(ids) == 0:
         return 0
     open_count = np.bincount(np.searchsorted(ids, started), minlength=len(ids)).astype(np.int64)

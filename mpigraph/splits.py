@@ -24,7 +24,7 @@ import numpy as np
 
 from mpi4py import MPI
 
-from mpigraph import graph as graph_module
+from mpigraph import arrays, graph as graph_module
 
 
 @dataclasses.dataclass
@@ -52,7 +52,7 @@ def find_sync_points(comm, n_trace_ranks, base, lo, time, deps):
 
 def _candidate_keys(comm, deps):
     """N-to-N instances analysis rank 0 sees: a global collective has a member on trace rank 0."""
-    mine = np.unique(deps.src[deps.kind == graph_module.N_TO_N]) if comm.Get_rank() == 0 else None
+    mine = arrays.unique(deps.src[deps.kind == graph_module.N_TO_N]) if comm.Get_rank() == 0 else None
     return comm.bcast(mine, root=0)
 
 

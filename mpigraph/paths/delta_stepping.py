@@ -26,7 +26,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpigraph.graph import INF
-from mpigraph import owner_exchange as exchange
+from mpigraph import arrays, owner_exchange as exchange
 from mpigraph.paths.dijkstra import Bypass
 from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, next_from_dist
 
@@ -126,7 +126,7 @@ class _Search:
     def start(self):
         sinks = [self.g.sink] + (list(range(self.g.n_rank_vertices, self.g.n_vertices)) if self.split else [])
         sinks = np.array(sinks, np.int64)
-        mine = np.unique(self.g.local_index(sinks[self.g.owner_of(sinks) == self.g.me]))
+        mine = arrays.unique(self.g.local_index(sinks[self.g.owner_of(sinks) == self.g.me]))
         self.dist[mine] = 0
         self.queue.add(mine)
 

@@ -27,6 +27,7 @@ import dataclasses
 
 import numpy as np
 
+from mpigraph import arrays
 from mpigraph.graph import INF
 
 NO_NEXT = np.iinfo(np.int64).max
@@ -73,7 +74,7 @@ def next_from_dist(comm, g, dist, split):
     indptr = g.indptr
     # Vertex chunks of about CHUNK_EDGES edges; the same number of chunks on every rank.
     cuts = np.searchsorted(indptr, np.arange(0, indptr[-1] + CHUNK_EDGES, CHUNK_EDGES))
-    cuts = np.unique(np.concatenate(([0], np.minimum(cuts, n), [n])))
+    cuts = arrays.unique(np.concatenate(([0], np.minimum(cuts, n), [n])))
     n_chunks = comm.allreduce(len(cuts) - 1, op=_max()) if g.n_analysis > 1 else len(cuts) - 1
     for c in range(n_chunks):
         a, b = (int(cuts[c]), int(cuts[c + 1])) if c + 1 < len(cuts) else (n, n)

@@ -59,7 +59,7 @@ import time
 
 import numpy as np
 
-from mpigraph import mpi_functions, record
+from mpigraph import arrays, mpi_functions, record
 
 FID = {f.name: f.id for f in mpi_functions.FUNCTIONS}
 STRUCTURES = ("bsp", "halo")
@@ -410,7 +410,7 @@ class _FunctionTotals:
     def add(self, records):
         calls = records[(records["flags"] & record.PART) == 0]
         duration = calls["t_end"] - calls["t_start"]
-        for func in np.unique(calls["func"]):
+        for func in arrays.unique(calls["func"]):
             d = duration[calls["func"] == func]
             name = mpi_functions.name_of(func)
             old = self.by_name.get(name, {"calls": 0, "time_total": 0, "time_min": d.min(), "time_max": d.max()})
