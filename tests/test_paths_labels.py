@@ -108,6 +108,29 @@ def test_a_search_with_offsets_starts_each_source_at_its_offset():
     assert part.search(np.array([], np.int64)).tolist() == [INF] * 4
 
 
+def test_a_source_with_no_edges_to_follow_keeps_the_least_of_its_offset_and_the_search():
+    # Chain 0 -> 1 -> 2 of weight 1 (incoming CSR): 0 has no incoming edge, so as a source it
+    # only gets its offset, unless the search from 2 reaches it with less.
+    indptr, src, weight = np.array([0, 0, 1, 2]), np.array([0, 1]), np.ones(2, np.int64)
+    part = dijkstra.Reversed(3, indptr, src, weight)
+    assert part.search(np.array([2, 0]), np.array([5, 1])).tolist() == [1, 6, 5]
+    assert part.search(np.array([2, 0]), np.array([5, 9])).tolist() == [7, 6, 5]
+    assert part.search(np.array([0, 0]), np.array([4, 3])).tolist() == [3, INF, INF]
+
+
+def test_a_kept_vertex_is_searched_although_it_looks_one_way():
+    # 0 -> 1 -> 2 (sink) with 1 -> 2 of weight 4; 0 -> 1 weight 1.  Kept, 1 stays in the search:
+    # a distributed part keeps a vertex whose other edges are on another rank.
+    indptr, src, weight = np.array([0, 0, 1, 2]), np.array([0, 1]), np.array([1, 4], np.int64)
+    bypass = dijkstra.Bypass(3, indptr, src, weight, np.array([2]), keep=np.array([1]))
+    assert bypass.vertices.tolist() == [1, 2]
+    part = dijkstra.Reversed(len(bypass.vertices), bypass.indptr, bypass.src, bypass.weight)
+    # An offer of 2 to vertex 1 (from its edge on another rank) beats its local edge's 4.
+    found = bypass.expand(part.search(bypass.index_of(np.array([2, 1])), np.array([0, 2])))
+    assert found.tolist() == [3, 2, 0]
+    assert dijkstra.Bypass(3, indptr, src, weight, np.array([2])).vertices.tolist() == [2]
+
+
 def test_distances_beyond_float64_exact_integers_are_refused():
     with pytest.raises(ValueError, match="float64"):
         dijkstra.distances(2, np.array([0, 0, 1]), np.array([0]), np.array([2**53], np.int64), np.array([1]))

@@ -70,14 +70,21 @@ class Bypass:
     search's arrays are the size of what is left, not of the whole graph.
     Edges out of the sources are left out too: a source is at distance 0,
     which no edge (slack >= 0) improves.  Vertex ids are int32 where they fit.
+
+    `keep` are vertices the search must keep although they may look one-way
+    here, with their edges: on an analysis rank's part of a distributed graph,
+    the vertices with edges out to other ranks' vertices, which this rank
+    does not see (``parallel_dijkstra``).
     """
 
-    def __init__(self, n, indptr, src, weight, sources):
+    def __init__(self, n, indptr, src, weight, sources, keep=None):
         _check_exact(weight, "a slack")
         index = np.int32 if n < 2 ** 31 else np.int64
         dst = np.repeat(np.arange(n, dtype=index), np.diff(indptr))
         one_way = np.bincount(src, minlength=n) == 1
         one_way[sources] = False
+        if keep is not None:
+            one_way[keep] = False
         self.vertices = np.flatnonzero(~one_way)
         target, self.slack = self._runs(one_way, self.vertices, src, dst, weight)
         position = np.empty(n, index)          # of each vertex among self.vertices (only read there)
@@ -112,6 +119,10 @@ class Bypass:
             slack[jumping] += slack[target[jumping]]
             target[jumping] = target[target[jumping]]
         raise ValueError("the graph has a cycle of one-way vertices")
+
+    def index_of(self, vertices):
+        """Each vertex's index in the search's graph (the vertices must be searched ones)."""
+        return np.searchsorted(self.vertices, vertices)
 
     def in_vertex_ids(self):
         """(indptr, src) of the search's graph over all n vertex ids (the one-way ones without edges)."""
@@ -158,20 +169,30 @@ class Reversed:
         """int64 distances to the nearest source, each source starting at its offset (default 0).
 
         With offsets, a virtual vertex n has an edge of that weight to each
-        source, and the search starts there.
+        source, and the search starts there.  A source with no edges of its own
+        to follow only gets its offset: it is left out of the search (in a
+        distributed search, most sources are such vertices).
         """
+        n = self.n
+        sources = np.asarray(sources, np.int64)
+        offsets = np.zeros(len(sources), np.int64) if offsets is None else np.asarray(offsets, np.int64)
+        spreads = self.indptr[sources + 1] > self.indptr[sources]
+        dist = self._search(sources[spreads], offsets[spreads])
+        np.minimum.at(dist, sources[~spreads], offsets[~spreads])
+        return dist
+
+    def _search(self, sources, offsets):
         from scipy.sparse import csr_matrix
         from scipy.sparse.csgraph import dijkstra
 
         n = self.n
-        sources = np.asarray(sources, np.int64)
         if not len(sources):
             return np.full(n, INF, np.int64)
         indptr, indices, data, size = self.indptr, self.indices, self.data, n
-        if offsets is not None:
+        if offsets.any():
             size = n + 1
             indices = np.concatenate((indices, sources.astype(self.index_type)))
-            data = np.concatenate((data, np.asarray(offsets, np.float64)))
+            data = np.concatenate((data, offsets.astype(np.float64)))
             indptr = np.concatenate((indptr, np.array([len(indices)], self.index_type)))
             sources = np.array([n], np.int64)
         matrix = csr_matrix((data, indices, indptr), shape=(size, size))

@@ -13,7 +13,8 @@ delta = 1).  Here instead:
 - each round sends, for each crossing edge u -> v whose v got a smaller
   distance (first: the sinks), the offer dist[v] + w to u's owner (one
   Alltoallv); each rank then runs Dijkstra (scipy.sparse.csgraph, backwards)
-  on its local edges from its vertices with better offers (and in the first
+  on its local edges, its one-way vertices bypassed (``dijkstra.Bypass``),
+  from its vertices with better offers (and in the first
   round its sinks), each starting at its offer (a virtual source with an
   edge of that weight to each), and keeps the smaller distances;
 - it ends when no offer improves anything on any rank (one allreduce).
@@ -33,8 +34,8 @@ import numpy as np
 from mpi4py import MPI
 
 from mpigraph.graph import INF
-from mpigraph import owner_exchange as exchange
-from mpigraph.paths.dijkstra import Reversed
+from mpigraph import arrays, owner_exchange as exchange
+from mpigraph.paths.dijkstra import Bypass, Reversed
 from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, next_from_dist
 
 
@@ -45,15 +46,14 @@ def solve(comm, g, split):
     relaxed = g.src < g.n_rank_vertices if split else np.ones(len(g.src), bool)
     owner = g.owner_of(g.src)
     local = relaxed & (owner == g.me)
-    src_local = np.where(local, g.local_index(np.where(local, g.src, g.lo)), 0)
-    part = Reversed(n, g.indptr, src_local, g.weight, local)
-    del src_local
     cross = np.flatnonzero(relaxed & ~local)
     cross_dst, cross_src, cross_w, cross_owner = dst[cross], g.src[cross], g.weight[cross], owner[cross]
-    del dst, owner, relaxed, local, cross
+    del dst, owner, relaxed, cross
 
     sinks = np.array([g.sink] + (list(range(g.n_rank_vertices, g.n_vertices)) if split else []), np.int64)
-    sinks = np.unique(g.local_index(sinks[g.owner_of(sinks) == g.me]))
+    sinks = arrays.unique(g.local_index(sinks[g.owner_of(sinks) == g.me]))
+    bypass, part = _local_part(comm, g, local, sinks, cross_src, cross_owner)
+    del local
     # The sinks' distances (0) are known before any search: their crossing edges make offers
     # at once, and the first search starts from the sinks and those offers together.
     dist = np.full(n, INF, np.int64)
@@ -71,7 +71,7 @@ def solve(comm, g, split):
         sources, offsets = np.concatenate((sources, target)), np.concatenate((offsets, best[target]))
         if not comm.allreduce(len(sources), op=MPI.SUM):
             break
-        found = part.search(sources, offsets) if len(sources) else dist
+        found = bypass.expand(part.search(bypass.index_of(sources), offsets)) if len(sources) else dist
         changed = found < dist
         if rounds == 0:
             changed[sinks] = False      # their offers went out before the search
@@ -83,3 +83,20 @@ def solve(comm, g, split):
     if split:
         hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, offers))
     return Labels(dist, nxt, nxt_w, hub_dist, hub_next, rounds)
+
+
+def _local_part(comm, g, local, sinks, cross_src, cross_owner):
+    """(Bypass, Reversed): what each round searches, this rank's local edges with its one-way
+    vertices bypassed (``dijkstra.Bypass``, exact), and how to read its distances back.
+
+    A vertex with an edge out to another rank's vertex is not one-way, whatever its local
+    edges: those edges are stored on the other rank, so each rank tells the owners which of
+    their vertices its crossing edges come from (once).
+    """
+    indptr = np.concatenate(([0], np.cumsum(local)))[g.indptr]
+    src = g.local_index(g.src[local])
+    (remote_out,) = exchange.send_rows(comm, cross_owner, [cross_src])
+    keep = arrays.unique(g.local_index(remote_out))
+    bypass = Bypass(len(g.time), indptr, src, g.weight[local], sinks, keep)
+    return bypass, Reversed(len(bypass.vertices), bypass.indptr, bypass.src, bypass.weight)
+
