@@ -13,12 +13,13 @@ S(r) -> H -> E(x) is rank x's call (x == r) or a message from r to x.
 Times are made relative to the earliest start, like ranks.csv.
 """
 
-import bisect
+import dataclasses
 
 import numpy as np
 
-from mpigraph import critical_path
+from mpigraph import arrays, critical_path
 from mpigraph import mpi_functions as mf
+from mpigraph import owner_exchange as exchange
 from mpigraph.graph import INF, START, END
 from mpigraph.paths.labels import NO_NEXT
 from mpigraph.splits import piece_of
@@ -90,58 +91,136 @@ def path_segments(g, path, time, func, weight):
 def distributed(comm, g, labels):
     """(critical_path.segments on rank 0, None elsewhere; the path's slack) from distributed labels.
 
-    Collective over comm.  Nothing per vertex is gathered: the owner of the
-    current vertex follows next[] through its own vertices, then passes the
-    first vertex it does not own to everyone (one bcast per change of owner);
-    the pieces of the path (a few int64 per path vertex) go to rank 0.
+    Collective over comm.  Nothing per vertex is gathered.  Every path crosses
+    every hub after its start's piece, and every rank knows the vertex after
+    each hub (``_after_hubs``): so the path's entries, its start and the
+    vertex after each of those hubs, are known everywhere, and each rank
+    walks from the entries it owns at the same time, through its own vertices,
+    up to a hub, the sink or a vertex another rank owns (``_Runs``).  Those
+    vertices are sent to their owners as new entries, until none is left (one
+    round per rank change inside a piece); rank 0 then chains the runs.
     """
     from mpi4py import MPI
 
-    hub_dist, hub_next = labels.hub_dist, labels.hub_next
-    n_rank_vertices = g.n_rank_vertices
     source_dist = np.full(len(g.sources), INF, np.int64)
     mine = g.owner_of(g.sources) == g.me
     source_dist[mine] = labels.dist[g.local_index(g.sources[mine])]
     comm.Allreduce(MPI.IN_PLACE, source_dist, op=MPI.MIN)
-    start, slack = start_vertex(g, None, hub_dist, source_dist)
-    nxt, next_weight, limit = labels.next, labels.next_weight, g.n_vertices
-    lo, hi, me, n_analysis, bounds = g.lo, g.hi, g.me, g.n_analysis, g.bounds.tolist()
-
-    def owner(v):         # Graph.owner_of and local_index for one vertex, in plain Python
-        return (v - n_rank_vertices) % n_analysis if v >= n_rank_vertices else bisect.bisect_right(bounds, v) - 1
-
-    def local(v):
-        return v - lo if v < n_rank_vertices else (hi - lo) + (v - n_rank_vertices) // n_analysis
-
-    pieces, v, hops, length, done = [], start, 0, 0, False
-    while not done:
-        holder = owner(v)
-        state = None
-        if holder == me:
-            vertices, weights = [v], []
-            while v != g.sink and len(vertices) + length <= limit:
-                if len(hub_dist) and v >= n_rank_vertices:
-                    v, w = int(hub_next[v - n_rank_vertices]), 0
-                else:
-                    i = local(v)
-                    v, w = int(nxt[i]), int(next_weight[i])
-                weights.append(w)
-                if v == NO_NEXT or owner(v) != me:
-                    break
-                vertices.append(v)
-            done = vertices[-1] == g.sink
-            weights = np.array(weights[:len(vertices)] + [0] * (len(vertices) - len(weights)), np.int64)
-            vertices = np.array(vertices, np.int64)
-            index = g.local_index(vertices)
-            pieces.append((hops, vertices, g.time[index], g.func[index], weights))
-            state = (v, length + len(vertices), done)
-        v, length, done = comm.bcast(state, root=holder)
-        hops += 1
-        if not done and (v == NO_NEXT or length > limit):
-            raise ValueError("the path from vertex %d does not reach the sink %d" % (start, g.sink))
-    pieces = comm.gather(pieces, root=0)
+    start, slack = start_vertex(g, None, labels.hub_dist, source_dist)
+    after_hub = _after_hubs(comm, g, labels)
+    first_hub = int(piece_of(g.base, g.hub_calls, np.array([start], np.int64))[0])
+    entries = np.concatenate(([start], after_hub[first_hub:]))
+    runs = _Runs(g, labels)
+    entries = entries[entries != NO_NEXT]
+    entries = arrays.unique(entries[g.owner_of(entries) == g.me])
+    while comm.allreduce(len(entries), op=MPI.SUM):
+        handoffs = arrays.unique(runs.walk(entries))
+        (entries,) = exchange.send_rows(comm, g.owner_of(handoffs), [handoffs])
+    table = runs.gather(comm)
     if comm.Get_rank() != 0:
         return None, slack
-    pieces = sorted((p for part in pieces for p in part), key=lambda p: p[0])
-    path, time, func, weight = (np.concatenate([p[i] for p in pieces]) for i in range(1, 5))
+    path, time, func, weight = table.chain(start, g.sink, after_hub, g.n_rank_vertices, g.hub_time)
     return path_segments(g, path, time, func, weight), slack
+
+
+def _after_hubs(comm, g, labels):
+    """The vertex after each hub on its path to the sink, on every rank.
+
+    With splits the labels have it (``hub_next``); without, each hub's owner
+    has it in next[] and the ranks combine them.
+    """
+    from mpi4py import MPI
+
+    if len(labels.hub_dist) or not g.n_hubs:
+        return np.asarray(labels.hub_next, np.int64)
+    hubs = np.arange(g.n_rank_vertices, g.n_vertices, dtype=np.int64)
+    after = np.full(g.n_hubs, NO_NEXT, np.int64)
+    mine = g.owner_of(hubs) == g.me
+    after[mine] = labels.next[g.local_index(hubs[mine])]
+    comm.Allreduce(MPI.IN_PLACE, after, op=MPI.MIN)
+    return after
+
+
+class _Runs:
+    """The runs one rank walks: from an entry along next[] through the rank's own rank vertices.
+
+    A run holds its vertices, their time, func and next_weight; its exit is the
+    vertex after its last one (a hub, a vertex of another rank, or NO_NEXT
+    after the sink or a dead end).
+    """
+
+    def __init__(self, g, labels):
+        self.g, self.nxt, self.next_weight = g, labels.next, labels.next_weight
+        self.entry, self.exit, self.vertices = [], [], []
+
+    def walk(self, entries):
+        """Walk a run from each entry; returns the exits another rank owns (its next entries)."""
+        g, nxt = self.g, self.nxt
+        lo, hi, sink, n_rank_vertices = g.lo, g.hi, g.sink, g.n_rank_vertices
+        handoffs = []
+        for v in entries.tolist():
+            run = [v]
+            while v != sink and len(run) <= hi - lo:
+                v = int(nxt[v - lo])
+                if v == NO_NEXT or not lo <= v < hi:
+                    break
+                run.append(v)
+            exit_ = NO_NEXT if run[-1] == sink else v
+            if exit_ != NO_NEXT and exit_ < n_rank_vertices and not lo <= exit_ < hi:
+                handoffs.append(exit_)
+            self.entry.append(run[0])
+            self.exit.append(exit_)
+            self.vertices.append(np.array(run, np.int64))
+        return np.array(handoffs, np.int64)
+
+    def gather(self, comm):
+        """Every rank's runs on rank 0 as one _RunTable (None elsewhere)."""
+        g = self.g
+        vertices = np.concatenate(self.vertices + [np.zeros(0, np.int64)])
+        index = vertices - g.lo
+        lengths = np.array([len(v) for v in self.vertices], np.int64)
+        mine = [np.array(self.entry, np.int64), np.array(self.exit, np.int64), lengths, vertices,
+                g.time[index], g.func[index], self.next_weight[index]]
+        parts = comm.gather(mine, root=0)
+        if comm.Get_rank() != 0:
+            return None
+        return _RunTable(*[np.concatenate([p[i] for p in parts]) for i in range(len(mine))])
+
+
+
+@dataclasses.dataclass
+class _RunTable:
+    """All ranks' runs, one after another: entry, exit and length per run; per vertex its id,
+    time, func and next_weight."""
+
+    entry: np.ndarray
+    exit: np.ndarray
+    length: np.ndarray
+    vertices: np.ndarray
+    time: np.ndarray
+    func: np.ndarray
+    weight: np.ndarray
+
+    def chain(self, start, sink, after_hub, n_rank_vertices, hub_time):
+        """(path, time, func, weight) from start to sink: run after run, a hub between two
+        runs where one ends at it (a hub's edge to the vertex after it has slack 0)."""
+        first = np.concatenate(([0], np.cumsum(self.length)))
+        run_of = dict(zip(self.entry.tolist(), range(len(self.entry))))
+        pieces, v = [], start
+        for _ in range(len(self.entry) + 1):
+            if v not in run_of:
+                break
+            i = run_of[v]
+            rows = slice(int(first[i]), int(first[i + 1]))
+            pieces.append((self.vertices[rows], self.time[rows], self.func[rows], self.weight[rows]))
+            v = int(self.exit[i])
+            if v == NO_NEXT:
+                break
+            if v >= n_rank_vertices:
+                hub = v - n_rank_vertices
+                pieces.append(([v], [hub_time[hub]], [-1], [0]))
+                v = int(after_hub[hub])
+        if not pieces or pieces[-1][0][-1] != sink:
+            raise ValueError("the path from vertex %d does not reach the sink %d" % (start, sink))
+        return tuple(np.concatenate([np.asarray(p[c], np.int64) for p in pieces]) for c in range(4))
+
