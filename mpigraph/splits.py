@@ -101,6 +101,9 @@ def piece_of(base, calls, vertices):
     n_points, n_ranks = calls.shape
     rank = np.searchsorted(base, vertices, "right") - 1
     position = vertices - base[rank]                       # 2 * call + side
+    if len(vertices) < n_ranks:      # a few vertices (the path's start, the ranks' starts): their ranks only
+        return np.array([np.searchsorted(2 * calls[:, r] + 1, p, "right") for r, p in zip(rank, position)],
+                        np.int64).reshape(len(vertices))
     stride = int(base[-1]) + 2
     # Rank r's point positions 2c+1, shifted into a block of their own: one searchsorted for all.
     # Built in place, rank-major: one (ranks, points) array, no transposed temporaries.

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from mpi4py import MPI
 
-from mpigraph import graph, paths, synthetic, threshold
+from mpigraph import graph, paths, splits, synthetic, threshold
 from pathbuild import (FID, SETTINGS, deps, least_slack, path_input, random_input, rank_calls, rows,
                        solve_all)
 
@@ -112,6 +112,16 @@ def test_sync_points_become_hubs_unless_crossed():
     assert stats["hubs"] == 6 // 2
     assert_all_same(solve_all(crossed))
     assert rows(reference) == rows(paths.critical_path(SELF, inp, "parallel-delta-stepping", splits=True))
+
+
+def test_the_piece_of_a_few_vertices_is_the_piece_of_them_among_all():
+    g = graph.build(SELF, synthetic.path_input(synthetic.simulate(4, 8, sync_every=2, seed=2)))
+    assert g.n_hubs > 2
+    every = np.arange(g.n_rank_vertices, dtype=np.int64)
+    pieces = splits.piece_of(g.base, g.hub_calls, every)          # one searchsorted for all
+    assert pieces.min() == 0 and pieces.max() == g.n_hubs
+    one_by_one = [int(splits.piece_of(g.base, g.hub_calls, every[i:i + 1])[0]) for i in range(len(every))]
+    assert one_by_one == pieces.tolist()
 
 
 def test_a_collective_without_all_ranks_is_no_sync_point():
