@@ -27,7 +27,7 @@ from mpi4py import MPI
 
 from mpigraph.graph import INF
 from mpigraph import arrays, owner_exchange as exchange
-from mpigraph.paths.dijkstra import Bypass
+from mpigraph.paths.dijkstra import Bypass, with_remote_edges
 from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, next_from_dist
 
 
@@ -181,22 +181,59 @@ class _Search:
 def solve(comm, g, delta, split):
     """Labels of g's local vertices (collective over comm: the analysis ranks holding g).
 
-    With the whole graph on this rank, the search runs on it with its one-way
-    vertices bypassed (``dijkstra.Bypass``, exact), as dijkstra's does.
+    The search runs on g with its one-way vertices bypassed (``_bypassed``,
+    exact), as dijkstra's does.
     """
     if delta < 1:
         raise ValueError("delta must be >= 1 ns, got %r" % delta)
-    if comm.Get_size() > 1:
-        dist, rounds = _Search(comm, g, int(delta), split).distances()
-    else:
-        sinks = np.array([g.sink] + (list(range(g.n_rank_vertices, g.n_vertices)) if split else []), np.int64)
-        bypass = Bypass(len(g.time), g.indptr, g.src, g.weight, sinks)     # leaves out the edges out of hubs
-        indptr, src = bypass.in_vertex_ids()
-        reduced = dataclasses.replace(g, indptr=indptr, src=src, weight=bypass.weight)
-        dist, rounds = _Search(comm, reduced, int(delta), split).distances()
-        dist = bypass.expand(dist[bypass.vertices])
+    sinks = np.array([g.sink] + (list(range(g.n_rank_vertices, g.n_vertices)) if split else []), np.int64)
+    sinks = arrays.unique(g.local_index(sinks[g.owner_of(sinks) == g.me]))
+    reduced, expand = _bypassed(comm, g, sinks)
+    dist, rounds = _Search(comm, reduced, int(delta), split).distances()
+    dist = expand(dist)
     nxt, nxt_w, offers = next_from_dist(comm, g, dist, split)
     hub_dist = hub_next = np.zeros(0, np.int64)
     if split:
         hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, offers))
     return Labels(dist, nxt, nxt_w, hub_dist, hub_next, rounds)
+
+
+def _bypassed(comm, g, sinks):
+    """(g with its one-way vertices bypassed, how to give them their distances back).
+
+    ``dijkstra.Bypass`` on this rank's edges.  An edge whose source another
+    rank owns has that source as an extra vertex here (ids n, n+1, ...: kept,
+    no edges of its own), and a vertex with an edge stored on another rank is
+    kept (``with_remote_edges``).  The reduced graph keeps g's vertex ids: a
+    bypassed vertex has no incoming edges, and the edges into it go to the end
+    of its run.
+    """
+    n = len(g.time)
+    if g.n_analysis == 1:      # every source is here, and local ids are global ids
+        bypass = Bypass(n, g.indptr, g.src, g.weight, sinks)
+        indptr, src = bypass.in_vertex_ids()
+        return (dataclasses.replace(g, indptr=indptr, src=src, weight=bypass.weight),
+                lambda dist: bypass.expand(dist[bypass.vertices]))
+    here = g.owner_of(g.src) == g.me
+    cross = np.flatnonzero(~here)
+    keep = with_remote_edges(comm, g, cross)
+    remote, extra = np.unique(g.src[cross], return_inverse=True)
+    src = np.empty(len(g.src), np.int64)
+    src[here] = g.local_index(g.src[here])
+    src[cross] = n + extra.reshape(-1)
+    del here, extra
+    indptr = np.concatenate((g.indptr, np.full(len(remote), g.indptr[-1])))
+    kept = np.concatenate((keep, np.arange(n, n + len(remote), dtype=np.int64)))
+    bypass = Bypass(n + len(remote), indptr, src, g.weight, sinks, kept)
+    del src, indptr
+    indptr, src = bypass.in_vertex_ids()
+    local = src < n
+    src[local] = g.global_ids()[src[local]]
+    src[~local] = remote[src[~local] - n]
+    reduced = dataclasses.replace(g, indptr=indptr[:n + 1], src=src, weight=bypass.weight)
+
+    def expand(dist):
+        whole = np.concatenate((dist, np.full(len(remote), INF, np.int64)))
+        return bypass.expand(whole[bypass.vertices])[:n]
+
+    return reduced, expand

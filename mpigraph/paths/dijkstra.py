@@ -143,6 +143,20 @@ class Bypass:
         return end
 
 
+def with_remote_edges(comm, g, cross):
+    """Local indices of this rank's vertices with an edge stored on another analysis rank.
+
+    Collective.  `cross` are this rank's edges whose source another rank owns: each
+    rank tells the owners (once).  Such a vertex is not one-way, whatever its edges
+    stored here: a distributed Bypass keeps it.
+    """
+    from mpigraph import arrays, owner_exchange as exchange
+
+    src = g.src[cross]
+    (remote,) = exchange.send_rows(comm, g.owner_of(src), [src])
+    return arrays.unique(g.local_index(remote))
+
+
 def _check_exact(ns, what, where=True):
     """The searches keep slacks and distances below 2**53 ns, where float64 holds them exactly."""
     largest = ns.max(initial=0, where=where)
@@ -173,7 +187,6 @@ class Reversed:
         to follow only gets its offset: it is left out of the search (in a
         distributed search, most sources are such vertices).
         """
-        n = self.n
         sources = np.asarray(sources, np.int64)
         offsets = np.zeros(len(sources), np.int64) if offsets is None else np.asarray(offsets, np.int64)
         spreads = self.indptr[sources + 1] > self.indptr[sources]

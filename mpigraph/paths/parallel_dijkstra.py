@@ -35,7 +35,7 @@ from mpi4py import MPI
 
 from mpigraph.graph import INF
 from mpigraph import arrays, owner_exchange as exchange
-from mpigraph.paths.dijkstra import Bypass, Reversed
+from mpigraph.paths.dijkstra import Bypass, Reversed, with_remote_edges
 from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, next_from_dist
 
 
@@ -48,12 +48,12 @@ def solve(comm, g, split):
     local = relaxed & (owner == g.me)
     cross = np.flatnonzero(relaxed & ~local)
     cross_dst, cross_src, cross_w, cross_owner = dst[cross], g.src[cross], g.weight[cross], owner[cross]
-    del dst, owner, relaxed, cross
+    del dst, owner, relaxed
 
     sinks = np.array([g.sink] + (list(range(g.n_rank_vertices, g.n_vertices)) if split else []), np.int64)
     sinks = arrays.unique(g.local_index(sinks[g.owner_of(sinks) == g.me]))
-    bypass, part = _local_part(comm, g, local, sinks, cross_src, cross_owner)
-    del local
+    bypass, part = _local_part(comm, g, local, sinks, with_remote_edges(comm, g, cross))
+    del local, cross
     # The sinks' distances (0) are known before any search: their crossing edges make offers
     # at once, and the first search starts from the sinks and those offers together.
     dist = np.full(n, INF, np.int64)
@@ -85,18 +85,12 @@ def solve(comm, g, split):
     return Labels(dist, nxt, nxt_w, hub_dist, hub_next, rounds)
 
 
-def _local_part(comm, g, local, sinks, cross_src, cross_owner):
+def _local_part(comm, g, local, sinks, keep):
     """(Bypass, Reversed): what each round searches, this rank's local edges with its one-way
-    vertices bypassed (``dijkstra.Bypass``, exact), and how to read its distances back.
-
-    A vertex with an edge out to another rank's vertex is not one-way, whatever its local
-    edges: those edges are stored on the other rank, so each rank tells the owners which of
-    their vertices its crossing edges come from (once).
-    """
+    vertices bypassed (``dijkstra.Bypass``, exact; `keep`: those with edges to other ranks'
+    vertices), and how to read its distances back."""
     indptr = np.concatenate(([0], np.cumsum(local)))[g.indptr]
     src = g.local_index(g.src[local])
-    (remote_out,) = exchange.send_rows(comm, cross_owner, [cross_src])
-    keep = arrays.unique(g.local_index(remote_out))
     bypass = Bypass(len(g.time), indptr, src, g.weight[local], sinks, keep)
     return bypass, Reversed(len(bypass.vertices), bypass.indptr, bypass.src, bypass.weight)
 
