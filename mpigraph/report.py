@@ -167,15 +167,26 @@ def _arrow_array(values, kind, arrow_type):
                     from_pandas=kind == "float")   # NaN -> null for missing fractions
 
 
-# zstd rather than pyarrow's default snappy: the calls table of 1e6 calls is 12 MB instead of
-# 20 MB and is written no slower (0.23 s against 0.27 s); every Parquet reader knows zstd.
+# zstd rather than pyarrow's default snappy, every integer and time column delta-encoded and
+# only the string columns dictionary-encoded: the calls table of 2 M calls is 16.3 MB instead of
+# 31.2 MB (47.1 MB with snappy) and is written in 0.47 s instead of 0.81-1.11 s (numbers from
+# this project's AMD VM).  Every Parquet reader knows zstd and DELTA_BINARY_PACKED (Parquet 2).
 PARQUET_COMPRESSION = "zstd"
+PARQUET_LEVEL = 1             # as small as level 3 on these tables, faster
+
+
+def _parquet_options(columns):
+    """pyarrow.parquet writer options for a table of these columns."""
+    names = lambda kinds: [parquet_name(c) for c in columns if c.kind in kinds]  # noqa: E731
+    return {"compression": PARQUET_COMPRESSION, "compression_level": PARQUET_LEVEL,
+            "use_dictionary": names(("str",)),
+            "column_encoding": {name: "DELTA_BINARY_PACKED" for name in names(("int", "time"))}}
 
 
 def write_parquet(path, table, columns):
     import pyarrow.parquet as pq
 
-    pq.write_table(arrow_table(table, columns), path, compression=PARQUET_COMPRESSION)
+    pq.write_table(arrow_table(table, columns), path, **_parquet_options(columns))
 
 
 def write_parquet_blocks(path, blocks, columns):
@@ -188,10 +199,10 @@ def write_parquet_blocks(path, blocks, columns):
         for block in blocks:
             table = arrow_table(block, columns)
             if writer is None:
-                writer = pq.ParquetWriter(path, table.schema, compression=PARQUET_COMPRESSION)
+                writer = pq.ParquetWriter(path, table.schema, **_parquet_options(columns))
             writer.write_table(table)
         if writer is None:        # no rows at all: the schema alone
-            pq.write_table(arrow_table(_empty_block(columns), columns), path, compression=PARQUET_COMPRESSION)
+            write_parquet(path, _empty_block(columns), columns)
     finally:
         if writer is not None:
             writer.close()

@@ -170,17 +170,17 @@ def test_full_disk_for_the_report(tmp_path, mount_point):
 
 @pytest.fixture(scope="module")
 def big_run(tmp_path_factory):
-    """8 ranks x 50,000 calls: a calls.parquet of ~7.3 MB, 3.7 MB from each of 2 analysis ranks,
-    after ~7.6 MB of other files (critical_path.csv and .parquet)."""
+    """8 ranks x 50,000 calls: a calls.parquet of ~3.9 MB, a 1.96 MB row group from each of 2
+    analysis ranks, after ~6.76 MB of other files (critical_path.csv and .parquet)."""
     run_dir = tmp_path_factory.mktemp("big") / "run"
     synth.generate(str(run_dir), 8, 50_000)
     return run_dir
 
 
-@pytest.mark.parametrize("size", ["64k", "10m", "13m"])
+@pytest.mark.parametrize("size", ["64k", "7m", "9500k"])
 def test_full_disk_for_the_report_of_two_analysis_ranks(big_run, mount_point, size):
-    """The disk fills before the calls table (64k), in analysis rank 0's part of it (10m), or in
-    rank 1's, which rank 0 is pulling in chunks (13m): one clean error, no rank left waiting,
+    """The disk fills before the calls table (64k), in analysis rank 0's part of it (7m: 7.3 MB),
+    or in rank 1's, which rank 0 is pulling in chunks (9500k: 9.7 MB): one clean error, no rank left waiting,
     nothing half-written left behind."""
     mount(mount_point, "size=" + size)
     result = mpi_env.mpigraph(["analyze", big_run, "--quiet", "--out", mount_point], nprocs=2)

@@ -78,6 +78,13 @@ def test_analyze_serial(tmp_path):
     for table in ("ranks", "calls", "collectives", "waitstates", "critical_path"):
         columns = pq.ParquetFile(run_dir / ("%s.parquet" % table)).metadata.row_group(0)
         assert {columns.column(i).compression for i in range(columns.num_columns)} == {"ZSTD"}, table
+        for i in range(columns.num_columns):     # integers and times delta-encoded, strings by dictionary
+            column = columns.column(i)
+            kind = str(pq.ParquetFile(run_dir / ("%s.parquet" % table)).schema_arrow.field(column.path_in_schema).type)
+            if kind == "int64":
+                assert "DELTA_BINARY_PACKED" in column.encodings, (table, column.path_in_schema)
+            if kind == "string":
+                assert "RLE_DICTIONARY" in column.encodings, (table, column.path_in_schema)
 
 
 @pytest.mark.parametrize("nprocs", [2, 3])
