@@ -196,3 +196,15 @@ def test_noisy_bulk_synchronous_runs_agree_with_the_dp(seed, n_ranks, iterations
     assert set(slacks.values()) == {expected}
     if not jitter:
         assert path_slack(path, inp) == expected
+
+
+@pytest.mark.parametrize("n_analysis", [1, 2, 3])
+def test_a_rank_owns_the_vertices_owner_of_gives_it(n_analysis):
+    empty = np.zeros(0, np.int64)
+    base = np.array([0, 6, 10, 18, 20], np.int64)             # 4 trace ranks' vertices, then 7 hubs
+    bounds = base[np.linspace(0, 4, n_analysis + 1).astype(int)]
+    every = np.arange(20 + 7, dtype=np.int64)
+    for me in range(n_analysis):
+        g = graph.Graph(n_analysis, me, base, bounds, np.zeros((7, 4), np.int64), np.zeros(7, np.int64), empty,
+                        empty, np.zeros(1, np.int64), empty, empty, 0, empty, 0)
+        assert g.owns(every).tolist() == (g.owner_of(every) == me).tolist()

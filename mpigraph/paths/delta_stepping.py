@@ -214,7 +214,7 @@ def _bypassed(comm, g, sinks):
         indptr, src = bypass.in_vertex_ids()
         return (dataclasses.replace(g, indptr=indptr, src=src, weight=bypass.weight),
                 lambda dist: bypass.expand(dist[bypass.vertices]))
-    here = g.owner_of(g.src) == g.me
+    here = g.owns(g.src)
     cross = np.flatnonzero(~here)
     keep = with_remote_edges(comm, g, cross)
     remote, extra = np.unique(g.src[cross], return_inverse=True)

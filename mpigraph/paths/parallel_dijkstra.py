@@ -44,11 +44,11 @@ def solve(comm, g, split):
     n = len(g.time)
     dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(g.indptr))
     relaxed = g.src < g.n_rank_vertices if split else np.ones(len(g.src), bool)
-    owner = g.owner_of(g.src)
-    local = relaxed & (owner == g.me)
+    local = relaxed & g.owns(g.src)
     cross = np.flatnonzero(relaxed & ~local)
-    cross_dst, cross_src, cross_w, cross_owner = dst[cross], g.src[cross], g.weight[cross], owner[cross]
-    del dst, owner, relaxed
+    cross_dst, cross_src, cross_w = dst[cross], g.src[cross], g.weight[cross]
+    cross_owner = g.owner_of(cross_src)
+    del dst, relaxed
 
     sinks = np.array([g.sink] + (list(range(g.n_rank_vertices, g.n_vertices)) if split else []), np.int64)
     sinks = arrays.unique(g.local_index(sinks[g.owner_of(sinks) == g.me]))
