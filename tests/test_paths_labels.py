@@ -179,3 +179,25 @@ def test_distinct_rows():
     rows, inverse = graph._distinct_rows(a, wide, a)
     assert [(a[r], wide[r]) for r in rows[inverse]] == list(zip(a.tolist(), wide.tolist()))
     assert len(rows) == len(set(zip(a.tolist(), b.tolist())))
+
+
+def test_a_search_with_nothing_to_search_does_not_import_scipy(tmp_path):
+    # Bulk-synchronous with splits: every rank vertex is one-way, the hubs and the sink are
+    # sources, so the bypassed graph has no edge; importing scipy (0.3 s) would buy nothing.
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; from mpi4py import MPI; from mpigraph import analysis, config\n"
+            "from mpigraph.testing import synth\n"
+            "synth.generate(sys.argv[1], 4, 50)\n"
+            "for algorithm in ('dijkstra', 'parallel-dijkstra'):\n"
+            "    analysis.analyze(sys.argv[1], MPI.COMM_SELF,\n"
+            "                     config.from_env({'MPIGRAPH_ALGORITHM': algorithm, 'MPIGRAPH_QUIET': '1'}))\n"
+            "print('scipy.sparse.csgraph' in sys.modules)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True,
+                            env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False"
+    assert (tmp_path / "run" / "critical_path.csv").exists()

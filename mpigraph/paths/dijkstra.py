@@ -195,12 +195,12 @@ class Reversed:
         return dist
 
     def _search(self, sources, offsets):
+        n = self.n
+        if not len(sources):      # nothing to search: scipy is not even imported (0.3 s)
+            return np.full(n, INF, np.int64)
         from scipy.sparse import csr_matrix
         from scipy.sparse.csgraph import dijkstra
 
-        n = self.n
-        if not len(sources):
-            return np.full(n, INF, np.int64)
         indptr, indices, data, size = self.indptr, self.indices, self.data, n
         if offsets.any():
             size = n + 1
