@@ -26,9 +26,9 @@ import numpy as np
 from mpi4py import MPI
 
 from mpigraph.graph import INF
-from mpigraph import arrays, owner_exchange as exchange
+from mpigraph import owner_exchange as exchange
 from mpigraph.paths.dijkstra import Bypass, with_remote_edges
-from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, next_from_dist
+from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, local_sinks, next_from_dist
 
 
 def auto_delta(comm, g):
@@ -124,9 +124,7 @@ class _Search:
         self.distributed = comm.Get_size() > 1
 
     def start(self):
-        sinks = [self.g.sink] + (list(range(self.g.n_rank_vertices, self.g.n_vertices)) if self.split else [])
-        sinks = np.array(sinks, np.int64)
-        mine = arrays.unique(self.g.local_index(sinks[self.g.owner_of(sinks) == self.g.me]))
+        mine = local_sinks(self.g, self.split)
         self.dist[mine] = 0
         self.queue.add(mine)
 
@@ -186,9 +184,7 @@ def solve(comm, g, delta, split):
     """
     if delta < 1:
         raise ValueError("delta must be >= 1 ns, got %r" % delta)
-    sinks = np.array([g.sink] + (list(range(g.n_rank_vertices, g.n_vertices)) if split else []), np.int64)
-    sinks = arrays.unique(g.local_index(sinks[g.owner_of(sinks) == g.me]))
-    reduced, expand = _bypassed(comm, g, sinks)
+    reduced, expand = _bypassed(comm, g, local_sinks(g, split))
     dist, rounds = _Search(comm, reduced, int(delta), split).distances()
     dist = expand(dist)
     nxt, nxt_w, offers = next_from_dist(comm, g, dist, split)
@@ -216,8 +212,10 @@ def _bypassed(comm, g, sinks):
                 lambda dist: bypass.expand(dist[bypass.vertices]))
     here = g.owns(g.src)
     cross = np.flatnonzero(~here)
-    keep = with_remote_edges(comm, g, cross)
-    remote, extra = np.unique(g.src[cross], return_inverse=True)
+    cross_src = g.src[cross]
+    keep = with_remote_edges(comm, g, cross_src, g.owner_of(cross_src))
+    remote, extra = np.unique(cross_src, return_inverse=True)
+    del cross_src
     src = np.empty(len(g.src), np.int64)
     src[here] = g.local_index(g.src[here])
     src[cross] = n + extra.reshape(-1)

@@ -19,8 +19,9 @@ import numpy as np
 
 from mpi4py import MPI
 
+from mpigraph import arrays, owner_exchange as exchange
 from mpigraph.graph import INF
-from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, next_from_dist
+from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, local_sinks, next_from_dist
 
 EXACT_NS = 2 ** 53     # float64 holds every integer below this
 
@@ -32,8 +33,7 @@ def solve(g, split):
     n = len(g.time)
     # With splits the hubs are sinks too; the edges out of hubs, which the search leaves out,
     # are edges out of sinks: Bypass drops those anyway.
-    sinks = [g.sink] + (list(range(g.n_rank_vertices, n)) if split else [])
-    dist = distances(n, g.indptr, g.src, g.weight, np.array(sinks, np.int64))
+    dist = distances(n, g.indptr, g.src, g.weight, local_sinks(g, split))
     nxt, nxt_w, offers = next_from_dist(MPI.COMM_SELF, g, dist, split)
     hub_dist = hub_next = np.zeros(0, np.int64)
     if split:
@@ -143,17 +143,14 @@ class Bypass:
         return end
 
 
-def with_remote_edges(comm, g, cross):
+def with_remote_edges(comm, g, src, owner):
     """Local indices of this rank's vertices with an edge stored on another analysis rank.
 
-    Collective.  `cross` are this rank's edges whose source another rank owns: each
-    rank tells the owners (once).  Such a vertex is not one-way, whatever its edges
-    stored here: a distributed Bypass keeps it.
+    Collective.  `src` are the sources of this rank's edges that another rank owns,
+    `owner` their owners: each rank tells the owners (once).  Such a vertex is not
+    one-way, whatever its edges stored here: a distributed Bypass keeps it.
     """
-    from mpigraph import arrays, owner_exchange as exchange
-
-    src = g.src[cross]
-    (remote,) = exchange.send_rows(comm, g.owner_of(src), [src])
+    (remote,) = exchange.send_rows(comm, owner, [src])
     return arrays.unique(g.local_index(remote))
 
 

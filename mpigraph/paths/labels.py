@@ -43,6 +43,13 @@ class Labels:
     rounds: int = 0           # bucket phases (delta-stepping) or vertices settled (Dijkstra)
 
 
+def local_sinks(g, split):
+    """Local indices of the sinks g's rank owns, sorted: the run's sink and, with splits, the
+    hubs (each the end of its piece).  Every search starts from them at distance 0."""
+    sinks = np.array([g.sink] + (list(range(g.n_rank_vertices, g.n_vertices)) if split else []), np.int64)
+    return arrays.unique(g.local_index(sinks[g.owner_of(sinks) == g.me]))
+
+
 def empty_labels(n):
     return np.full(n, INF, np.int64), np.full(n, NO_NEXT, np.int64), np.zeros(n, np.int64)
 

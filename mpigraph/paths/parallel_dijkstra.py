@@ -34,9 +34,9 @@ import numpy as np
 from mpi4py import MPI
 
 from mpigraph.graph import INF
-from mpigraph import arrays, owner_exchange as exchange
+from mpigraph import owner_exchange as exchange
 from mpigraph.paths.dijkstra import Bypass, Reversed, with_remote_edges
-from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, next_from_dist
+from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, local_sinks, next_from_dist
 
 
 def solve(comm, g, split):
@@ -50,9 +50,8 @@ def solve(comm, g, split):
     cross_owner = g.owner_of(cross_src)
     del dst, relaxed
 
-    sinks = np.array([g.sink] + (list(range(g.n_rank_vertices, g.n_vertices)) if split else []), np.int64)
-    sinks = arrays.unique(g.local_index(sinks[g.owner_of(sinks) == g.me]))
-    bypass, part = _local_part(comm, g, local, sinks, with_remote_edges(comm, g, cross))
+    sinks = local_sinks(g, split)
+    bypass, part = _local_part(comm, g, local, sinks, with_remote_edges(comm, g, cross_src, cross_owner))
     del local, cross
     # The sinks' distances (0) are known before any search: their crossing edges make offers
     # at once, and the first search starts from the sinks and those offers together.
@@ -93,4 +92,3 @@ def _local_part(comm, g, local, sinks, keep):
     src = g.local_index(g.src[local])
     bypass = Bypass(len(g.time), indptr, src, g.weight[local], sinks, keep)
     return bypass, Reversed(len(bypass.vertices), bypass.indptr, bypass.src, bypass.weight)
-

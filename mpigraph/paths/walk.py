@@ -187,7 +187,6 @@ class _Runs:
         return _RunTable(*[np.concatenate([p[i] for p in parts]) for i in range(len(mine))])
 
 
-
 @dataclasses.dataclass
 class _RunTable:
     """All ranks' runs, one after another: entry, exit and length per run; per vertex its id,
@@ -223,4 +222,3 @@ class _RunTable:
         if not pieces or pieces[-1][0][-1] != sink:
             raise ValueError("the path from vertex %d does not reach the sink %d" % (start, sink))
         return tuple(np.concatenate([np.asarray(p[c], np.int64) for p in pieces]) for c in range(4))
-
