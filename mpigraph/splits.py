@@ -51,9 +51,14 @@ def find_sync_points(comm, n_trace_ranks, base, lo, time, deps):
 
 
 def _candidate_keys(comm, deps):
-    """N-to-N instances analysis rank 0 sees: a global collective has a member on trace rank 0."""
-    mine = arrays.unique(deps.src[deps.kind == graph_module.N_TO_N]) if comm.Get_rank() == 0 else None
-    return comm.bcast(mine, root=0)
+    """The N-to-N instances trace rank 0 is a member of (a global collective has a member
+    there; ``_instances`` drops any other as not whole): the sources of their edges into
+    trace rank 0, which analysis rank 0 owns.  Only those edges are sorted, not the N-to-N
+    edges of every owned rank (0.29 s for 5e6 edges at 1024 x 10,000 calls on 2 ranks)."""
+    if comm.Get_rank() != 0:
+        return comm.bcast(None, root=0)
+    into_rank_0 = (deps.kind == graph_module.N_TO_N) & (deps.dst_rank == 0)
+    return comm.bcast(arrays.unique(deps.src[into_rank_0]), root=0)
 
 
 def _instances(comm, n_trace_ranks, base, lo, time, deps, keys):

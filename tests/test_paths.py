@@ -124,10 +124,12 @@ def test_the_piece_of_a_few_vertices_is_the_piece_of_them_among_all():
     assert one_by_one == pieces.tolist()
 
 
-def test_a_collective_without_all_ranks_is_no_sync_point():
+@pytest.mark.parametrize("missing_rank", [2, 0])
+def test_a_collective_without_all_ranks_is_no_sync_point(missing_rank):
+    # Rank 0 missing: the candidates come from rank 0's edges (splits._candidate_keys).
     sim = synthetic.simulate(3, 2, sync_every=1, seed=2)
     d = sim.deps
-    partial = ~((d.kind == graph.N_TO_N) & (d.dst_rank == 2))     # rank 2's member edges missing
+    partial = ~((d.kind == graph.N_TO_N) & (d.dst_rank == missing_rank))   # its member edges missing
     inp = synthetic.path_input(sim._replace(deps=graph.Dependencies(
         d.src_rank[partial], d.src_call[partial], d.src_vertex[partial], d.dst_rank[partial],
         d.dst_call[partial], d.kind[partial])))
