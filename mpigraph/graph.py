@@ -146,10 +146,13 @@ class Graph:
         hub = vertices - self.n_rank_vertices
         return np.where(hub >= 0, (self.hi - self.lo) + hub // self.n_analysis, vertices - self.lo)
 
-    def global_ids(self):
-        """Global id of every local vertex."""
-        hubs = np.arange(self.me, self.n_hubs, self.n_analysis, dtype=np.int64) + self.n_rank_vertices
-        return np.concatenate((np.arange(self.lo, self.hi, dtype=np.int64), hubs))
+    def global_id(self, local):
+        """Global id of local vertex indices (the inverse of local_index): computed for the
+        vertices asked about, not looked up in a table of every local vertex."""
+        local = _int64(local)
+        n_rows = self.hi - self.lo
+        hub = local - n_rows
+        return np.where(hub < 0, local + self.lo, self.n_rank_vertices + self.me + self.n_analysis * hub)
 
     def decode(self, vertices):
         """(trace rank, call, START/END) of rank vertex ids."""

@@ -209,4 +209,10 @@ def test_a_rank_owns_the_vertices_owner_of_gives_it(n_analysis):
     for me in range(n_analysis):
         g = graph.Graph(n_analysis, me, base, bounds, np.zeros((7, 4), np.int64), np.zeros(7, np.int64), empty,
                         empty, np.zeros(1, np.int64), empty, empty, 0, empty, 0)
-        assert g.owns(every).tolist() == (g.owner_of(every) == me).tolist()
+        owner = g.owner_of(every)
+        assert g.owns(every).tolist() == (owner == me).tolist()
+        # Local indices are the owned ids in order, rank vertices then hubs; global_id inverts them.
+        owned = every[owner == me]
+        n_local = len(owned)
+        assert g.local_index(owned).tolist() == list(range(n_local))
+        assert g.global_id(np.arange(n_local)).tolist() == owned.tolist()

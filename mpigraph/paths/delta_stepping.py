@@ -226,7 +226,7 @@ def _bypassed(comm, g, sinks):
     del src, indptr
     indptr, src = bypass.in_vertex_ids()
     local = src < n
-    src[local] = g.global_ids()[src[local]]
+    src[local] = g.global_id(src[local])
     src[~local] = remote[src[~local] - n]
     reduced = dataclasses.replace(g, indptr=indptr[:n + 1], src=src, weight=bypass.weight)
 

@@ -77,7 +77,6 @@ def next_from_dist(comm, g, dist, split):
     n = len(dist)
     nxt, nxt_w = np.full(n, NO_NEXT, np.int64), np.zeros(n, np.int64)
     offers = []
-    gid = g.global_ids() if g.n_analysis > 1 else None
     indptr = g.indptr
     # Vertex chunks of about CHUNK_EDGES edges; the same number of chunks on every rank.
     cuts = np.searchsorted(indptr, np.arange(0, indptr[-1] + CHUNK_EDGES, CHUNK_EDGES))
@@ -87,7 +86,8 @@ def next_from_dist(comm, g, dist, split):
         a, b = (int(cuts[c]), int(cuts[c + 1])) if c + 1 < len(cuts) else (n, n)
         e0, e1 = int(indptr[a]), int(indptr[b])
         degree = np.diff(indptr[a:b + 1])
-        dst = np.repeat(np.arange(a, b, dtype=np.int64), degree)
+        chunk = np.arange(a, b, dtype=np.int64)
+        dst = np.repeat(chunk if g.n_analysis == 1 else g.global_id(chunk), degree)   # global ids
         d = np.repeat(dist[a:b], degree)
         src, weight = g.src[e0:e1], g.weight[e0:e1]
         offer = d + weight            # no overflow: INF leaves room for a slack
@@ -95,8 +95,7 @@ def next_from_dist(comm, g, dist, split):
         if split:
             from_rank = src < g.n_rank_vertices
             out_of_hub = np.flatnonzero(keep & ~from_rank)
-            key = dst[out_of_hub] if gid is None else gid[dst[out_of_hub]]
-            offers.append((src[out_of_hub] - g.n_rank_vertices, offer[out_of_hub], key))
+            offers.append((src[out_of_hub] - g.n_rank_vertices, offer[out_of_hub], dst[out_of_hub]))
             keep &= from_rank
         if g.n_analysis == 1:         # every source is here: only the tight edges are taken out
             keep &= dist[src] == offer
@@ -105,7 +104,7 @@ def next_from_dist(comm, g, dist, split):
         else:                         # edges whose source another rank owns are decided there
             edge = np.flatnonzero(keep)
             target, offer, key, weight = exchange.keep_or_send(comm, g.owner_of(src[edge]),
-                                                               [src[edge], offer[edge], gid[dst[edge]], weight[edge]])
+                                                               [src[edge], offer[edge], dst[edge], weight[edge]])
             target = g.local_index(target)
             tight = dist[target] == offer
             target, key, weight = target[tight], key[tight], weight[tight]
