@@ -28,3 +28,31 @@ def describe_machine():
     return ("machine: %s, %d cores, %.0f GiB RAM, %s, Python %s, numpy %s; %s; load average %s"
             % (cpu_model(), os.cpu_count(), memory_gib(), platform.platform(), platform.python_version(),
                numpy.__version__, datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), load))
+
+
+def fresh_memory_rates(gib=1.0, idle_s=5.0):
+    """(GB/s writing memory new to the process after `idle_s` seconds, GB/s writing it again at once).
+
+    On bare metal the two are close (the kernel zeroes a page on first touch).  On a VM whose
+    guest hands freed memory back to the host (virtio-balloon free page reporting, as on the
+    VMs of README's tables) the host must back every fresh page again, and the first rate is
+    many times lower: an analysis pays it for every byte its peak memory grows by.
+    """
+    import time
+
+    import numpy
+
+    rates = []
+    for pause in (idle_s, 0.0):
+        time.sleep(pause)         # long enough for the guest to report the freed pages
+        started = time.perf_counter()
+        block = numpy.ones(int(gib * 2**30) // 8, numpy.int64)
+        rates.append(block.nbytes / (time.perf_counter() - started) / 1e9)
+        del block
+    return tuple(rates)
+
+
+def describe_memory():
+    fresh, again = fresh_memory_rates()
+    return ("memory: %.1f GB/s writing 1 GiB new to the process after 5 s idle, %.1f GB/s writing it again at once"
+            % (fresh, again))
