@@ -92,14 +92,14 @@ def _metrics(comm, logs, linked, codec, times):
     """Stage metrics: local tables on each rank, combined on rank 0 (None elsewhere).
 
     Returns (metrics.Tables, the linked run's small report tables) on rank 0 (None, None
-    elsewhere), and on every rank its own rows of the calls table.
+    elsewhere).  The calls table is made by the report, a chunk at a time.
     """
     local = parallel.collectively(comm, metrics.local_tables, logs, times, linked)
     tables = parallel.collectively(comm, metrics.gather_tables, comm, local)
     extra = parallel.collectively(comm, linked_tables.gather, comm, linked, codec)
     if extra is not None:
         extra["facts"] = {"clock_method": linked.clock.method, "repair": linked.repair}
-    return (tables, extra), linked_tables.local_calls(linked)
+    return tables, extra
 
 
 def graph_input(world_size, linked):
@@ -121,21 +121,28 @@ def path_stage(comm, config, info, logs, linked, times):
     return critical_path.PathResult(table, lines)
 
 
-def _write_report(comm, out_dir, info, tables, path, calls, codec):
+def _write_report(comm, out_dir, info, tables, path, linked, codec):
     """Stage report: rank 0 writes the files; the calls table comes to it a chunk at a time
-    from every analysis rank, each of which first marks its own calls on the path."""
+    from every analysis rank, which makes each of its chunks and marks its calls on the path."""
     segments = comm.bcast(_path_for_marking(path.table) if comm.rank == 0 else None, root=0)
-    linked_tables.mark_on_path([calls], segments)
+    calls = _marked_calls(linked, segments)
     if comm.rank != 0:
-        shuffle.serve_root(comm, calls, linked_tables.CHUNK_ROWS, codec=codec)
+        shuffle.serve_root(comm, calls, codec=codec)
         return None
-    pull = shuffle.RootPull(comm, calls, linked_tables.CHUNK_ROWS)
+    pull = shuffle.RootPull(comm, calls)
     try:
         summary_tables, extra = tables
         extra = dict(extra, calls=(linked_tables.call_block(rows) for rows in pull.chunks()))
         return report.write_report(out_dir, info, summary_tables, extra, path=path.table, path_lines=path.lines)
     finally:
         pull.close()
+
+
+def _marked_calls(linked, segments):
+    """This rank's chunks of the calls table, on_path set from the path's segments."""
+    for chunk in linked_tables.call_chunks(linked):
+        linked_tables.mark_on_path([chunk], segments)
+        yield chunk
 
 
 def _path_for_marking(table):
@@ -178,11 +185,11 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
 
     # Every record's (start, end) on rank 0's clock, after the receive-before-send repair.
     times = {rank: calls.record_times() for rank, calls in linked.calls.items()}
-    tables, calls = progress.run("metrics", _metrics, comm, logs, linked, codec, times)
+    tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times)
     path = progress.run("path", parallel.collectively, comm, path_stage, comm, config, info, logs, linked, times)
 
     text = progress.run("report", parallel.collectively, comm, _write_report, comm, out_dir or info.run_dir, info, tables,
-                        path, calls, codec)
+                        path, linked, codec)
     if comm.rank == 0 and not config.quiet:
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -26,7 +26,9 @@ array (matching sends by a hash of their key, for instance).
 
 ``RootPull`` / ``serve_root`` stream every rank's rows to one rank a chunk at
 a time, each chunk sent when that rank asks for it: for a table it writes out
-and must never hold whole (the report's calls table).
+and must never hold whole (the report's calls table).  Their rows come as an
+iterable of chunks (``row_chunks`` cuts columns already in memory), so a rank
+may also make each chunk only when it is its turn.
 
 Every rank of `comm` must call these functions together, with columns of the
 same names and dtypes (an empty rank passes zero-length arrays).
@@ -453,20 +455,21 @@ def gather(comm, columns, root=0, codec=None, order="rounds"):
 
 class RootPull:
     """On root: every rank's rows in rank order, a chunk at a time (``chunks()``), the next chunk
-    asked for only once the previous one has been used; root's own chunks are views of `columns`.
+    asked for only once the previous one has been used; root's own are `own_chunks` (an
+    iterable of column batches, taken in turn).
 
     The other ranks run ``serve_root`` meanwhile.  Always ``close()`` it (in a finally): it
     tells the ranks root did not drain (root stopped early, say on a full disk) to stop.
     """
 
-    def __init__(self, comm, columns, chunk_rows, root=0):
-        self.comm, self.columns, self.chunk_rows, self.root = comm, columns, chunk_rows, root
+    def __init__(self, comm, own_chunks, root=0):
+        self.comm, self.own_chunks, self.root = comm, own_chunks, root
         self.pending = set(range(comm.Get_size())) - {root}
 
     def chunks(self):
         for source in range(self.comm.Get_size()):
             if source == self.root:
-                yield from _chunks(self.columns, self.chunk_rows)
+                yield from self.own_chunks
             while source in self.pending:
                 buf = self._ask(source)
                 if buf is None:
@@ -494,15 +497,16 @@ class RootPull:
         self.pending.clear()
 
 
-def serve_root(comm, columns, chunk_rows, root=0, codec=None):
-    """The other side of ``RootPull``: this rank's rows to root, one chunk each time root asks.
+def serve_root(comm, chunks, root=0, codec=None):
+    """The other side of ``RootPull``: this rank's rows to root, one of `chunks` (an iterable
+    of column batches) each time root asks.
 
     Returns when root has had them all or told it to stop.  `codec` defaults to Codec().
     """
     codec = codec or Codec()
     ask = np.empty(1, np.int64)
-    for chunk in _chunks(columns, chunk_rows):
-        # Encoded before root asks for it: while root still uses the previous chunk.
+    for chunk in chunks:
+        # Made and encoded before root asks for it: while root still uses the previous chunk.
         data = np.frombuffer(codec.encode(chunk), np.uint8)
         comm.Recv([ask, MPI.INT64_T], root, PULL_TAG)
         if not ask[0]:
@@ -514,7 +518,7 @@ def serve_root(comm, columns, chunk_rows, root=0, codec=None):
         comm.Send([np.full(1, -1, np.int64), MPI.INT64_T], root, PULL_TAG)     # "that was all"
 
 
-def _chunks(columns, chunk_rows):
+def row_chunks(columns, chunk_rows):
     """Views of at most chunk_rows rows of `columns`, in order (none when there are no rows)."""
     n = batch_rows(columns)
     for start in range(0, n, chunk_rows):

@@ -163,7 +163,7 @@ def test_root_pull_in_rank_order(chunk_rows):
     rank, size = world.Get_rank(), world.Get_size()
     columns = _pull_rows(rank)
     if rank == 0:
-        pull = shuffle.RootPull(world, columns, chunk_rows)
+        pull = shuffle.RootPull(world, shuffle.row_chunks(columns, chunk_rows))
         try:
             chunks = list(pull.chunks())
         finally:
@@ -175,7 +175,7 @@ def test_root_pull_in_rank_order(chunk_rows):
             assert np.array_equal(got, np.concatenate([w[name] for w in want]))
             assert all(c[name].dtype == columns[name].dtype for c in chunks)
     else:
-        shuffle.serve_root(world, columns, chunk_rows)
+        shuffle.serve_root(world, shuffle.row_chunks(columns, chunk_rows))
     world.Barrier()
 
 
@@ -185,7 +185,7 @@ def test_root_pull_stopped_early_releases_every_rank():
     world = MPI.COMM_WORLD
     columns = _pull_rows(world.Get_rank())
     if world.Get_rank() == 0:
-        pull = shuffle.RootPull(world, columns, 3)
+        pull = shuffle.RootPull(world, shuffle.row_chunks(columns, 3))
         try:
             for k, _ in enumerate(pull.chunks()):
                 if k == 1:
@@ -193,7 +193,7 @@ def test_root_pull_stopped_early_releases_every_rank():
         finally:
             pull.close()
     else:
-        shuffle.serve_root(world, columns, 3)
+        shuffle.serve_root(world, shuffle.row_chunks(columns, 3))
     world.Barrier()     # reached by all: nobody is still waiting for root
 
 

@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 from mpi4py import MPI
 
-from mpigraph import analysis, config
+from mpigraph import analysis, config, linked_tables
 from mpigraph import record as R
 from mpigraph.testing import synth
 from tracebuild import rec, write_rank
@@ -81,3 +81,20 @@ def test_calls_on_the_path(tmp_path, structure, algorithm):
         for kind, rank, peer, a, b in zip(known["kind"], known["rank"], known["peer"], known["start"], known["end"]):
             if kind == "message":
                 assert (rank, call_ending[rank, b]) in marked and (peer, call_starting[peer, a]) in marked
+
+
+def test_the_calls_table_is_made_in_chunks_of_whole_ranks(tmp_path, monkeypatch):
+    """The report makes the calls table a chunk at a time (a Parquet row group each): whole
+    ranks, at most CHUNK_ROWS rows, and the same table as in one chunk."""
+    synth.generate(str(tmp_path), 6, 40, "halo")
+    analysis.analyze(str(tmp_path), MPI.COMM_WORLD, QUIET)
+    whole = pq.read_table(tmp_path / "calls.parquet")
+    assert pq.ParquetFile(tmp_path / "calls.parquet").metadata.num_row_groups == 1
+    monkeypatch.setattr(linked_tables, "CHUNK_ROWS", 100)        # 40 calls a rank: 2 ranks a chunk
+    analysis.analyze(str(tmp_path), MPI.COMM_WORLD, QUIET)
+    chunked = pq.ParquetFile(tmp_path / "calls.parquet")
+    groups = [chunked.read_row_group(i).column("rank").to_pylist() for i in range(chunked.metadata.num_row_groups)]
+    assert [sorted(set(g)) for g in groups] == [[0, 1], [2, 3], [4, 5]]
+    assert all(len(g) <= 100 for g in groups)
+    assert chunked.read().equals(whole)
+    assert any(whole.column("on_path").to_pylist())
