@@ -41,6 +41,7 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
     n_edges = comm.allreduce(g.n_edges)
     if not algorithm.startswith("parallel-") and not _whole_graph_fits(comm, algorithm, g.n_vertices, n_edges):
         return None       # analysis rank 0 raised GraphTooBig; the others leave without a path
+    sizes = dict(vertices=g.n_vertices, edges=n_edges, hubs=g.n_hubs)
     if algorithm.startswith("parallel-"):
         if algorithm == "parallel-dijkstra":
             width, labels = None, parallel_dijkstra.solve(comm, g, splits)
@@ -49,24 +50,22 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
             labels = delta_stepping.solve(comm, g, width, splits)
         table, slack = walk.distributed(comm, g, labels)
         if stats is not None:
-            stats.update(vertices=g.n_vertices, edges=n_edges, hubs=g.n_hubs, delta=width,
-                         rounds=labels.rounds, slack=slack)
+            stats.update(sizes, delta=width, rounds=labels.rounds, slack=slack)
         return table
-    else:
-        whole = gather_graph(comm, g)
-        width = None
-        if whole is not None:
-            from mpi4py import MPI
+    whole = gather_graph(comm, g)
+    del g             # on rank 0 its part is in `whole` now: not held twice through the search
+    width = None
+    if whole is not None:
+        from mpi4py import MPI
 
-            if algorithm == "dijkstra":
-                labels = dijkstra.solve(whole, splits)
-            else:
-                width = delta or delta_stepping.auto_delta(MPI.COMM_SELF, whole)
-                labels = delta_stepping.solve(MPI.COMM_SELF, whole, width, splits)
-            whole = (whole, whole.time, whole.func, labels)
+        if algorithm == "dijkstra":
+            labels = dijkstra.solve(whole, splits)
+        else:
+            width = delta or delta_stepping.auto_delta(MPI.COMM_SELF, whole)
+            labels = delta_stepping.solve(MPI.COMM_SELF, whole, width, splits)
+        whole = (whole, whole.time, whole.func, labels)
     if stats is not None:
-        stats.update(vertices=g.n_vertices, edges=n_edges, hubs=g.n_hubs, delta=width,
-                     rounds=comm.bcast(whole[3].rounds if whole else None, root=0))
+        stats.update(sizes, delta=width, rounds=comm.bcast(whole[3].rounds if whole else None, root=0))
     if whole is None:
         return None
     g_meta, time, func, labels = whole
