@@ -182,6 +182,7 @@ def build(comm, inp, threshold_ns=0):
     hubs = splits.find_sync_points(comm, inp.n_trace_ranks, base, lo, time, deps)
     edges = _local_edges(mine, base, lo, time, deps, hubs)
     edges += _hub_edges(comm, mine, base, lo, time, hubs, len(time))
+    del deps          # not held through _csr, the build's peak
     n_local = len(time) + len(range(me, len(hubs.time), n_analysis))
     indptr, src, weight = _csr(n_local, edges)
     del edges

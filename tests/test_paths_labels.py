@@ -6,7 +6,7 @@ import heapq
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 from mpi4py import MPI
 
 from mpigraph import graph, synthetic
@@ -66,10 +66,23 @@ def searches(g, split):
 def assert_labels_match_the_heap(g):
     for split in (False, True):
         expected = heap_dijkstra(g, split)
-        for name, got in searches(g, split).items():
-            for what, a, b in zip(("dist", "next", "next_weight", "hub_dist", "hub_next"), expected,
-                                  (got.dist, got.next, got.next_weight, got.hub_dist, got.hub_next)):
-                np.testing.assert_array_equal(b, a, err_msg="%s, splits %s: %s" % (name, split, what))
+        for chunk_edges in (labels_module.CHUNK_EDGES, 3):     # next[]'s pass in one chunk, and in many
+            for name, got in searches_in_chunks(g, split, chunk_edges).items():
+                for what, a, b in zip(("dist", "next", "next_weight", "hub_dist", "hub_next"), expected,
+                                      (got.dist, got.next, got.next_weight, got.hub_dist, got.hub_next)):
+                    np.testing.assert_array_equal(b, a, err_msg="%s, splits %s, chunks of %d edges: %s"
+                                                  % (name, split, chunk_edges, what))
+
+
+def searches_in_chunks(g, split, chunk_edges):
+    """searches() with next_from_dist's pass in chunks of chunk_edges edges (hypothesis tests
+    cannot take pytest's monkeypatch)."""
+    default = labels_module.CHUNK_EDGES
+    labels_module.CHUNK_EDGES = chunk_edges
+    try:
+        return searches(g, split)
+    finally:
+        labels_module.CHUNK_EDGES = default
 
 
 @settings(max_examples=40, deadline=None)
@@ -149,6 +162,32 @@ def test_next_from_dist_is_the_same_in_small_chunks(monkeypatch):
             hub_dist, hub_next = labels_module.combine_hubs(g.n_hubs, *labels_module.hub_offers(SELF, g, offers))
             np.testing.assert_array_equal(hub_dist, whole.hub_dist)
             np.testing.assert_array_equal(hub_next, whole.hub_next)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), chunk_edges=st.sampled_from([1, 3, 7, 1 << 16]))
+def test_the_hub_offers_next_from_dist_keeps_give_each_hub_its_best_offer(seed, chunk_edges):
+    """Whatever the distances (few distinct values: ties across chunks), the offers kept chunk
+    by chunk give each hub the least (offer, key) over all its edges H -> v."""
+    g = graph.build(SELF, synthetic.path_input(synthetic.simulate(4, 6, sync_every=1, seed=seed % 1000)))
+    rng = np.random.default_rng(seed)
+    dist = rng.integers(0, 6, len(g.time)).astype(np.int64)
+    dist[rng.random(len(g.time)) < 0.2] = INF
+    dst = np.repeat(np.arange(len(g.time)), np.diff(g.indptr))
+    out_of_hub = (g.src >= g.n_rank_vertices) & (dist[dst] < INF)
+    expected = {}
+    for hub, offer, key in zip(g.src[out_of_hub] - g.n_rank_vertices, (dist[dst] + g.weight)[out_of_hub],
+                               dst[out_of_hub]):
+        expected[int(hub)] = min(expected.get(int(hub), (INF, NO_NEXT)), (int(offer), int(key)))
+    default = labels_module.CHUNK_EDGES
+    labels_module.CHUNK_EDGES = chunk_edges
+    try:
+        offers = labels_module.next_from_dist(SELF, g, dist, True)[2]
+    finally:
+        labels_module.CHUNK_EDGES = default
+    hub, best, key = labels_module.hub_offers(SELF, g, offers)
+    assume(len({offer for offer, _ in expected.values()}) > 1)      # hubs whose best offers differ
+    assert {int(h): (int(b), int(k)) for h, b, k in zip(hub, best, key)} == expected
 
 
 def test_csr_places_edges_as_a_stable_sort_by_destination_would():

@@ -187,6 +187,7 @@ def solve(comm, g, delta, split):
     reduced, expand = _bypassed(comm, g, local_sinks(g, split))
     dist, rounds = _Search(comm, reduced, int(delta), split).distances()
     dist = expand(dist)
+    del reduced, expand       # the bypassed graph is not held through next[]'s pass
     nxt, nxt_w, offers = next_from_dist(comm, g, dist, split)
     hub_dist = hub_next = np.zeros(0, np.int64)
     if split:

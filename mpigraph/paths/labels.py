@@ -70,13 +70,16 @@ def next_from_dist(comm, g, dist, split):
     it is tight.  With `split`, edges out of hubs are not relaxed and give no
     next: each H -> v into a reached vertex offers dist[v] + w to H, with key v
     (global id), picked up in the same pass (``hub_offers`` takes them); else
-    the offers are empty.
+    the offers are empty.  An offer worse than one made to its hub in an earlier
+    chunk is dropped at once: the offers kept are the few that may be their hub's
+    best, not one per hub edge (5 million per analysis rank at 1024 x 10,000 calls).
     """
     from mpigraph import owner_exchange as exchange
 
     n = len(dist)
     nxt, nxt_w = np.full(n, NO_NEXT, np.int64), np.zeros(n, np.int64)
     offers = []
+    hub_best = np.full(g.n_hubs if split else 0, INF, np.int64)   # each hub's best offer so far
     indptr = g.indptr
     # Vertex chunks of about CHUNK_EDGES edges; the same number of chunks on every rank.
     cuts = np.searchsorted(indptr, np.arange(0, indptr[-1] + CHUNK_EDGES, CHUNK_EDGES))
@@ -95,7 +98,10 @@ def next_from_dist(comm, g, dist, split):
         if split:
             from_rank = src < g.n_rank_vertices
             out_of_hub = np.flatnonzero(keep & ~from_rank)
-            offers.append((src[out_of_hub] - g.n_rank_vertices, offer[out_of_hub], dst[out_of_hub]))
+            hub, hub_offer = src[out_of_hub] - g.n_rank_vertices, offer[out_of_hub]
+            np.minimum.at(hub_best, hub, hub_offer)
+            best_so_far = np.flatnonzero(hub_offer == hub_best[hub])
+            offers.append((hub[best_so_far], hub_offer[best_so_far], dst[out_of_hub[best_so_far]]))
             keep &= from_rank
         if g.n_analysis == 1:         # every source is here: only the tight edges are taken out
             keep &= dist[src] == offer

@@ -41,6 +41,16 @@ from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, local_sinks,
 
 def solve(comm, g, split):
     """Labels of g's local vertices (collective over comm: the analysis ranks holding g)."""
+    dist, rounds = _distances(comm, g, split)     # the searches' arrays are gone before next[]'s pass
+    nxt, nxt_w, offers = next_from_dist(comm, g, dist, split)
+    hub_dist = hub_next = np.zeros(0, np.int64)
+    if split:
+        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, offers))
+    return Labels(dist, nxt, nxt_w, hub_dist, hub_next, rounds)
+
+
+def _distances(comm, g, split):
+    """(dist of g's local vertices, rounds): the searches and offers described above."""
     n = len(g.time)
     dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(g.indptr))
     relaxed = g.src < g.n_rank_vertices if split else np.ones(len(g.src), bool)
@@ -77,11 +87,7 @@ def solve(comm, g, split):
         dist = np.minimum(dist, found)
         sources, offsets = sources[:0], offsets[:0]
         rounds += 1
-    nxt, nxt_w, offers = next_from_dist(comm, g, dist, split)
-    hub_dist = hub_next = np.zeros(0, np.int64)
-    if split:
-        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, offers))
-    return Labels(dist, nxt, nxt_w, hub_dist, hub_next, rounds)
+    return dist, rounds
 
 
 def _local_part(comm, g, local, sinks, keep):
