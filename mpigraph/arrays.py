@@ -4,7 +4,11 @@ numpy 2.3 made ``np.unique(values)`` (no return_index, _inverse or _counts)
 hash-based.  On many distinct int64 values it is far slower than sorting:
 2.56 million distinct int64 ids take 3.2 s in numpy 2.4.6, a sort and a
 comparison 0.06 s (measured on this project's 2-core AMD EPYC VM).
-``unique`` is the sort, whatever numpy's version.
+``unique`` is the sort, whatever numpy's version.  With its inverse, np.unique
+sorts too, yet ``unique_inverse``'s one stable argsort takes a third to a half
+less time (5 million random int64: 0.89 s against 1.38 s; the 2.56 million
+sources of a rank's crossing edges at 1024 x 10,000 calls, in sorted runs:
+0.15 s against 0.33-0.54 s).
 """
 
 import numpy as np
@@ -19,3 +23,17 @@ def unique(values):
     first[0] = True
     np.not_equal(values[1:], values[:-1], out=first[1:])
     return values[first]
+
+
+def unique_inverse(values):
+    """(sorted distinct values, index of each one's first occurrence, each value's index among
+    them): np.unique(values, return_index=True, return_inverse=True), by one stable argsort."""
+    values = np.asarray(values).reshape(-1)
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    first = np.empty(len(values), bool)
+    first[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    inverse = np.empty(len(values), np.int64)
+    inverse[order] = np.cumsum(first) - 1
+    return ordered[first], order[first], inverse

@@ -36,7 +36,7 @@ import numpy as np
 from mpigraph import match, metrics, threshold
 from mpigraph.match import Dependencies  # noqa: F401  (the path stage's input type)
 from mpigraph.parallel import Ownership
-from mpigraph import owner_exchange as exchange
+from mpigraph import arrays, owner_exchange as exchange
 
 # The match stage's edge table and its codes (one definition, in mpigraph.match).  An N-to-N
 # collective has an edge from the last arriver's start to every member's end, the last
@@ -358,7 +358,7 @@ def _distinct_rows(*columns):
         keys = np.stack([c[first] for c in columns], axis=1)
         _, pick, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     else:
-        _, pick, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        _, pick, inverse = arrays.unique_inverse(keys)
     return first[pick], inverse.reshape(-1)[run]
 
 

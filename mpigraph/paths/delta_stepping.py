@@ -26,7 +26,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpigraph.graph import INF
-from mpigraph import owner_exchange as exchange
+from mpigraph import arrays, owner_exchange as exchange
 from mpigraph.paths.dijkstra import Bypass, with_remote_edges
 from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, local_sinks, next_from_dist
 
@@ -215,11 +215,11 @@ def _bypassed(comm, g, sinks):
     cross = np.flatnonzero(~here)
     cross_src = g.src[cross]
     keep = with_remote_edges(comm, g, cross_src, g.owner_of(cross_src))
-    remote, extra = np.unique(cross_src, return_inverse=True)
+    remote, _, extra = arrays.unique_inverse(cross_src)
     del cross_src
     src = np.empty(len(g.src), np.int64)
     src[here] = g.local_index(g.src[here])
-    src[cross] = n + extra.reshape(-1)
+    src[cross] = n + extra
     del here, extra
     indptr = np.concatenate((g.indptr, np.full(len(remote), g.indptr[-1])))
     kept = np.concatenate((keep, np.arange(n, n + len(remote), dtype=np.int64)))

@@ -19,7 +19,7 @@ import numpy as np
 
 from mpi4py import MPI
 
-from mpigraph import arrays, owner_exchange as exchange
+from mpigraph import owner_exchange as exchange
 from mpigraph.graph import INF
 from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, local_sinks, next_from_dist
 
@@ -151,7 +151,9 @@ def with_remote_edges(comm, g, src, owner):
     one-way, whatever its edges stored here: a distributed Bypass keeps it.
     """
     (remote,) = exchange.send_rows(comm, owner, [src])
-    return arrays.unique(g.local_index(remote))
+    has_remote = np.zeros(len(g.time), bool)      # a mask, not a sort of millions of repeats
+    has_remote[g.local_index(remote)] = True
+    return np.flatnonzero(has_remote)
 
 
 def _check_exact(ns, what, where=True):

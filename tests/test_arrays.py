@@ -1,0 +1,24 @@
+"""mpigraph.arrays: numpy's unique, done by a sort, gives numpy's answers."""
+
+import numpy as np
+from hypothesis import given, strategies as st
+from hypothesis.extra import numpy as hnp
+
+from mpigraph import arrays
+
+INT64S = hnp.arrays(np.int64, st.integers(0, 200),
+                    elements=st.one_of(st.integers(-3, 3), st.integers(-2**63, 2**63 - 1)))
+
+
+@given(INT64S)
+def test_unique_is_numpys(values):
+    np.testing.assert_array_equal(arrays.unique(values), np.unique(values))
+
+
+@given(INT64S)
+def test_unique_inverse_is_numpys_with_index_and_inverse(values):
+    distinct, first, inverse = arrays.unique_inverse(values)
+    want = np.unique(values, return_index=True, return_inverse=True)
+    for got, expected in zip((distinct, first, inverse), want):
+        np.testing.assert_array_equal(got, expected.reshape(-1))
+    assert inverse.dtype == np.int64
