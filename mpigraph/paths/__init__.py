@@ -136,30 +136,37 @@ def gather_graph(comm, g):
     is owned by rank h % n_analysis and comes after the rank vertices: the
     hubs' rows arrive grouped by rank and are moved to hub order by their
     lengths (``_hub_order``).
+
+    With several analysis ranks g is used up: each of its per-vertex and per-edge arrays is
+    dropped (set to None) once it is gathered, so rank 0 never holds its part twice.
     """
     if comm.Get_size() == 1:
         return g
     n_rows, n_hubs = g.hi - g.lo, g.n_hubs     # this rank's rank vertices
     row_edges = int(g.indptr[n_rows])
-    degree = np.diff(g.indptr)
-    time = _gatherv(comm, g.time[:n_rows])
-    func = _gatherv(comm, g.func[:n_rows])
+    degree, g.indptr = np.diff(g.indptr), None
+    time, g.time = _gatherv(comm, g.time[:n_rows], extra=n_hubs), None      # the hubs' rows go last
+    func, g.func = _gatherv(comm, g.func[:n_rows], extra=n_hubs), None
     rank_degree = _gatherv(comm, degree[:n_rows])
     hub_degree = _gatherv(comm, degree[n_rows:])
+    del degree
     n_hub_edges = comm.allreduce(len(g.src) - row_edges)
     src = _gatherv(comm, g.src[:row_edges], extra=n_hub_edges)
+    hub_src, g.src = _gatherv(comm, g.src[row_edges:]), None
     weight = _gatherv(comm, g.weight[:row_edges], extra=n_hub_edges)
-    hub_src = _gatherv(comm, g.src[row_edges:])
-    hub_weight = _gatherv(comm, g.weight[row_edges:])
+    hub_weight, g.weight = _gatherv(comm, g.weight[row_edges:]), None
     if comm.Get_rank() != 0:
         return None
     order = _hub_order(n_hubs, comm.Get_size())
-    indptr = np.zeros(len(rank_degree) + n_hubs + 1, np.int64)
-    np.cumsum(np.concatenate((rank_degree, hub_degree[order])), out=indptr[1:])
+    n_rank_rows = len(rank_degree)
+    indptr = np.zeros(n_rank_rows + n_hubs + 1, np.int64)
+    np.cumsum(rank_degree, out=indptr[1:n_rank_rows + 1])
+    del rank_degree
+    np.cumsum(hub_degree[order], out=indptr[n_rank_rows + 1:])
+    indptr[n_rank_rows + 1:] += indptr[n_rank_rows]
     hub_edges = _rows_in_order(hub_degree, order)
     src[len(src) - n_hub_edges:], weight[len(src) - n_hub_edges:] = hub_src[hub_edges], hub_weight[hub_edges]
-    time = np.concatenate((time, g.hub_time))
-    func = np.concatenate((func, np.full(n_hubs, -1, np.int64)))
+    time[len(time) - n_hubs:], func[len(func) - n_hubs:] = g.hub_time, -1
     bounds = np.array([0, g.n_rank_vertices], np.int64)
     return graph_module.Graph(1, 0, g.base, bounds, g.hub_calls, g.hub_time, time, func, indptr,
                               src, weight, g.sink, g.sources, g.t0)
