@@ -186,6 +186,8 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     # Every record's (start, end) on rank 0's clock, after the receive-before-send repair.
     times = {rank: calls.record_times() for rank, calls in linked.calls.items()}
     tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times)
+    if config.algorithm not in toposort.ALGORITHMS:
+        times = None      # only toposort's path reads them: not held through the graph's build
     path = progress.run("path", parallel.collectively, comm, path_stage, comm, config, info, logs, linked, times)
 
     text = progress.run("report", parallel.collectively, comm, _write_report, comm, out_dir or info.run_dir, info, tables,
