@@ -28,7 +28,7 @@ from mpi4py import MPI
 from mpigraph.graph import INF
 from mpigraph import arrays, owner_exchange as exchange
 from mpigraph.paths.dijkstra import Bypass, with_remote_edges
-from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, local_sinks, next_from_dist
+from mpigraph.paths.labels import from_dist, local_sinks
 
 
 def auto_delta(comm, g):
@@ -188,11 +188,7 @@ def solve(comm, g, delta, split):
     dist, rounds = _Search(comm, reduced, int(delta), split).distances()
     dist = expand(dist)
     del reduced, expand       # the bypassed graph is not held through next[]'s pass
-    nxt, nxt_w, offers = next_from_dist(comm, g, dist, split)
-    hub_dist = hub_next = np.zeros(0, np.int64)
-    if split:
-        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, offers))
-    return Labels(dist, nxt, nxt_w, hub_dist, hub_next, rounds)
+    return from_dist(comm, g, dist, split, rounds)
 
 
 def _bypassed(comm, g, sinks):

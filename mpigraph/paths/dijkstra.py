@@ -21,7 +21,7 @@ from mpi4py import MPI
 
 from mpigraph import owner_exchange as exchange
 from mpigraph.graph import INF
-from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, local_sinks, next_from_dist
+from mpigraph.paths.labels import from_dist, local_sinks
 
 EXACT_NS = 2 ** 53     # float64 holds every integer below this
 
@@ -34,11 +34,7 @@ def solve(g, split):
     # With splits the hubs are sinks too; the edges out of hubs, which the search leaves out,
     # are edges out of sinks: Bypass drops those anyway.
     dist = distances(n, g.indptr, g.src, g.weight, local_sinks(g, split))
-    nxt, nxt_w, offers = next_from_dist(MPI.COMM_SELF, g, dist, split)
-    hub_dist = hub_next = np.zeros(0, np.int64)
-    if split:
-        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(MPI.COMM_SELF, g, offers))
-    return Labels(dist, nxt, nxt_w, hub_dist, hub_next, int((dist < INF).sum()))
+    return from_dist(MPI.COMM_SELF, g, dist, split, int((dist < INF).sum()))
 
 
 def distances(n, indptr, src, weight, sources):

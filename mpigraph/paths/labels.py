@@ -121,6 +121,16 @@ def next_from_dist(comm, g, dist, split):
     return nxt, nxt_w, offers
 
 
+def from_dist(comm, g, dist, split, rounds):
+    """Labels of g's local vertices from their final distances, as every search ends: next[]
+    by ``next_from_dist`` and, with splits, each hub's distance to the sink and next vertex."""
+    nxt, nxt_w, offers = next_from_dist(comm, g, dist, split)
+    hub_dist = hub_next = np.zeros(0, np.int64)
+    if split:
+        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, offers))
+    return Labels(dist, nxt, nxt_w, hub_dist, hub_next, rounds)
+
+
 def _max():
     from mpi4py import MPI
 

@@ -36,17 +36,13 @@ from mpi4py import MPI
 from mpigraph.graph import INF
 from mpigraph import owner_exchange as exchange
 from mpigraph.paths.dijkstra import Bypass, Reversed, with_remote_edges
-from mpigraph.paths.labels import Labels, combine_hubs, hub_offers, local_sinks, next_from_dist
+from mpigraph.paths.labels import from_dist, local_sinks
 
 
 def solve(comm, g, split):
     """Labels of g's local vertices (collective over comm: the analysis ranks holding g)."""
     dist, rounds = _distances(comm, g, split)     # the searches' arrays are gone before next[]'s pass
-    nxt, nxt_w, offers = next_from_dist(comm, g, dist, split)
-    hub_dist = hub_next = np.zeros(0, np.int64)
-    if split:
-        hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, offers))
-    return Labels(dist, nxt, nxt_w, hub_dist, hub_next, rounds)
+    return from_dist(comm, g, dist, split, rounds)
 
 
 def _distances(comm, g, split):
