@@ -210,6 +210,8 @@ def test_a_rank_owns_the_vertices_owner_of_gives_it(n_analysis):
         g = graph.Graph(n_analysis, me, base, bounds, np.zeros((7, 4), np.int64), np.zeros(7, np.int64), empty,
                         empty, np.zeros(1, np.int64), empty, empty, 0, empty, 0)
         owner = g.owner_of(every)
+        by_range = [a for a in range(n_analysis) for _ in range(bounds[a], bounds[a + 1])]
+        assert owner.tolist() == by_range + [h % n_analysis for h in range(7)]
         assert g.owns(every).tolist() == (owner == me).tolist()
         # Local indices are the owned ids in order, rank vertices then hubs; global_id inverts them.
         owned = every[owner == me]
