@@ -37,3 +37,9 @@ def unique_inverse(values):
     inverse = np.empty(len(values), np.int64)
     inverse[order] = np.cumsum(first) - 1
     return ordered[first], order[first], inverse
+
+
+def runs(values):
+    """(start, length) of each run of equal neighbours in a non-empty 1-d array."""
+    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+    return starts, np.diff(np.append(starts, len(values)))

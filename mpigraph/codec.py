@@ -134,10 +134,8 @@ def _rle(u):
     """Run values and run lengths (uint64)."""
     if not len(u):
         return u[:0], np.zeros(0, np.uint64)
-    starts = np.flatnonzero(u[1:] != u[:-1]) + 1
-    starts = np.concatenate(([0], starts))
-    lengths = np.diff(np.append(starts, len(u))).astype(np.uint64)
-    return u[starts], lengths
+    starts, lengths = arrays.runs(u)
+    return u[starts], lengths.astype(np.uint64)
 
 
 # ---------------------------------------------------------------------------

@@ -268,8 +268,7 @@ def _sorted_runs(dst, src, weight):
 def _run(dst, src, weight):
     if len(dst) < 2 or bool((dst[1:] > dst[:-1]).all()):
         return _Run(dst, src, weight, dst, 1, None)
-    row_start = np.flatnonzero(np.concatenate(([True], dst[1:] != dst[:-1])))
-    lengths = np.diff(np.append(row_start, len(dst)))
+    row_start, lengths = arrays.runs(dst)
     within = np.arange(len(dst), dtype=np.int64) - np.repeat(row_start, lengths)
     return _Run(dst, src, weight, dst[row_start], lengths, within)
 

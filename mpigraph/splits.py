@@ -73,8 +73,7 @@ def _instances(comm, n_trace_ranks, base, lo, time, deps, keys):
         # edges in 15,000 runs a rank at 1024 x 10,000 calls on 2 ranks): looked up and reduced a
         # run at a time, not an edge at a time.
         src = deps.src[edge]
-        head = np.flatnonzero(np.concatenate(([True], src[1:] != src[:-1])))
-        lengths = np.diff(np.append(head, len(edge)))
+        head, lengths = arrays.runs(src)
         index = np.searchsorted(keys, src[head])
         found = index < n
         found[found] = keys[index[found]] == src[head[found]]

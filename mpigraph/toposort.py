@@ -52,7 +52,7 @@ import time
 
 import numpy as np
 
-from mpigraph import critical_path, metrics, mpi_functions, record, shuffle
+from mpigraph import arrays, critical_path, metrics, mpi_functions, record, shuffle
 from mpigraph.codec import Codec
 from mpigraph.critical_path import PathResult
 
@@ -167,9 +167,8 @@ def best_per_group(columns, group):
     if not len(group):
         return np.zeros(0, np.int64)
     duration = columns["end"] - columns["start"]
-    first = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
+    first, sizes = arrays.runs(group)
     longest = np.maximum.reduceat(duration, first)
-    sizes = np.diff(np.append(first, len(group)))
     candidates = np.flatnonzero(duration == np.repeat(longest, sizes))
     keys = [columns[name][candidates] for name in ("call", "rank", "start")] + [group[candidates]]
     order = np.lexsort(keys)

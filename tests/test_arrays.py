@@ -22,3 +22,12 @@ def test_unique_inverse_is_numpys_with_index_and_inverse(values):
     for got, expected in zip((distinct, first, inverse), want):
         np.testing.assert_array_equal(got, expected.reshape(-1))
     assert inverse.dtype == np.int64
+
+
+@given(hnp.arrays(np.int64, st.integers(1, 200), elements=st.integers(-2, 2)))
+def test_runs_are_the_runs_of_equal_neighbours(values):
+    starts, lengths = arrays.runs(values)
+    assert lengths.sum() == len(values) and (lengths > 0).all()
+    for start, length in zip(starts, lengths):      # each run equal inside, different from the next
+        assert (values[start:start + length] == values[start]).all()
+        assert start + length == len(values) or values[start + length] != values[start]
