@@ -43,3 +43,11 @@ def runs(values):
     """(start, length) of each run of equal neighbours in a non-empty 1-d array."""
     starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
     return starts, np.diff(np.append(starts, len(values)))
+
+
+def ranges(first, last):
+    """The integers first[i], first[i] + 1, ..., last[i] of each pair, one range after another."""
+    first, last = np.asarray(first, np.int64), np.asarray(last, np.int64)
+    lengths = last - first + 1
+    shift = np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
+    return shift + np.arange(int(lengths.sum()), dtype=np.int64)

@@ -44,14 +44,43 @@ def start_vertex(g, dist, hub_dist, source_dist=None):
 
 
 def chase(start, sink, nxt):
-    """The vertices from start to sink along nxt (one numpy lookup per path vertex)."""
-    path, v = [start], start
-    while v != sink:
-        v = int(nxt[v])
-        if v == NO_NEXT or len(path) > len(nxt):
+    """The vertices from start to sink along nxt: a numpy scan per straight run (``straight_end``),
+    not a lookup per vertex (a pipelined program's path is most of its calls)."""
+    firsts, lasts, v, count = [], [], start, 0
+    while True:
+        w = straight_end(nxt, 0, v, len(nxt), sink)
+        firsts.append(v)
+        lasts.append(w)
+        count += w - v + 1
+        if w == sink:
+            return arrays.ranges(firsts, lasts)
+        v = int(nxt[w])
+        if v == NO_NEXT or count > len(nxt):
             raise ValueError("the path from vertex %d does not reach the sink %d" % (start, sink))
-        path.append(v)
-    return np.array(path, np.int64)
+
+
+# The first block straight_end scans; it doubles up to the last: short runs cost one small scan,
+# a run of millions of vertices a few dozen.
+FIRST_SCAN, LAST_SCAN = 8, 1 << 20
+
+
+def straight_end(nxt, lo, v, stop, sink):
+    """The last vertex w of the straight run from v: v, v + 1, ..., w, each vertex's next the id
+    after it (next of x is nxt[x - lo]), w < stop, and none after the sink.
+
+    Along a rank's calls next[] goes S -> E -> S of the next call: ids in a row.  The path
+    leaves the run at w, to nxt[w - lo].
+    """
+    if v <= sink < stop:
+        stop = sink + 1
+    w, block = v, FIRST_SCAN
+    while w + 1 < stop:
+        end = min(w + block, stop - 1)
+        broken = np.flatnonzero(nxt[w - lo:end - lo] != np.arange(w + 1, end + 1))
+        if len(broken):
+            return w + int(broken[0])
+        w, block = end, min(2 * block, LAST_SCAN)
+    return w
 
 
 def segments(g, time, func, path, next_weight):
@@ -73,11 +102,13 @@ def path_segments(g, path, time, func, weight):
     start = np.minimum(time[:-1] + w, end)
     compute = (u_rank == v_rank) & (u_side == END) & (v_side == START) & (v_call == u_call + 1)
     message = u_rank != v_rank
-    kind = np.where(compute, "compute", np.where(message, "message", "mpi")).astype(object)
+    # Object columns by indexing arrays of the few names: one reference per segment, no string
+    # made per segment (a pipelined program's path has one per call).
+    kind = np.array(critical_path.KINDS, object)[np.where(compute, 0, np.where(message, 2, 1))]
     names = mf.names_array()
     func_v = func[1:]
     known = (func_v >= 0) & (func_v < len(names))
-    function = np.where(compute | ~known, "", names[np.where(known, func_v, 0)]).astype(object)
+    function = np.append(names, "")[np.where(compute | ~known, len(names), func_v)]
     peer = np.where(message, u_rank, -1)
     if time[0] > g.t0:       # the start rank was still in MPI_Init after the run's start
         first_rank = g.decode(path[:1])[0]
@@ -159,18 +190,26 @@ class _Runs:
         lo, hi, sink, n_rank_vertices = g.lo, g.hi, g.sink, g.n_rank_vertices
         handoffs = []
         for v in entries.tolist():
-            run = [v]
-            while v != sink and len(run) <= hi - lo:
-                v = int(nxt[v - lo])
+            firsts, lasts, count = [], [], 0
+            while True:                 # straight runs of the rank's own vertices (see chase)
+                w = straight_end(nxt, lo, v, hi, sink)
+                firsts.append(v)
+                lasts.append(w)
+                count += w - v + 1
+                if w == sink:
+                    exit_ = NO_NEXT
+                    break
+                exit_ = v = int(nxt[w - lo])
                 if v == NO_NEXT or not lo <= v < hi:
                     break
-                run.append(v)
-            exit_ = NO_NEXT if run[-1] == sink else v
+                if count > hi - lo:     # a cycle: rank 0's chain finds no sink and says so
+                    exit_ = NO_NEXT
+                    break
             if exit_ != NO_NEXT and exit_ < n_rank_vertices and not lo <= exit_ < hi:
                 handoffs.append(exit_)
-            self.entry.append(run[0])
+            self.entry.append(firsts[0])
             self.exit.append(exit_)
-            self.vertices.append(np.array(run, np.int64))
+            self.vertices.append(arrays.ranges(firsts, lasts))
         return np.array(handoffs, np.int64)
 
     def gather(self, comm):

@@ -1,0 +1,123 @@
+"""Straight runs (ids in a row, as along a rank's calls): the path walk and the Bypass skip
+them with numpy, and must give what following next[] one vertex at a time gives."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from mpigraph import arrays
+from mpigraph.paths import dijkstra, walk
+from mpigraph.paths.labels import NO_NEXT
+
+
+def follow_one_at_a_time(start, sink, nxt):
+    path, v = [start], start
+    while v != sink:
+        v = int(nxt[v])
+        if v == NO_NEXT or len(path) > len(nxt):
+            raise ValueError("does not reach the sink")
+        path.append(v)
+    return path
+
+
+def random_next(rng, n, straight):
+    """(next array, start, sink): a path through distinct vertices, most steps to the next id
+    (probability `straight`), the rest of next[] random (with runs of its own)."""
+    nxt = np.where(rng.random(n) < straight, np.arange(1, n + 1), rng.integers(0, n, n)).astype(np.int64)
+    nxt[nxt >= n] = NO_NEXT
+    start = v = int(rng.integers(n))
+    used = {v}
+    for _ in range(int(rng.integers(0, n))):
+        after = v + 1 if rng.random() < straight and v + 1 < n and v + 1 not in used else int(rng.integers(n))
+        if after in used:
+            break
+        nxt[v], v = after, after
+        used.add(v)
+    return nxt, start, v
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 300), straight=st.sampled_from([0.0, 0.5, 0.95, 1.0]),
+       first_scan=st.sampled_from([1, 2, 8]), last_scan=st.sampled_from([2, 64, 1 << 20]))
+def test_chase_follows_next_as_one_vertex_at_a_time(seed, n, straight, first_scan, last_scan):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(walk, "FIRST_SCAN", first_scan)
+        patch.setattr(walk, "LAST_SCAN", max(first_scan, last_scan))
+        check_chase(seed, n, straight)
+
+
+def check_chase(seed, n, straight):
+    rng = np.random.default_rng(seed)
+    nxt, start, sink = random_next(rng, n, straight)
+    assert walk.chase(start, sink, nxt).tolist() == follow_one_at_a_time(start, sink, nxt)
+    # The sink ends the path even where next[] goes on from it; a dead end or a cycle is refused.
+    other = int(rng.integers(n))
+    try:
+        expected = follow_one_at_a_time(start, other, nxt)
+    except ValueError:
+        with pytest.raises(ValueError, match="does not reach the sink"):
+            walk.chase(start, other, nxt)
+    else:
+        assert walk.chase(start, other, nxt).tolist() == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 200), lo=st.integers(0, 50), straight=st.floats(0, 1))
+def test_straight_end_is_where_next_stops_being_the_id_after(seed, n, lo, straight):
+    rng = np.random.default_rng(seed)
+    ids = np.arange(lo, lo + n)
+    nxt = np.where(rng.random(n) < straight, ids + 1, rng.integers(lo, lo + n + 2, n))
+    v = lo + int(rng.integers(n))
+    stop = int(rng.integers(v + 1, lo + n + 1))
+    sink = lo + int(rng.integers(n))
+    w = v
+    while w + 1 < stop and w != sink and nxt[w - lo] == w + 1:
+        w += 1
+    assert walk.straight_end(nxt, lo, v, stop, sink) == w
+
+
+def one_way_distances(n, indptr, src, weight, sources):
+    """Least slack to a source by Bellman-Ford rounds (the reference for the Bypass)."""
+    dst = np.repeat(np.arange(n), np.diff(indptr))
+    dist = np.full(n, np.inf)
+    dist[sources] = 0
+    for _ in range(n + 1):
+        offer = dist[dst] + weight
+        new = dist.copy()
+        np.minimum.at(new, src, offer)
+        if (new == dist).all():
+            break
+        dist = new
+    return dist
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_ranks=st.integers(1, 4), n_calls=st.integers(1, 60),
+       n_deps=st.integers(0, 30))
+def test_bypass_distances_with_long_straight_runs(seed, n_ranks, n_calls, n_deps):
+    """Ranks of S -> E -> S ... chains (straight runs of one-way vertices) and a few edges between
+    ranks: distances through the Bypass equal plain relaxation's."""
+    rng = np.random.default_rng(seed)
+    n = 2 * n_calls * n_ranks
+    chain_src = np.concatenate([np.arange(r * 2 * n_calls, (r + 1) * 2 * n_calls - 1) for r in range(n_ranks)])
+    chain_dst = chain_src + 1
+    dep_src = rng.integers(0, n, n_deps)
+    dep_dst = np.minimum(dep_src + rng.integers(1, 40, n_deps), n - 1)    # forward in id: a DAG
+    keep = dep_dst > dep_src
+    src = np.concatenate((chain_src, dep_src[keep]))
+    dst = np.concatenate((chain_dst, dep_dst[keep]))
+    weight = rng.integers(0, 5, len(src)).astype(np.int64)
+    order = np.argsort(dst, kind="stable")
+    src, dst, weight = src[order], dst[order], weight[order]
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(dst, minlength=n))))
+    sinks = np.unique(np.append(rng.integers(0, n, int(rng.integers(0, 3))), n - 1))
+    found = dijkstra.distances(n, indptr, src, weight, sinks)
+    expected = one_way_distances(n, indptr, src, weight, sinks)
+    reached = np.isfinite(expected)
+    assert found[reached].tolist() == expected[reached].astype(np.int64).tolist()
+    assert (found[~reached] >= dijkstra.INF).all()
+
+
+def test_ranges():
+    assert arrays.ranges([3, 0, 7], [5, 0, 8]).tolist() == [3, 4, 5, 0, 7, 8]
+    assert arrays.ranges([], []).tolist() == []
