@@ -124,8 +124,8 @@ def path_stage(comm, config, info, logs, linked, times):
 def _write_report(comm, out_dir, info, tables, path, linked, codec):
     """Stage report: rank 0 writes the files; the calls table comes to it a chunk at a time
     from every analysis rank, which makes each of its chunks and marks its calls on the path."""
-    segments = comm.bcast(_path_for_marking(path.table) if comm.rank == 0 else None, root=0)
-    calls = _marked_calls(linked, segments)
+    queries = comm.bcast(linked_tables.path_queries(path.table) if comm.rank == 0 else None, root=0)
+    calls = _marked_calls(linked, queries)
     if comm.rank != 0:
         shuffle.serve_root(comm, calls, codec=codec)
         return None
@@ -138,18 +138,11 @@ def _write_report(comm, out_dir, info, tables, path, linked, codec):
         pull.close()
 
 
-def _marked_calls(linked, segments):
-    """This rank's chunks of the calls table, on_path set from the path's segments."""
+def _marked_calls(linked, queries):
+    """This rank's chunks of the calls table, on_path set from the path's queries."""
     for chunk in linked_tables.call_chunks(linked):
-        linked_tables.mark_on_path([chunk], segments)
+        linked_tables.mark_on_path([chunk], queries)
         yield chunk
-
-
-def _path_for_marking(table):
-    """The columns of a path table that mark_on_path reads (None: no path)."""
-    if table is None:
-        return None
-    return {name: table[name] for name in ("kind", "rank", "peer", "start", "end")}
 
 
 def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):

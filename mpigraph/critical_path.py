@@ -83,15 +83,27 @@ def time_per_rank(path, n_ranks):
 
 def time_per_function(path):
     """{MPI function: ns on the path} for the mpi and message segments."""
-    calls = path["kind"] != "compute"
-    names, index = np.unique(path["function"][calls].astype(str), return_inverse=True)
-    totals = np.bincount(index, weights=path["duration"][calls], minlength=len(names)).astype(np.int64)
-    return dict(zip(names.tolist(), totals.tolist()))
+    per_function = _sums_by_name(path["function"], path["duration"])
+    per_function.pop("", None)          # compute segments (and calls of no known function)
+    return per_function
 
 
 def time_per_kind(path):
     """{kind: ns on the path} for compute, mpi and message."""
-    return {k: int(path["duration"][path["kind"] == k].sum()) for k in KINDS}
+    per_kind = _sums_by_name(path["kind"], path["duration"])
+    return {k: per_kind.get(k, 0) for k in KINDS}
+
+
+def _sums_by_name(names, values):
+    """{name: sum of its rows' values} of a column of a few distinct names (hashed by pyarrow:
+    a path can have a segment per MPI call, and a sort of millions of strings takes seconds)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(pa.array(np.asarray(names, object), pa.string()))
+    sums = np.bincount(encoded.indices.to_numpy(zero_copy_only=False), weights=values,
+                       minlength=len(encoded.dictionary)).astype(np.int64)
+    return dict(zip(encoded.dictionary.to_pylist(), sums.tolist()))
 
 
 def summary_lines(path, n_ranks, top=5):

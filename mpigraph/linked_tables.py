@@ -256,8 +256,29 @@ def finish(tables):
     return {"collectives": inst, "waitstates": ws, "unmatched": un}
 
 
-def mark_on_path(blocks, path):
-    """Set on_path in the calls table's row blocks (``finish``) from a critical_path table.
+def path_queries(path):
+    """What ``mark_on_path`` looks up, from a critical_path table (None: no path): a list of
+    (rank, lo, hi, how), int64 columns sorted by rank, one per kind of lookup.
+
+    Numbers only, made once: they go to every analysis rank, and each of its chunks of calls
+    takes its ranks' rows by a binary search (a path can have a segment per call).
+    """
+    if path is None or not len(path["rank"]):
+        return None
+    kind, rank, peer = path["kind"], path["rank"], path["peer"]
+    start, end = path["start"], path["end"]
+    mpi, message = kind == "mpi", kind == "message"
+    queries = []
+    for q_rank, lo, hi, how in ((rank[mpi], start[mpi], end[mpi], "overlap"),
+                                (rank[message], end[message], end[message], "ends in"),
+                                (peer[message], start[message], start[message], "starts in")):
+        order = np.argsort(q_rank, kind="stable")
+        queries.append((q_rank[order], lo[order], hi[order], how))
+    return queries
+
+
+def mark_on_path(blocks, queries):
+    """Set on_path in the calls table's row blocks (``finish``) from a path's ``path_queries``.
 
     A call is on the path when the path spends time in it or passes through it:
     an ``mpi`` segment of its rank overlaps it; a ``message`` segment ends in it (the
@@ -266,27 +287,20 @@ def mark_on_path(blocks, path):
     the peer that sent or arrived last: the call holding the segment's start, the
     one starting there on a tie).  Compute segments lie between calls.
     """
-    if path is None or not len(path["rank"]):
+    if queries is None:
         return
-    kind, rank, peer = path["kind"], path["rank"], path["peer"]
-    start, end = path["start"], path["end"]
-    mpi, message = kind == "mpi", kind == "message"
-    # Queries (rank, time, how): "overlap" rows [lo, hi), "ends in" and "starts in" one row.
-    queries = [(rank[mpi], start[mpi], end[mpi], "overlap"),
-               (rank[message], end[message], end[message], "ends in"),
-               (peer[message], start[message], start[message], "starts in")]
     for block in blocks:
         block_rank = np.asarray(block["rank"])
         if not len(block_rank):
             continue
         marked = np.zeros(len(block_rank) + 1, np.int64)    # +1 at a range's first row, -1 after its last
+        ranks = arrays.unique(block_rank)
         for q_rank, lo, hi, how in queries:
-            here = (q_rank >= block_rank[0]) & (q_rank <= block_rank[-1])     # the block's ranks
-            q_rank, lo, hi = q_rank[here], lo[here], hi[here]
-            for r in arrays.unique(q_rank):
-                a, b = np.searchsorted(block_rank, [r, r + 1])
-                mine = q_rank == r
-                _mark_rows(marked, a, block["start"][a:b], block["end"][a:b], lo[mine], hi[mine], how)
+            for r, a, b in zip(ranks.tolist(), *np.searchsorted(q_rank, [ranks, ranks + 1])):
+                if a < b:
+                    first, last = np.searchsorted(block_rank, [r, r + 1])
+                    _mark_rows(marked, first, block["start"][first:last], block["end"][first:last],
+                               lo[a:b], hi[a:b], how)
         block["on_path"] = np.cumsum(marked[:-1]) > 0
 
 

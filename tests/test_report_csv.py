@@ -1,0 +1,52 @@
+"""report.write_csv: the text Python's csv module writes, made by pyarrow's kernels a block at a time."""
+
+import csv
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from mpigraph import linked_tables, report
+from mpigraph.metrics import Column
+
+COLUMNS = [Column("t", "time", ""), Column("n", "int", ""), Column("x", "float", ""), Column("ok", "bool", ""),
+           Column("name", "str", ""), Column("label", "str", "")]
+NAMES = np.array(["MPI_Send", "", 'say "hi"', "a,b", "line\nbreak", "MPI_Recv"], dtype=object)
+
+
+def python_csv(path, table, columns):
+    """The CSV the csv module writes: the format write_csv keeps."""
+    def cells(c, values):
+        if c.kind == "time":
+            return ["%.9f" % (v / 1e9) for v in values.tolist()]
+        if c.kind == "float":
+            return ["" if np.isnan(v) else "%.6f" % v for v in values.tolist()]
+        if c.kind == "bool":
+            return ["true" if v else "false" for v in values.tolist()]
+        return [str(v) for v in values.tolist()]
+
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow([report.csv_name(c) for c in columns])
+        writer.writerows(zip(*[cells(c, np.asarray(table[c.name])) for c in columns]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 40), block=st.sampled_from([1, 3, 1 << 20]))
+def test_write_csv_writes_what_the_csv_module_writes(tmp_path_factory, seed, n, block):
+    rng = np.random.default_rng(seed)
+    tmp = tmp_path_factory.mktemp("csv")
+    codes = rng.integers(0, len(NAMES), n)
+    # Times up to 10**15 ns (11 days; the csv module's float is exact there), negative ones too.
+    scale = 10 ** rng.integers(0, 16, n)
+    table = {"t": rng.integers(-scale, scale, dtype=np.int64), "n": rng.integers(-2**62, 2**62, n),
+             "x": np.where(rng.random(n) < 0.2, np.nan, rng.normal(0, 1e3, n)), "ok": rng.random(n) < 0.5,
+             "name": NAMES[codes], "label": linked_tables.Labels(codes, NAMES)}
+    original, report.CSV_BLOCK_ROWS = report.CSV_BLOCK_ROWS, block
+    try:
+        report.write_csv(tmp / "fast.csv", table, COLUMNS)
+    finally:
+        report.CSV_BLOCK_ROWS = original
+    python_csv(tmp / "python.csv", table, COLUMNS)
+    assert (tmp / "fast.csv").read_bytes() == (tmp / "python.csv").read_bytes()
+    with open(tmp / "fast.csv", newline="") as f:
+        assert len(list(csv.reader(f))) == n + 1
