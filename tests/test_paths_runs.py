@@ -93,10 +93,17 @@ def one_way_distances(n, indptr, src, weight, sources):
 
 @settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_ranks=st.integers(1, 4), n_calls=st.integers(1, 60),
-       n_deps=st.integers(0, 30))
-def test_bypass_distances_with_long_straight_runs(seed, n_ranks, n_calls, n_deps):
+       n_deps=st.integers(0, 30), long_run=st.sampled_from([0, 16, 10**9]))
+def test_bypass_distances_with_long_straight_runs(seed, n_ranks, n_calls, n_deps, long_run):
     """Ranks of S -> E -> S ... chains (straight runs of one-way vertices) and a few edges between
-    ranks: distances through the Bypass equal plain relaxation's."""
+    ranks: distances through the Bypass equal plain relaxation's, whether the runs are skipped
+    first (LONG_RUN 0: always; 10**9: never) or not."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dijkstra, "LONG_RUN", long_run)
+        check_bypass(seed, n_ranks, n_calls, n_deps)
+
+
+def check_bypass(seed, n_ranks, n_calls, n_deps):
     rng = np.random.default_rng(seed)
     n = 2 * n_calls * n_ranks
     chain_src = np.concatenate([np.arange(r * 2 * n_calls, (r + 1) * 2 * n_calls - 1) for r in range(n_ranks)])

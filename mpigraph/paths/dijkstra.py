@@ -140,6 +140,12 @@ class Bypass:
         return end
 
 
+# Straight runs are skipped before the pointer jumping when one is at least this long (the
+# jumping takes log2 of the longest run's length in passes; with short runs only, the skip costs
+# more passes over all vertices than it saves: +0.19 s at 1024 x 10,000 calls bulk-synchronous).
+LONG_RUN = 64
+
+
 def _skip_straight_runs(one_way, target, slack):
     """Point each one-way vertex of a straight run at the run's end at once, the slacks summed.
 
@@ -153,9 +159,11 @@ def _skip_straight_runs(one_way, target, slack):
     n = len(target)
     ids = np.arange(n, dtype=target.dtype)
     straight = one_way & (target == ids + 1)
-    run = np.flatnonzero(straight)
-    if not len(run):
+    flips = np.concatenate(([0], np.flatnonzero(straight[1:] != straight[:-1]) + 1, [n]))
+    lengths = np.diff(flips)[straight[flips[:-1]]]
+    if lengths.max(initial=0) < LONG_RUN:     # short runs only: a few passes of the jumping do them
         return
+    run = np.flatnonzero(straight)
     end = np.where(straight, n, ids)            # each vertex's first not straight vertex at or after it
     end = np.minimum.accumulate(end[::-1])[::-1][run]
     before = np.zeros(n + 1, np.int64)          # before[i]: the straight slacks of the vertices before i

@@ -59,8 +59,9 @@ def chase(start, sink, nxt):
             raise ValueError("the path from vertex %d does not reach the sink %d" % (start, sink))
 
 
-# The first block straight_end scans; it doubles up to the last: short runs cost one small scan,
-# a run of millions of vertices a few dozen.
+# straight_end steps FIRST_SCAN vertices one at a time, then scans blocks of twice that, doubling
+# up to LAST_SCAN: a short run costs what a Python step per vertex costs, a run of millions of
+# vertices a few dozen scans.
 FIRST_SCAN, LAST_SCAN = 8, 1 << 20
 
 
@@ -73,7 +74,12 @@ def straight_end(nxt, lo, v, stop, sink):
     """
     if v <= sink < stop:
         stop = sink + 1
-    w, block = v, FIRST_SCAN
+    w = v
+    for _ in range(FIRST_SCAN):         # a short run (most, off a pipeline): a few scalar steps
+        if w + 1 >= stop or nxt[w - lo] != w + 1:
+            return w
+        w += 1
+    block = 2 * FIRST_SCAN
     while w + 1 < stop:
         end = min(w + block, stop - 1)
         broken = np.flatnonzero(nxt[w - lo:end - lo] != np.arange(w + 1, end + 1))
