@@ -128,3 +128,11 @@ def check_bypass(seed, n_ranks, n_calls, n_deps):
 def test_ranges():
     assert arrays.ranges([3, 0, 7], [5, 0, 8]).tolist() == [3, 4, 5, 0, 7, 8]
     assert arrays.ranges([], []).tolist() == []
+
+
+@pytest.mark.parametrize("long_run", [0, 64])
+def test_bypass_of_an_empty_part(monkeypatch, long_run):
+    """An analysis rank's part can be empty (more analysis ranks than work): no distances, no error."""
+    monkeypatch.setattr(dijkstra, "LONG_RUN", long_run)
+    empty = np.zeros(0, np.int64)
+    assert dijkstra.distances(0, np.zeros(1, np.int64), empty, empty, empty).tolist() == []

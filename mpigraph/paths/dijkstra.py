@@ -157,6 +157,8 @@ def _skip_straight_runs(one_way, target, slack):
     sum (int64 wraps, the differences stay exact).
     """
     n = len(target)
+    if not n:
+        return
     ids = np.arange(n, dtype=target.dtype)
     straight = one_way & (target == ids + 1)
     flips = np.concatenate(([0], np.flatnonzero(straight[1:] != straight[:-1]) + 1, [n]))
