@@ -54,6 +54,11 @@ class Progress:
             self._print(*self.done[-1])
         return result
 
+    def say(self, text):
+        """A line of a stage at work (``paths.heartbeat``), when stage lines are printed."""
+        if self.enabled:
+            print("mpigraph: " + text, file=sys.stderr, flush=True)
+
     @staticmethod
     def _print(name, seconds, peak_mb, note):
         print("mpigraph: %-8s %8.3f s  peak RSS %6.0f MB%s" % (name, seconds, peak_mb, "  " + note if note else ""),
@@ -109,12 +114,13 @@ def graph_input(world_size, linked):
     return graph.PathInput(world_size, calls, linked.dependencies)
 
 
-def path_stage(comm, config, info, logs, linked, times):
-    """Stage path: a critical_path.PathResult (the table on analysis rank 0) for config.algorithm."""
+def path_stage(comm, config, info, logs, linked, times, say=None):
+    """Stage path: a critical_path.PathResult (the table on analysis rank 0) for config.algorithm;
+    `say(text)` hears how a long round-based search is going."""
     if config.algorithm in toposort.ALGORITHMS:
         return toposort.path_stage(comm, config, info.world_size, logs, times)
     table = paths.critical_path(comm, graph_input(info.world_size, linked), config.algorithm, config.splits,
-                                config.threshold)
+                                config.threshold, say=say)
     if comm.rank != 0:
         return critical_path.PathResult(None, [])
     lines = critical_path.summary_lines(table, info.world_size) + ["  segments in %s" % critical_path.CSV_NAME]
@@ -181,7 +187,8 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times)
     if config.algorithm not in toposort.ALGORITHMS:
         times = None      # only toposort's path reads them: not held through the graph's build
-    path = progress.run("path", parallel.collectively, comm, path_stage, comm, config, info, logs, linked, times)
+    path = progress.run("path", parallel.collectively, comm, path_stage, comm, config, info, logs, linked, times,
+                        progress.say)
 
     text = progress.run("report", parallel.collectively, comm, _write_report, comm, out_dir or info.run_dir, info, tables,
                         path, linked, codec)

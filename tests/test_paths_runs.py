@@ -136,3 +136,24 @@ def test_bypass_of_an_empty_part(monkeypatch, long_run):
     monkeypatch.setattr(dijkstra, "LONG_RUN", long_run)
     empty = np.zeros(0, np.int64)
     assert dijkstra.distances(0, np.zeros(1, np.int64), empty, empty, empty).tolist() == []
+
+
+@pytest.mark.parametrize("algorithm", ["parallel-dijkstra", "delta-stepping", "parallel-delta-stepping"])
+def test_a_round_based_search_says_how_it_is_going(monkeypatch, algorithm):
+    """With a line due at every round, the search says its algorithm, the rounds so far and, once,
+    why they may be many; the path is the one found without it."""
+    from mpi4py import MPI
+
+    from mpigraph import paths
+    from mpigraph.paths import heartbeat
+    from pathbuild import random_input, rows
+
+    inp = random_input(7, 3, 8, 12)
+    quiet = paths.critical_path(MPI.COMM_SELF, inp, algorithm, splits=False)
+    monkeypatch.setattr(heartbeat, "EVERY_S", 0.0)
+    lines = []
+    table = paths.critical_path(MPI.COMM_SELF, inp, algorithm, splits=False, say=lines.append)
+    assert rows(table) == rows(quiet)
+    assert lines and all(line.startswith("path: %s, " % algorithm) for line in lines)
+    assert sum("dijkstra and toposort do not" in line for line in lines) == 1
+    assert [int(line.split(", ")[1].split()[0]) for line in lines] == list(range(1, len(lines) + 1))

@@ -24,17 +24,21 @@ import numpy as np
 
 from mpigraph import graph as graph_module
 from mpigraph.paths import delta_stepping, dijkstra, parallel_dijkstra, walk
+from mpigraph.paths.heartbeat import Heartbeat
 
 GRAPH_ALGORITHMS = ("dijkstra", "delta-stepping", "parallel-dijkstra", "parallel-delta-stepping")
 
 
-def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0, delta=None, stats=None):
+def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0, delta=None, stats=None,
+                  say=None):
     """The path table on analysis rank 0, None on the others.  Collective over comm.
 
     `delta` (ns) overrides the automatic bucket width of the delta-stepping
     algorithms; `stats`, a dict, receives vertices, edges, hubs, delta, rounds and
-    slack (on rank 0: the path's slack, what the search minimised).
+    slack (on rank 0: the path's slack, what the search minimised); `say(text)`, on
+    rank 0, hears how a long round-based search is going (``paths.heartbeat``).
     """
+    heartbeat = Heartbeat(algorithm, say if comm.Get_rank() == 0 else None)
     if algorithm not in GRAPH_ALGORITHMS:
         raise ValueError("%r is not a graph algorithm (%s)" % (algorithm, ", ".join(GRAPH_ALGORITHMS)))
     g = graph_module.build(comm, inp, int(round(threshold_s * 1e9)))
@@ -44,10 +48,10 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
     sizes = dict(vertices=g.n_vertices, edges=n_edges, hubs=g.n_hubs)
     if algorithm.startswith("parallel-"):
         if algorithm == "parallel-dijkstra":
-            width, labels = None, parallel_dijkstra.solve(comm, g, splits)
+            width, labels = None, parallel_dijkstra.solve(comm, g, splits, heartbeat)
         else:
             width = delta or delta_stepping.auto_delta(comm, g)
-            labels = delta_stepping.solve(comm, g, width, splits)
+            labels = delta_stepping.solve(comm, g, width, splits, heartbeat)
         table, slack = walk.distributed(comm, g, labels)
         if stats is not None:
             stats.update(sizes, delta=width, rounds=labels.rounds, slack=slack)
@@ -62,7 +66,7 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
             labels = dijkstra.solve(whole, splits)
         else:
             width = delta or delta_stepping.auto_delta(MPI.COMM_SELF, whole)
-            labels = delta_stepping.solve(MPI.COMM_SELF, whole, width, splits)
+            labels = delta_stepping.solve(MPI.COMM_SELF, whole, width, splits, heartbeat)
         whole = (whole, whole.time, whole.func, labels)
     if stats is not None:
         stats.update(sizes, delta=width, rounds=comm.bcast(whole[3].rounds if whole else None, root=0))

@@ -117,8 +117,8 @@ class _Queue:
 class _Search:
     """The search on one analysis rank: distances, and the queue of changed vertices."""
 
-    def __init__(self, comm, g, delta, split):
-        self.comm, self.g, self.delta, self.split = comm, g, delta, split
+    def __init__(self, comm, g, delta, split, heartbeat=None):
+        self.comm, self.g, self.delta, self.split, self.heartbeat = comm, g, delta, split, heartbeat
         self.dist = np.full(len(g.time), INF, np.int64)
         self.queue = _Queue(self.dist, delta)
         self.distributed = comm.Get_size() > 1
@@ -168,6 +168,8 @@ class _Search:
                 settled.append(frontier)
                 self.relax(frontier, light=True)
                 rounds += 1
+                if self.heartbeat is not None:
+                    self.heartbeat.tick(rounds, "light phases", "at %.6f s of slack from the end" % (b * self.delta / 1e9))
                 following = self.next_bucket()
                 if following != b:
                     break
@@ -176,7 +178,7 @@ class _Search:
         return self.dist, rounds
 
 
-def solve(comm, g, delta, split):
+def solve(comm, g, delta, split, heartbeat=None):
     """Labels of g's local vertices (collective over comm: the analysis ranks holding g).
 
     The search runs on g with its one-way vertices bypassed (``_bypassed``,
@@ -185,7 +187,7 @@ def solve(comm, g, delta, split):
     if delta < 1:
         raise ValueError("delta must be >= 1 ns, got %r" % delta)
     reduced, expand = _bypassed(comm, g, local_sinks(g, split))
-    dist, rounds = _Search(comm, reduced, int(delta), split).distances()
+    dist, rounds = _Search(comm, reduced, int(delta), split, heartbeat).distances()
     dist = expand(dist)
     del reduced, expand       # the bypassed graph is not held through next[]'s pass
     return from_dist(comm, g, dist, split, rounds)

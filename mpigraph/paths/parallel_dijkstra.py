@@ -39,13 +39,14 @@ from mpigraph.paths.dijkstra import Bypass, Reversed, with_remote_edges
 from mpigraph.paths.labels import from_dist, local_sinks
 
 
-def solve(comm, g, split):
-    """Labels of g's local vertices (collective over comm: the analysis ranks holding g)."""
-    dist, rounds = _distances(comm, g, split)     # the searches' arrays are gone before next[]'s pass
+def solve(comm, g, split, heartbeat=None):
+    """Labels of g's local vertices (collective over comm: the analysis ranks holding g);
+    `heartbeat` (``paths.heartbeat``) hears each round."""
+    dist, rounds = _distances(comm, g, split, heartbeat)   # the searches' arrays are gone before next[]'s pass
     return from_dist(comm, g, dist, split, rounds)
 
 
-def _distances(comm, g, split):
+def _distances(comm, g, split, heartbeat=None):
     """(dist of g's local vertices, rounds): the searches and offers described above."""
     n = len(g.time)
     dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(g.indptr))
@@ -83,6 +84,8 @@ def _distances(comm, g, split):
         dist = np.minimum(dist, found)
         sources, offsets = sources[:0], offsets[:0]
         rounds += 1
+        if heartbeat is not None:
+            heartbeat.tick(rounds, "rounds", "%d vertices improved on analysis rank 0" % int(changed.sum()))
     return dist, rounds
 
 

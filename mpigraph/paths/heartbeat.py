@@ -1,0 +1,42 @@
+"""A line now and then from a search that loops: which round it is at, after how long.
+
+The round-based searches take as many rounds as their input asks for: parallel-dijkstra one
+per crossing between analysis ranks on a shortest path, delta-stepping one light phase per
+light edge along a shortest path inside a bucket.  A pipelined program (a message per row,
+each on the path) can ask for thousands of rounds or millions of phases, where dijkstra and
+toposort take seconds: the line says so while it runs, instead of a silent wait.
+"""
+
+import time
+
+EVERY_S = 30.0      # seconds between two lines
+
+HINTS = {
+    "parallel-dijkstra": "a round per crossing between analysis ranks on a shortest path",
+    "delta-stepping": "a light phase per short edge along a shortest path",
+    "parallel-delta-stepping": "a light phase per short edge along a shortest path",
+}
+
+
+class Heartbeat:
+    """tick() from a search's loop; `say(text)` (None: silent) gets a line every EVERY_S seconds."""
+
+    def __init__(self, algorithm, say=None):
+        self.algorithm, self.say = algorithm, say
+        self.started = self.last = time.perf_counter()
+        self.lines = 0
+
+    def tick(self, rounds, what="rounds", detail=""):
+        if self.say is None:
+            return
+        now = time.perf_counter()
+        if now - self.last < EVERY_S:
+            return
+        self.last = now
+        text = "path: %s, %d %s after %.0f s%s" % (self.algorithm, rounds, what, now - self.started,
+                                                   "; " + detail if detail else "")
+        if not self.lines:
+            text += " (%s: long pipelines need many; dijkstra and toposort do not)" % HINTS.get(
+                self.algorithm, "rounds")
+        self.lines += 1
+        self.say(text)
