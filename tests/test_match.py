@@ -319,6 +319,23 @@ def test_ordinal_within_and_pair_by_key_match_python(wide):
     assert sorted(zip(ia.tolist(), ib.tolist())) == sorted(zip(b_pick.tolist(), range(len(b_pick))))
 
 
+@pytest.mark.parametrize("runs", [1, 3, 3000])
+def test_ordinal_within_counts_in_order_given_in_runs(runs):
+    """`order` in a few increasing runs (posts in log order, rank after rank: sorted by it, then
+    by group) or in many (one sort of both): each row's place among its group's, in order."""
+    rng = np.random.default_rng(runs)
+    n = 3000
+    keys = [rng.integers(0, 3, n), rng.integers(0, 5, n)]
+    cuts = np.sort(rng.choice(np.arange(1, n), runs - 1, replace=False))
+    order = np.concatenate([np.sort(part) for part in np.split(rng.permutation(n), cuts)])
+    rows = list(zip(*[k.tolist() for k in keys]))
+    seen, expected = {}, np.empty(n, np.int64)
+    for i in np.argsort(order):
+        expected[i] = seen.get(rows[i], 0)
+        seen[rows[i]] = expected[i] + 1
+    assert np.array_equal(match.ordinal_within(keys, order), expected)
+
+
 def test_group_instances_releases_like_the_rules_say():
     """The releasing member of every member, against a plain Python reading of the rules
     (ties in start time: the last of them in rank order is the last arriver)."""
