@@ -93,13 +93,15 @@ def one_way_distances(n, indptr, src, weight, sources):
 
 @settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_ranks=st.integers(1, 4), n_calls=st.integers(1, 60),
-       n_deps=st.integers(0, 30), long_run=st.sampled_from([0, 16, 10**9]))
-def test_bypass_distances_with_long_straight_runs(seed, n_ranks, n_calls, n_deps, long_run):
+       n_deps=st.integers(0, 30), long_run=st.sampled_from([0, 16, 10**9]),
+       scan_chunk=st.sampled_from([1, 3, 1 << 16]))
+def test_bypass_distances_with_long_straight_runs(seed, n_ranks, n_calls, n_deps, long_run, scan_chunk):
     """Ranks of S -> E -> S ... chains (straight runs of one-way vertices) and a few edges between
     ranks: distances through the Bypass equal plain relaxation's, whether the runs are skipped
     first (LONG_RUN 0: always; 10**9: never) or not."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(dijkstra, "LONG_RUN", long_run)
+        patch.setattr(dijkstra, "SCAN_CHUNK", scan_chunk)
         check_bypass(seed, n_ranks, n_calls, n_deps)
 
 
@@ -157,3 +159,15 @@ def test_a_round_based_search_says_how_it_is_going(monkeypatch, algorithm):
     assert lines and all(line.startswith("path: %s, " % algorithm) for line in lines)
     assert sum("dijkstra and toposort do not" in line for line in lines) == 1
     assert [int(line.split(", ")[1].split()[0]) for line in lines] == list(range(1, len(lines) + 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 200), p=st.floats(0, 1), long_run=st.integers(1, 40),
+       scan_chunk=st.sampled_from([1, 2, 7, 1 << 16]))
+def test_has_long_run_finds_the_longest_run_across_chunks(seed, n, p, long_run, scan_chunk):
+    straight = np.random.default_rng(seed).random(n) < p
+    longest = max((len(r) for r in "".join("1" if x else "0" for x in straight).split("0")), default=0)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dijkstra, "LONG_RUN", long_run)
+        patch.setattr(dijkstra, "SCAN_CHUNK", scan_chunk)
+        assert dijkstra._has_long_run(straight) == (longest >= long_run)
