@@ -44,19 +44,31 @@ def start_vertex(g, dist, hub_dist, source_dist=None):
 
 
 def chase(start, sink, nxt):
-    """The vertices from start to sink along nxt: a numpy scan per straight run (``straight_end``),
-    not a lookup per vertex (a pipelined program's path is most of its calls)."""
-    firsts, lasts, v, count = [], [], start, 0
+    """The vertices from start to sink along nxt (``follow``: a numpy scan per straight run, not
+    a lookup per vertex; a pipelined program's path is most of its calls)."""
+    path, _ = follow(nxt, 0, start, len(nxt), sink)
+    if path[-1] != sink:
+        raise ValueError("the path from vertex %d does not reach the sink %d" % (start, sink))
+    return path
+
+
+def follow(nxt, lo, v, stop, sink):
+    """(The vertices from v along next[] (next of x: nxt[x - lo]) while they are in [lo, stop),
+    up to the sink; the vertex next[] leads to after them: NO_NEXT after the sink, at a dead end
+    or on a cycle).  Straight runs (``straight_end``) are scanned with numpy."""
+    firsts, lasts, count = [], [], 0
     while True:
-        w = straight_end(nxt, 0, v, len(nxt), sink)
+        w = straight_end(nxt, lo, v, stop, sink)
         firsts.append(v)
         lasts.append(w)
         count += w - v + 1
         if w == sink:
-            return arrays.ranges(firsts, lasts)
-        v = int(nxt[w])
-        if v == NO_NEXT or count > len(nxt):
-            raise ValueError("the path from vertex %d does not reach the sink %d" % (start, sink))
+            return arrays.ranges(firsts, lasts), NO_NEXT
+        v = int(nxt[w - lo])
+        if v == NO_NEXT or not lo <= v < stop:
+            return arrays.ranges(firsts, lasts), v
+        if count > stop - lo:           # a cycle: the caller finds no sink and says so
+            return arrays.ranges(firsts, lasts), NO_NEXT
 
 
 # straight_end steps FIRST_SCAN vertices one at a time, then scans blocks of twice that, doubling
@@ -196,26 +208,12 @@ class _Runs:
         lo, hi, sink, n_rank_vertices = g.lo, g.hi, g.sink, g.n_rank_vertices
         handoffs = []
         for v in entries.tolist():
-            firsts, lasts, count = [], [], 0
-            while True:                 # straight runs of the rank's own vertices (see chase)
-                w = straight_end(nxt, lo, v, hi, sink)
-                firsts.append(v)
-                lasts.append(w)
-                count += w - v + 1
-                if w == sink:
-                    exit_ = NO_NEXT
-                    break
-                exit_ = v = int(nxt[w - lo])
-                if v == NO_NEXT or not lo <= v < hi:
-                    break
-                if count > hi - lo:     # a cycle: rank 0's chain finds no sink and says so
-                    exit_ = NO_NEXT
-                    break
-            if exit_ != NO_NEXT and exit_ < n_rank_vertices and not lo <= exit_ < hi:
+            run, exit_ = follow(nxt, lo, v, hi, sink)
+            if exit_ != NO_NEXT and exit_ < n_rank_vertices:      # another rank's vertex
                 handoffs.append(exit_)
-            self.entry.append(firsts[0])
+            self.entry.append(v)
             self.exit.append(exit_)
-            self.vertices.append(arrays.ranges(firsts, lasts))
+            self.vertices.append(run)
         return np.array(handoffs, np.int64)
 
     def gather(self, comm):
