@@ -122,6 +122,7 @@ def parquet_name(column):
 
 # Rows per block of write_csv: the text of one block is in memory at a time.
 CSV_BLOCK_ROWS = 1 << 20
+_NAMES = metrics.Column("name", "str", "a CSV header's column names, quoted as fields are")
 
 
 def write_csv(path, table, columns):
@@ -134,7 +135,8 @@ def write_csv(path, table, columns):
 
     n = len(table[columns[0].name]) if columns else 0
     with open(path, "wb") as f:
-        f.write((",".join(_csv_quote(csv_name(c)) for c in columns) + "\n").encode())
+        names = _csv_text(_NAMES, np.array([csv_name(c) for c in columns], object), slice(None))
+        f.write((",".join(names.to_pylist()) + "\n").encode())
         for a in range(0, n, CSV_BLOCK_ROWS):
             rows = slice(a, min(a + CSV_BLOCK_ROWS, n))
             cells = [_csv_text(c, table[c.name], rows) for c in columns]
@@ -175,10 +177,6 @@ def _csv_text(column, values, rows):
         return text
     quoted = pc.binary_join_element_wise('"', pc.replace_substring(text, '"', '""'), '"', "")
     return pc.if_else(special, quoted, text)
-
-
-def _csv_quote(field):
-    return '"%s"' % field.replace('"', '""') if any(c in field for c in ',"\r\n') else field
 
 
 def arrow_table(table, columns):
