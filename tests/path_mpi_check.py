@@ -1,18 +1,23 @@
 """Run under mpiexec: every graph algorithm, distributed over the job's ranks, against the
 serial reference computed on rank 0 alone.  Started by test_paths_mpi.py; exits 1 on a mismatch.
 
-    mpiexec -n 3 python tests/path_mpi_check.py
+    mpiexec -n 3 python tests/path_mpi_check.py [--gather-after ROUNDS] [--distances-only]
+
+--gather-after sets parallel-dijkstra's rounds before its search of the parts joined on rank 0
+(parallel_dijkstra.rounds_before_joining): 0 at once, 1 after one round of offers.
 """
 
 import os
 import sys
 
+import numpy as np
 from mpi4py import MPI
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pathbuild import SETTINGS, random_input, rows, share, solve_all  # noqa: E402
 
 from mpigraph import paths, synthetic  # noqa: E402
+from mpigraph.paths import parallel_dijkstra  # noqa: E402
 
 
 def cases():
@@ -25,21 +30,69 @@ def cases():
     yield "two-ranks-on-many", synthetic.path_input(synthetic.simulate(2, 4, seed=10)), {}
 
 
+def distance_mismatches(comm, inp, options):
+    """Where parallel-dijkstra's distances, gathered from the job's ranks, differ from sequential
+    Dijkstra's on the whole graph (splits on and off); [] on the other ranks.  The path alone can
+    hide a wrong distance off it."""
+    from mpigraph import graph
+    from mpigraph.paths import dijkstra
+
+    threshold_ns = int(round(options.get("threshold_s", 0) * 1e9))
+    part = graph.build(comm, share(inp, comm.size, comm.rank), threshold_ns)
+    whole = graph.build(MPI.COMM_SELF, inp, threshold_ns) if comm.rank == 0 else None
+    bad = []
+    for split in (True, False):
+        dist = comm.gather(parallel_dijkstra.solve(comm, part, split).dist[:part.hi - part.lo], root=0)
+        if comm.rank == 0:
+            expected = dijkstra.solve(whole, split).dist[:whole.n_rank_vertices]
+            got = np.concatenate(dist)
+            if not np.array_equal(got, expected):
+                bad.append("parallel-dijkstra distances, splits %s: %d of %d differ"
+                           % (split, int((got != expected).sum()), len(expected)))
+    return bad
+
+
+def _count_joined_searches():
+    """A counter of parallel-dijkstra's searches of the parts joined on rank 0 (a one-item list)."""
+    count = [0]
+    distances = parallel_dijkstra._JoinedSearch.distances
+
+    def counted(self):
+        count[0] += 1
+        return distances(self)
+
+    parallel_dijkstra._JoinedSearch.distances = counted
+    return count
+
+
 def main():
     comm = MPI.COMM_WORLD
+    if "--gather-after" in sys.argv:
+        rounds = int(sys.argv[sys.argv.index("--gather-after") + 1])
+        parallel_dijkstra.rounds_before_joining = lambda n_analysis: rounds
+    joined = _count_joined_searches()
     failures = 0
     for name, inp, options in cases():
+        if "--distances-only" in sys.argv:
+            bad = distance_mismatches(comm, inp, options)
+            failures += len(bad)
+            if comm.rank == 0:
+                print("%-18s %s" % (name, "MISMATCH %s" % bad if bad else "distances equal"))
+            continue
         reference = paths.critical_path(MPI.COMM_SELF, inp, "dijkstra", False, **options) if comm.rank == 0 else None
         slacks = {}
         results = solve_all(share(inp, comm.size, comm.rank), comm=comm, slacks=slacks, **options)
         if comm.rank == 0:
             expected = rows(reference)
             bad = [setting for setting in SETTINGS if rows(results[setting]) != expected]
+        bad = comm.bcast(bad if comm.rank == 0 else None, root=0) + distance_mismatches(comm, inp, options)
+        if comm.rank == 0:
             failures += len(bad)
             print("%-18s %d segments, slack %s: %s" % (name, len(expected), sorted(set(slacks.values())),
                                                        "MISMATCH %s" % bad if bad else "all %d equal" % len(SETTINGS)))
     failures = comm.bcast(failures, root=0)
     if comm.rank == 0:
+        print("parallel-dijkstra joined searches: %d" % joined[0])
         print("path_mpi_check on %d ranks: %s" % (comm.size, "FAILED" if failures else "OK"))
     sys.exit(1 if failures else 0)
 

@@ -21,3 +21,25 @@ def test_distributed_paths_equal_the_serial_reference(ranks):
     assert returncode == 0, stdout[-4000:] + stderr[-4000:]
     assert "path_mpi_check on %d ranks: OK" % ranks in stdout, stdout[-4000:]
     assert stdout.count("all 8 equal") == 10, stdout
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+@pytest.mark.parametrize("gather_after", [0, 1])
+def test_parallel_dijkstra_joined_on_rank_0_equals_the_serial_reference(ranks, gather_after):
+    """parallel-dijkstra's search of the parts joined on rank 0, at once or after a round of
+    offers, finds the reference path and distances, like the rounds alone."""
+    returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, CHECK, "--gather-after", str(gather_after)],
+                                                     ranks)
+    assert returncode == 0, stdout[-4000:] + stderr[-4000:]
+    assert stdout.count("all 8 equal") == 10, stdout
+    joined = int(stdout.split("parallel-dijkstra joined searches: ")[1].split()[0])
+    assert joined >= (40 if gather_after == 0 else 1), stdout
+
+
+def test_parallel_dijkstra_keeps_to_rounds_when_the_joined_graph_does_not_fit():
+    """With no memory to spare on rank 0 the parts are not joined there: the rounds find the path."""
+    returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, CHECK, "--gather-after", "0", "--distances-only"],
+                                                     2, extra_env={"MPIGRAPH_TEST_AVAILABLE_BYTES": "1"})
+    assert returncode == 0, stdout[-4000:] + stderr[-4000:]
+    assert stdout.count("distances equal") == 10, stdout
+    assert "parallel-dijkstra joined searches: 0" in stdout, stdout

@@ -1,7 +1,8 @@
 """A line now and then from a search that loops: which round it is at, after how long.
 
 The round-based searches take as many rounds as their input asks for: parallel-dijkstra one
-per crossing between analysis ranks on a shortest path, delta-stepping one light phase per
+per crossing between analysis ranks on a shortest path (until it joins the parts on analysis
+rank 0, which it does when they fit there), delta-stepping one light phase per
 light edge along a shortest path inside a bucket.  A pipelined program (a message per row,
 each on the path) can ask for thousands of rounds or millions of phases, where dijkstra and
 toposort take seconds: the line says so while it runs, instead of a silent wait.
@@ -12,7 +13,8 @@ import time
 EVERY_S = 30.0      # seconds between two lines
 
 HINTS = {
-    "parallel-dijkstra": "a round per crossing between analysis ranks on a shortest path",
+    "parallel-dijkstra": "a round per crossing between analysis ranks on a shortest path, and the parts "
+                         "too big to join on analysis rank 0",
     "delta-stepping": "a light phase per short edge along a shortest path",
     "parallel-delta-stepping": "a light phase per short edge along a shortest path",
 }
@@ -26,13 +28,19 @@ class Heartbeat:
         self.started = self.last = time.perf_counter()
         self.lines = 0
 
+    def due(self):
+        """Whether a tick now would print (a caller can skip working out its detail)."""
+        return self.say is not None and time.perf_counter() - self.last >= EVERY_S
+
+    def say_now(self, text):
+        """A line at once (a change of course, not a count)."""
+        if self.say is not None:
+            self.say(text)
+
     def tick(self, rounds, what="rounds", detail=""):
-        if self.say is None:
+        if not self.due():
             return
-        now = time.perf_counter()
-        if now - self.last < EVERY_S:
-            return
-        self.last = now
+        now = self.last = time.perf_counter()
         text = "path: %s, %d %s after %.0f s%s" % (self.algorithm, rounds, what, now - self.started,
                                                    "; " + detail if detail else "")
         if not self.lines:

@@ -24,9 +24,12 @@ end dist is the least slack to the sink (to the piece's hub with splits):
 the number of searches is the most rank-crossings on a shortest path (not
 counting edges into sinks), plus one.  With splits on (the default) a path crosses ranks only inside its
 piece, so few rounds; with splits off, hubs (owned round robin) are crossed
-once per piece, and every round searches everything upstream again: correct
-but slow on long runs.  next[] comes from the final distances
-(``labels.next_from_dist``), as for every algorithm.
+once per piece, and a pipelined program's path (a message per row) crosses
+thousands of times, each round searching everything upstream again.  So after
+``rounds_before_joining`` rounds the rest is one search on analysis rank 0 of
+the parts' searched graphs joined by the crossing edges (``_JoinedSearch``), when
+that fits rank 0's node; else the rounds go on.  next[] comes from the final
+distances (``labels.next_from_dist``), as for every algorithm.
 """
 
 import numpy as np
@@ -35,6 +38,7 @@ from mpi4py import MPI
 
 from mpigraph.graph import INF
 from mpigraph import owner_exchange as exchange
+from mpigraph.paths import gather
 from mpigraph.paths.dijkstra import Bypass, Reversed, with_remote_edges
 from mpigraph.paths.labels import from_dist, local_sinks
 
@@ -67,7 +71,13 @@ def _distances(comm, g, split, heartbeat=None):
     changed = dist < INF
     sources, offsets = sinks, np.zeros(len(sinks), np.int64)
     rounds = 0
+    joined = _JoinedSearch(comm, bypass, cross_dst, cross_src, cross_w, cross_owner, g)
+    join_at = rounds_before_joining(comm.Get_size())
     while True:
+        if rounds == join_at and joined.fits():
+            if heartbeat is not None:
+                heartbeat.say_now(joined.describe(rounds))
+            return joined.distances(), rounds + 1
         send = changed[cross_dst]
         target, offer = exchange.send_rows(comm, cross_owner[send],
                                            [cross_src[send], dist[cross_dst[send]] + cross_w[send]])
@@ -84,7 +94,7 @@ def _distances(comm, g, split, heartbeat=None):
         dist = np.minimum(dist, found)
         sources, offsets = sources[:0], offsets[:0]
         rounds += 1
-        if heartbeat is not None:
+        if heartbeat is not None and heartbeat.due():
             heartbeat.tick(rounds, "rounds", "%d vertices improved on analysis rank 0" % int(changed.sum()))
     return dist, rounds
 
@@ -97,3 +107,76 @@ def _local_part(comm, g, local, sinks, keep):
     src = g.local_index(g.src[local])
     bypass = Bypass(len(g.time), indptr, src, g.weight[local], sinks, keep)
     return bypass, Reversed(len(bypass.vertices), bypass.indptr, bypass.src, bypass.weight)
+
+
+def rounds_before_joining(n_analysis):
+    """Rounds of offers after which the rest is one search on analysis rank 0 (``_JoinedSearch``),
+    when that fits there.
+
+    A round costs about one part's search, the joined search about all n_analysis parts'
+    (and their gather): the rounds go on until they have cost about as much as it would, then
+    it takes over, so a search never costs much more than twice the better of the two.  A
+    bulk-synchronous run with splits is done in 1 round; a pipelined one needs a round per
+    crossing of its path between analysis ranks (PRK p2p on 2 ranks: 2,037 of 2-3 s each,
+    where the joined search of its 8 M vertices and 16 M edges takes 6 s).  One analysis rank
+    has no crossings: its first round is the whole search.
+    """
+    return max(2, n_analysis)
+
+
+class _JoinedSearch:
+    """The parts' searched graphs (``Bypass``: each rank's vertices that are not one-way) joined
+    by the crossing edges, gathered to analysis rank 0 and searched there at once.
+
+    A crossing edge u -> v goes from u's searched vertex (u is one on its owner: it has an
+    edge to another rank) to the end of v's run of one-way vertices here, with the run's slack
+    added.  The search is exact, like the rounds, and starts afresh: each rank gets its
+    searched vertices' distances back and expands them to all its vertices (``Bypass.expand``).
+    Rank 0 holds only the joined graph, not the whole one (``dijkstra`` gathers that).
+    """
+
+    def __init__(self, comm, bypass, cross_dst, cross_src, cross_w, cross_owner, g):
+        self.comm, self.bypass, self.g = comm, bypass, g
+        self.cross = cross_dst, cross_src, cross_w, cross_owner
+        self.n_vertices = comm.allreduce(len(bypass.vertices))
+        self.n_edges = comm.allreduce(len(bypass.src) + len(cross_dst))
+
+    def fits(self):
+        """Collective: whether the joined graph fits analysis rank 0's node."""
+        return gather.fits_on_root(self.comm, gather.gathered_bytes(self.n_vertices, self.n_edges))[0]
+
+    def describe(self, rounds):
+        return ("path: parallel-dijkstra, the rest after %d rounds in one search on analysis rank 0: the parts "
+                "joined, %d vertices and %d edges" % (rounds, self.n_vertices, self.n_edges))
+
+    def distances(self):
+        """Collective: dist of this rank's vertices."""
+        comm, bypass = self.comm, self.bypass
+        n_here = len(bypass.vertices)
+        first = comm.exscan(n_here) or 0            # this rank's first vertex in the joined numbering
+        dst, src, weight = self._edges(first)
+        dst, src, weight = gather.gatherv(comm, dst), gather.gatherv(comm, src), gather.gatherv(comm, weight)
+        sources = gather.gatherv(comm, first + bypass.sources.astype(np.int64))
+        dist = None
+        if comm.Get_rank() == 0:
+            order = np.argsort(dst, kind="stable")      # each rank's rows come in order: a merge
+            indptr = np.concatenate(([0], np.cumsum(np.bincount(dst, minlength=self.n_vertices))))
+            del dst
+            dist = Reversed(self.n_vertices, indptr, src[order], weight[order]).search(sources)
+            del src, weight, order
+        here = np.empty(n_here, np.int64)
+        counts = comm.gather(n_here, root=0)
+        comm.Scatterv([dist, counts] if dist is not None else None, here, root=0)
+        return bypass.expand(here)
+
+    def _edges(self, first):
+        """(dst, src, weight) of this rank's searched edges and crossing edges, joined numbering."""
+        bypass, g = self.bypass, self.g
+        cross_dst, cross_src, cross_w, cross_owner = self.cross
+        (joined_src,) = exchange.ask_owners(self.comm, cross_owner, [cross_src],
+                                            lambda q: [first + bypass.index_of(g.local_index(q[0]))])
+        rows = np.repeat(np.arange(len(bypass.vertices), dtype=np.int64), np.diff(bypass.indptr))
+        dst = np.concatenate((first + rows, first + bypass.target[cross_dst].astype(np.int64)))
+        src = np.concatenate((first + bypass.src.astype(np.int64), joined_src))
+        weight = np.concatenate((bypass.weight, cross_w + bypass.slack[cross_dst]))
+        return dst, src, weight
