@@ -115,7 +115,8 @@ def rounds_before_joining(n_analysis):
 
     A round costs about one part's search, the joined search about all n_analysis parts'
     (and their gather): the rounds go on until they have cost about as much as it would, then
-    it takes over, so a search never costs much more than twice the better of the two.  A
+    it takes over (the rule of renting skis until their rent would have bought them), so the
+    search costs at worst about twice what the better of the two would have.  A
     bulk-synchronous run with splits is done in 1 round; a pipelined one needs a round per
     crossing of its path between analysis ranks (PRK p2p on 2 ranks: 2,037 of 2-3 s each,
     where the joined search of its 8 M vertices and 16 M edges takes 6 s).  One analysis rank
