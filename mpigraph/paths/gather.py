@@ -1,5 +1,5 @@
 """Gathering onto analysis rank 0: the whole graph (for the sequential searches), or any
-per-rank array, and whether what is gathered fits rank 0's node.
+per-rank array (and scattering one back), and whether what is gathered fits rank 0's node.
 
 Rank vertices are numbered analysis rank by analysis rank, so each rank's rows of
 the whole CSR are one block of it: ``gatherv`` (MPI Gatherv, no encoding, no
@@ -126,6 +126,15 @@ def gatherv(comm, local, extra=0):
     out = np.empty(sum(counts) + extra, local.dtype)
     comm.Gatherv(local, [out[:sum(counts)], counts], root=0)
     return out
+
+
+def scatterv(comm, whole, n_here):
+    """The inverse of gatherv: rank r's `n_here` items of rank 0's `whole` (int64, the ranks'
+    blocks in rank order; None on the other ranks).  Collective."""
+    here = np.empty(n_here, np.int64)
+    counts = comm.gather(n_here, root=0)
+    comm.Scatterv([whole, counts] if comm.Get_rank() == 0 else None, here, root=0)
+    return here
 
 
 def _hub_order(n_hubs, n_analysis):

@@ -13,8 +13,8 @@ import time
 EVERY_S = 30.0      # seconds between two lines
 
 HINTS = {
-    "parallel-dijkstra": "a round per crossing between analysis ranks on a shortest path, and the parts "
-                         "too big to join on analysis rank 0",
+    "parallel-dijkstra": "a round per crossing between analysis ranks on a shortest path, until the parts "
+                         "are joined on analysis rank 0, which they are when they fit there",
     "delta-stepping": "a light phase per short edge along a shortest path",
     "parallel-delta-stepping": "a light phase per short edge along a shortest path",
 }

@@ -165,10 +165,7 @@ class _JoinedSearch:
             del dst
             dist = Reversed(self.n_vertices, indptr, src[order], weight[order]).search(sources)
             del src, weight, order
-        here = np.empty(n_here, np.int64)
-        counts = comm.gather(n_here, root=0)
-        comm.Scatterv([dist, counts] if dist is not None else None, here, root=0)
-        return bypass.expand(here)
+        return bypass.expand(gather.scatterv(comm, dist, n_here))
 
     def _edges(self, first):
         """(dst, src, weight) of this rank's searched edges and crossing edges, joined numbering."""
