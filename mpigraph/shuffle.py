@@ -69,6 +69,10 @@ class ShuffleStats:
     merge_seconds: float = 0.0
 
     @property
+    def rows_before(self):
+        return self.rows_kept + self.rows_sent
+
+    @property
     def rows_after(self):
         return self.rows_kept + self.rows_received
 
@@ -195,7 +199,9 @@ def exchange(comm, batches_by_dest, codec=None, order="rounds"):
     `batches_by_dest` is a list of K batches (dicts of columns, or None), or a
     dict {dest: batch}.  Empty batches are not sent and sources that sent
     nothing are absent from the answer; this rank's own batch is handed over
-    without encoding.  `codec` defaults to Codec() (compressed).
+    without encoding.  `codec` defaults to Codec() (compressed).  A batch is let
+    go once it is encoded: a caller that holds no other reference to it (say, it
+    passes a generator) gets that memory back before the receives.
     """
     if order not in ORDERS:
         raise ValueError("order must be one of %s, got %r" % (", ".join(ORDERS), order))
@@ -205,6 +211,7 @@ def exchange(comm, batches_by_dest, codec=None, order="rounds"):
     stats = ShuffleStats()
 
     t = time.perf_counter()
+    own = batches[rank]
     outgoing = _encode_outgoing(batches, rank, codec, stats)
     stats.encode_seconds = time.perf_counter() - t
 
@@ -218,9 +225,9 @@ def exchange(comm, batches_by_dest, codec=None, order="rounds"):
 
     t = time.perf_counter()
     result = _decode_incoming(received, stats)
-    if batch_rows(batches[rank]):
-        result[rank] = batches[rank]
-        stats.rows_kept = batch_rows(batches[rank])
+    if batch_rows(own):
+        result[rank] = own
+        stats.rows_kept = batch_rows(own)
     stats.decode_seconds = time.perf_counter() - t
     return dict(sorted(result.items())), stats
 
@@ -247,6 +254,7 @@ def _encode_outgoing(batches, rank, codec, stats):
         stats.raw_bytes_sent += sum(np.asarray(c).nbytes for c in batch.values())
         stats.wire_bytes_sent += len(outgoing[dest])
         stats.messages_sent += 1
+        batches[dest] = batch = None
     return outgoing
 
 
@@ -426,20 +434,31 @@ def shuffle_by_key(comm, columns, key, codec=None, sample_size=DEFAULT_SAMPLE_SI
         raise KeyError("key column %r not in %s" % (key, list(columns)))
     t = time.perf_counter()
     perm, cuts = _partition(comm, columns[key], sample_size)
-    by_key = {name: np.asarray(c)[perm] for name, c in columns.items()}
-    partition_seconds = time.perf_counter() - t
-
-    received, stats = exchange(comm, _slices(by_key, cuts), codec, order)
-    stats.partition_seconds = partition_seconds
+    # Each destination's rows are their own copy, made in a generator: exchange holds the only
+    # reference and lets a batch go once it is encoded.
+    batches = ({name: np.asarray(c)[perm[a:b]] for name, c in columns.items()} for a, b in zip(cuts[:-1], cuts[1:]))
+    received, stats = exchange(comm, batches, codec, order)
+    del perm
+    # The batches are made as exchange takes them: their copying is the partition's time.
+    stats.partition_seconds = time.perf_counter() - t - stats.seconds
 
     t = time.perf_counter()
-    # Each source's rows are already in order and sources come in rank order:
-    # a stable sort by key is a merge and gives the (key, rank, position) order.
-    merged = concat_batches(list(received.values()), like=columns)
-    perm = np.argsort(merged[key], kind="stable")
-    result = {name: c[perm] for name, c in merged.items()}
+    result = _merge_sorted_runs(list(received.values()), key, like=columns)
     stats.merge_seconds = time.perf_counter() - t
     return result, stats
+
+
+def _merge_sorted_runs(runs, key, like):
+    """The rows of `runs` (batches each sorted by key, in source order) in one batch sorted by key.
+
+    A stable sort by key is then a merge and gives the (key, source, position) order.  The runs'
+    columns are let go one at a time as the answer's are made: at most one column is held twice.
+    """
+    check_schema(runs, like)
+    if not runs:
+        return concat_batches([], like)
+    order = np.argsort(np.concatenate([run[key] for run in runs]), kind="stable")
+    return {name: np.concatenate([run.pop(name) for run in runs])[order] for name in like}
 
 
 def gather(comm, columns, root=0, codec=None, order="rounds"):

@@ -303,12 +303,16 @@ def codec_of(config):
 
 
 def critical_path_of(comm, intervals, algorithm, codec):
-    """(chosen intervals on rank 0, ShuffleStats of this rank, total intervals) for `algorithm`."""
+    """(chosen intervals on rank 0, ShuffleStats of this rank) for `algorithm`.
+
+    `intervals` is let go once shuffled: the caller should hold no other reference to it."""
     if algorithm == "toposort":
         everything, stats = shuffle.gather(comm, intervals, root=0, codec=codec)
+        del intervals
         chosen = choose(sort_intervals(everything)) if comm.Get_rank() == 0 else empty_intervals()
     elif algorithm == "parallel-toposort":
         mine, stats = shuffle.shuffle_by_key(comm, intervals, "start", codec=codec)
+        del intervals
         chosen = choose_parallel(comm, mine)          # shuffle_by_key delivers them sorted by start
         chosen, _ = shuffle.gather(comm, chosen, root=0, codec=codec)   # a few rows per group
     else:
@@ -320,11 +324,11 @@ def path_stage(comm, config, world_size, logs, times):
     """Stage path for toposort / parallel-toposort: a PathResult (the table on rank 0)."""
     t = time.perf_counter()
     threshold_ns = int(round(config.threshold * 1e9))
-    intervals = local_intervals(logs, times, threshold_ns)
     run_start, run_end = run_span(comm, logs, times)
-    chosen, stats = critical_path_of(comm, intervals, config.algorithm, codec_of(config))
+    chosen, stats = critical_path_of(comm, local_intervals(logs, times, threshold_ns), config.algorithm,
+                                     codec_of(config))
     summary = shuffle.summarize(comm, stats)
-    n_intervals = comm.allreduce(len(intervals["start"]))
+    n_intervals = comm.allreduce(stats.rows_before)
     seconds = comm.allreduce(time.perf_counter() - t, op=_op("MAX"))
     if comm.Get_rank() != 0:
         return PathResult(None, [])
