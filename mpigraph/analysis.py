@@ -177,15 +177,17 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     codec = codec_module.Codec(level=config.compress or None)
     calls, clock_info = progress.run("clock", parallel.collectively, comm, link.aligned_calls, comm, logs,
                                      config.clock)
+    on_graph = config.algorithm not in toposort.ALGORITHMS      # toposort's path needs no edges
     linked = progress.run("match", parallel.collectively, comm, link.link, comm, ownership, calls,
-                          info.world_size, clock_info, codec,
-                          note=lambda r: "%d edges here, %d violations repaired"
-                          % (len(r.dependencies), r.repair.repaired))
+                          info.world_size, clock_info, codec, on_graph,
+                          note=lambda r: "%s, %d violations repaired"
+                          % ("%d edges here" % len(r.dependencies) if on_graph else "no edges (not needed)",
+                             r.repair.repaired))
 
     # Every record's (start, end) on rank 0's clock, after the receive-before-send repair.
     times = {rank: calls.record_times() for rank, calls in linked.calls.items()}
     tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times)
-    if config.algorithm not in toposort.ALGORITHMS:
+    if on_graph:
         times = None      # only toposort's path reads them: not held through the graph's build
     path = progress.run("path", parallel.collectively, comm, path_stage, comm, config, info, logs, linked, times,
                         progress.say)

@@ -31,7 +31,7 @@ class Linked:
     """This analysis rank's share of the linked run (see match.py for calls and dependencies)."""
 
     calls: dict                  # owned trace rank -> match.RankCalls
-    dependencies: Dependencies   # edges into the owned ranks
+    dependencies: Dependencies   # edges into the owned ranks (None when not asked for)
     waits: dict                  # owned trace rank -> per-call columns (waits.call_waits)
     instances: dict              # collective instances grouped on this analysis rank
     unmatched: dict              # operations without partner found on this analysis rank
@@ -149,14 +149,16 @@ def dependency_edges(to_me, from_me, members):
     return Dependencies.concat([late_sender, late_receiver, collective, own])
 
 
-def link(comm, ownership, calls, world_size, clock_info, codec=None):
-    """Stage match (see the module doc); collective over comm."""
+def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=True):
+    """Stage match (see the module doc); collective over comm.  Without `with_edges` the
+    dependency edges (only the graph's critical path reads them) are not made."""
     ops, orphans = _owned_ops(calls)
     messages, unmatched, instances, members, repair = _repair_loop(comm, ownership, calls, ops, world_size, codec)
     from_me = p2p.to_senders(comm, ownership, messages, codec)
     waits = owned_waits(calls, messages, from_me, members)
-    return Linked(calls, dependency_edges(messages, from_me, members), waits, instances, unmatched, orphans,
-                  _incomplete(ops, calls), repair, clock_info)
+    dependencies = dependency_edges(messages, from_me, members) if with_edges else None
+    return Linked(calls, dependencies, waits, instances, unmatched, orphans, _incomplete(ops, calls), repair,
+                  clock_info)
 
 
 def _incomplete(ops, calls):

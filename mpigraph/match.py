@@ -108,8 +108,19 @@ class RankCalls:
         return len(self.func)
 
     def record_times(self):
-        """(start, end) int64 ns of every record: a part record has its call's times."""
+        """(start, end) int64 ns of every record: a part record has its call's times.
+
+        Without part records (records are calls) these are read-only views of the calls' times,
+        not copies: 16 bytes a record less while the metrics and the path run."""
+        if len(self.record_call) == self.n_calls:
+            return _read_only(self.start_ns), _read_only(self.end_ns)
         return self.start_ns[self.record_call], self.end_ns[self.record_call]
+
+
+def _read_only(array):
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 EDGE_DTYPES = {"src_rank": np.int64, "src_call": np.int64, "src_vertex": np.int8, "dst_rank": np.int64,
