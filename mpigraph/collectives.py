@@ -47,8 +47,10 @@ def comm_table(rank_calls, world_size, is_part, func):
     return ids, ranks[first], sizes[first]
 
 
-MEMBER_DTYPES = {"comm": np.int64, "seq": np.int64, "rank": np.int64, "comm_rank": np.int64,
-                 "comm_size": np.int64, "call": np.int64, "func": np.int64, "root": np.int64, "start": np.int64,
+# As narrow as the log's fields (record.RECORD_DTYPE): a bulk-synchronous run has a member per
+# call, and these columns are copied several times over while instances are grouped.
+MEMBER_DTYPES = {"comm": np.int64, "seq": np.uint32, "rank": np.int32, "comm_rank": np.int32,
+                 "comm_size": np.int32, "call": np.int64, "func": np.uint16, "root": np.int32, "start": np.int64,
                  "end": np.int64}
 
 
@@ -74,10 +76,10 @@ def members(rank_calls, world_size):
     known = ids[at] == comm
     call = rank_calls.record_call[rows]
     return {
-        "comm": comm, "seq": seq.astype(np.int64),
-        "rank": np.full(len(rows), rank_calls.rank, np.int64),
+        "comm": comm, "seq": seq,
+        "rank": np.full(len(rows), rank_calls.rank, np.int32),
         "comm_rank": np.where(known, ranks[at], -1), "comm_size": np.where(known, sizes[at], -1),
-        "call": call, "func": func[rows].astype(np.int64), "root": records["root"][rows].astype(np.int64),
+        "call": call, "func": func[rows], "root": records["root"][rows],
         "start": rank_calls.start_ns[call], "end": rank_calls.end_ns[call],
     }
 
@@ -190,7 +192,7 @@ def group_instances(rows):
                  "members": count, "comm_size": rows["comm_size"][first], "max_start": max_start,
                  "min_end": min_end, "last_rank": m["rank"][last] if n else np.zeros(0, np.int64),
                  "root": rows["root"][first], "wait_total": wait_total}
-    return instances, m
+    return {name: col.astype(np.int64) for name, col in instances.items()}, m
 
 
 
@@ -265,12 +267,15 @@ def _partials(rows, m, order, start_idx, group, src):
     np.maximum.at(root_row, group[is_root], np.flatnonzero(is_root))
     has_root = root_row >= 0
     at = np.maximum(root_row, 0)
-    return {"comm": rows["comm"][first], "seq": rows["seq"][first], "group": np.arange(len(start_idx)),
-            "src": np.full(len(start_idx), src, np.int64), "func": rows["func"][first],
-            "comm_size": rows["comm_size"][first], "root": rows["root"][first], "count": np.diff(np.r_[start_idx, n]),
-            "max_start": max_start, "last_rank": m["rank"][last], "last_call": m["call"][last], "min_end": min_end,
-            "sum_start": sum_start, "sum_end": sum_end, "root_rank": np.where(has_root, m["rank"][at], -1),
-            "root_call": np.where(has_root, m["call"][at], -1), "root_start": np.where(has_root, m["start"][at], -1)}
+    partials = {"comm": rows["comm"][first], "seq": rows["seq"][first], "group": np.arange(len(start_idx)),
+                "src": np.full(len(start_idx), src, np.int64), "func": rows["func"][first],
+                "comm_size": rows["comm_size"][first], "root": rows["root"][first],
+                "count": np.diff(np.r_[start_idx, n]), "max_start": max_start, "last_rank": m["rank"][last],
+                "last_call": m["call"][last], "min_end": min_end, "sum_start": sum_start, "sum_end": sum_end,
+                "root_rank": np.where(has_root, m["rank"][at], -1), "root_call": np.where(has_root, m["call"][at], -1),
+                "root_start": np.where(has_root, m["start"][at], -1)}
+    # One row per instance: widened to int64, the instances' columns in the report.
+    return {name: np.asarray(partials[name], dtype) for name, dtype in _PARTIAL_DTYPES.items()}
 
 
 def combine_partials(parts):
@@ -344,7 +349,7 @@ def _member_results(m, group, start_idx, reply):
     at *= n_groups
     at += group                                                # in place: members are millions
     none = np.full(n_groups, -1, np.int64)
-    rel_rank = np.concatenate([none, r["last_rank"], r["root_rank"]])[at]
+    rel_rank = np.concatenate([none, r["last_rank"], r["root_rank"]]).astype(m["rank"].dtype)[at]
     rel_call = np.concatenate([none, r["last_call"], r["root_call"]])[at]
     rel_start = np.concatenate([none, r["max_start"], r["root_start"]])[at]
     g = {name: r[name][group] for name in ("max_start", "min_end")}
@@ -374,6 +379,7 @@ def match_collectives(comm, ownership, rows, codec=None):
     order, start_idx, group = _local_groups(rows)
     m = {name: rows[name][order] for name in MEMBER_COLUMNS}
     parts = _partials(rows, m, order, start_idx, group, comm.Get_rank())
+    del order                # a row index per member: not held while the results are made
     here = route(comm, parts, instance_owner(parts["comm"], parts["seq"], comm.Get_size()), codec)
     instances, reply = combine_partials(here)
     back = route(comm, reply, reply["src"], codec)
