@@ -1,10 +1,13 @@
 """Run under mpiexec: every graph algorithm, distributed over the job's ranks, against the
 serial reference computed on rank 0 alone.  Started by test_paths_mpi.py; exits 1 on a mismatch.
 
-    mpiexec -n 3 python tests/path_mpi_check.py [--gather-after ROUNDS] [--distances-only]
+    mpiexec -n 3 python tests/path_mpi_check.py [--gather-after ROUNDS] [--delta-stepping-joins]
+                                                [--distances-only]
 
 --gather-after sets parallel-dijkstra's rounds before its search of the parts joined on rank 0
 (parallel_dijkstra.rounds_before_joining): 0 at once, 1 after one round of offers.
+--delta-stepping-joins makes the delta-stepping algorithms give up their light phases at once
+for that joined search (delta_stepping.seconds_before_joining: 0 s).
 """
 
 import os
@@ -17,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pathbuild import SETTINGS, random_input, rows, share, solve_all  # noqa: E402
 
 from mpigraph import paths, synthetic  # noqa: E402
-from mpigraph.paths import parallel_dijkstra  # noqa: E402
+from mpigraph.paths import delta_stepping, parallel_dijkstra  # noqa: E402
 
 
 def cases():
@@ -31,37 +34,41 @@ def cases():
 
 
 def distance_mismatches(comm, inp, options):
-    """Where parallel-dijkstra's distances, gathered from the job's ranks, differ from sequential
-    Dijkstra's on the whole graph (splits on and off); [] on the other ranks.  The path alone can
-    hide a wrong distance off it."""
+    """Where the distances of parallel-dijkstra and parallel-delta-stepping, gathered from the
+    job's ranks, differ from sequential Dijkstra's on the whole graph (splits on and off); [] on
+    the other ranks.  The path alone can hide a wrong distance off it."""
     from mpigraph import graph
     from mpigraph.paths import dijkstra
 
     threshold_ns = int(round(options.get("threshold_s", 0) * 1e9))
     part = graph.build(comm, share(inp, comm.size, comm.rank), threshold_ns)
     whole = graph.build(MPI.COMM_SELF, inp, threshold_ns) if comm.rank == 0 else None
+    delta = delta_stepping.auto_delta(comm, part)
+    searches = {"parallel-dijkstra": lambda split: parallel_dijkstra.solve(comm, part, split),
+                "parallel-delta-stepping": lambda split: delta_stepping.solve(comm, part, delta, split)}
     bad = []
     for split in (True, False):
-        dist = comm.gather(parallel_dijkstra.solve(comm, part, split).dist[:part.hi - part.lo], root=0)
-        if comm.rank == 0:
-            expected = dijkstra.solve(whole, split).dist[:whole.n_rank_vertices]
-            got = np.concatenate(dist)
-            if not np.array_equal(got, expected):
-                bad.append("parallel-dijkstra distances, splits %s: %d of %d differ"
-                           % (split, int((got != expected).sum()), len(expected)))
+        expected = dijkstra.solve(whole, split).dist[:whole.n_rank_vertices] if comm.rank == 0 else None
+        for name, solve in searches.items():
+            dist = comm.gather(solve(split).dist[:part.hi - part.lo], root=0)
+            if comm.rank == 0:
+                got = np.concatenate(dist)
+                if not np.array_equal(got, expected):
+                    bad.append("%s distances, splits %s: %d of %d differ"
+                               % (name, split, int((got != expected).sum()), len(expected)))
     return bad
 
 
-def _count_joined_searches():
-    """A counter of parallel-dijkstra's searches of the parts joined on rank 0 (a one-item list)."""
+def _counter(owner, name):
+    """A count of the calls of owner.name from now on (a one-item list)."""
     count = [0]
-    distances = parallel_dijkstra._JoinedSearch.distances
+    function = getattr(owner, name)
 
-    def counted(self):
+    def counted(*args):
         count[0] += 1
-        return distances(self)
+        return function(*args)
 
-    parallel_dijkstra._JoinedSearch.distances = counted
+    setattr(owner, name, counted)
     return count
 
 
@@ -70,7 +77,10 @@ def main():
     if "--gather-after" in sys.argv:
         rounds = int(sys.argv[sys.argv.index("--gather-after") + 1])
         parallel_dijkstra.rounds_before_joining = lambda n_analysis: rounds
-    joined = _count_joined_searches()
+    if "--delta-stepping-joins" in sys.argv:
+        delta_stepping.seconds_before_joining = lambda n_elements: 0.0
+    joined = _counter(parallel_dijkstra._JoinedSearch, "distances")     # by either algorithm
+    delta_joined = _counter(delta_stepping, "joined_distances")
     failures = 0
     for name, inp, options in cases():
         if "--distances-only" in sys.argv:
@@ -92,7 +102,8 @@ def main():
                                                        "MISMATCH %s" % bad if bad else "all %d equal" % len(SETTINGS)))
     failures = comm.bcast(failures, root=0)
     if comm.rank == 0:
-        print("parallel-dijkstra joined searches: %d" % joined[0])
+        print("searches of the parts joined on rank 0: %d" % joined[0])
+        print("delta-stepping joined searches: %d" % delta_joined[0])
         print("path_mpi_check on %d ranks: %s" % (comm.size, "FAILED" if failures else "OK"))
     sys.exit(1 if failures else 0)
 

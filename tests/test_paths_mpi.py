@@ -32,14 +32,29 @@ def test_parallel_dijkstra_joined_on_rank_0_equals_the_serial_reference(ranks, g
                                                      ranks)
     assert returncode == 0, stdout[-4000:] + stderr[-4000:]
     assert stdout.count("all 8 equal") == 10, stdout
-    joined = int(stdout.split("parallel-dijkstra joined searches: ")[1].split()[0])
+    joined = int(stdout.split("searches of the parts joined on rank 0: ")[1].split()[0])
     assert joined >= (40 if gather_after == 0 else 1), stdout
 
 
-def test_parallel_dijkstra_keeps_to_rounds_when_the_joined_graph_does_not_fit():
-    """With no memory to spare on rank 0 the parts are not joined there: the rounds find the path."""
-    returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, CHECK, "--gather-after", "0", "--distances-only"],
+def test_rounds_and_phases_go_on_when_the_joined_graph_does_not_fit():
+    """With no memory to spare on rank 0 the parts are not joined there: parallel-dijkstra's rounds
+    and parallel-delta-stepping's light phases find the distances."""
+    returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, CHECK, "--gather-after", "0",
+                                                      "--delta-stepping-joins", "--distances-only"],
                                                      2, extra_env={"MPIGRAPH_TEST_AVAILABLE_BYTES": "1"})
     assert returncode == 0, stdout[-4000:] + stderr[-4000:]
     assert stdout.count("distances equal") == 10, stdout
-    assert "parallel-dijkstra joined searches: 0" in stdout, stdout
+    assert "searches of the parts joined on rank 0: 0" in stdout, stdout
+    assert "delta-stepping joined searches: 0" in stdout, stdout
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_delta_stepping_joined_search_equals_the_serial_reference(ranks):
+    """The delta-stepping algorithms giving up their light phases at once for one Dijkstra search
+    of the parts joined on rank 0 (as they do when a chain makes the phases run long) find the
+    reference path and distances."""
+    returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, CHECK, "--delta-stepping-joins"], ranks)
+    assert returncode == 0, stdout[-4000:] + stderr[-4000:]
+    assert stdout.count("all 8 equal") == 10, stdout
+    joined = int(stdout.split("delta-stepping joined searches: ")[1].split()[0])
+    assert joined >= 40, stdout

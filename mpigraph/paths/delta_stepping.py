@@ -17,9 +17,16 @@ its head and a small unsorted part for new entries, merged by one sort when
 it grows; stale entries (a vertex that moved down a bucket, or was taken)
 are dropped when met.  The search
 computes distances only; next[] comes from them (``labels.next_from_dist``).
+
+A chain inside one bucket (a pipelined program: a message per row, each on the
+path) takes a light phase per vertex: millions.  When the phases have run about
+as long as one Dijkstra search of the whole graph would take, that search
+(``parallel_dijkstra.joined_distances``: the parts joined on analysis rank 0,
+when they fit there) finds the rest at once (``_Joining``).
 """
 
 import dataclasses
+import time
 
 import numpy as np
 
@@ -27,8 +34,10 @@ from mpi4py import MPI
 
 from mpigraph.graph import INF
 from mpigraph import arrays, owner_exchange as exchange
+from mpigraph.paths import gather
 from mpigraph.paths.dijkstra import Bypass, with_remote_edges
 from mpigraph.paths.labels import from_dist, local_sinks
+from mpigraph.paths.parallel_dijkstra import joined_distances
 
 
 def auto_delta(comm, g):
@@ -117,8 +126,9 @@ class _Queue:
 class _Search:
     """The search on one analysis rank: distances, and the queue of changed vertices."""
 
-    def __init__(self, comm, g, delta, split, heartbeat=None):
+    def __init__(self, comm, g, delta, split, heartbeat=None, give_up_after_s=float("inf")):
         self.comm, self.g, self.delta, self.split, self.heartbeat = comm, g, delta, split, heartbeat
+        self.give_up_after_s = give_up_after_s      # seconds of phases after which distances() gives up
         self.dist = np.full(len(g.time), INF, np.int64)
         self.queue = _Queue(self.dist, delta)
         self.distributed = comm.Get_size() > 1
@@ -152,29 +162,37 @@ class _Search:
         if len(improved):
             self.queue.add(self.queue.distinct(improved))
 
-    def next_bucket(self):
-        smallest = self.queue.smallest()
-        return self.comm.allreduce(smallest, op=MPI.MIN) if self.distributed else smallest
+    def next_bucket(self, started):
+        """(the smallest bucket with a changed vertex on any rank, whether a rank has run out of
+        time): one allreduce."""
+        mine = np.array([self.queue.smallest(), time.perf_counter() - started <= self.give_up_after_s], np.int64)
+        if self.distributed:
+            self.comm.Allreduce(MPI.IN_PLACE, mine, op=MPI.MIN)
+        return int(mine[0]), not mine[1]
 
     def distances(self):
-        """(dist, rounds): the final distances of the local vertices and the light phases run."""
+        """(dist, rounds): the final distances of the local vertices and the light phases run;
+        dist is None when the phases ran out of time first (on every rank at the same phase)."""
         self.start()
+        started = time.perf_counter()
         rounds = 0
-        b = self.next_bucket()
+        b, late = self.next_bucket(started)
         while b < INF:
             settled = []
             while True:     # light phases: until bucket b stays empty on every rank
+                if late:
+                    return None, rounds
                 frontier = self.queue.take(b)
                 settled.append(frontier)
                 self.relax(frontier, light=True)
                 rounds += 1
                 if self.heartbeat is not None:
                     self.heartbeat.tick(rounds, "light phases", "at %.6f s of slack from the end" % (b * self.delta / 1e9))
-                following = self.next_bucket()
+                following, late = self.next_bucket(started)
                 if following != b:
                     break
             self.relax(self.queue.distinct(np.concatenate(settled)), light=False)
-            b = self.next_bucket()
+            b, late = self.next_bucket(started)
         return self.dist, rounds
 
 
@@ -186,15 +204,61 @@ def solve(comm, g, delta, split, heartbeat=None):
     """
     if delta < 1:
         raise ValueError("delta must be >= 1 ns, got %r" % delta)
-    reduced, expand = _bypassed(comm, g, local_sinks(g, split))
-    dist, rounds = _Search(comm, reduced, int(delta), split, heartbeat).distances()
-    dist = expand(dist)
-    del reduced, expand       # the bypassed graph is not held through next[]'s pass
+    reduced, expand, n_searched = _bypassed(comm, g, local_sinks(g, split))
+    joining = _Joining(comm, n_searched, len(reduced.src))
+    dist, rounds = _Search(comm, reduced, int(delta), split, heartbeat, joining.after_s).distances()
+    if dist is None:
+        del reduced, expand   # the search starts afresh: its state is not held through the join
+        if heartbeat is not None:
+            heartbeat.say_now(joining.describe(heartbeat.algorithm, rounds))
+        dist, rounds = joined_distances(comm, g, split), rounds + 1
+    else:
+        dist = expand(dist)
+        del reduced, expand   # the bypassed graph is not held through next[]'s pass
     return from_dist(comm, g, dist, split, rounds)
 
 
+# Seconds per vertex and edge of the joined search: its parts made, gathered, searched and
+# its distances scattered back (PRK p2p on 2 analysis ranks: 24 M of them in about 10 s).
+JOINED_SECONDS_PER_ELEMENT = 0.4e-6
+
+
+class _Joining:
+    """When the light phases give way to one Dijkstra search of the parts joined on analysis rank 0
+    (``parallel_dijkstra.joined_distances``): exact, like the phases, and it starts afresh.
+
+    A chain of vertices inside one bucket (a pipelined program: a message per row, each on
+    the path) takes a light phase per vertex: millions, each dearer as offers pile up in the
+    later buckets.  The phases go on until they have taken about as long as the joined search
+    would (the rule of renting skis until their rent would have bought them: at worst about
+    twice the better of the two), never when the joined graph would not fit analysis rank 0's
+    node.  A bulk-synchronous run needs a few phases per bucket and does not get there.
+    """
+
+    def __init__(self, comm, n_vertices, n_edges):
+        # The searched graph's size over all ranks: the joined graph is no larger (it has no
+        # vertices for other ranks' sources, and no edges out of hubs).
+        self.n_vertices, self.n_edges = comm.allreduce(n_vertices), comm.allreduce(n_edges)
+        self.n_analysis = comm.Get_size()
+        fits = comm.Get_size() == 1 or gather.fits_on_root(
+            comm, gather.gathered_bytes(self.n_vertices, self.n_edges))[0]
+        self.after_s = seconds_before_joining(self.n_vertices + self.n_edges) if fits else float("inf")
+
+    def describe(self, algorithm, phases):
+        where = "of the parts joined on analysis rank 0" if self.n_analysis > 1 else "of the whole graph"
+        return ("path: %s, the rest after %d light phases (a chain inside a bucket) in one Dijkstra search %s: "
+                "%d vertices, %d edges" % (algorithm, phases, where, self.n_vertices, self.n_edges))
+
+
+def seconds_before_joining(n_elements):
+    """Seconds of light phases after which the rest is one joined search (see _Joining); at
+    least a second, so that a small search's course does not hang on a few milliseconds."""
+    return max(1.0, n_elements * JOINED_SECONDS_PER_ELEMENT)
+
+
 def _bypassed(comm, g, sinks):
-    """(g with its one-way vertices bypassed, how to give them their distances back).
+    """(g with its one-way vertices bypassed, how to give them their distances back, how many
+    of its vertices are searched).
 
     ``dijkstra.Bypass`` on this rank's edges.  An edge whose source another
     rank owns has that source as an extra vertex here (ids n, n+1, ...: kept,
@@ -208,7 +272,7 @@ def _bypassed(comm, g, sinks):
         bypass = Bypass(n, g.indptr, g.src, g.weight, sinks)
         indptr, src = bypass.in_vertex_ids()
         return (dataclasses.replace(g, indptr=indptr, src=src, weight=bypass.weight),
-                lambda dist: bypass.expand(dist[bypass.vertices]))
+                lambda dist: bypass.expand(dist[bypass.vertices]), len(bypass.vertices))
     here = g.owns(g.src)
     cross = np.flatnonzero(~here)
     cross_src = g.src[cross]
@@ -233,4 +297,4 @@ def _bypassed(comm, g, sinks):
         whole = np.concatenate((dist, np.full(len(remote), INF, np.int64)))
         return bypass.expand(whole[bypass.vertices])[:n]
 
-    return reduced, expand
+    return reduced, expand, len(bypass.vertices) - len(remote)

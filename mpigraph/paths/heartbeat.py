@@ -3,9 +3,11 @@
 The round-based searches take as many rounds as their input asks for: parallel-dijkstra one
 per crossing between analysis ranks on a shortest path (until it joins the parts on analysis
 rank 0, which it does when they fit there), delta-stepping one light phase per
-light edge along a shortest path inside a bucket.  A pipelined program (a message per row,
-each on the path) can ask for thousands of rounds or millions of phases, where dijkstra and
-toposort take seconds: the line says so while it runs, instead of a silent wait.
+light edge along a shortest path inside a bucket (until it joins the parts in one Dijkstra
+search, which it does when the phases have run about as long as that search would).  A
+pipelined program (a message per row, each on the path) can ask for thousands of rounds or
+millions of phases, where dijkstra and toposort take seconds: the line says so while it runs,
+instead of a silent wait.
 """
 
 import time
@@ -15,8 +17,11 @@ EVERY_S = 30.0      # seconds between two lines
 HINTS = {
     "parallel-dijkstra": "a round per crossing between analysis ranks on a shortest path, until the parts "
                          "are joined on analysis rank 0, which they are when they fit there",
-    "delta-stepping": "a light phase per short edge along a shortest path",
-    "parallel-delta-stepping": "a light phase per short edge along a shortest path",
+    "delta-stepping": "a light phase per short edge along a shortest path, until they have taken about as "
+                      "long as one Dijkstra search would",
+    "parallel-delta-stepping": "a light phase per short edge along a shortest path, until they have taken "
+                               "about as long as one Dijkstra search of the parts joined on analysis rank 0 "
+                               "would, when those fit there",
 }
 
 

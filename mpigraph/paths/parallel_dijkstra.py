@@ -39,7 +39,7 @@ from mpi4py import MPI
 from mpigraph.graph import INF
 from mpigraph import owner_exchange as exchange
 from mpigraph.paths import gather
-from mpigraph.paths.dijkstra import Bypass, Reversed, with_remote_edges
+from mpigraph.paths.dijkstra import Bypass, Reversed, distances, with_remote_edges
 from mpigraph.paths.labels import from_dist, local_sinks
 
 
@@ -53,17 +53,10 @@ def solve(comm, g, split, heartbeat=None):
 def _distances(comm, g, split, heartbeat=None):
     """(dist of g's local vertices, rounds): the searches and offers described above."""
     n = len(g.time)
-    dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(g.indptr))
-    relaxed = g.src < g.n_rank_vertices if split else np.ones(len(g.src), bool)
-    local = relaxed & g.owns(g.src)
-    cross = np.flatnonzero(relaxed & ~local)
-    cross_dst, cross_src, cross_w = dst[cross], g.src[cross], g.weight[cross]
-    cross_owner = g.owner_of(cross_src)
-    del dst, relaxed
-
-    sinks = local_sinks(g, split)
-    bypass, part = _local_part(comm, g, local, sinks, with_remote_edges(comm, g, cross_src, cross_owner))
-    del local, cross
+    joined = _JoinedSearch.of(comm, g, split)
+    bypass, sinks = joined.bypass, joined.sinks
+    cross_dst, cross_src, cross_w, cross_owner = joined.cross
+    part = Reversed(len(bypass.vertices), bypass.indptr, bypass.src, bypass.weight)
     # The sinks' distances (0) are known before any search: their crossing edges make offers
     # at once, and the first search starts from the sinks and those offers together.
     dist = np.full(n, INF, np.int64)
@@ -71,7 +64,6 @@ def _distances(comm, g, split, heartbeat=None):
     changed = dist < INF
     sources, offsets = sinks, np.zeros(len(sinks), np.int64)
     rounds = 0
-    joined = _JoinedSearch(comm, bypass, cross_dst, cross_src, cross_w, cross_owner, g)
     join_at = rounds_before_joining(comm.Get_size())
     while True:
         if rounds == join_at and joined.fits():
@@ -99,14 +91,21 @@ def _distances(comm, g, split, heartbeat=None):
     return dist, rounds
 
 
-def _local_part(comm, g, local, sinks, keep):
-    """(Bypass, Reversed): what each round searches, this rank's local edges with its one-way
-    vertices bypassed (``dijkstra.Bypass``, exact; `keep`: those with edges to other ranks'
-    vertices), and how to read its distances back."""
+def joined_distances(comm, g, split):
+    """Collective: dist of g's local vertices from one search of its parts joined on analysis
+    rank 0 (``_JoinedSearch``; with one analysis rank, dijkstra's search of g).  The caller
+    has checked that they fit there."""
+    if g.n_analysis == 1:
+        return distances(len(g.time), g.indptr, g.src, g.weight, local_sinks(g, split))
+    return _JoinedSearch.of(comm, g, split).distances()
+
+
+def _local_part(g, local, sinks, keep):
+    """What each round searches: this rank's local edges with its one-way vertices bypassed
+    (``dijkstra.Bypass``, exact; `keep`: those with edges to other ranks' vertices)."""
     indptr = np.concatenate(([0], np.cumsum(local)))[g.indptr]
     src = g.local_index(g.src[local])
-    bypass = Bypass(len(g.time), indptr, src, g.weight[local], sinks, keep)
-    return bypass, Reversed(len(bypass.vertices), bypass.indptr, bypass.src, bypass.weight)
+    return Bypass(len(g.time), indptr, src, g.weight[local], sinks, keep)
 
 
 def rounds_before_joining(n_analysis):
@@ -136,11 +135,26 @@ class _JoinedSearch:
     Rank 0 holds only the joined graph, not the whole one (``dijkstra`` gathers that).
     """
 
-    def __init__(self, comm, bypass, cross_dst, cross_src, cross_w, cross_owner, g):
-        self.comm, self.bypass, self.g = comm, bypass, g
-        self.cross = cross_dst, cross_src, cross_w, cross_owner
+    def __init__(self, comm, g, sinks, bypass, cross):
+        self.comm, self.g, self.sinks, self.bypass, self.cross = comm, g, sinks, bypass, cross
         self.n_vertices = comm.allreduce(len(bypass.vertices))
-        self.n_edges = comm.allreduce(len(bypass.src) + len(cross_dst))
+        self.n_edges = comm.allreduce(len(bypass.src) + len(cross[0]))
+
+    @classmethod
+    def of(cls, comm, g, split):
+        """Collective: g's local part bypassed (``_local_part``) and its crossing edges (dst, src,
+        weight, src's owner); with splits the edges out of hubs are left out (edges out of sinks)."""
+        dst = np.repeat(np.arange(len(g.time), dtype=np.int64), np.diff(g.indptr))
+        relaxed = g.src < g.n_rank_vertices if split else np.ones(len(g.src), bool)
+        local = relaxed & g.owns(g.src)
+        cross = np.flatnonzero(relaxed & ~local)
+        del relaxed
+        cross_src = g.src[cross]
+        cross = dst[cross], cross_src, g.weight[cross], g.owner_of(cross_src)
+        del dst
+        sinks = local_sinks(g, split)
+        bypass = _local_part(g, local, sinks, with_remote_edges(comm, g, cross_src, cross[3]))
+        return cls(comm, g, sinks, bypass, cross)
 
     def fits(self):
         """Collective: whether the joined graph fits analysis rank 0's node."""
