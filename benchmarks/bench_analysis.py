@@ -43,7 +43,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from machine import describe_machine, describe_memory  # noqa: E402
+from machine import describe_machine, describe_memory, memory_gib  # noqa: E402
 
 STAGE_LINE = re.compile(r"^mpigraph: (\S+)\s+([0-9.]+) s")
 PROBE_LINE = re.compile(r"^probe rank (\d+) wall ([0-9.]+) base_kb (\d+) peak_kb (\d+) records (\d+)")
@@ -138,6 +138,12 @@ def measure(run_dir, n_records, nprocs, algorithm, repeat, prefault_mb=0):
     return stages, wall, peak, growth, base
 
 
+def prefault_fits(peak_mb, nprocs):
+    """Whether every analysis rank can hold its pre-faulted block at once (they all do, before
+    the analysis starts): a 1e8-record run's would not fit this 24 GiB machine."""
+    return nprocs * peak_mb <= memory_gib("MemAvailable") * 1024 * 0.9
+
+
 def rate(n_records, nprocs, seconds):
     """Records per second per analysis rank, in millions."""
     return n_records / nprocs / seconds / 1e6 if seconds > 0 else float("inf")
@@ -208,8 +214,11 @@ def main():
                     result = measure(run_dir, n_records, nprocs, algorithm, args.repeat)
                     print_row(n_records, ranks, nprocs, algorithm, FRESH, result)
                     rows.append((n_records, ranks, nprocs, algorithm, FRESH, result))
-                    if args.prefault:
-                        peak_mb = int(result[2] / 1024 * 1.1)     # the fresh runs' largest peak, and some room
+                    peak_mb = int(result[2] / 1024 * 1.1)     # the fresh runs' largest peak, and some room
+                    if args.prefault and not prefault_fits(peak_mb, nprocs):
+                        print("pre-faulted run left out: %d ranks x %d MB is more than the %.1f GiB available"
+                              % (nprocs, peak_mb, memory_gib("MemAvailable")), flush=True)
+                    elif args.prefault:
                         result = measure(run_dir, n_records, nprocs, algorithm, args.repeat, peak_mb)
                         print_row(n_records, ranks, nprocs, algorithm, PREFAULTED, result)
                         rows.append((n_records, ranks, nprocs, algorithm, PREFAULTED, result))

@@ -13,10 +13,11 @@ def cpu_model():
         return platform.processor() or "unknown"
 
 
-def memory_gib():
+def memory_gib(field="MemTotal"):
+    """A /proc/meminfo field in GiB (MemTotal, MemAvailable, ...); nan where unknown."""
     try:
         with open("/proc/meminfo") as f:
-            return int(next(line.split()[1] for line in f if line.startswith("MemTotal:"))) / 2**20
+            return int(next(line.split()[1] for line in f if line.startswith(field + ":"))) / 2**20
     except (OSError, StopIteration):
         return float("nan")
 
