@@ -154,7 +154,7 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=
     dependency edges (only the graph's critical path reads them) are not made."""
     ops, orphans = _owned_ops(calls)
     messages, unmatched, instances, members, repair = _repair_loop(comm, ownership, calls, ops, world_size, codec)
-    from_me = p2p.to_senders(comm, ownership, messages, codec)
+    from_me = p2p.to_senders(comm, ownership, messages, calls, codec)
     waits = owned_waits(calls, messages, from_me, members)
     dependencies = dependency_edges(messages, from_me, members) if with_edges else None
     return Linked(calls, dependencies, waits, instances, unmatched, orphans, _incomplete(ops, calls), repair,

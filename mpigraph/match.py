@@ -218,23 +218,45 @@ def packed_key(columns):
     rank of its value (communicator ids are huge and few): a sort by one int64 is many
     times faster than np.lexsort over several columns.
     """
-    columns = [np.asarray(c, np.int64) for c in columns]
-    parts = [c - c.min() if len(c) else c for c in columns]
-    widths = [_bits(p) for p in parts]
-    for i in np.argsort(widths)[::-1]:              # narrow the widest columns first
+    keys = packed_keys([columns])
+    return None if keys is None else keys[0]
+
+
+def packed_keys(tables):
+    """packed_key of several tables (lists of the same columns) at once, comparable across them:
+    one int64 array per table, or None.
+
+    The offsets are added into the key in place, and a column with one value (a pipeline's
+    communicator, peers and tag) is left out: no temporary the size of a column."""
+    columns = [[np.asarray(t[i]) for t in tables] for i in range(len(tables[0]))]
+    sizes = [len(a) for a in columns[0]] if columns else [0] * len(tables)
+    lows, widths, dense = [], [], {}
+    for i, arrays in enumerate(columns):
+        present = [a for a in arrays if len(a)]
+        low = min((int(a.min()) for a in present), default=0)
+        high = max((int(a.max()) for a in present), default=0)
+        lows.append(low)
+        widths.append((high - low).bit_length())       # Python ints: no wrap-around
+    for i in np.argsort(widths)[::-1]:                  # narrow the widest columns first
         if sum(widths) <= 63:
             break
-        parts[i] = np.unique(columns[i], return_inverse=True)[1].reshape(-1).astype(np.int64)
-        widths[i] = _bits(parts[i])
+        ranks = np.unique(np.concatenate(columns[i]), return_inverse=True)[1].reshape(-1).astype(np.int64)
+        dense[i] = np.split(ranks, np.cumsum(sizes)[:-1])
+        widths[i] = _bits(ranks)
     if sum(widths) > 63:
         return None
-    if not parts or not len(parts[0]):
-        return np.zeros(len(parts[0]) if parts else 0, np.int64)
-    key = parts[0]                  # a temporary of this function (an offset or dense rank) ...
-    for part, width in zip(parts[1:], widths[1:]):
-        key <<= width               # ... so shifted and or-ed in place: keys have millions of rows
-        key |= part
-    return key
+    keys = [np.zeros(n, np.int64) for n in sizes]
+    for i, (arrays, low, width) in enumerate(zip(columns, lows, widths)):
+        if width == 0:
+            continue
+        for t, key in enumerate(keys):
+            key <<= width
+            if i in dense:
+                key |= dense[i][t]
+            else:               # + (column - low), wrapping in int64 to the offset (< 2**63)
+                key += arrays[t].astype(np.int64, copy=False) if arrays[t].dtype == np.uint64 else arrays[t]
+                key -= low
+    return keys
 
 
 def _bits(offsets):
@@ -300,14 +322,24 @@ def pair_by_key(keys_a, keys_b):
     na, nb = len(keys_a[0]), len(keys_b[0])
     if na == 0 or nb == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    key = group_key([np.concatenate([np.asarray(a), np.asarray(b)]) for a, b in zip(keys_a, keys_b)])
-    key_a, key_b = key[:na], key[na:]
-    order_a, order_b = np.argsort(key_a, kind="stable"), np.argsort(key_b, kind="stable")
-    sorted_a, sorted_b = key_a[order_a], key_b[order_b]
+    keys = packed_keys([keys_a, keys_b])
+    if keys is None:
+        key = group_key([np.concatenate([np.asarray(a), np.asarray(b)]) for a, b in zip(keys_a, keys_b)])
+        keys = key[:na], key[na:]
+    (order_a, sorted_a), (order_b, sorted_b) = (_sorted(key) for key in keys)
     at = np.searchsorted(sorted_b, sorted_a)
     hit = at < nb
     hit[hit] = sorted_b[at[hit]] == sorted_a[hit]
     return order_a[hit], order_b[at[hit]]
+
+
+def _sorted(key):
+    """(the stable order of key, key in that order): without a sort or a copy of key when it is
+    sorted already (a channel's messages in posting order)."""
+    if (key[1:] >= key[:-1]).all():
+        return np.arange(len(key)), key
+    order = np.argsort(key, kind="stable")
+    return order, key[order]
 
 
 def pair_occurrences(a, b):
@@ -342,11 +374,16 @@ def route(comm, columns, dest, codec=None):
     columns = {name: np.asarray(c) for name, c in columns.items()}
     dest = np.asarray(dest)
     mine = dest == me
-    away = np.flatnonzero(~mine)
-    batches = shuffle.split_by_dest({name: c[away] for name, c in columns.items()}, dest[away], size)
+    n_mine = int(np.count_nonzero(mine))
+    if n_mine:
+        away = np.flatnonzero(~mine)
+        batches = shuffle.split_by_dest({name: c[away] for name, c in columns.items()}, dest[away], size)
+    else:           # every row goes: no copy of them (a pipeline's sends all go to the next rank)
+        batches = shuffle.split_by_dest(columns, dest, size)
     received, _ = shuffle.exchange(comm, batches, codec)
     shuffle.check_schema(list(received.values()), columns)
-    n_mine = int(np.count_nonzero(mine))
+    if not n_mine and len(received) == 1:       # one source's rows as they were decoded
+        return next(iter(received.values()))
     total = n_mine + sum(shuffle.batch_rows(b) for b in received.values())
     out = {name: np.empty(total, c.dtype) for name, c in columns.items()}
     at = 0

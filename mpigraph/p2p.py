@@ -15,10 +15,11 @@ from mpigraph.match import CallIndex, kind_is, ordinal_within, pair_by_key, pair
 
 SEND_SIDE, RECV_SIDE = 0, 1
 
-# The columns of an operation table (one rank's, or several ranks' concatenated).
-OP_DTYPES = {"side": np.int8, "rank": np.int64, "comm": np.int64, "peer": np.int64, "tag": np.int64,
+# The columns of an operation table (one rank's, or several ranks' concatenated), as narrow as
+# the log's fields (record.RECORD_DTYPE): a pipelined program has an operation per record.
+OP_DTYPES = {"side": np.int8, "rank": np.int32, "comm": np.int64, "peer": np.int32, "tag": np.int32,
              "bytes": np.int64, "post_call": np.int64, "done_call": np.int64, "post_record": np.int64,
-             "func": np.int64}
+             "func": np.uint16}
 
 
 def request_pairs(records, flags, func):
@@ -63,18 +64,19 @@ def operations(rank_calls):
     peer = records["peer"][described]
     keep = (peer >= 0) | (peer == record.PEER_ANY)
     post, done, has_done, described, peer = post[keep], done[keep], has_done[keep], described[keep], peer[keep]
-    return {
-        "side": np.where(is_send[post], SEND_SIDE, RECV_SIDE).astype(np.int8),
-        "rank": np.full(len(post), rank_calls.rank, np.int64),
-        "comm": records["comm"][post].astype(np.int64),
-        "peer": peer.astype(np.int64),
-        "tag": records["tag"][described].astype(np.int64),
-        "bytes": records["bytes"][described].astype(np.int64),
+    ops = {
+        "side": np.where(is_send[post], SEND_SIDE, RECV_SIDE),
+        "rank": np.full(len(post), rank_calls.rank),
+        "comm": records["comm"][post],
+        "peer": peer,
+        "tag": records["tag"][described],
+        "bytes": records["bytes"][described],
         "post_call": record_call[post],
         "done_call": np.where(has_done, record_call[np.maximum(done, 0)], -1),
-        "post_record": post.astype(np.int64),
-        "func": func[post].astype(np.int64),    # of the posting call: reports name it without the log
-    }, orphans
+        "post_record": post,
+        "func": func[post],     # of the posting call: reports name it without the log
+    }
+    return {name: ops[name].astype(dtype, copy=False) for name, dtype in OP_DTYPES.items()}, orphans
 
 
 def message_keys(ops):
@@ -155,6 +157,19 @@ MESSAGE_COLUMNS = ("comm", "tag", "bytes") + tuple(
     prefix + name for prefix in ("s_", "r_") for name in ("rank", "post_call", "done_call") + MESSAGE_TIME_COLUMNS)
 
 
-def to_senders(comm, ownership, messages, codec=None):
-    """The matched messages again, on the owners of their sending ranks (same columns)."""
-    return route(comm, messages, ownership.owner_of(messages["s_rank"]), codec)
+# What the senders' owners need of a matched message (waits.late_receiver, the late-receiver
+# edges) that they do not have: the receive's side.  The send's own times are theirs already.
+FROM_RECEIVER_COLUMNS = ("s_rank", "s_done_call", "r_rank", "r_post_call", "r_post_start")
+
+
+def to_senders(comm, ownership, messages, calls_by_rank, codec=None):
+    """The matched messages again, on the owners of their sending ranks: FROM_RECEIVER_COLUMNS,
+    and s_done_start, s_done_end (-1 without completion) from the owned ranks' calls."""
+    back = route(comm, {name: messages[name] for name in FROM_RECEIVER_COLUMNS},
+                 ownership.owner_of(messages["s_rank"]), codec)
+    index = CallIndex(calls_by_rank)
+    has = back["s_done_call"] >= 0
+    done = index.of(back["s_rank"], np.maximum(back["s_done_call"], 0))
+    for name, times in (("s_done_start", "start_ns"), ("s_done_end", "end_ns")):
+        back[name] = np.where(has, index.column(calls_by_rank, times)[done], -1)
+    return back
