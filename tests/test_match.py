@@ -114,6 +114,21 @@ def linked_run(run_dir, method="none"):
     return link.link(comm, parallel.Ownership(2, 1), calls, 2, info)
 
 
+def test_record_times_give_each_record_its_calls_times(tmp_path):
+    """A part record has its call's times; a log without part records gets its calls' own
+    arrays back, read-only, not a copy per record."""
+    linked = linked_run(write_two(tmp_path))
+    with_parts, without_parts = linked.calls[0], linked.calls[1]
+    start, end = with_parts.record_times()
+    assert len(start) == len(with_parts.record_call) == with_parts.n_calls + 2
+    assert start[4] == start[5] == start[6] == with_parts.start_ns[4] and end[6] == with_parts.end_ns[4]
+    start, end = without_parts.record_times()
+    assert np.shares_memory(start, without_parts.start_ns) and np.shares_memory(end, without_parts.end_ns)
+    assert np.array_equal(start, without_parts.start_ns) and np.array_equal(end, without_parts.end_ns)
+    with pytest.raises(ValueError):
+        start[0] = 0            # the calls' times, which the graph still reads
+
+
 def edge_set(deps):
     return {(int(a), int(b), int(c), int(d), match.KIND_NAMES[k]) for a, b, c, d, k in
             zip(deps.src_rank, deps.src_call, deps.dst_rank, deps.dst_call, deps.kind)}
