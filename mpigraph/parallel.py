@@ -9,6 +9,8 @@ Every step asks the Ownership, never assumes "my rank == trace rank".
 waiting forever in the next collective: all of them fail together.
 """
 
+import time
+
 import numpy as np
 
 
@@ -63,6 +65,7 @@ def collectively(comm, step, *args):
     except Exception as error:   # noqa: BLE001 -- re-raised below, after the others know
         result, failure = None, error
     summary = None if failure is None else (type(failure).__name__, str(failure))
+    wait_idly(comm.Ibarrier())       # the ranks done first wait for the others without spinning
     failures = [(rank, s) for rank, s in enumerate(comm.allgather(summary)) if s is not None]
     if failure is not None:
         raise failure
@@ -70,3 +73,17 @@ def collectively(comm, step, *args):
         rank, (kind, message) = failures[0]
         raise PeerFailed(rank, kind, message)
     return result
+
+
+IDLE_PAUSE_S = 0.0005
+
+
+def wait_idly(request):
+    """Wait for the MPI `request`, sleeping between tests.
+
+    An MPI wait polls without pause: on a node with more ranks than cores the ranks that wait
+    take CPU from those at work (analysis rank 0 writing the report while the others wait for
+    it: 5.2 -> 3.2 s with 4 ranks on 2 cores at 1e7 records).  A pause adds at most IDLE_PAUSE_S
+    to a wait."""
+    while not request.Test():
+        time.sleep(IDLE_PAUSE_S)

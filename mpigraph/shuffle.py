@@ -41,6 +41,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpigraph.codec import Codec, CodecError, decode
+from mpigraph.parallel import wait_idly
 
 ORDERS = ("rounds", "naive")
 TAG = 0x6D67                    # "mg": our point-to-point messages on the analysis comm
@@ -527,12 +528,12 @@ def serve_root(comm, chunks, root=0, codec=None):
     for chunk in chunks:
         # Made and encoded before root asks for it: while root still uses the previous chunk.
         data = np.frombuffer(codec.encode(chunk), np.uint8)
-        comm.Recv([ask, MPI.INT64_T], root, PULL_TAG)
+        wait_idly(comm.Irecv([ask, MPI.INT64_T], root, PULL_TAG))
         if not ask[0]:
             return
         comm.Send([np.array([len(data)], np.int64), MPI.INT64_T], root, PULL_TAG)
         comm.Send([data, MPI.BYTE], root, PULL_TAG)
-    comm.Recv([ask, MPI.INT64_T], root, PULL_TAG)
+    wait_idly(comm.Irecv([ask, MPI.INT64_T], root, PULL_TAG))
     if ask[0]:
         comm.Send([np.full(1, -1, np.int64), MPI.INT64_T], root, PULL_TAG)     # "that was all"
 
