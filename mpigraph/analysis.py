@@ -109,9 +109,14 @@ def _metrics(comm, logs, linked, codec, times):
 
 def graph_input(world_size, linked):
     """The path stage's input from the match stage: corrected, repaired call times and the
-    dependency edges into the owned ranks (match.py's interface)."""
+    dependency edges into the owned ranks (match.py's interface).
+
+    The edges move out of `linked` (the report does not read them) into an input that the
+    graph's build lets go of once read (``PathInput.read_once``): they are not held through
+    the build's peak and the search."""
     calls = {rank: graph.RankCalls(c.start_ns, c.end_ns, c.func) for rank, c in linked.calls.items()}
-    return graph.PathInput(world_size, calls, linked.dependencies)
+    deps, linked.dependencies = linked.dependencies, None
+    return graph.PathInput(world_size, calls, deps, read_once=True)
 
 
 def path_stage(comm, config, info, logs, linked, times, say=None):

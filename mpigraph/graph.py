@@ -75,6 +75,9 @@ class PathInput:
     n_trace_ranks: int
     calls: dict                  # owned trace rank -> RankCalls
     deps: Dependencies           # the edges whose dst_rank this analysis rank owns
+    # The analysis's own input is read once: ``build`` lets go of the calls and edges as soon as
+    # it has used them, so the build's later steps and the search do not hold them too.
+    read_once: bool = False
 
 
 @dataclasses.dataclass
@@ -189,13 +192,17 @@ def build(comm, inp, threshold_ns=0):
     ownership = Ownership(inp.n_trace_ranks, n_analysis)
     mine = list(ownership.ranks_of(me))
     blocks = {r: _merged(inp.calls.get(r), threshold_ns) for r in mine}
+    deps_in = inp.deps
+    if inp.read_once:
+        inp.calls = inp.deps = None
     base = _bases(comm, inp.n_trace_ranks, blocks)
     bounds = base[[ownership.first_of(a) for a in range(n_analysis + 1)]]
     lo = int(bounds[me])
     time = _interleave([blocks[r][0] for r in mine], [blocks[r][1] for r in mine])
     func = np.repeat(np.concatenate([blocks[r][2] for r in mine] + [np.zeros(0, np.int64)]), 2)
 
-    deps = _dependency_edges(comm, ownership, inp.deps, blocks, base, lo, time)
+    deps = _dependency_edges(comm, ownership, deps_in, blocks, base, lo, time)
+    del deps_in
     hubs = splits.find_sync_points(comm, inp.n_trace_ranks, base, lo, time, deps)
     edges = _local_edges(mine, base, lo, time, deps, hubs)
     edges += _hub_edges(comm, mine, base, lo, time, hubs, len(time))
