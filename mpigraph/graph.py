@@ -49,6 +49,10 @@ START, END = match.VERTEX_START, match.VERTEX_END   # src_vertex: the start or t
 
 INF = np.iinfo(np.int64).max // 4   # "unreached": room to add slacks without overflow
 
+# A vertex's function id (mpi_functions: a few hundred), -1 for a hub: two bytes, not eight,
+# per vertex held through the search.
+FUNC_DTYPE = np.int16
+
 
 def _int64(values):
     return np.ascontiguousarray(values, dtype=np.int64)
@@ -95,7 +99,7 @@ class Graph:
     hub_calls: np.ndarray        # (hubs, trace ranks): each member's call at the hub
     hub_time: np.ndarray
     time: np.ndarray             # per local vertex
-    func: np.ndarray             # per local vertex (-1 for hubs)
+    func: np.ndarray             # per local vertex (-1 for hubs), FUNC_DTYPE
     indptr: np.ndarray           # incoming edges of local vertex i: indptr[i]:indptr[i+1]
     src: np.ndarray              # global id of each edge's source
     weight: np.ndarray           # slack of each edge
@@ -199,7 +203,7 @@ def build(comm, inp, threshold_ns=0):
     bounds = base[[ownership.first_of(a) for a in range(n_analysis + 1)]]
     lo = int(bounds[me])
     time = _interleave([blocks[r][0] for r in mine], [blocks[r][1] for r in mine])
-    func = np.repeat(np.concatenate([blocks[r][2] for r in mine] + [np.zeros(0, np.int64)]), 2)
+    func = np.repeat(np.concatenate([blocks[r][2] for r in mine] + [np.zeros(0, np.int64)]).astype(FUNC_DTYPE), 2)
 
     deps = _dependency_edges(comm, ownership, deps_in, blocks, base, lo, time)
     del deps_in
@@ -213,7 +217,7 @@ def build(comm, inp, threshold_ns=0):
     sink, sources, t0 = _ends(comm, mine, blocks, base, time, lo)
     return Graph(n_analysis, me, base, bounds, hubs.calls, hubs.time,
                  np.concatenate((time, hubs.time[me::n_analysis])),
-                 np.concatenate((func, np.full(n_local - len(time), -1, np.int64))),
+                 np.concatenate((func, np.full(n_local - len(time), -1, FUNC_DTYPE))),
                  indptr, src, weight, sink, sources, t0)
 
 
