@@ -65,7 +65,7 @@ def collectively(comm, step, *args):
     except Exception as error:   # noqa: BLE001 -- re-raised below, after the others know
         result, failure = None, error
     summary = None if failure is None else (type(failure).__name__, str(failure))
-    wait_idly(comm.Ibarrier())       # the ranks done first wait for the others without spinning
+    barrier_idly(comm)
     failures = [(rank, s) for rank, s in enumerate(comm.allgather(summary)) if s is not None]
     if failure is not None:
         raise failure
@@ -87,3 +87,9 @@ def wait_idly(request):
     to a wait."""
     while not request.Test():
         time.sleep(IDLE_PAUSE_S)
+
+
+def barrier_idly(comm):
+    """A barrier where the ranks done first wait for the others without spinning (``wait_idly``):
+    before a collective that follows one rank's work alone."""
+    wait_idly(comm.Ibarrier())

@@ -55,7 +55,7 @@ import numpy as np
 from mpigraph import arrays, critical_path, metrics, mpi_functions, record, shuffle
 from mpigraph.codec import Codec
 from mpigraph.critical_path import PathResult
-from mpigraph.parallel import wait_idly
+from mpigraph.parallel import barrier_idly
 
 ALGORITHMS = ("toposort", "parallel-toposort")
 
@@ -311,7 +311,7 @@ def critical_path_of(comm, intervals, algorithm, codec):
         everything, stats = shuffle.gather(comm, intervals, root=0, codec=codec)
         del intervals
         chosen = choose(sort_intervals(everything)) if comm.Get_rank() == 0 else empty_intervals()
-        wait_idly(comm.Ibarrier())     # the other ranks wait for rank 0 without spinning
+        barrier_idly(comm)     # the other ranks wait for rank 0's choice
     elif algorithm == "parallel-toposort":
         mine, stats = shuffle.shuffle_by_key(comm, intervals, "start", codec=codec)
         del intervals

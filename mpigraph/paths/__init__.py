@@ -23,7 +23,7 @@ and gather only the path to rank 0.
 import numpy as np
 
 from mpigraph import graph as graph_module
-from mpigraph.parallel import wait_idly
+from mpigraph.parallel import barrier_idly
 from mpigraph.paths import delta_stepping, dijkstra, parallel_dijkstra, walk
 from mpigraph.paths.gather import GraphTooBig, gather_graph, whole_graph_fits  # noqa: F401 (GraphTooBig: the cli's)
 from mpigraph.paths.heartbeat import Heartbeat
@@ -71,7 +71,7 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
             width = delta or delta_stepping.auto_delta(MPI.COMM_SELF, whole)
             labels = delta_stepping.solve(MPI.COMM_SELF, whole, width, splits, heartbeat)
         whole = (whole, whole.time, whole.func, labels)
-    wait_idly(comm.Ibarrier())     # the other ranks wait for rank 0's search without spinning
+    barrier_idly(comm)     # the other ranks wait for rank 0's search
     if stats is not None:
         stats.update(sizes, delta=width, rounds=comm.bcast(whole[3].rounds if whole else None, root=0))
     if whole is None:

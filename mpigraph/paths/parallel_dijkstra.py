@@ -38,7 +38,7 @@ from mpi4py import MPI
 
 from mpigraph.graph import INF
 from mpigraph import owner_exchange as exchange
-from mpigraph.parallel import wait_idly
+from mpigraph.parallel import barrier_idly
 from mpigraph.paths import gather
 from mpigraph.paths.dijkstra import Bypass, Reversed, distances, with_remote_edges
 from mpigraph.paths.labels import from_dist, local_sinks
@@ -180,7 +180,7 @@ class _JoinedSearch:
             del dst
             dist = Reversed(self.n_vertices, indptr, src[order], weight[order]).search(sources)
             del src, weight, order
-        wait_idly(comm.Ibarrier())      # the other ranks wait for rank 0's search without spinning
+        barrier_idly(comm)     # the other ranks wait for rank 0's search
         return bypass.expand(gather.scatterv(comm, dist, n_here))
 
     def _edges(self, first):
