@@ -240,8 +240,7 @@ class _Joining:
         # vertices for other ranks' sources, and no edges out of hubs).
         self.n_vertices, self.n_edges = comm.allreduce(n_vertices), comm.allreduce(n_edges)
         self.n_analysis = comm.Get_size()
-        fits = comm.Get_size() == 1 or gather.fits_on_root(
-            comm, gather.gathered_bytes(self.n_vertices, self.n_edges))[0]
+        fits = self.n_analysis == 1 or gather.graph_fits_on_root(comm, self.n_vertices, self.n_edges)
         self.after_s = seconds_before_joining(self.n_vertices + self.n_edges) if fits else float("inf")
 
     def describe(self, algorithm, phases):

@@ -47,6 +47,11 @@ def gathered_bytes(n_vertices, n_edges):
     return n_vertices * GATHERED_BYTES_PER_VERTEX + n_edges * GATHERED_BYTES_PER_EDGE
 
 
+def graph_fits_on_root(comm, n_vertices, n_edges):
+    """Collective: whether a graph of that size and its search fit analysis rank 0's node."""
+    return fits_on_root(comm, gathered_bytes(n_vertices, n_edges))[0]
+
+
 def fits_on_root(comm, need):
     """(whether `need` bytes fit analysis rank 0's node, its available bytes) on every rank.
 

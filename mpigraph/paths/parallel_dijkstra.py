@@ -159,7 +159,7 @@ class _JoinedSearch:
 
     def fits(self):
         """Collective: whether the joined graph fits analysis rank 0's node."""
-        return gather.fits_on_root(self.comm, gather.gathered_bytes(self.n_vertices, self.n_edges))[0]
+        return gather.graph_fits_on_root(self.comm, self.n_vertices, self.n_edges)
 
     def describe(self, rounds):
         return ("path: parallel-dijkstra, the rest after %d rounds in one search on analysis rank 0: the parts "
