@@ -270,10 +270,13 @@ def group_key(columns):
     """One int64 per row that orders and compares like the rows of `columns`: packed_key, or
     the rows' dense ranks when even that takes more than 63 bits."""
     key = packed_key(columns)
-    if key is None:
-        key = np.unique(np.stack([np.asarray(c, np.int64) for c in columns], axis=1), axis=0,
-                        return_inverse=True)[1].reshape(-1).astype(np.int64)
-    return key
+    return _dense_key(columns) if key is None else key
+
+
+def _dense_key(columns):
+    """Each row's rank among the distinct rows of `columns` (any widths; a sort of whole rows)."""
+    return np.unique(np.stack([np.asarray(c, np.int64) for c in columns], axis=1), axis=0,
+                     return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def sort_rows(columns, unique=False):
@@ -323,8 +326,8 @@ def pair_by_key(keys_a, keys_b):
     if na == 0 or nb == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     keys = packed_keys([keys_a, keys_b])
-    if keys is None:
-        key = group_key([np.concatenate([np.asarray(a), np.asarray(b)]) for a, b in zip(keys_a, keys_b)])
+    if keys is None:            # too wide to pack even as dense ranks: rank the rows themselves
+        key = _dense_key([np.concatenate([np.asarray(a), np.asarray(b)]) for a, b in zip(keys_a, keys_b)])
         keys = key[:na], key[na:]
     (order_a, sorted_a), (order_b, sorted_b) = (_sorted(key) for key in keys)
     at = np.searchsorted(sorted_b, sorted_a)
