@@ -229,21 +229,37 @@ def write_parquet(path, table, columns):
 
 def write_parquet_blocks(path, blocks, columns):
     """write_parquet of a table that arrives as row blocks (any iterable of column dicts): a row
-    group per block, so the whole table is never in memory."""
-    import pyarrow.parquet as pq
+    group per block, so the whole table is never in memory.
 
-    writer = None
-    try:
-        for block in blocks:
-            table = arrow_table(block, columns)
-            if writer is None:
-                writer = pq.ParquetWriter(path, table.schema, **_parquet_options(columns))
-            writer.write_table(table)
-        if writer is None:        # no rows at all: the schema alone
-            write_parquet(path, _empty_block(columns), columns)
-    finally:
-        if writer is not None:
-            writer.close()
+    A writer thread encodes and compresses each block while this thread pulls and converts the
+    next (pyarrow lets go of the GIL while it writes; the blocks' iterable, which may talk MPI,
+    stays on this thread).  At most one block is being written, in order.  The calls table of
+    1024 x 10,000 calls on 2 analysis ranks: writing took 1.66 s and pulling and converting 0.78
+    s, one after the other.
+    """
+    import pyarrow.parquet as pq
+    from concurrent.futures import ThreadPoolExecutor, wait
+
+    writer = writing = None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mpigraph-parquet") as pool:
+        try:
+            for block in blocks:
+                table = arrow_table(block, columns)
+                if writer is None:
+                    writer = pq.ParquetWriter(path, table.schema, **_parquet_options(columns))
+                if writing is not None:
+                    writing.result()          # raises what the writer raised
+                writing = pool.submit(writer.write_table, table)
+                del table, block
+            if writing is not None:
+                writing.result()
+            if writer is None:        # no rows at all: the schema alone
+                write_parquet(path, _empty_block(columns), columns)
+        finally:
+            if writing is not None:
+                wait([writing])       # a block still being written when this thread failed
+            if writer is not None:
+                writer.close()
 
 
 def _empty_block(columns):

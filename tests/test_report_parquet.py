@@ -1,0 +1,88 @@
+"""report.write_parquet_blocks: a row group per block, in order, written by a thread while the next
+block is pulled; an error on either side reaches the caller and leaves no thread behind."""
+
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from mpigraph import report
+from mpigraph.metrics import Column
+
+COLUMNS = [Column("t", "time", ""), Column("n", "int", ""), Column("name", "str", "")]
+
+
+def blocks(n_blocks, rows, seed=0):
+    rng = np.random.default_rng(seed)
+    for b in range(n_blocks):
+        yield {"t": rng.integers(0, 2**40, rows), "n": np.full(rows, b, np.int64),
+               "name": np.array(["MPI_Send", "MPI_Recv"], dtype=object)[rng.integers(0, 2, rows)]}
+
+
+def test_blocks_are_row_groups_in_order(tmp_path):
+    report.write_parquet_blocks(tmp_path / "t.parquet", blocks(7, 1000), COLUMNS)
+    expected = list(blocks(7, 1000))
+    f = pq.ParquetFile(tmp_path / "t.parquet")
+    assert f.metadata.num_row_groups == 7
+    for b, block in enumerate(expected):
+        group = f.read_row_group(b)
+        assert group.column("n").to_pylist() == [b] * 1000
+        assert group.column("t_ns").to_numpy().tolist() == block["t"].tolist()
+        assert group.column("name").to_pylist() == block["name"].tolist()
+
+
+def test_no_blocks_is_the_schema_alone(tmp_path):
+    report.write_parquet_blocks(tmp_path / "t.parquet", iter(()), COLUMNS)
+    table = pq.read_table(tmp_path / "t.parquet")
+    assert table.num_rows == 0 and table.column_names == ["t_ns", "n", "name"]
+
+
+def failing_after(n_blocks):
+    yield from blocks(n_blocks, 100)
+    raise RuntimeError("the pull failed")
+
+
+@pytest.mark.parametrize("n_blocks", [0, 1, 3])
+def test_an_error_pulling_blocks_reaches_the_caller(tmp_path, n_blocks):
+    before = threading.active_count()
+    with pytest.raises(RuntimeError, match="the pull failed"):
+        report.write_parquet_blocks(tmp_path / "t.parquet", failing_after(n_blocks), COLUMNS)
+    assert threading.active_count() == before
+
+
+# Writes a calls-like table of 5 blocks where the file may not grow past `room` bytes (RLIMIT_FSIZE,
+# SIGXFSZ ignored: a write past it fails with EFBIG, as a full disk fails with ENOSPC), in a process
+# of its own so the limit binds no other file; prints the blocks pulled and the error.
+FILE_SIZE_LIMIT = """
+import resource, signal, sys
+sys.path.insert(0, {tests!r})
+from test_report_parquet import COLUMNS, blocks, report
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+pulled = []
+def counted():
+    for block in blocks(5, 20_000):
+        pulled.append(1)
+        yield block
+resource.setrlimit(resource.RLIMIT_FSIZE, ({room}, {room}))
+try:
+    report.write_parquet_blocks({path!r}, counted(), COLUMNS)
+except OSError as error:
+    print(len(pulled), error)
+"""
+
+
+def test_an_error_writing_a_block_reaches_the_caller(tmp_path):
+    """The file cannot grow past the third block's row group: the writer thread's error is raised
+    to the caller, which stops pulling blocks."""
+    report.write_parquet_blocks(tmp_path / "whole.parquet", blocks(5, 20_000), COLUMNS)
+    room = pq.ParquetFile(tmp_path / "whole.parquet").metadata.row_group(2).column(0).data_page_offset
+    script = FILE_SIZE_LIMIT.format(tests=os.path.dirname(__file__), room=room, path=str(tmp_path / "t.parquet"))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    pulled, _, error = result.stdout.partition(" ")
+    assert "File too large" in error
+    assert int(pulled) <= 4, "it stops pulling at the block after the one that failed"
