@@ -23,6 +23,7 @@ import os
 import numpy as np
 
 from mpigraph import mpi_functions as mf
+from mpigraph.atomic import atomic_write
 
 JSON_NAME = "trace.json"
 CHUNK = 200_000
@@ -126,14 +127,13 @@ def _path_events(data):
 def write(data, run_dir=None):
     """Write run_dir/trace.json (default: the run's directory); returns (path, events written)."""
     path = os.path.join(run_dir or data.run_dir, JSON_NAME)
-    tmp = path + ".tmp"
     count = 0
     _SHIFT[0] = -min(0, int(data.calls["start"].min(initial=0)))
     other = {"producer": "mpigraph", "run_dir": data.run_dir, "job_id": data.job_id, "ranks": data.world_size,
              "times": "microseconds from the first record; the run's start (the earliest end of MPI_Init) "
                       "is at %.3f us" % (_SHIFT[0] / 1000),
              "sources": data.sources, "notes": data.notes}
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_write(path, encoding="utf-8") as f:
         f.write('{"displayTimeUnit":"ns","otherData":%s,"traceEvents":[\n' % json.dumps(other))
         first = True
 
@@ -156,5 +156,4 @@ def write(data, run_dir=None):
         for lines in _path_events(data):
             emit(lines)
         f.write("\n]}\n")
-    os.replace(tmp, path)
     return path, count

@@ -11,6 +11,8 @@ import os
 
 import numpy as np
 
+from mpigraph.atomic import atomic_write
+
 SVG_NAME = "ranks.svg"
 COLORS = {"compute": "#bdbdbd", "execution": "#2e6fb0", "wait": "#e4572e", "mpi": "#3c78b4",
           "critical_path": "#ff1fa6"}
@@ -94,9 +96,8 @@ def rank_chart(per_rank, title="Time per rank"):
 def write_rank_chart(run_dir, per_rank, title="Time per rank"):
     """Write run_dir/ranks.svg; returns its path."""
     path = os.path.join(run_dir, SVG_NAME)
-    with open(path + ".tmp", "w") as f:
+    with atomic_write(path) as f:
         f.write(rank_chart(per_rank, title))
-    os.replace(path + ".tmp", path)
     return path
 
 

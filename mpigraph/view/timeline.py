@@ -24,6 +24,7 @@ import numpy as np
 
 from mpigraph import __version__
 from mpigraph import mpi_functions as mf
+from mpigraph.atomic import atomic_write
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "timeline.html")
 HTML_NAME = "timeline.html"
@@ -139,14 +140,12 @@ def render(meta, blob, out_path):
     head, rest = template.split("{{META}}")
     middle, tail = rest.split("{{DATA}}")
     meta_text = json.dumps(meta, separators=(",", ":")).replace("</", "<\\/")
-    tmp = out_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_write(out_path, encoding="utf-8") as f:
         f.write(head.replace("{{TITLE}}", _escape(meta["title"])))
         f.write(meta_text)
         f.write(middle)
         f.write(base64.b64encode(blob).decode("ascii"))
         f.write(tail)
-    os.replace(tmp, out_path)
 
 
 def _escape(text):
