@@ -90,7 +90,7 @@ import sys
 
 import numpy as np
 
-from mpigraph import __version__, linked_tables, metrics
+from mpigraph import __version__, linked_tables, metrics, threads
 from mpigraph.atomic import atomic_write
 from mpigraph.view import svg
 from mpigraph import mpi_functions as mf
@@ -133,11 +133,9 @@ def write_csv(path, table, columns):
     string per cell: a path table can have a row per MPI call (16 million rows: 1 GB of text).
     CSV_THREADS threads make the blocks' text at once (the kernels let go of the GIL), and they
     are written in order.  Fields are quoted as Python's csv module quotes them (QUOTE_MINIMAL)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     n = len(table[columns[0].name]) if columns else 0
     blocks = (slice(a, min(a + CSV_BLOCK_ROWS, n)) for a in range(0, n, CSV_BLOCK_ROWS))
-    with open(path, "wb") as f, ThreadPoolExecutor(CSV_THREADS, thread_name_prefix="mpigraph-csv") as pool:
+    with open(path, "wb") as f, threads.pool(CSV_THREADS, "mpigraph-csv") as pool:
         names = _csv_text(_NAMES, np.array([csv_name(c) for c in columns], object), slice(None))
         f.write((",".join(names.to_pylist()) + "\n").encode())
         for text in _in_order(pool, lambda rows: _csv_lines(table, columns, rows), blocks, CSV_THREADS):
@@ -264,10 +262,10 @@ def write_parquet_blocks(path, blocks, columns):
     s, one after the other.
     """
     import pyarrow.parquet as pq
-    from concurrent.futures import ThreadPoolExecutor, wait
+    from concurrent.futures import wait
 
     writer = writing = None
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mpigraph-parquet") as pool:
+    with threads.pool(1, "mpigraph-parquet") as pool:
         try:
             for block in blocks:
                 table = arrow_table(block, columns)
@@ -563,25 +561,11 @@ def _write_at_once(out_dir, files):
     """Write `files`: those that talk MPI on this thread, the others by REPORT_THREADS threads
     meanwhile.  Once every writer has stopped, raises the error of the first file (in the
     report's order) that failed."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(REPORT_THREADS, thread_name_prefix="mpigraph-report") as pool:
+    with threads.pool(REPORT_THREADS, "mpigraph-report") as pool:
         writing = {f.name: pool.submit(_write_one, out_dir, f) for f in files if not f.talks_mpi}
-        writing.update((f.name, _done_here(_write_one, out_dir, f)) for f in files if f.talks_mpi)
+        writing.update((f.name, threads.done_here(_write_one, out_dir, f)) for f in files if f.talks_mpi)
     for f in files:
         writing[f.name].result()
-
-
-def _done_here(function, *args):
-    """A finished Future of function(*args), called on this thread."""
-    from concurrent.futures import Future
-
-    done = Future()
-    try:
-        done.set_result(function(*args))
-    except Exception as e:
-        done.set_exception(e)
-    return done
 
 
 def _write_one(out_dir, file):
