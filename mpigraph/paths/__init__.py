@@ -79,8 +79,9 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
     g_meta, time, func, labels = whole
     dist, nxt, next_weight = labels.dist, labels.next, labels.next_weight
     if len(labels.hub_dist):      # hubs carry their distances to the sink, not to their piece's end
+        # In place: the labels are this function's own, and a copy of the whole graph's next[]
+        # and next_weight[] took 0.23 s (1024 x 10,000 calls).
         hubs = np.arange(g_meta.n_rank_vertices, g_meta.n_vertices)
-        nxt, next_weight = nxt.copy(), next_weight.copy()
         nxt[hubs], next_weight[hubs] = labels.hub_next, 0
     start, slack = walk.start_vertex(g_meta, dist, labels.hub_dist)
     if stats is not None:
