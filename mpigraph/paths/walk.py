@@ -20,7 +20,7 @@ import numpy as np
 from mpigraph import arrays, critical_path
 from mpigraph import mpi_functions as mf
 from mpigraph import owner_exchange as exchange
-from mpigraph.graph import INF, START, END
+from mpigraph.graph import INF, END
 from mpigraph.paths.labels import NO_NEXT
 from mpigraph.splits import piece_of
 
@@ -113,12 +113,13 @@ def path_segments(g, path, time, func, weight):
     own, weight = weight, weight.copy()
     weight[:-1][is_hub[1:]] += own[1:][is_hub[1:]]
     path, weight, time, func = path[~is_hub], weight[~is_hub], time[~is_hub], func[~is_hub]
-    u, v, w = path[:-1], path[1:], weight[:-1]
-    u_rank, u_call, u_side = g.decode(u)
-    v_rank, v_call, v_side = g.decode(v)
+    # Each vertex decoded once; a segment's ends are consecutive path vertices u and v.
+    rank, _, side = g.decode(path)
+    u_rank, v_rank = rank[:-1], rank[1:]
     end = time[1:]
-    start = np.minimum(time[:-1] + w, end)
-    compute = (u_rank == v_rank) & (u_side == END) & (v_side == START) & (v_call == u_call + 1)
+    start = np.minimum(time[:-1] + weight[:-1], end)
+    # E(r, k) -> S(r, k + 1): consecutive ids of one rank (S(r, k) = base[r] + 2k, E = S + 1).
+    compute = (u_rank == v_rank) & (side[:-1] == END) & (path[1:] == path[:-1] + 1)
     message = u_rank != v_rank
     # Object columns by indexing arrays of the few names: one reference per segment, no string
     # made per segment (a pipelined program's path has one per call).
