@@ -106,6 +106,24 @@ def with_times(ops, calls_by_rank):
                 done_end=np.where(has, end_ns[done], -1))
 
 
+# What a send's row takes to the receiver's owner: the pairing's keys (src and dst are the send's
+# rank and peer), what a message row needs of it, and what unmatched.csv shows of an unmatched one.
+SENT_COLUMNS = tuple(name for name in OP_DTYPES if name != "side") + ("ordinal",)
+
+
+def _unmatched(ops, sends, i_s, recv_rows, i_r):
+    """The operations without partner (OP_DTYPES): the routed sends not in i_s, then this rank's
+    receives not in i_r."""
+    unmatched_s = np.ones(len(sends["rank"]), bool)
+    unmatched_s[i_s] = False
+    unmatched_r = np.ones(len(recv_rows), bool)
+    unmatched_r[i_r] = False
+    lone_sends = dict({name: sends[name][unmatched_s] for name in SENT_COLUMNS if name in OP_DTYPES},
+                      side=np.full(int(unmatched_s.sum()), SEND_SIDE, OP_DTYPES["side"]))
+    lone_recvs = recv_rows[unmatched_r]
+    return {name: np.concatenate([lone_sends[name], ops[name][lone_recvs]]) for name in OP_DTYPES}
+
+
 class MessagePairs:
     """Sends paired with receives on the owners of the receiving ranks.
 
@@ -117,26 +135,25 @@ class MessagePairs:
     def __init__(self, comm, ownership, ops, codec=None):
         """`ops`: the owned ranks' operation table (OP_DTYPES).  Collective over comm."""
         src, dst, ordinal = message_keys(ops)
-        ops = dict(ops, src=src, dst=dst, ordinal=ordinal)
         send = ops["side"] == SEND_SIDE
         self.send_rows, self.recv_rows = np.flatnonzero(send), np.flatnonzero(~send)
-        sends = {name: col[self.send_rows] for name, col in ops.items()}
-        recvs = {name: col[self.recv_rows] for name, col in ops.items()}
-        self.send_owner = ownership.owner_of(sends["dst"])
-        sends = route(comm, sends, self.send_owner, codec)
-        keys = ("comm", "src", "dst", "tag", "ordinal")
-        self.i_s, self.i_r = pair_by_key([sends[k] for k in keys], [recvs[k] for k in keys])
+        # A send's src and dst are its rank and peer, and its side is known: they do not travel.
+        self.send_owner = ownership.owner_of(ops["peer"][self.send_rows])
+        sends = route(comm, {name: (ordinal if name == "ordinal" else ops[name])[self.send_rows]
+                             for name in SENT_COLUMNS}, self.send_owner, codec)
+        recvs = {"comm": ops["comm"][self.recv_rows], "src": src[self.recv_rows], "dst": dst[self.recv_rows],
+                 "tag": ops["tag"][self.recv_rows], "ordinal": ordinal[self.recv_rows]}
+        del src, dst, ordinal
+        self.i_s, self.i_r = pair_by_key([sends[k] for k in ("comm", "rank", "peer", "tag", "ordinal")],
+                                         [recvs[k] for k in ("comm", "src", "dst", "tag", "ordinal")])
+        del recvs
+        recv_index = self.recv_rows[self.i_r]          # the matched receives' rows of ops
         self.untimed = {"comm": sends["comm"][self.i_s], "tag": sends["tag"][self.i_s],
-                        "bytes": recvs["bytes"][self.i_r]}
-        for prefix, table, index in (("s_", sends, self.i_s), ("r_", recvs, self.i_r)):
-            for name in ("rank", "post_call", "done_call"):
-                self.untimed[prefix + name] = table[name][index]
-        unmatched_s = np.ones(len(sends["rank"]), bool)
-        unmatched_s[self.i_s] = False
-        unmatched_r = np.ones(len(recvs["rank"]), bool)
-        unmatched_r[self.i_r] = False
-        self.unmatched = {name: np.concatenate([sends[name][unmatched_s], recvs[name][unmatched_r]])
-                          for name in OP_DTYPES}
+                        "bytes": ops["bytes"][recv_index]}
+        for name in ("rank", "post_call", "done_call"):
+            self.untimed["s_" + name] = sends[name][self.i_s]
+            self.untimed["r_" + name] = ops[name][recv_index]
+        self.unmatched = _unmatched(ops, sends, self.i_s, self.recv_rows, self.i_r)
 
     def messages(self, comm, times, codec=None):
         """One row per message whose receiver this analysis rank owns: the columns of both sides

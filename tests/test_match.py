@@ -205,6 +205,22 @@ def test_an_unreceived_message_is_listed(tmp_path):
     assert "Unmatched operations: 1" in (run_dir / "summary.txt").read_text()
 
 
+def test_an_unreceived_message_is_listed_by_the_receivers_analysis_rank(tmp_path):
+    """On 2 analysis ranks the send travels to the receiver's owner, which finds it unmatched:
+    the same unmatched.csv as one analysis rank writes."""
+    serial, par = write_two(tmp_path / "serial", unreceived=True), write_two(tmp_path / "par", unreceived=True)
+    env = mpi_env.base_env({"MPIGRAPH_CLOCK": "none"})
+    for d, n in ((serial, None), (par, 2)):
+        cmd = [sys.executable, "-m", "mpigraph", "analyze", str(d), "--quiet"]
+        if n:
+            cmd = [mpi_env.wheel_mpi().mpiexec, "-n", str(n)] + cmd
+        result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=mpi_env.NEUTRAL_CWD)
+        assert result.returncode == 0, result.stderr
+    text = (par / "unmatched.csv").read_text()
+    assert text == (serial / "unmatched.csv").read_text() and len(text.splitlines()) == 2
+    assert text.splitlines()[1].startswith("0,send,no matching receive,MPI_Send,")
+
+
 def test_a_receive_before_its_send_is_repaired(tmp_path):
     # Rank 1's first Recv ends at 900, before the Send began at 1000: a clock error of 100+ ns.
     linked = linked_run(write_two(tmp_path, recv_end=900))
