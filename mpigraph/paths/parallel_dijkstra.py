@@ -104,7 +104,10 @@ def joined_distances(comm, g, split):
 def _local_part(g, local, sinks, keep):
     """What each round searches: this rank's local edges with its one-way vertices bypassed
     (``dijkstra.Bypass``, exact; `keep`: those with edges to other ranks' vertices)."""
-    indptr = np.concatenate(([0], np.cumsum(local)))[g.indptr]
+    kept = np.zeros(len(local) + 1, np.int64)       # local edges before each edge
+    np.cumsum(local, out=kept[1:])
+    indptr = kept[g.indptr]
+    del kept
     src = g.local_index(g.src[local])
     return Bypass(len(g.time), indptr, src, g.weight[local], sinks, keep)
 
@@ -145,14 +148,14 @@ class _JoinedSearch:
     def of(cls, comm, g, split):
         """Collective: g's local part bypassed (``_local_part``) and its crossing edges (dst, src,
         weight, src's owner); with splits the edges out of hubs are left out (edges out of sinks)."""
-        dst = np.repeat(np.arange(len(g.time), dtype=np.int64), np.diff(g.indptr))
         relaxed = g.src < g.n_rank_vertices if split else np.ones(len(g.src), bool)
         local = relaxed & g.owns(g.src)
         cross = np.flatnonzero(relaxed & ~local)
         del relaxed
         cross_src = g.src[cross]
-        cross = dst[cross], cross_src, g.weight[cross], g.owner_of(cross_src)
-        del dst
+        # The crossing edges' rows (a few of the edges): found in indptr, not in a dst per edge.
+        cross_dst = np.searchsorted(g.indptr, cross, "right") - 1
+        cross = cross_dst, cross_src, g.weight[cross], g.owner_of(cross_src)
         sinks = local_sinks(g, split)
         bypass = _local_part(g, local, sinks, with_remote_edges(comm, g, cross_src, cross[3]))
         return cls(comm, g, sinks, bypass, cross)
