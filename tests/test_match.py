@@ -205,17 +205,20 @@ def test_an_unreceived_message_is_listed(tmp_path):
     assert "Unmatched operations: 1" in (run_dir / "summary.txt").read_text()
 
 
+def analyze_serially_and_in_parallel(serial, par, n):
+    """`mpigraph analyze` of run serial on one analysis rank and of run par on n."""
+    env = mpi_env.base_env({"MPIGRAPH_CLOCK": "none"})
+    for d, cmd in ((serial, []), (par, [mpi_env.wheel_mpi().mpiexec, "-n", str(n)])):
+        cmd += [sys.executable, "-m", "mpigraph", "analyze", str(d), "--quiet"]
+        result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=mpi_env.NEUTRAL_CWD)
+        assert result.returncode == 0, result.stderr
+
+
 def test_an_unreceived_message_is_listed_by_the_receivers_analysis_rank(tmp_path):
     """On 2 analysis ranks the send travels to the receiver's owner, which finds it unmatched:
     the same unmatched.csv as one analysis rank writes."""
     serial, par = write_two(tmp_path / "serial", unreceived=True), write_two(tmp_path / "par", unreceived=True)
-    env = mpi_env.base_env({"MPIGRAPH_CLOCK": "none"})
-    for d, n in ((serial, None), (par, 2)):
-        cmd = [sys.executable, "-m", "mpigraph", "analyze", str(d), "--quiet"]
-        if n:
-            cmd = [mpi_env.wheel_mpi().mpiexec, "-n", str(n)] + cmd
-        result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=mpi_env.NEUTRAL_CWD)
-        assert result.returncode == 0, result.stderr
+    analyze_serially_and_in_parallel(serial, par, 2)
     text = (par / "unmatched.csv").read_text()
     assert text == (serial / "unmatched.csv").read_text() and len(text.splitlines()) == 2
     assert text.splitlines()[1].startswith("0,send,no matching receive,MPI_Send,")
@@ -256,13 +259,7 @@ def test_a_repair_that_makes_a_later_send_late_is_repaired_in_a_second_round(tmp
 
 def test_matching_is_the_same_on_several_analysis_ranks(tmp_path):
     serial, par = write_ring(tmp_path / "serial"), write_ring(tmp_path / "parallel")
-    env = mpi_env.base_env({"MPIGRAPH_CLOCK": "none"})
-    for d, n in ((serial, None), (par, 3)):
-        cmd = [sys.executable, "-m", "mpigraph", "analyze", str(d), "--quiet"]
-        if n:
-            cmd = [mpi_env.wheel_mpi().mpiexec, "-n", str(n)] + cmd
-        result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=mpi_env.NEUTRAL_CWD)
-        assert result.returncode == 0, result.stderr
+    analyze_serially_and_in_parallel(serial, par, 3)
     for name in ("calls.parquet", "collectives.parquet", "waitstates.parquet"):
         assert pq.read_table(par / name).equals(pq.read_table(serial / name)), name
     assert (par / "unmatched.csv").read_text() == (serial / "unmatched.csv").read_text()
