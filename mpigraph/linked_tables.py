@@ -10,6 +10,7 @@ import numpy as np
 from mpigraph import arrays, mpi_functions as mf
 from mpigraph import p2p, record, shuffle, waits
 from mpigraph.metrics import Column
+from mpigraph.names import Labels
 
 CALL_COLUMNS = [
     Column("rank", "int", "MPI_COMM_WORLD rank"),
@@ -159,23 +160,6 @@ def _concat(parts, columns):
 
 
 # ---- on analysis rank 0 ----------------------------------------------------------------------
-
-class Labels:
-    """A string column held as codes into a few names (function names, wait states): the calls
-    table has one row per call, so its names are never made into one Python string per row."""
-
-    def __init__(self, codes, names):
-        self.codes, self.names = codes, names
-
-    def __len__(self):
-        return len(self.codes)
-
-    def __getitem__(self, i):
-        return self.names[self.codes[i]]
-
-    def __array__(self, dtype=None, copy=None):
-        return np.asarray(self.names[self.codes], dtype)
-
 
 CHUNK_ROWS = 1 << 20     # the calls table travels to analysis rank 0 in chunks of this many rows
 

@@ -92,6 +92,7 @@ import numpy as np
 
 from mpigraph import __version__, linked_tables, metrics, threads
 from mpigraph.atomic import atomic_write
+from mpigraph.names import Labels
 from mpigraph.view import svg
 from mpigraph import mpi_functions as mf
 
@@ -175,8 +176,8 @@ def _csv_text(column, values, rows):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if isinstance(values, linked_tables.Labels):
-        values = linked_tables.Labels(values.codes[rows], values.names)
+    if isinstance(values, Labels):
+        values = Labels(values.codes[rows], values.names)
     else:
         values = np.asarray(values)[rows]
     if column.kind == "time":            # ns as seconds, exact to the ns: [-]s.nnnnnnnnn
@@ -207,7 +208,7 @@ def arrow_table(table, columns):
     """A pyarrow Table of `table` with the Parquet column names, types and per-column descriptions.
 
     `table` is a dict of columns, or a list of them (row blocks, written as the table's chunks
-    without concatenating them); a str column may be a linked_tables.Labels (codes into names)."""
+    without concatenating them); a str column may be a names.Labels (codes into names)."""
     import pyarrow as pa
 
     types = {"time": pa.int64(), "int": pa.int64(), "float": pa.float64(), "str": pa.string(), "bool": pa.bool_()}
@@ -223,7 +224,7 @@ def arrow_table(table, columns):
 def _arrow_array(values, kind, arrow_type):
     import pyarrow as pa
 
-    if isinstance(values, linked_tables.Labels):      # a few names, taken by code in C++
+    if isinstance(values, Labels):      # a few names, taken by code in C++
         return pa.array(np.asarray(values.names).tolist(), arrow_type).take(pa.array(values.codes))
     values = np.asarray(values, object if kind == "str" else None)
     return pa.array(values, type=arrow_type, from_pandas=kind == "float")   # NaN -> null for missing fractions

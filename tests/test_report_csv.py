@@ -5,7 +5,8 @@ import csv
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from mpigraph import linked_tables, report
+from mpigraph import report
+from mpigraph.names import Labels
 from mpigraph.metrics import Column
 
 COLUMNS = [Column("t", "time", ""), Column("n", "int", ""), Column("x", "float", ""), Column("ok", "bool", ""),
@@ -40,7 +41,7 @@ def test_write_csv_writes_what_the_csv_module_writes(tmp_path_factory, seed, n, 
     scale = 10 ** rng.integers(0, 16, n)
     table = {"t": rng.integers(-scale, scale, dtype=np.int64), "n": rng.integers(-2**62, 2**62, n),
              "x": np.where(rng.random(n) < 0.2, np.nan, rng.normal(0, 1e3, n)), "ok": rng.random(n) < 0.5,
-             "name": NAMES[codes], "label": linked_tables.Labels(codes, NAMES)}
+             "name": NAMES[codes], "label": Labels(codes, NAMES)}
     original, report.CSV_BLOCK_ROWS = report.CSV_BLOCK_ROWS, block
     try:
         report.write_csv(tmp / "fast.csv", table, COLUMNS)
