@@ -2,7 +2,9 @@
 
 Every algorithm (the graph ones, dijkstra and delta-stepping, sequential or
 distributed, and the topological sort) returns its path as `segments(...)`:
-numpy columns in path order, from the start of the run to its end.  This
+numpy columns in path order, from the start of the run to its end (kind and
+function as object arrays of str, or as ``names.Labels``: a pipelined
+program's path has a segment per call).  This
 module turns them into critical_path.csv / .parquet, the time each rank and
 each MPI function spends on the path, and the path in words for summary.txt.
 
@@ -27,6 +29,7 @@ from collections import namedtuple
 import numpy as np
 
 from mpigraph.metrics import Column
+from mpigraph.names import Labels
 
 # What a path stage returns: the segments table (on analysis rank 0; None elsewhere or when
 # there is no path) and the path in words for summary.txt.
@@ -50,22 +53,26 @@ PARQUET_NAME = "critical_path.parquet"
 
 
 def segments(rank, kind, function, start, end, peer=None):
-    """A path table from per-segment arrays in path order (times in ns from the run's start)."""
+    """A path table from per-segment arrays in path order (times in ns from the run's start);
+    kind and function are str columns: object arrays or ``names.Labels``."""
     rank = np.asarray(rank, dtype=np.int64)
     start = np.asarray(start, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)
-    kind = np.asarray(kind, dtype=object)
-    function = np.asarray(function, dtype=object)
+    kind, function = _str_column(kind), _str_column(function)
     peer = np.full(len(rank), -1, np.int64) if peer is None else np.asarray(peer, dtype=np.int64)
     if not (len(rank) == len(kind) == len(function) == len(start) == len(end) == len(peer)):
         raise ValueError("path columns differ in length")
-    unknown = set(kind.tolist()) - set(KINDS)
+    unknown = set((kind.present() if isinstance(kind, Labels) else kind).tolist()) - set(KINDS)
     if unknown:
         raise ValueError("unknown segment kinds: %s" % sorted(unknown))
     if (end < start).any():
         raise ValueError("a path segment ends before it starts (segment %d)" % np.flatnonzero(end < start)[0])
     return {"order": np.arange(len(rank), dtype=np.int64), "rank": rank, "kind": kind, "function": function,
             "peer": peer, "start": start, "end": end, "duration": end - start}
+
+
+def _str_column(values):
+    return values if isinstance(values, Labels) else np.asarray(values, dtype=object)
 
 
 def write(run_dir, path):
@@ -96,10 +103,13 @@ def time_per_kind(path):
 
 def _sums_by_name(names, values):
     """{name: sum of its rows' values} of a column of a few distinct names (hashed by pyarrow:
-    a path can have a segment per MPI call, and a sort of millions of strings takes seconds)."""
+    a path can have a segment per MPI call, and a sort of millions of strings takes seconds);
+    a ``names.Labels`` column adds up by its codes."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if isinstance(names, Labels):
+        return names.sums(values)
     encoded = pc.dictionary_encode(pa.array(np.asarray(names, object), pa.string()))
     sums = np.bincount(encoded.indices.to_numpy(zero_copy_only=False), weights=values,
                        minlength=len(encoded.dictionary)).astype(np.int64)

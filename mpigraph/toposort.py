@@ -55,6 +55,7 @@ import numpy as np
 from mpigraph import arrays, critical_path, metrics, mpi_functions, record, shuffle
 from mpigraph.codec import Codec
 from mpigraph.critical_path import PathResult
+from mpigraph.names import Labels
 from mpigraph.parallel import barrier_idly
 
 ALGORITHMS = ("toposort", "parallel-toposort")
@@ -289,11 +290,15 @@ def path_from_chosen(chosen, run_start, run_end):
     ranks[0::2] = np.concatenate((chosen["rank"], chosen["rank"][-1:]))
     funcs[0::2] = np.concatenate((chosen["before"], chosen["after"][-1:]))
     funcs[1::2] = 0
-    kind = np.array(["mpi", "compute"] * g + ["mpi"], dtype=object)
-    function = np.where(kind == "mpi", _NAMES[funcs], "")
-    keep = (kind == "compute") | (ends > starts)
-    return critical_path.segments(ranks[keep], kind[keep], function[keep], starts[keep] - run_start,
-                                  ends[keep] - run_start)
+    # kind and function as codes into their names (names.Labels): a segment per call on a pipeline.
+    compute = np.zeros(2 * g + 1, bool)
+    compute[1::2] = True
+    kind = np.where(compute, critical_path.KINDS.index("compute"), critical_path.KINDS.index("mpi")).astype(np.int8)
+    function = np.where(compute, len(_NAMES), funcs)          # _NAMES + [""]: compute has no function
+    keep = compute | (ends > starts)
+    return critical_path.segments(ranks[keep], Labels(kind[keep], critical_path.KINDS),
+                                  Labels(function[keep], np.append(_NAMES, "")),
+                                  starts[keep] - run_start, ends[keep] - run_start)
 
 
 # ---------------------------------------------------------------------------

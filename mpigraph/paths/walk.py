@@ -21,6 +21,7 @@ from mpigraph import arrays, critical_path
 from mpigraph import mpi_functions as mf
 from mpigraph import owner_exchange as exchange
 from mpigraph.graph import INF, END
+from mpigraph.names import Labels
 from mpigraph.paths.labels import NO_NEXT
 from mpigraph.splits import piece_of
 
@@ -121,21 +122,27 @@ def path_segments(g, path, time, func, weight):
     # E(r, k) -> S(r, k + 1): consecutive ids of one rank (S(r, k) = base[r] + 2k, E = S + 1).
     compute = (u_rank == v_rank) & (side[:-1] == END) & (path[1:] == path[:-1] + 1)
     message = u_rank != v_rank
-    # Object columns by indexing arrays of the few names: one reference per segment, no string
-    # made per segment (a pipelined program's path has one per call).
-    kind = np.array(critical_path.KINDS, object)[np.where(compute, 0, np.where(message, 2, 1))]
-    names = mf.names_array()
-    func_v = func[1:]
-    known = (func_v >= 0) & (func_v < len(names))
-    function = np.append(names, "")[np.where(compute | ~known, len(names), func_v)]
+    # kind and function as codes into their few names: no Python object per segment (a
+    # pipelined program's path has one per call).
+    kind = np.where(compute, KIND_CODE["compute"], np.where(message, KIND_CODE["message"], KIND_CODE["mpi"]))
+    names = np.append(mf.names_array(), "")        # "": compute, or a function id not known
+    function = np.where(compute, len(names) - 1, _function_code(func[1:], len(names) - 1))
     peer = np.where(message, u_rank, -1)
     if time[0] > g.t0:       # the start rank was still in MPI_Init after the run's start
         first_rank = g.decode(path[:1])[0]
-        first_name = names[func[0]] if 0 <= func[0] < len(names) else ""
-        v_rank, kind, function = (np.r_[first_rank, v_rank], np.r_[np.array(["mpi"], object), kind],
-                                  np.r_[np.array([first_name], object), function])
+        v_rank, kind, function = (np.r_[first_rank, v_rank], np.r_[KIND_CODE["mpi"], kind],
+                                  np.r_[_function_code(func[:1], len(names) - 1), function])
         start, end, peer = np.r_[g.t0, start], np.r_[time[0], end], np.r_[-1, peer]
-    return critical_path.segments(v_rank, kind, function, start - g.t0, end - g.t0, peer)
+    return critical_path.segments(v_rank, Labels(kind.astype(np.int8), critical_path.KINDS),
+                                  Labels(function, names), start - g.t0, end - g.t0, peer)
+
+
+KIND_CODE = {kind: code for code, kind in enumerate(critical_path.KINDS)}
+
+
+def _function_code(func, unknown):
+    """func where it is a known function id, else `unknown`."""
+    return np.where((func >= 0) & (func < unknown), func, unknown)
 
 
 def distributed(comm, g, labels):
