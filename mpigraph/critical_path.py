@@ -36,6 +36,7 @@ from mpigraph.names import Labels
 PathResult = namedtuple("PathResult", "table lines")
 
 KINDS = ("compute", "mpi", "message")
+KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}     # a kind's code in names.Labels
 
 SEGMENT_COLUMNS = [
     Column("order", "int", "position on the path, from 0"),

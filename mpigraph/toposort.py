@@ -293,7 +293,8 @@ def path_from_chosen(chosen, run_start, run_end):
     # kind and function as codes into their names (names.Labels): a segment per call on a pipeline.
     compute = np.zeros(2 * g + 1, bool)
     compute[1::2] = True
-    kind = np.where(compute, critical_path.KINDS.index("compute"), critical_path.KINDS.index("mpi")).astype(np.int8)
+    code = critical_path.KIND_CODE
+    kind = np.where(compute, code["compute"], code["mpi"]).astype(np.int8)
     function = np.where(compute, len(_NAMES), funcs)          # _NAMES + [""]: compute has no function
     keep = compute | (ends > starts)
     return critical_path.segments(ranks[keep], Labels(kind[keep], critical_path.KINDS),

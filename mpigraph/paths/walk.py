@@ -124,20 +124,18 @@ def path_segments(g, path, time, func, weight):
     message = u_rank != v_rank
     # kind and function as codes into their few names: no Python object per segment (a
     # pipelined program's path has one per call).
-    kind = np.where(compute, KIND_CODE["compute"], np.where(message, KIND_CODE["message"], KIND_CODE["mpi"]))
+    code = critical_path.KIND_CODE
+    kind = np.where(compute, code["compute"], np.where(message, code["message"], code["mpi"]))
     names = np.append(mf.names_array(), "")        # "": compute, or a function id not known
     function = np.where(compute, len(names) - 1, _function_code(func[1:], len(names) - 1))
     peer = np.where(message, u_rank, -1)
     if time[0] > g.t0:       # the start rank was still in MPI_Init after the run's start
         first_rank = g.decode(path[:1])[0]
-        v_rank, kind, function = (np.r_[first_rank, v_rank], np.r_[KIND_CODE["mpi"], kind],
+        v_rank, kind, function = (np.r_[first_rank, v_rank], np.r_[code["mpi"], kind],
                                   np.r_[_function_code(func[:1], len(names) - 1), function])
         start, end, peer = np.r_[g.t0, start], np.r_[time[0], end], np.r_[-1, peer]
     return critical_path.segments(v_rank, Labels(kind.astype(np.int8), critical_path.KINDS),
                                   Labels(function, names), start - g.t0, end - g.t0, peer)
-
-
-KIND_CODE = {kind: code for code, kind in enumerate(critical_path.KINDS)}
 
 
 def _function_code(func, unknown):
