@@ -34,10 +34,6 @@ class Labels:
     def tolist(self):
         return self.names[self.codes].tolist()
 
-    def present(self):
-        """The names some row has."""
-        return self.names[np.bincount(self.codes, minlength=len(self.names)) > 0]
-
     def sums(self, values):
         """{name: the sum of values over its rows}, for the names some row has."""
         counts = np.bincount(self.codes, minlength=len(self.names))

@@ -7,6 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mpigraph import critical_path as cp
+from mpigraph.names import Labels
 
 
 def example():
@@ -28,6 +29,26 @@ def test_segments_columns_and_totals():
 def test_bad_segments_are_refused():
     with pytest.raises(ValueError, match="unknown segment kinds"):
         cp.segments([0], ["work"], [""], [0], [1])
+    with pytest.raises(ValueError, match="unknown segment kinds"):
+        cp.segments([0], Labels(np.array([0], np.int8), ["compute", "work"]), [""], [0], [1])
+
+
+def test_a_path_as_codes_sums_and_writes_as_its_strings(tmp_path):
+    """kind and function as names.Labels, as the path's makers give them: the same sums and files
+    as object arrays."""
+    plain = example()
+    kinds, functions = np.array(cp.KINDS, object), np.array(["", "MPI_Allreduce"], object)
+    coded = cp.segments(plain["rank"], Labels(np.array([cp.KIND_CODE[k] for k in plain["kind"]], np.int8), kinds),
+                        Labels(np.array([1 if f else 0 for f in plain["function"]]), functions),
+                        plain["start"], plain["end"], plain["peer"])
+    assert cp.time_per_function(coded) == cp.time_per_function(plain)
+    assert cp.time_per_kind(coded) == cp.time_per_kind(plain)
+    assert cp.summary_lines(coded, 3) == cp.summary_lines(plain, 3)
+    for where, table in (("a", plain), ("b", coded)):
+        (tmp_path / where).mkdir()
+        cp.write(str(tmp_path / where), table)
+    for name in (cp.CSV_NAME, cp.PARQUET_NAME):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
     with pytest.raises(ValueError, match="segment 1"):
         cp.segments([0, 0], ["compute", "mpi"], ["", "MPI_Send"], [0, 5], [5, 4])
 

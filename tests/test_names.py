@@ -19,9 +19,8 @@ def test_labels_read_like_their_object_array():
     assert list(labels) == plain.tolist()
 
 
-def test_sums_and_present_count_only_the_names_rows_have():
+def test_sums_count_only_the_names_rows_have():
     labels = Labels(np.array([1, 1, 2, 1], np.int16), NAMES)
-    assert labels.present().tolist() == ["mpi", "message"]
     assert labels.sums(np.array([10, 20, 5, 1])) == {"mpi": 31, "message": 5}
     twice = Labels(np.array([0, 1, 0]), np.array(["MPI_Send", "MPI_Send"], object))
     assert twice.sums(np.array([1, 2, 4])) == {"MPI_Send": 7}
