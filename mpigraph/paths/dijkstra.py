@@ -228,12 +228,8 @@ def _check_exact(ns, what, where=True):
 class Reversed:
     """A CSR of incoming edges read as the reversed graph, for csgraph's Dijkstra."""
 
-    def __init__(self, n, indptr, src, weight, keep=None):
-        if keep is not None:
-            indptr = np.concatenate(([0], np.cumsum(keep)))[indptr]
-            src, weight = src[keep], weight[keep]
-        if len(weight) and weight.max() >= EXACT_NS:
-            raise ValueError("a slack of %d ns does not fit a float64 exactly" % weight.max())
+    def __init__(self, n, indptr, src, weight):
+        _check_exact(weight, "a slack")
         self.n = n
         self.index_type = np.int32 if len(src) < 2 ** 31 - 1 and n < 2 ** 31 - 1 else np.int64
         self.indptr = indptr.astype(self.index_type)
