@@ -231,7 +231,7 @@ def packed_keys(tables):
     columns = [[np.asarray(t[i]) for t in tables] for i in range(len(tables[0]))]
     sizes = [len(a) for a in columns[0]] if columns else [0] * len(tables)
     lows, widths, dense = [], [], {}
-    for i, arrays in enumerate(columns):
+    for arrays in columns:
         present = [a for a in arrays if len(a)]
         low = min((int(a.min()) for a in present), default=0)
         high = max((int(a.max()) for a in present), default=0)

@@ -118,9 +118,9 @@ def _unmatched(ops, sends, i_s, recv_rows, i_r):
     unmatched_s[i_s] = False
     unmatched_r = np.ones(len(recv_rows), bool)
     unmatched_r[i_r] = False
-    lone_sends = dict({name: sends[name][unmatched_s] for name in SENT_COLUMNS if name in OP_DTYPES},
-                      side=np.full(int(unmatched_s.sum()), SEND_SIDE, OP_DTYPES["side"]))
-    lone_recvs = recv_rows[unmatched_r]
+    n_lone, lone_recvs = int(unmatched_s.sum()), recv_rows[unmatched_r]
+    lone_sends = {name: np.full(n_lone, SEND_SIDE, dtype) if name == "side" else sends[name][unmatched_s]
+                  for name, dtype in OP_DTYPES.items()}
     return {name: np.concatenate([lone_sends[name], ops[name][lone_recvs]]) for name in OP_DTYPES}
 
 
