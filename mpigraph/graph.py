@@ -230,23 +230,32 @@ def _csr(n, groups):
     (``_sorted_runs``), a run whose dst strictly increase (compute, call,
     hub-out edges) one edge per row, a run whose dst only do not decrease
     (hub-in edges, one run per sending rank) by the rows' lengths.
+
+    `groups` is emptied: a run's edges are let go of once placed, so the output's pages are
+    written as the input's are freed, not on top of all of them (``_csr`` is the build's peak;
+    on this project's VMs every MB by which a peak grows costs about 2 ms).
     """
-    runs = [run for dst, s, w in groups for run in _sorted_runs(dst, s, w)]
-    counts = np.zeros(n, np.int64)
+    runs = []
+    while groups:
+        runs += _sorted_runs(*groups.pop(0))
+    indptr = np.zeros(n + 1, np.int64)
+    counts = indptr[1:]               # each row's count, summed in place into indptr's rows
     for run in runs:
         counts[run.rows] += run.lengths
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(counts, out=indptr[1:])
-    del counts
+    np.cumsum(counts, out=counts)
     fill = indptr[:-1].copy()         # the next free place in each row
     src = np.empty(int(indptr[-1]), np.int64)
     weight = np.empty(int(indptr[-1]), np.int64)
-    for run in runs:
+    while runs:
+        run = runs.pop(0)
         place = fill[run.dst]
-        if run.within is not None:
+        if run.within is None:        # one edge per row: its next free place is the one after
+            fill[run.dst] = place + 1
+        else:
+            fill[run.rows] += run.lengths
             place += run.within
-        fill[run.rows] += run.lengths
         src[place], weight[place] = run.src, run.weight
+        del run, place
     return indptr, src, weight
 
 

@@ -198,12 +198,15 @@ def test_csr_places_edges_as_a_stable_sort_by_destination_would():
               (np.array([3]), np.array([7]), np.array([1])),
               (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)),
               (np.array([4, 4, 1]), np.array([1, 2, 3]), np.array([0, 0, 0]))]
-    indptr, src, weight = graph._csr(n, groups)
+    indptr, src, weight = graph._csr(n, list(groups))
     dst = np.concatenate([d for d, _, _ in groups])
     order = np.argsort(dst, kind="stable")
     assert indptr.tolist() == np.searchsorted(dst[order], np.arange(n + 1)).tolist()
     assert src.tolist() == np.concatenate([s for _, s, _ in groups])[order].tolist()
     assert weight.tolist() == np.concatenate([w for _, _, w in groups])[order].tolist()
+    given = list(groups)
+    graph._csr(n, given)
+    assert given == []          # let go of as placed: not held through the build's peak
 
 
 def test_distinct_rows():
