@@ -108,14 +108,8 @@ class Bypass:
         target[src], slack[src] = dst, weight
         target[others], slack[others] = others, 0
         _skip_straight_runs(one_way, target, slack)
-        jumping = np.flatnonzero(one_way)
-        for _ in range(int(n).bit_length() + 1):     # each pass doubles the hops made: log2(longest run) passes
-            jumping = jumping[one_way[target[jumping]]]
-            if not len(jumping):
-                return target, slack
-            slack[jumping] += slack[target[jumping]]
-            target[jumping] = target[target[jumping]]
-        raise ValueError("the graph has a cycle of one-way vertices")
+        _jump(one_way, target, slack)
+        return target, slack
 
     def index_of(self, vertices):
         """Each vertex's index in the search's graph (the vertices must be searched ones)."""
@@ -186,6 +180,39 @@ def _straight(one_way, target):
         np.equal(target[a:b], np.arange(a + 1, b + 1, dtype=target.dtype), out=straight[a:b])
     straight &= one_way
     return straight
+
+
+def _jump(one_way, target, slack):
+    """Pointer jumping: each one-way vertex's target becomes the first vertex of its run that is
+    not one-way, its slack the weights up to it.
+
+    Each pass doubles the hops made (log2 of the longest run's length in passes), over the
+    vertices still pointing at a one-way vertex, a chunk at a time: their ids (in target's
+    dtype) and the gathers' temporaries stay small.  A chunk may read targets that an earlier
+    chunk of the same pass already moved on: slack and target move on together, so that only
+    jumps further.  Whole-array passes wrote some 600 MB of memory new to the process at
+    1.024e7 records (20 M vertices), 1.0 s of dijkstra's 1.7 s solve on this project's VMs.
+    """
+    jumping = _ids(one_way & one_way[target], target.dtype)
+    for _ in range(len(target).bit_length() + 1):
+        if not len(jumping):
+            return
+        still = []
+        for a in range(0, len(jumping), SCAN_CHUNK):
+            v = jumping[a:a + SCAN_CHUNK]
+            t = target[v]
+            slack[v] += slack[t]
+            target[v] = target[t]
+            still.append(v[one_way[target[v]]])
+        jumping = np.concatenate(still)
+    if len(jumping):
+        raise ValueError("the graph has a cycle of one-way vertices")
+
+
+def _ids(mask, dtype):
+    """np.flatnonzero(mask) as `dtype`, a chunk at a time (no int64 array of them all)."""
+    return np.concatenate([np.flatnonzero(mask[a:a + SCAN_CHUNK]).astype(dtype) + a
+                           for a in range(0, len(mask), SCAN_CHUNK)] + [np.zeros(0, dtype)])
 
 
 def _has_long_run(straight):
