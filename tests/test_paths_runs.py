@@ -171,3 +171,27 @@ def test_has_long_run_finds_the_longest_run_across_chunks(seed, n, p, long_run, 
         patch.setattr(dijkstra, "LONG_RUN", long_run)
         patch.setattr(dijkstra, "SCAN_CHUNK", scan_chunk)
         assert dijkstra._has_long_run(straight) == (longest >= long_run)
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 300), p=st.floats(0, 1),
+       scan_chunk=st.sampled_from([1, 2, 7, 1 << 16]))
+def test_run_ends_point_each_straight_vertex_past_its_run(seed, n, p, scan_chunk):
+    """Chunk by chunk from the last, each straight vertex gets the first vertex after it that is
+    not straight and the slacks up to it, as one vertex at a time would."""
+    rng = np.random.default_rng(seed)
+    straight = rng.random(n) < p
+    straight[-1] = False                  # the last vertex has no id after it
+    slack = rng.integers(0, 2 ** 40, n)
+    target = rng.integers(0, n, n)
+    expected_target, expected_slack = target.copy(), slack.copy()
+    for v in np.flatnonzero(straight):
+        end = v
+        while straight[end]:
+            end += 1
+        expected_target[v], expected_slack[v] = end, slack[v:end].sum()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dijkstra, "SCAN_CHUNK", scan_chunk)
+        dijkstra._point_at_run_ends(straight, target, slack)
+    assert target.tolist() == expected_target.tolist()
+    assert slack.tolist() == expected_slack.tolist()

@@ -108,34 +108,50 @@ def segments(g, time, func, path, next_weight):
 
 
 def path_segments(g, path, time, func, weight):
-    """critical_path.segments of a vertex path, with time, func and next_weight of each path vertex."""
+    """critical_path.segments of a vertex path, with time, func and next_weight of each path vertex.
+
+    A pipelined program's path has a segment per call (16 M at PRK p2p): each column is made
+    once, in its final place, with the first MPI_Init segment's row where there is one (not
+    prepended by a copy), and the hubs are taken out only where the path has any.
+    """
     is_hub = path >= g.n_rank_vertices
-    # u -> H -> v becomes u -> v with the slack of both edges (H -> v has slack 0).
-    own, weight = weight, weight.copy()
-    weight[:-1][is_hub[1:]] += own[1:][is_hub[1:]]
-    path, weight, time, func = path[~is_hub], weight[~is_hub], time[~is_hub], func[~is_hub]
-    # Each vertex decoded once; a segment's ends are consecutive path vertices u and v.
-    rank, _, side = g.decode(path)
+    if is_hub.any():
+        # u -> H -> v becomes u -> v with the slack of both edges (H -> v has slack 0).
+        own, weight = weight, weight.copy()
+        weight[:-1][is_hub[1:]] += own[1:][is_hub[1:]]
+        keep = ~is_hub
+        path, weight, time, func = path[keep], weight[keep], time[keep], func[keep]
+        del keep
+    del is_hub
+    # Each vertex decoded once; a segment's ends are consecutive path vertices u and v.  Every
+    # trace rank's first vertex id is even (S(r, k) = base[r] + 2k, E = S + 1): the side is the
+    # id's last bit.
+    rank = np.searchsorted(g.base, path, "right") - 1
     u_rank, v_rank = rank[:-1], rank[1:]
-    end = time[1:]
-    start = np.minimum(time[:-1] + weight[:-1], end)
-    # E(r, k) -> S(r, k + 1): consecutive ids of one rank (S(r, k) = base[r] + 2k, E = S + 1).
-    compute = (u_rank == v_rank) & (side[:-1] == END) & (path[1:] == path[:-1] + 1)
+    compute = (u_rank == v_rank) & ((path[:-1] & 1) == END) & (path[1:] == path[:-1] + 1)
     message = u_rank != v_rank
-    # kind and function as codes into their few names: no Python object per segment (a
-    # pipelined program's path has one per call).
+    # The start rank still in MPI_Init after the run's start: a first segment, MPI_Init from t0.
+    lead = int(time[0] > g.t0)
+    n = len(path) - 1 + lead
+    start = np.empty(n, np.int64)
+    np.add(time[:-1], weight[:-1], out=start[lead:])
+    np.minimum(start[lead:], time[1:], out=start[lead:])
+    start[:lead] = g.t0
+    # kind and function as codes into their few names: no Python object per segment.
     code = critical_path.KIND_CODE
-    kind = np.where(compute, code["compute"], np.where(message, code["message"], code["mpi"]))
+    kind = np.full(n, code["mpi"], np.int8)
+    kind[lead:][compute] = code["compute"]
+    kind[lead:][message] = code["message"]
     names = np.append(mf.names_array(), "")        # "": compute, or a function id not known
-    function = np.where(compute, len(names) - 1, _function_code(func[1:], len(names) - 1))
-    peer = np.where(message, u_rank, -1)
-    if time[0] > g.t0:       # the start rank was still in MPI_Init after the run's start
-        first_rank = g.decode(path[:1])[0]
-        v_rank, kind, function = (np.r_[first_rank, v_rank], np.r_[code["mpi"], kind],
-                                  np.r_[_function_code(func[:1], len(names) - 1), function])
-        start, end, peer = np.r_[g.t0, start], np.r_[time[0], end], np.r_[-1, peer]
-    return critical_path.segments(v_rank, Labels(kind.astype(np.int8), critical_path.KINDS),
-                                  Labels(function, names), start - g.t0, end - g.t0, peer)
+    function = _function_code(func[1 - lead:], len(names) - 1)
+    function[lead:][compute] = len(names) - 1
+    peer = np.full(n, -1, np.int64)
+    peer[lead:][message] = u_rank[message]
+    del compute, message
+    # With the lead row, the first segment is on the path's first rank and ends at its first
+    # vertex: the rank and end columns are the path's own, from its first vertex.
+    return critical_path.segments(rank[1 - lead:], Labels(kind, critical_path.KINDS), Labels(function, names),
+                                  start - g.t0, time[1 - lead:] - g.t0, peer)
 
 
 def _function_code(func, unknown):
