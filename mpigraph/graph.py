@@ -54,6 +54,12 @@ INF = np.iinfo(np.int64).max // 4   # "unreached": room to add slacks without ov
 FUNC_DTYPE = np.int16
 
 
+def id_dtype(n_vertices):
+    """The dtype of a graph's edge sources: int32 where every vertex id fits (four bytes, not
+    eight, per edge held through the search), else int64."""
+    return np.int32 if n_vertices <= np.iinfo(np.int32).max else np.int64
+
+
 def _int64(values):
     return np.ascontiguousarray(values, dtype=np.int64)
 
@@ -101,7 +107,7 @@ class Graph:
     time: np.ndarray             # per local vertex
     func: np.ndarray             # per local vertex (-1 for hubs), FUNC_DTYPE
     indptr: np.ndarray           # incoming edges of local vertex i: indptr[i]:indptr[i+1]
-    src: np.ndarray              # global id of each edge's source
+    src: np.ndarray              # global id of each edge's source (id_dtype)
     weight: np.ndarray           # slack of each edge
     sink: int
     sources: np.ndarray          # a start vertex per trace rank with calls
@@ -151,8 +157,8 @@ class Graph:
 
     def owns(self, vertices):
         """Whether this analysis rank owns each global vertex id (owner_of(v) == me, without
-        owner_of's search: one pass over millions of edges' sources)."""
-        vertices = _int64(vertices)
+        owner_of's search: one pass over millions of edges' sources, in their own dtype)."""
+        vertices = np.asarray(vertices)
         if self.n_analysis == 1:
             return np.ones(len(vertices), bool)
         owned = (vertices >= self.lo) & (vertices < self.hi)      # False for hubs: hi <= n_rank_vertices
@@ -213,7 +219,7 @@ def build(comm, inp, threshold_ns=0):
     edges += _hub_edges(comm, mine, base, lo, time, hubs, len(time))
     del deps          # not held through _csr, the build's peak
     n_local = len(time) + len(range(me, len(hubs.time), n_analysis))
-    indptr, src, weight = _csr(n_local, edges)
+    indptr, src, weight = _csr(n_local, edges, id_dtype(int(base[-1]) + len(hubs.time)))
     del edges
     sink, sources, t0 = _ends(comm, mine, blocks, base, time, lo)
     return Graph(n_analysis, me, base, bounds, hubs.calls, hubs.time,
@@ -222,8 +228,9 @@ def build(comm, inp, threshold_ns=0):
                  indptr, src, weight, sink, sources, t0)
 
 
-def _csr(n, groups):
-    """(indptr, src, weight) of edges given as groups of (local dst, src, weight) columns.
+def _csr(n, groups, src_dtype=np.int64):
+    """(indptr, src, weight) of edges given as groups of (local dst, src, weight) columns, src
+    as src_dtype.
 
     The same as a stable sort of the concatenated groups by dst, without
     sorting: each group is placed one sorted run of it at a time, in order
@@ -244,7 +251,7 @@ def _csr(n, groups):
         counts[run.rows] += run.lengths
     np.cumsum(counts, out=counts)
     fill = indptr[:-1].copy()         # the next free place in each row
-    src = np.empty(int(indptr[-1]), np.int64)
+    src = np.empty(int(indptr[-1]), src_dtype)
     weight = np.empty(int(indptr[-1]), np.int64)
     while runs:
         run = runs.pop(0)

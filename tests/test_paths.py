@@ -184,6 +184,18 @@ def path_slack(path, inp):
     return int(g.time[g.sink] - g.t0 - path["duration"].sum())
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_paths_are_the_same_with_int64_edge_sources(monkeypatch, seed):
+    """Edge sources are int32 where every vertex id fits, int64 past that: the same paths."""
+    inp = random_input(seed, 3, 8, 20, 2)
+    narrow = solve_all(inp)
+    assert graph.build(SELF, inp).src.dtype == np.int32
+    monkeypatch.setattr(graph, "id_dtype", lambda n_vertices: np.int64)
+    assert graph.build(SELF, inp).src.dtype == np.int64
+    wide = solve_all(inp)
+    assert {k: rows(v) for k, v in wide.items()} == {k: rows(v) for k, v in narrow.items()}
+
+
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_ranks=st.integers(1, 4), n_calls=st.integers(1, 8),
        n_deps=st.integers(0, 30), collectives=st.integers(0, 3))
