@@ -76,21 +76,19 @@ class Bypass:
     def __init__(self, n, indptr, src, weight, sources, keep=None):
         _check_exact(weight, "a slack")
         index = np.int32 if n < 2 ** 31 else np.int64
-        dst = np.repeat(np.arange(n, dtype=index), np.diff(indptr))
         one_way = np.bincount(src, minlength=n) == 1
         one_way[sources] = False
         if keep is not None:
             one_way[keep] = False
         self.vertices = np.flatnonzero(~one_way)
-        target, self.slack = self._runs(one_way, self.vertices, src, dst, weight)
-        position = np.empty(n, index)          # of each vertex among self.vertices (only read there)
-        position[self.vertices] = np.arange(len(self.vertices), dtype=index)
         searched = ~one_way                    # vertices whose outgoing edges the search keeps
         searched[sources] = False
-        inner = np.flatnonzero(searched[src])
+        target, self.slack, (dst, src, weight) = self._runs(one_way, self.vertices, searched, indptr, src, weight,
+                                                            index)
         del one_way, searched
-        dst = dst[inner]
-        src, weight = position[src[inner]], weight[inner] + self.slack[dst]
+        position = np.empty(n, index)          # of each vertex among self.vertices (only read there)
+        position[self.vertices] = np.arange(len(self.vertices), dtype=index)
+        src, weight = position[src], weight + self.slack[dst]
         dst = position[target[dst]]
         self.target, self.sources = position[target], position[sources]
         del target, position
@@ -99,17 +97,24 @@ class Bypass:
         self.src, self.weight = src[order], weight[order]
 
     @staticmethod
-    def _runs(one_way, others, src, dst, weight):
-        """(target, slack) per vertex: itself and 0 unless one-way (see the class)."""
-        # Each edge writes its dst and weight at its source: a one-way vertex gets its single
-        # edge's, and the others are then set back to themselves and 0.
+    def _runs(one_way, others, searched, indptr, src, weight, index):
+        """(target, slack) per vertex: itself and 0 unless one-way (see the class); and the
+        (dst, src, weight) of the edges out of `searched` vertices, the search's."""
         n = len(one_way)
-        target, slack = np.empty(n, dst.dtype), np.empty(n, np.int64)
-        target[src], slack[src] = dst, weight
+        target, slack = np.empty(n, index), np.empty(n, np.int64)
+        kept = [(np.zeros(0, index), src[:0], weight[:0])]
+        # Each edge writes its dst and weight at its source: a one-way vertex gets its single
+        # edge's, and the others are then set back to themselves and 0.  A chunk of rows at a
+        # time, with their edges' dst: not a dst for every edge of the graph at once.
+        for e0, e1, dst in _row_chunks(indptr, index):
+            s, w = src[e0:e1], weight[e0:e1]
+            target[s], slack[s] = dst, w
+            out_of_searched = searched[s]
+            kept.append((dst[out_of_searched], s[out_of_searched], w[out_of_searched]))
         target[others], slack[others] = others, 0
         _skip_straight_runs(one_way, target, slack)
         _jump(one_way, target, slack)
-        return target, slack
+        return target, slack, [np.concatenate(column) for column in zip(*kept)]
 
     def index_of(self, vertices):
         """Each vertex's index in the search's graph (the vertices must be searched ones)."""
@@ -208,6 +213,15 @@ def _straight(one_way, target):
         np.equal(target[a:b], np.arange(a + 1, b + 1, dtype=target.dtype), out=straight[a:b])
     straight &= one_way
     return straight
+
+
+def _row_chunks(indptr, dtype):
+    """(first edge, end edge, each edge's row as dtype) of the rows of a CSR, about SCAN_CHUNK
+    edges at a time."""
+    cuts = np.searchsorted(indptr, np.arange(SCAN_CHUNK, int(indptr[-1]), SCAN_CHUNK))
+    bounds = np.unique(np.concatenate(([0], cuts, [len(indptr) - 1]))).tolist()
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        yield int(indptr[a]), int(indptr[b]), np.repeat(np.arange(a, b, dtype=dtype), np.diff(indptr[a:b + 1]))
 
 
 def _jump(one_way, target, slack):
