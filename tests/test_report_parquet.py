@@ -35,6 +35,23 @@ def test_blocks_are_row_groups_in_order(tmp_path):
         assert group.column("name").to_pylist() == block["name"].tolist()
 
 
+@pytest.mark.parametrize("n_rows", [0, 1, 999, 1000, 2500])
+def test_a_table_written_a_row_group_at_a_time_is_the_file_written_whole(monkeypatch, tmp_path, n_rows):
+    """write_parquet makes the row groups' Arrow arrays one group at a time (a str column given as
+    names.Labels too), and the file is the one pyarrow writes from the whole table."""
+    from mpigraph.names import Labels
+
+    rng = np.random.default_rng(n_rows)
+    table = {"t": rng.integers(0, 2**40, n_rows), "n": np.arange(n_rows),
+             "name": Labels(rng.integers(0, 2, n_rows).astype(np.int8), ["MPI_Send", "MPI_Recv"])}
+    monkeypatch.setattr(report, "PARQUET_BLOCK_ROWS", 1000)
+    report.write_parquet(tmp_path / "groups.parquet", table, COLUMNS)
+    pq.write_table(report.arrow_table(table, COLUMNS), tmp_path / "whole.parquet", row_group_size=1000,
+                   **report._parquet_options(COLUMNS))
+    assert (tmp_path / "groups.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
+    assert pq.ParquetFile(tmp_path / "groups.parquet").metadata.num_row_groups == max(1, -(-n_rows // 1000))
+
+
 def test_no_blocks_is_the_schema_alone(tmp_path):
     report.write_parquet_blocks(tmp_path / "t.parquet", iter(()), COLUMNS)
     table = pq.read_table(tmp_path / "t.parquet")
