@@ -136,7 +136,7 @@ def _write_report(comm, out_dir, info, tables, path, linked, codec):
     """Stage report: rank 0 writes the files; the calls table comes to it a chunk at a time
     from every analysis rank, which makes each of its chunks and marks its calls on the path."""
     queries = comm.bcast(linked_tables.path_queries(path.table) if comm.rank == 0 else None, root=0)
-    calls = _marked_calls(linked, queries)
+    calls = linked_tables.call_chunks(linked, queries)
     if comm.rank != 0:
         shuffle.serve_root(comm, calls, codec=codec)
         return None
@@ -147,13 +147,6 @@ def _write_report(comm, out_dir, info, tables, path, linked, codec):
         return report.write_report(out_dir, info, summary_tables, extra, path=path.table, path_lines=path.lines)
     finally:
         pull.close()
-
-
-def _marked_calls(linked, queries):
-    """This rank's chunks of the calls table, on_path set from the path's queries."""
-    for chunk in linked_tables.call_chunks(linked):
-        linked_tables.mark_on_path([chunk], queries)
-        yield chunk
 
 
 def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):

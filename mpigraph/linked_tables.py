@@ -76,28 +76,30 @@ UNMATCHED_REASON = ("no matching receive", "no matching send", "completes no kno
 
 # ---- per analysis rank ---------------------------------------------------------------------
 
-def call_rows(linked, ranks=None):
+def call_rows(linked, ranks=None, piece=slice(None)):
     """CALL_COLUMNS rows of the owned `ranks` (default: all; function and wait_state as ids),
-    int64 columns filled rank by rank: one array per column, no per-rank pieces to concatenate."""
+    int64 columns filled rank by rank: one array per column, no per-rank pieces to concatenate.
+    `piece`: a slice of each rank's calls (a rank's calls in pieces)."""
     ranks = sorted(linked.calls) if ranks is None else ranks
-    n = sum(linked.calls[rank].n_calls for rank in ranks)
+    n = sum(len(range(linked.calls[rank].n_calls)[piece]) for rank in ranks)
     out = {c.name: np.empty(n, np.int64) for c in CALL_COLUMNS[:-1]}
     at = 0
     for rank in ranks:
         calls = linked.calls[rank]
+        which = range(calls.n_calls)[piece]
         records = calls.records
-        index = np.flatnonzero((calls.field("flags") & record.PART) == 0)
+        index = np.flatnonzero((calls.field("flags") & record.PART) == 0)[piece]
         w = linked.waits[rank]
-        rows = slice(at, at + calls.n_calls)
-        at += calls.n_calls
+        rows = slice(at, at + len(which))
+        at += len(which)
         out["rank"][rows] = rank
-        out["call"][rows] = np.arange(calls.n_calls)
+        out["call"][rows] = np.arange(which.start, which.stop, which.step)
         for name in ("seq", "peer", "tag", "comm", "bytes", "root"):
             out[name][rows] = records[name][index]
-        out["function"][rows] = calls.func
-        out["start"][rows], out["end"][rows] = calls.start_ns, calls.end_ns
+        out["function"][rows] = calls.func[piece]
+        out["start"][rows], out["end"][rows] = calls.start_ns[piece], calls.end_ns[piece]
         for name in ("wait_before", "wait_after", "execution", "wait_state", "wait_state_time"):
-            out[name][rows] = w[name]
+            out[name][rows] = w[name][piece]
     return out
 
 
@@ -175,28 +177,49 @@ def gather(comm, linked, codec=None):
     return finish(gathered) if comm.Get_rank() == 0 else None
 
 
-def call_chunks(linked, chunk_rows=None):
-    """This analysis rank's rows of the calls table (``call_rows``, on_path all false) in
-    (rank, call) order, in chunks of whole trace ranks, at most chunk_rows rows each (a bigger
-    rank alone), each made only when it is asked for.
+def call_chunks(linked, queries=None, chunk_rows=None):
+    """This analysis rank's rows of the calls table (``call_rows``, on_path set from the path's
+    ``path_queries``; None: all false) in (rank, call) order, in chunks of at most chunk_rows
+    rows, each made only when it is asked for: whole trace ranks together, and a rank with more
+    calls than that in pieces of its own.
 
     The owned ranks are a contiguous block, so the analysis ranks' chunks in rank order are
     the whole table in order.  Made from `linked`, which the analysis holds anyway, the table
     is never held whole: at 1024 x 10,000 calls on 2 analysis ranks its 655 MB per rank no
-    longer add to the path stage's peak.  Whole ranks, so that ``mark_on_path`` sees every
-    call of a rank at once.
+    longer add to the path stage's peak.  A rank in pieces (PRK p2p on 2 ranks: 8 M calls a
+    rank, 977 MB as one chunk, and as much again decoded on analysis rank 0) has its on_path
+    found over all its calls at once (``rank_on_path``): a path segment may fall between two
+    pieces.
     """
     chunk_rows = chunk_rows or CHUNK_ROWS
     group, rows = [], 0
     for rank in sorted(linked.calls):
         n = linked.calls[rank].n_calls
         if rows and rows + n > chunk_rows:
-            yield _unmarked(call_rows(linked, group))
+            yield _marked(call_rows(linked, group), queries)
             group, rows = [], 0
+        if n > chunk_rows:
+            yield from _rank_in_pieces(linked, rank, queries, chunk_rows)
+            continue
         group.append(rank)
         rows += n
     if rows:
-        yield _unmarked(call_rows(linked, group))
+        yield _marked(call_rows(linked, group), queries)
+
+
+def _rank_in_pieces(linked, rank, queries, chunk_rows):
+    calls = linked.calls[rank]
+    on_path = rank_on_path(queries, rank, calls.start_ns, calls.end_ns)
+    for a in range(0, calls.n_calls, chunk_rows):
+        rows = call_rows(linked, [rank], slice(a, a + chunk_rows))
+        rows["on_path"] = on_path[a:a + chunk_rows]
+        yield rows
+
+
+def _marked(rows, queries):
+    rows = _unmarked(rows)
+    mark_on_path([rows], queries)
+    return rows
 
 
 def _unmarked(rows):
@@ -275,17 +298,22 @@ def mark_on_path(blocks, queries):
         return
     for block in blocks:
         block_rank = np.asarray(block["rank"])
-        if not len(block_rank):
-            continue
-        marked = np.zeros(len(block_rank) + 1, np.int64)    # +1 at a range's first row, -1 after its last
-        ranks = arrays.unique(block_rank)
-        for q_rank, lo, hi, how in queries:
-            for r, a, b in zip(ranks.tolist(), *np.searchsorted(q_rank, [ranks, ranks + 1])):
-                if a < b:
-                    first, last = np.searchsorted(block_rank, [r, r + 1])
-                    _mark_rows(marked, first, block["start"][first:last], block["end"][first:last],
-                               lo[a:b], hi[a:b], how)
-        block["on_path"] = np.cumsum(marked[:-1]) > 0
+        on_path = np.zeros(len(block_rank), bool)
+        for r in arrays.unique(block_rank).tolist():
+            first, last = np.searchsorted(block_rank, [r, r + 1])
+            on_path[first:last] = rank_on_path(queries, r, block["start"][first:last], block["end"][first:last])
+        block["on_path"] = on_path
+
+
+def rank_on_path(queries, rank, starts, ends):
+    """on_path of every call of one trace rank (``mark_on_path``), given its calls' starts and
+    ends in call order; all false without queries."""
+    marked = np.zeros(len(starts) + 1, np.int64)    # +1 at a range's first row, -1 after its last
+    for q_rank, lo, hi, how in queries or ():
+        a, b = np.searchsorted(q_rank, [rank, rank + 1])
+        if a < b:
+            _mark_rows(marked, 0, starts, ends, lo[a:b], hi[a:b], how)
+    return np.cumsum(marked[:-1]) > 0
 
 
 def _mark_rows(marked, offset, starts, ends, lo, hi, how):

@@ -85,7 +85,8 @@ def test_calls_on_the_path(tmp_path, structure, algorithm):
 
 def test_the_calls_table_is_made_in_chunks_of_whole_ranks(tmp_path, monkeypatch):
     """The report makes the calls table a chunk at a time (a Parquet row group each): whole
-    ranks, at most CHUNK_ROWS rows, and the same table as in one chunk."""
+    ranks, at most CHUNK_ROWS rows, a rank with more calls in pieces of its own, and the same
+    table as in one chunk (on_path included: a rank's is found over all its calls)."""
     synth.generate(str(tmp_path), 6, 40, "halo")
     analysis.analyze(str(tmp_path), MPI.COMM_WORLD, QUIET)
     whole = pq.read_table(tmp_path / "calls.parquet")
@@ -98,3 +99,11 @@ def test_the_calls_table_is_made_in_chunks_of_whole_ranks(tmp_path, monkeypatch)
     assert all(len(g) <= 100 for g in groups)
     assert chunked.read().equals(whole)
     assert any(whole.column("on_path").to_pylist())
+    monkeypatch.setattr(linked_tables, "CHUNK_ROWS", 30)         # 30 calls, then the rest of a rank
+    analysis.analyze(str(tmp_path), MPI.COMM_WORLD, QUIET)
+    pieces = pq.ParquetFile(tmp_path / "calls.parquet")
+    groups = [pieces.read_row_group(i).column("rank").to_pylist() for i in range(pieces.metadata.num_row_groups)]
+    n_calls = [whole.column("rank").to_pylist().count(r) for r in range(6)]
+    assert min(n_calls) > 30
+    assert groups == [[r] * n for r in range(6) for n in (30, n_calls[r] - 30)]
+    assert pieces.read().equals(whole)
