@@ -54,10 +54,11 @@ INF = np.iinfo(np.int64).max // 4   # "unreached": room to add slacks without ov
 FUNC_DTYPE = np.int16
 
 
-def id_dtype(n_vertices):
-    """The dtype of a graph's edge sources: int32 where every vertex id fits (four bytes, not
-    eight, per edge held through the search), else int64."""
-    return np.int32 if n_vertices <= np.iinfo(np.int32).max else np.int64
+def index_dtype(largest):
+    """The dtype of a graph's edge sources (vertex ids) and indptr (edge positions): int32 where
+    every value up to `largest` fits (four bytes, not eight, per edge and per vertex held through
+    the search), else int64."""
+    return np.int32 if largest <= np.iinfo(np.int32).max else np.int64
 
 
 def _int64(values):
@@ -106,8 +107,8 @@ class Graph:
     hub_time: np.ndarray
     time: np.ndarray             # per local vertex
     func: np.ndarray             # per local vertex (-1 for hubs), FUNC_DTYPE
-    indptr: np.ndarray           # incoming edges of local vertex i: indptr[i]:indptr[i+1]
-    src: np.ndarray              # global id of each edge's source (id_dtype)
+    indptr: np.ndarray           # incoming edges of local vertex i: indptr[i]:indptr[i+1] (index_dtype)
+    src: np.ndarray              # global id of each edge's source (index_dtype)
     weight: np.ndarray           # slack of each edge
     sink: int
     sources: np.ndarray          # a start vertex per trace rank with calls
@@ -219,7 +220,7 @@ def build(comm, inp, threshold_ns=0):
     edges += _hub_edges(comm, mine, base, lo, time, hubs, len(time))
     del deps          # not held through _csr, the build's peak
     n_local = len(time) + len(range(me, len(hubs.time), n_analysis))
-    indptr, src, weight = _csr(n_local, edges, id_dtype(int(base[-1]) + len(hubs.time)))
+    indptr, src, weight = _csr(n_local, edges, index_dtype(int(base[-1]) + len(hubs.time)))
     del edges
     sink, sources, t0 = _ends(comm, mine, blocks, base, time, lo)
     return Graph(n_analysis, me, base, bounds, hubs.calls, hubs.time,
@@ -230,7 +231,7 @@ def build(comm, inp, threshold_ns=0):
 
 def _csr(n, groups, src_dtype=np.int64):
     """(indptr, src, weight) of edges given as groups of (local dst, src, weight) columns, src
-    as src_dtype.
+    as src_dtype, indptr as index_dtype of the edges' count.
 
     The same as a stable sort of the concatenated groups by dst, without
     sorting: each group is placed one sorted run of it at a time, in order
@@ -245,7 +246,7 @@ def _csr(n, groups, src_dtype=np.int64):
     runs = []
     while groups:
         runs += _sorted_runs(*groups.pop(0))
-    indptr = np.zeros(n + 1, np.int64)
+    indptr = np.zeros(n + 1, index_dtype(sum(len(run.dst) for run in runs)))
     counts = indptr[1:]               # each row's count, summed in place into indptr's rows
     for run in runs:
         counts[run.rows] += run.lengths

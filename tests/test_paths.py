@@ -186,12 +186,15 @@ def path_slack(path, inp):
 
 @pytest.mark.parametrize("seed", range(5))
 def test_paths_are_the_same_with_int64_edge_sources(monkeypatch, seed):
-    """Edge sources are int32 where every vertex id fits, int64 past that: the same paths."""
+    """Edge sources and indptr are int32 where every vertex id and edge position fits, int64 past
+    that: the same paths."""
     inp = random_input(seed, 3, 8, 20, 2)
     narrow = solve_all(inp)
-    assert graph.build(SELF, inp).src.dtype == np.int32
-    monkeypatch.setattr(graph, "id_dtype", lambda n_vertices: np.int64)
-    assert graph.build(SELF, inp).src.dtype == np.int64
+    g = graph.build(SELF, inp)
+    assert g.src.dtype == g.indptr.dtype == np.int32
+    monkeypatch.setattr(graph, "index_dtype", lambda largest: np.int64)
+    g = graph.build(SELF, inp)
+    assert g.src.dtype == g.indptr.dtype == np.int64
     wide = solve_all(inp)
     assert {k: rows(v) for k, v in wide.items()} == {k: rows(v) for k, v in narrow.items()}
 

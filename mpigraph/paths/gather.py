@@ -107,7 +107,7 @@ def gather_graph(comm, g):
         return None
     order = _hub_order(n_hubs, comm.Get_size())
     n_rank_rows = len(rank_degree)
-    indptr = np.zeros(n_rank_rows + n_hubs + 1, np.int64)
+    indptr = np.zeros(n_rank_rows + n_hubs + 1, graph_module.index_dtype(len(src)))
     np.cumsum(rank_degree, out=indptr[1:n_rank_rows + 1])
     del rank_degree
     np.cumsum(hub_degree[order], out=indptr[n_rank_rows + 1:])
