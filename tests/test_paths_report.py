@@ -83,11 +83,12 @@ def test_calls_on_the_path(tmp_path, structure, algorithm):
                 assert (rank, call_ending[rank, b]) in marked and (peer, call_starting[peer, a]) in marked
 
 
-def test_the_calls_table_is_made_in_chunks_of_whole_ranks(tmp_path, monkeypatch):
+@pytest.mark.parametrize("structure", ["halo", "bsp"])        # with part records, and without
+def test_the_calls_table_is_made_in_chunks_of_whole_ranks(tmp_path, monkeypatch, structure):
     """The report makes the calls table a chunk at a time (a Parquet row group each): whole
     ranks, at most CHUNK_ROWS rows, a rank with more calls in pieces of its own, and the same
     table as in one chunk (on_path included: a rank's is found over all its calls)."""
-    synth.generate(str(tmp_path), 6, 40, "halo")
+    synth.generate(str(tmp_path), 6, 40, structure)
     analysis.analyze(str(tmp_path), MPI.COMM_WORLD, QUIET)
     whole = pq.read_table(tmp_path / "calls.parquet")
     assert pq.ParquetFile(tmp_path / "calls.parquet").metadata.num_row_groups == 1
