@@ -176,10 +176,7 @@ def _csv_text(column, values, rows):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if isinstance(values, Labels):
-        values = Labels(values.codes[rows], values.names)
-    else:
-        values = np.asarray(values)[rows]
+    values = _rows(values, rows)
     if column.kind == "time":            # ns as seconds, exact to the ns: [-]s.nnnnnnnnn
         ns = np.asarray(values, np.int64)
         whole, part = np.divmod(np.abs(ns), 10**9)
