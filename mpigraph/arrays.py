@@ -51,3 +51,11 @@ def ranges(first, last):
     lengths = last - first + 1
     shift = np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
     return shift + np.arange(int(lengths.sum()), dtype=np.int64)
+
+
+def chunk_bounds(indptr, edges_per_chunk):
+    """Row bounds 0 = b[0] < b[1] < ... = n of a CSR's n rows in chunks of about edges_per_chunk
+    edges (a row with more edges than that alone): chunk i is rows b[i]:b[i + 1]."""
+    n = len(indptr) - 1
+    cuts = np.searchsorted(indptr, np.arange(0, int(indptr[-1]) + edges_per_chunk, edges_per_chunk))
+    return unique(np.concatenate(([0], np.minimum(cuts, n), [n])))

@@ -31,3 +31,13 @@ def test_runs_are_the_runs_of_equal_neighbours(values):
     for start, length in zip(starts, lengths):      # each run equal inside, different from the next
         assert (values[start:start + length] == values[start]).all()
         assert start + length == len(values) or values[start + length] != values[start]
+
+
+def test_chunk_bounds_cover_every_row_in_chunks_of_about_so_many_edges():
+    indptr = np.array([0, 2, 2, 9, 10, 10, 14])
+    bounds = arrays.chunk_bounds(indptr, 4).tolist()
+    assert bounds[0] == 0 and bounds[-1] == 6 and bounds == sorted(set(bounds))
+    # a chunk starts at the first row whose first edge is at or past a multiple of 4 (rows 0-2:
+    # edges 0-8, row 2 alone holding 7 of them; rows 3-5: edges 9-13)
+    assert bounds == [0, 3, 6]
+    assert arrays.chunk_bounds(np.zeros(1, np.int64), 4).tolist() == [0]

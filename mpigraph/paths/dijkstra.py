@@ -19,7 +19,7 @@ import numpy as np
 
 from mpi4py import MPI
 
-from mpigraph import owner_exchange as exchange
+from mpigraph import arrays, owner_exchange as exchange
 from mpigraph.graph import INF
 from mpigraph.paths.labels import from_dist, local_sinks
 
@@ -218,8 +218,7 @@ def _straight(one_way, target):
 def _row_chunks(indptr, dtype):
     """(first edge, end edge, each edge's row as dtype) of the rows of a CSR, about SCAN_CHUNK
     edges at a time."""
-    cuts = np.searchsorted(indptr, np.arange(SCAN_CHUNK, int(indptr[-1]), SCAN_CHUNK))
-    bounds = np.unique(np.concatenate(([0], cuts, [len(indptr) - 1]))).tolist()
+    bounds = arrays.chunk_bounds(indptr, SCAN_CHUNK).tolist()
     for a, b in zip(bounds[:-1], bounds[1:]):
         yield int(indptr[a]), int(indptr[b]), np.repeat(np.arange(a, b, dtype=dtype), np.diff(indptr[a:b + 1]))
 

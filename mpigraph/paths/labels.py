@@ -82,8 +82,7 @@ def next_from_dist(comm, g, dist, split):
     hub_best = np.full(g.n_hubs if split else 0, INF, np.int64)   # each hub's best offer so far
     indptr = g.indptr
     # Vertex chunks of about CHUNK_EDGES edges; the same number of chunks on every rank.
-    cuts = np.searchsorted(indptr, np.arange(0, int(indptr[-1]) + CHUNK_EDGES, CHUNK_EDGES))
-    cuts = arrays.unique(np.concatenate(([0], np.minimum(cuts, n), [n])))
+    cuts = arrays.chunk_bounds(indptr, CHUNK_EDGES)
     n_chunks = comm.allreduce(len(cuts) - 1, op=_max()) if g.n_analysis > 1 else len(cuts) - 1
     for c in range(n_chunks):
         a, b = (int(cuts[c]), int(cuts[c + 1])) if c + 1 < len(cuts) else (n, n)
