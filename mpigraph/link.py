@@ -11,8 +11,7 @@ import dataclasses
 import numpy as np
 
 from mpigraph import causality, clock, collectives, p2p
-from mpigraph.match import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, Dependencies, edges,
-                            rank_calls)
+from mpigraph.match import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, Dependencies, rank_calls)
 from mpigraph.waits import owned_waits
 
 
@@ -130,23 +129,21 @@ def _repair_loop(comm, ownership, calls, ops, world_size, codec):
 def dependency_edges(to_me, from_me, members):
     """The incoming edges of the owned ranks (match.py's Dependencies)."""
     done = to_me["r_done_call"] >= 0
-    late_sender = edges(to_me["s_rank"][done], to_me["s_post_call"][done], to_me["r_rank"][done],
-                        to_me["r_done_call"][done], MESSAGE_LATE_SENDER)
     # Only a send call that ended after the receive was posted may have waited for it.
     waited = (from_me["s_done_call"] >= 0) & (from_me["r_post_start"] <= from_me["s_done_end"])
-    late_receiver = edges(from_me["r_rank"][waited], from_me["r_post_call"][waited], from_me["s_rank"][waited],
-                          from_me["s_done_call"][waited], MESSAGE_LATE_RECEIVER)
     released = members["release_rank"] >= 0
     pattern = collectives.pattern_of(members["func"])
-    collective = edges(members["release_rank"][released], members["release_call"][released],
-                       members["rank"][released], members["call"][released], pattern[released])
-    assert (collective["kind"] >= COLLECTIVE_N_TO_N).all()
+    assert (pattern[released] >= COLLECTIVE_N_TO_N).all()
     # The last arriver of an N-to-N instance releases itself too: with that edge the path
     # stage sees every member of the instance, which a global synchronisation point needs.
     last = ~released & (pattern == COLLECTIVE_N_TO_N)
-    rank, call = members["rank"][last], members["call"][last]
-    own = edges(rank, call, rank, call, COLLECTIVE_N_TO_N)
-    return Dependencies.concat([late_sender, late_receiver, collective, own])
+    return Dependencies.picked([
+        (done, to_me["s_rank"], to_me["s_post_call"], to_me["r_rank"], to_me["r_done_call"], MESSAGE_LATE_SENDER),
+        (waited, from_me["r_rank"], from_me["r_post_call"], from_me["s_rank"], from_me["s_done_call"],
+         MESSAGE_LATE_RECEIVER),
+        (released, members["release_rank"], members["release_call"], members["rank"], members["call"], pattern),
+        (last, members["rank"], members["call"], members["rank"], members["call"], COLLECTIVE_N_TO_N),
+    ])
 
 
 def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=True):

@@ -18,11 +18,11 @@ analysis rank holds, for each trace rank r it owns (``Ownership.ranks_of``):
 ``Dependencies`` (``matched.dependencies``): the dependency edges of the
 activity graph whose destination rank this analysis rank owns (incoming edges,
 stored with their vertex owner), as equal-length numpy columns:
-    src_rank    int64  trace rank of the vertex that released the call
+    src_rank    int32  trace rank of the vertex that released the call
     src_call    int64  its call index on src_rank
     src_vertex  int8   VERTEX_START (0) = S(src_call), VERTEX_END (1) = E(src_call)
                        (all kinds below use VERTEX_START)
-    dst_rank    int64  trace rank of the released call
+    dst_rank    int32  trace rank of the released call
     dst_call    int64  call index on dst_rank; the destination vertex is always
                        E(dst_call), the end of the call that was released
     kind        int8   one of KIND_NAMES:
@@ -123,7 +123,7 @@ def _read_only(array):
     return view
 
 
-EDGE_DTYPES = {"src_rank": np.int64, "src_call": np.int64, "src_vertex": np.int8, "dst_rank": np.int64,
+EDGE_DTYPES = {"src_rank": np.int32, "src_call": np.int64, "src_vertex": np.int8, "dst_rank": np.int32,
                "dst_call": np.int64, "kind": np.int8}
 
 
@@ -146,31 +146,41 @@ class Dependencies:
 
     @classmethod
     def empty(cls):
-        return cls.concat([])
+        return cls.picked([])
 
     @classmethod
-    def concat(cls, parts):
-        """One Dependencies of several dicts/Dependencies of columns (none: empty)."""
-        parts = [p if isinstance(p, dict) else dataclasses.asdict(p) for p in parts]
-        return cls(**{name: np.concatenate([np.asarray(p[name], dtype) for p in parts]) if parts
-                      else np.zeros(0, dtype) for name, dtype in EDGE_DTYPES.items()})
+    def picked(cls, parts):
+        """The edges that each part's mask picks from its columns, in the order of the parts.
+
+        A part is (mask, src_rank, src_call, dst_rank, dst_call, kind); a column is an array
+        over the mask's rows or a scalar, and the source is always VERTEX_START.  Each column of
+        the result is allocated once and filled in place: a bulk-synchronous run has an edge
+        per call (5.1 M per analysis rank at 1024 x 10,000 calls on 2), and edge tables made
+        per part and then concatenated wrote every column twice, in memory new to the process."""
+        rows = [np.flatnonzero(mask) for mask, *_ in parts]
+        bounds = np.cumsum([0] + [len(r) for r in rows])
+        out = {name: np.empty(bounds[-1], dtype) for name, dtype in EDGE_DTYPES.items()}
+        out["src_vertex"].fill(VERTEX_START)
+        for (_, *columns), picked, a, b in zip(parts, rows, bounds[:-1], bounds[1:]):
+            for name, column in zip(_PICKED_COLUMNS, columns):
+                _take_into(column, picked, out[name][a:b])
+        return cls(**out)
 
     def __len__(self):
         return len(self.kind)
 
 
-def edges(src_rank, src_call, dst_rank, dst_call, kind):
-    """Edge columns from S(src) to E(dst), as a dict (broadcasting scalars; a column that is
-    already an array of its dtype is used as it is, not copied)."""
-    n = len(dst_call)
+_PICKED_COLUMNS = ("src_rank", "src_call", "dst_rank", "dst_call", "kind")
 
-    def col(v, dtype):
-        v = np.asarray(v, dtype)
-        return v if v.shape == (n,) else np.broadcast_to(v, (n,)).copy()
 
-    return {"src_rank": col(src_rank, np.int64), "src_call": col(src_call, np.int64),
-            "src_vertex": np.full(n, VERTEX_START, np.int8), "dst_rank": col(dst_rank, np.int64),
-            "dst_call": col(dst_call, np.int64), "kind": col(kind, np.int8)}
+def _take_into(values, rows, out):
+    """out[:] = values[rows] without a temporary where the dtypes agree; a scalar fills out."""
+    if np.ndim(values) == 0:
+        out.fill(values)
+    elif values.dtype == out.dtype:
+        np.take(values, rows, out=out, mode="clip")     # rows are in range; "raise" buffers a copy
+    else:
+        out[:] = values[rows]
 
 
 # ---- function kinds as small ints, for vectorised lookups -----------------------------

@@ -152,6 +152,32 @@ def test_dependencies_of_the_hand_built_run(tmp_path):
     assert len(linked.unmatched["rank"]) == 0 and linked.repair.found == 0
 
 
+def test_picked_dependencies_are_the_parts_masked_rows_in_order():
+    rng = np.random.default_rng(7)
+    n = 1000
+    masks = [rng.random(n) < 0.5, np.zeros(n, bool), np.ones(n, bool)]
+    ranks32 = rng.integers(0, 64, n).astype(np.int32)
+    ranks64 = rng.integers(0, 64, n)                            # not the column's dtype: cast
+    calls = rng.integers(0, 10**12, n)
+    kinds = rng.integers(0, 6, n).astype(np.int8)
+    parts = [(masks[0], ranks32, calls, ranks64, calls + 1, kinds),
+             (masks[1], ranks32, calls, ranks32, calls, match.MESSAGE_LATE_SENDER),
+             (masks[2], ranks64, calls + 2, ranks32, calls + 3, match.COLLECTIVE_N_TO_N)]
+    deps = match.Dependencies.picked(parts)
+
+    def want(i, value):
+        return np.broadcast_to(value, n)[masks[i]]
+
+    expect = {name: np.concatenate([want(i, part[1 + j]) for i, part in enumerate(parts)])
+              for j, name in enumerate(("src_rank", "src_call", "dst_rank", "dst_call", "kind"))}
+    assert len(deps) == masks[0].sum() + n
+    for name, column in expect.items():
+        assert getattr(deps, name).dtype == match.EDGE_DTYPES[name]
+        assert getattr(deps, name).tolist() == column.tolist(), name
+    assert (deps.src_vertex == match.VERTEX_START).all()
+    assert len(match.Dependencies.empty()) == 0
+
+
 def test_waits_of_the_hand_built_run(tmp_path):
     linked = linked_run(write_two(tmp_path))
     w0, w1 = linked.waits[0], linked.waits[1]
