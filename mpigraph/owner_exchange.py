@@ -1,7 +1,7 @@
-"""Int64 columns to owner ranks and back: the per-round traffic of the path algorithms.
+"""Integer columns to owner ranks and back: the per-round traffic of the path algorithms.
 
-The path algorithms move many small batches (one per bucket phase), all
-int64, so they use one Alltoall of counts and one Alltoallv per column: no
+The path algorithms move many small batches (one per bucket phase) of integer
+columns, so they use one Alltoall of counts and one Alltoallv per column: no
 encoding, no pickles.  The big one-time moves
 (gathering a graph to one rank) go through ``mpigraph.shuffle`` instead.
 """
@@ -12,7 +12,10 @@ from mpi4py import MPI
 
 
 def send_rows(comm, dest, columns, with_source=False):
-    """Send row i of `columns` (a list of equal-length int64 arrays) to rank dest[i].
+    """Send row i of `columns` (a list of equal-length arrays) to rank dest[i].
+
+    Each column travels and arrives in its own dtype: the graph's vertex ids are int32 where
+    they fit, half the bytes of int64.
 
     Collective over comm.  Returns the received columns (same count), rows
     grouped by source rank in rank order, each source's rows in their order;
@@ -21,7 +24,7 @@ def send_rows(comm, dest, columns, with_source=False):
     size = comm.Get_size()
     dest = np.asarray(dest, np.int64)
     if size == 1:
-        received = [np.asarray(c, np.int64) for c in columns]
+        received = [np.asarray(c) for c in columns]
         return (received, np.zeros(len(dest), np.int64)) if with_source else received
     order = _by_rank(dest, size)
     send_counts = np.bincount(dest, minlength=size).astype(np.int64)
@@ -30,10 +33,9 @@ def send_rows(comm, dest, columns, with_source=False):
     send_displ, recv_displ = _displacements(send_counts), _displacements(recv_counts)
     result = []
     for column in columns:      # one Alltoallv per column: no row-major table to build and take apart
-        outgoing = np.ascontiguousarray(np.asarray(column, np.int64)[order])
-        incoming = np.empty(int(recv_counts.sum()), np.int64)
-        comm.Alltoallv([outgoing, (send_counts, send_displ), MPI.INT64_T],
-                       [incoming, (recv_counts, recv_displ), MPI.INT64_T])
+        outgoing = np.ascontiguousarray(np.asarray(column)[order])
+        incoming = np.empty(int(recv_counts.sum()), outgoing.dtype)
+        comm.Alltoallv([outgoing, (send_counts, send_displ)], [incoming, (recv_counts, recv_displ)])
         result.append(incoming)
     if with_source:
         return result, np.repeat(np.arange(size, dtype=np.int64), recv_counts)
