@@ -8,8 +8,6 @@ encoding, no pickles.  The big one-time moves
 
 import numpy as np
 
-from mpi4py import MPI
-
 
 def send_rows(comm, dest, columns, with_source=False):
     """Send row i of `columns` (a list of equal-length arrays) to rank dest[i].
