@@ -168,8 +168,11 @@ class Graph:
         return owned
 
     def local_index(self, vertices):
-        """Local index of owned global vertex ids."""
-        vertices = _int64(vertices)
+        """Local index of owned global vertex ids, int32 where the ids are (the graph's own
+        are, where they fit: index_dtype), else int64."""
+        vertices = np.asarray(vertices)
+        if vertices.dtype != np.int32:
+            vertices = _int64(vertices)
         local = vertices - self.lo
         at, hub = self._hubs_among(vertices)
         local[at] = (self.hi - self.lo) + hub // self.n_analysis

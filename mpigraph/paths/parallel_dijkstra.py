@@ -78,13 +78,15 @@ def _distances(comm, g, split, heartbeat=None):
         np.minimum.at(best, g.local_index(target), offer)
         target = np.flatnonzero(best < dist)
         sources, offsets = np.concatenate((sources, target)), np.concatenate((offsets, best[target]))
+        del best          # a vertex-sized array: not held through the search, the stage's peak
         if not comm.allreduce(len(sources), op=MPI.SUM):
             break
         found = bypass.expand(part.search(bypass.index_of(sources), offsets)) if len(sources) else dist
         changed = found < dist
         if rounds == 0:
             changed[sinks] = False      # their offers went out before the search
-        dist = np.minimum(dist, found)
+        np.minimum(dist, found, out=dist)
+        del found
         sources, offsets = sources[:0], offsets[:0]
         rounds += 1
         if heartbeat is not None and heartbeat.due():
@@ -104,7 +106,7 @@ def joined_distances(comm, g, split):
 def _local_part(g, local, sinks, keep):
     """What each round searches: this rank's local edges with its one-way vertices bypassed
     (``dijkstra.Bypass``, exact; `keep`: those with edges to other ranks' vertices)."""
-    kept = np.zeros(len(local) + 1, np.int64)       # local edges before each edge
+    kept = np.zeros(len(local) + 1, g.indptr.dtype)      # local edges before each edge
     np.cumsum(local, out=kept[1:])
     indptr = kept[g.indptr]
     del kept
