@@ -334,7 +334,7 @@ def _interleave(starts, ends):
 
 def _block_index(blocks, ranks, calls, what):
     """Block (merged call) index of (rank, call) pairs of owned ranks; ValueError when out of range."""
-    ranks, calls = _int64(ranks), _int64(calls)
+    ranks, calls = np.asarray(ranks), _int64(calls)
     owned = sorted(blocks)
     block_of = [blocks[r][3] for r in owned]
     count = np.zeros(int(max(owned[-1] + 1, ranks.max(initial=-1) + 1)) if owned else
@@ -343,12 +343,14 @@ def _block_index(blocks, ranks, calls, what):
     if owned:
         count[owned] = [len(b) for b in block_of]
         first[owned] = np.concatenate(([0], np.cumsum(count[owned])[:-1]))
-    bad = (ranks < 0) | (calls < 0)
-    bad[~bad] = calls[~bad] >= count[ranks[~bad]]
+    # One pass of each check over millions of edges (ranks past the owned ones have count 0).
+    bad = ranks < 0 if len(ranks) and ranks.min() < 0 else (calls < 0) | (calls >= count[ranks])
     if bad.any():
         r, c = int(ranks[bad][0]), int(calls[bad][0])
         raise ValueError("%s: trace rank %d has %d calls, no call %d"
                          % (what, r, count[r] if 0 <= r < len(count) else 0, c))
+    if all(len(b) == 0 or b[-1] == len(b) - 1 for b in block_of):
+        return calls      # no calls merged (no threshold): each call is its own block
     flat = np.concatenate(block_of + [np.zeros(0, np.int64)])
     return flat[first[ranks] + calls]
 
@@ -368,7 +370,9 @@ class DependencyEdges:
 def _dependency_edges(comm, ownership, deps, blocks, base, lo, time):
     """Map dependencies to vertex ids; fetch each source's time from its owner."""
     dst_call = _block_index(blocks, deps.dst_rank, deps.dst_call, "dependency destination")
-    dst = base[deps.dst_rank] + 2 * dst_call + END
+    dst = 2 * dst_call
+    dst += base[deps.dst_rank]
+    dst += END
 
     def answer(query):
         rank, call, side = query
@@ -383,6 +387,8 @@ def _dependency_edges(comm, ownership, deps, blocks, base, lo, time):
     src, t_src = exchange.ask_owners(comm, ownership.owner_of(src_rank), [src_rank, src_call, src_vertex], answer)
     src, t_src = src[inverse], t_src[inverse]
     keep = src != dst     # a call merged with its own releaser: no edge
+    if keep.all():        # always without a threshold: no copy of every column
+        return DependencyEdges(src, dst, t_src, deps.kind, deps.dst_rank, dst_call)
     return DependencyEdges(src[keep], dst[keep], t_src[keep], deps.kind[keep], deps.dst_rank[keep],
                            dst_call[keep])
 

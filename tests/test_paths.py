@@ -85,6 +85,10 @@ def test_single_rank_and_bad_input():
     assert path["duration"].sum() == 890 and set(path["rank"].tolist()) == {0}
     with pytest.raises(ValueError, match="no call 7"):
         paths.critical_path(SELF, path_input(late_sender().calls.values(), deps((0, 7, 0, 1, 1, LS))))
+    with pytest.raises(ValueError, match="trace rank -1 has 0 calls"):
+        paths.critical_path(SELF, path_input(late_sender().calls.values(), deps((0, 0, 0, -1, 1, LS))))
+    with pytest.raises(ValueError, match="trace rank 1 has 3 calls, no call -2"):
+        paths.critical_path(SELF, path_input(late_sender().calls.values(), deps((0, 0, 0, 1, -2, LS))))
     with pytest.raises(ValueError, match="not a graph algorithm"):
         paths.critical_path(SELF, late_sender(), "toposort")
 
