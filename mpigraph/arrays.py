@@ -59,3 +59,25 @@ def chunk_bounds(indptr, edges_per_chunk):
     n = len(indptr) - 1
     cuts = np.searchsorted(indptr, np.arange(0, int(indptr[-1]) + edges_per_chunk, edges_per_chunk))
     return unique(np.concatenate(([0], np.minimum(cuts, n), [n])))
+
+
+def block_or_positions(mask):
+    """The positions where `mask` is True: a slice when they are one block (no array of
+    millions of positions, and a column taken with it is a view), else np.flatnonzero's."""
+    n = int(np.count_nonzero(mask))
+    first = int(np.argmax(mask)) if n else 0
+    if not n or mask[first:first + n].all():
+        return slice(first, first + n)
+    return np.flatnonzero(mask)
+
+
+def count(positions):
+    """How many positions a slice or an index array from block_or_positions holds."""
+    return positions.stop - positions.start if isinstance(positions, slice) else len(positions)
+
+
+def part_of(positions, a, b):
+    """Positions a:b of a slice or an index array from block_or_positions (a slice stays one)."""
+    if isinstance(positions, slice):
+        return slice(positions.start + a, positions.start + b)
+    return positions[a:b]

@@ -61,14 +61,18 @@ def _candidate_keys(comm, deps):
     return comm.bcast(arrays.unique(deps.src[into_rank_0]), root=0)
 
 
+# Edges per chunk of _instances' pass over the N-to-N edges.
+CHUNK_EDGES = 1 << 20
+
+
 def _instances(comm, n_trace_ranks, base, lo, time, deps, keys):
     """(member call per rank, last arrival, instance is whole) of each candidate key."""
     n = len(keys)
     first_end = np.full(n, graph_module.INF, np.int64)
     t_last = np.full(n, -graph_module.INF, np.int64)
     calls = np.full((n, n_trace_ranks), -1, np.int64)
-    edge = np.flatnonzero(deps.kind == graph_module.N_TO_N)
-    if len(edge):
+    edge = arrays.block_or_positions(deps.kind == graph_module.N_TO_N)     # every edge of a bulk-synchronous
+    if arrays.count(edge):                                                  # run: one block, views of it
         # An instance's edges come in runs of one source, its members' edges in a row (5.1 million
         # edges in 15,000 runs a rank at 1024 x 10,000 calls on 2 ranks): looked up and reduced a
         # run at a time, not an edge at a time.
@@ -77,11 +81,19 @@ def _instances(comm, n_trace_ranks, base, lo, time, deps, keys):
         index = np.searchsorted(keys, src[head])
         found = index < n
         found[found] = keys[index[found]] == src[head[found]]
-        np.minimum.at(first_end, index[found], np.minimum.reduceat(time[deps.dst[edge] - lo], head)[found])
-        np.maximum.at(t_last, index[found], np.maximum.reduceat(deps.t_src[edge], head)[found])
-        member = np.repeat(found, lengths)        # the edges of a candidate
-        edge, index = edge[member], np.repeat(index, lengths)[member]
-        calls[index, deps.dst_rank[edge]] = deps.dst_call[edge]
+        run_end, run_last = np.empty(len(head), np.int64), np.empty(len(head), np.int64)
+        # A chunk of runs at a time: the edges' temporaries are small and reused from chunk to
+        # chunk, not memory new to the process the size of every edge (about 2 ms per MB here).
+        ends = np.append(head, len(src))
+        bounds = arrays.chunk_bounds(ends, CHUNK_EDGES)
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            e, at = arrays.part_of(edge, ends[a], ends[b]), head[a:b] - ends[a]
+            run_end[a:b] = np.minimum.reduceat(time[deps.dst[e] - lo], at)
+            run_last[a:b] = np.maximum.reduceat(deps.t_src[e], at)
+            member = np.repeat(found[a:b], lengths[a:b])          # the edges of a candidate
+            calls[np.repeat(index[a:b], lengths[a:b])[member], deps.dst_rank[e][member]] = deps.dst_call[e][member]
+        np.minimum.at(first_end, index[found], run_end[found])
+        np.maximum.at(t_last, index[found], run_last[found])
     for array, op in ((first_end, MPI.MIN), (t_last, MPI.MAX), (calls, MPI.MAX)):
         comm.Allreduce(MPI.IN_PLACE, array, op=op)
 
@@ -112,8 +124,10 @@ def piece_of(base, calls, vertices):
     n_points, n_ranks = calls.shape
     rank = np.searchsorted(base, vertices, "right") - 1
     position = vertices - base[rank]                       # 2 * call + side
-    if len(vertices) < n_ranks:      # a few vertices (the path's start, the ranks' starts): their ranks only
-        return np.array([np.searchsorted(2 * calls[:, r] + 1, p, "right") for r, p in zip(rank, position)],
+    if len(vertices) <= n_ranks:     # a few vertices (the path's start, the ranks' starts): their ranks only,
+        # each a search of its rank's column (2c + 1 <= p where c <= (p - 1) // 2), with no table of
+        # every rank's points (5.1 M at 1024 x 10,000 calls: 0.1 s to write for the ranks' starts)
+        return np.array([np.searchsorted(calls[:, r], (p - 1) // 2, "right") for r, p in zip(rank, position)],
                         np.int64).reshape(len(vertices))
     stride = int(base[-1]) + 2
     # Rank r's point positions 2c+1, shifted into a block of their own: one searchsorted for all.

@@ -41,3 +41,16 @@ def test_chunk_bounds_cover_every_row_in_chunks_of_about_so_many_edges():
     # edges 0-8, row 2 alone holding 7 of them; rows 3-5: edges 9-13)
     assert bounds == [0, 3, 6]
     assert arrays.chunk_bounds(np.zeros(1, np.int64), 4).tolist() == [0]
+
+
+@given(hnp.arrays(np.bool_, st.integers(0, 60)), st.data())
+def test_block_or_positions_are_the_true_positions(mask, data):
+    positions = arrays.block_or_positions(mask)
+    values = np.arange(len(mask)) * 3
+    assert values[positions].tolist() == values[mask].tolist()
+    assert arrays.count(positions) == mask.sum()
+    want_slice = mask.sum() == 0 or np.ptp(np.flatnonzero(mask)) + 1 == mask.sum()
+    assert isinstance(positions, slice) == bool(want_slice)
+    a = data.draw(st.integers(0, int(mask.sum())))
+    b = data.draw(st.integers(a, int(mask.sum())))
+    assert values[arrays.part_of(positions, a, b)].tolist() == values[mask][a:b].tolist()

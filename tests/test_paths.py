@@ -130,6 +130,24 @@ def test_sync_points_become_hubs_unless_crossed():
     assert rows(reference) == rows(paths.critical_path(SELF, inp, "parallel-delta-stepping", splits=True))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_sync_points_are_the_same_found_a_few_edges_at_a_time(monkeypatch, seed):
+    """_instances reduces the N-to-N edges a chunk of runs at a time: chunks of a single edge
+    (each run alone) give the same points as one chunk, on a bulk-synchronous run (its edges one
+    block) and on random runs (N-to-N edges among the others)."""
+    inputs = [synthetic.path_input(synthetic.simulate(5, 12, sync_every=2, seed=seed)),
+              random_input(seed, 4, 10, 25, 3)]
+    for inp in inputs:
+        whole = graph.build(SELF, inp)
+        monkeypatch.setattr(splits, "CHUNK_EDGES", 1)
+        chunked = graph.build(SELF, inp)
+        monkeypatch.undo()
+        assert whole.hub_calls.tolist() == chunked.hub_calls.tolist()
+        assert whole.hub_time.tolist() == chunked.hub_time.tolist()
+        if inp is inputs[0]:
+            assert whole.n_hubs >= 3
+
+
 def test_the_piece_of_a_few_vertices_is_the_piece_of_them_among_all():
     g = graph.build(SELF, synthetic.path_input(synthetic.simulate(4, 8, sync_every=2, seed=2)))
     assert g.n_hubs > 2
