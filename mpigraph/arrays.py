@@ -57,8 +57,18 @@ def chunk_bounds(indptr, edges_per_chunk):
     """Row bounds 0 = b[0] < b[1] < ... = n of a CSR's n rows in chunks of about edges_per_chunk
     edges (a row with more edges than that alone): chunk i is rows b[i]:b[i + 1]."""
     n = len(indptr) - 1
-    cuts = np.searchsorted(indptr, np.arange(0, int(indptr[-1]) + edges_per_chunk, edges_per_chunk))
-    return unique(np.concatenate(([0], np.minimum(cuts, n), [n])))
+    marks = np.arange(0, int(indptr[-1]) + edges_per_chunk, edges_per_chunk)
+    inside = marks <= indptr[-1]        # past the last edge: row n
+    cuts = np.full(len(marks), n, np.int64)
+    cuts[inside] = sorted_positions(indptr, marks[inside])
+    return unique(np.concatenate(([0], cuts, [n])))
+
+
+def sorted_positions(sorted_values, queries, side="left"):
+    """np.searchsorted with the queries in the sorted array's dtype (they must fit it): with
+    int64 queries searchsorted first converts a whole int32 array, such as a graph's indptr
+    (20 M rows on analysis rank 0 at 1.024e7 records: 14 ms warm, and 80 MB of new memory)."""
+    return np.searchsorted(sorted_values, np.asarray(queries).astype(sorted_values.dtype, copy=False), side)
 
 
 def block_or_positions(mask):

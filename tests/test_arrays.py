@@ -54,3 +54,14 @@ def test_block_or_positions_are_the_true_positions(mask, data):
     a = data.draw(st.integers(0, int(mask.sum())))
     b = data.draw(st.integers(a, int(mask.sum())))
     assert values[arrays.part_of(positions, a, b)].tolist() == values[mask][a:b].tolist()
+
+
+@given(hnp.arrays(np.int64, st.integers(0, 40), elements=st.integers(0, 5)), st.integers(1, 9))
+def test_chunk_bounds_are_the_same_for_int32_and_int64_indptr(degree, per_chunk):
+    indptr = np.concatenate(([0], np.cumsum(degree)))       # empty rows at the end included
+    wide = arrays.chunk_bounds(indptr, per_chunk)
+    assert arrays.chunk_bounds(indptr.astype(np.int32), per_chunk).tolist() == wide.tolist()
+    marks = np.arange(0, int(indptr[-1]) + 1)
+    for side in ("left", "right"):
+        assert (arrays.sorted_positions(indptr.astype(np.int32), marks, side).tolist()
+                == np.searchsorted(indptr, marks, side).tolist())

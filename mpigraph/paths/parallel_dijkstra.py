@@ -36,8 +36,9 @@ import numpy as np
 
 from mpi4py import MPI
 
-from mpigraph.graph import INF
+from mpigraph import arrays
 from mpigraph import owner_exchange as exchange
+from mpigraph.graph import INF
 from mpigraph.parallel import barrier_idly
 from mpigraph.paths import gather
 from mpigraph.paths.dijkstra import Bypass, Reversed, distances, with_remote_edges
@@ -156,7 +157,7 @@ class _JoinedSearch:
         del relaxed
         cross_src = g.src[cross]
         # The crossing edges' rows (a few of the edges): found in indptr, not in a dst per edge.
-        cross_dst = np.searchsorted(g.indptr, cross, "right") - 1
+        cross_dst = arrays.sorted_positions(g.indptr, cross, "right") - 1
         cross = cross_dst, cross_src, g.weight[cross], g.owner_of(cross_src)
         sinks = local_sinks(g, split)
         bypass = _local_part(g, local, sinks, with_remote_edges(comm, g, cross_src, cross[3]))
