@@ -20,12 +20,13 @@ def send_rows(comm, dest, columns, with_source=False):
     with_source: (columns, source rank of each received row).
     """
     size = comm.Get_size()
-    dest = np.asarray(dest, np.int64)
+    dest = np.asarray(dest)          # in its own dtype: a copy to int64 of millions of rows is not needed
     if size == 1:
         received = [np.asarray(c) for c in columns]
         return (received, np.zeros(len(dest), np.int64)) if with_source else received
-    order = _by_rank(dest, size)
-    send_counts = np.bincount(dest, minlength=size).astype(np.int64)
+    if len(dest) and (dest.min() < 0 or dest.max() >= size):
+        raise ValueError("a destination rank is not a rank of the communicator (0 to %d)" % (size - 1))
+    order, send_counts = _by_rank(dest, size)
     recv_counts = np.empty(size, np.int64)
     comm.Alltoall(send_counts, recv_counts)
     send_displ, recv_displ = _displacements(send_counts), _displacements(recv_counts)
@@ -53,10 +54,12 @@ def keep_or_send(comm, owner, columns):
 
 
 def _by_rank(dest, size):
-    """A stable order of rows by destination rank (one pass per rank when there are few)."""
+    """(A stable order of rows by destination rank, rows per rank): one pass per rank when
+    there are few."""
     if size > 16:
-        return np.argsort(dest, kind="stable")
-    return np.concatenate([np.flatnonzero(dest == r) for r in range(size)])
+        return np.argsort(dest, kind="stable"), np.bincount(dest, minlength=size).astype(np.int64)
+    rows = [np.flatnonzero(dest == r) for r in range(size)]
+    return np.concatenate(rows), np.array([len(r) for r in rows], np.int64)
 
 
 def _displacements(counts):
@@ -66,7 +69,7 @@ def _displacements(counts):
 def ask_owners(comm, owner, queries, answer):
     """Look values up on the ranks that own them.
 
-    Row i of `queries` (int64 columns) goes to rank owner[i]; there
+    Row i of `queries` (integer columns) goes to rank owner[i]; there
     `answer(query_columns)` returns a list of int64 answer columns for the
     rows it received; the answers come back in the order of `queries`.
     Collective over comm.

@@ -228,3 +228,16 @@ def test_send_rows_keeps_each_columns_dtype():
         assert got.dtype == sent.dtype
         assert got.tolist() == expect.tolist()
     assert source.tolist() == received[2].tolist()        # the int8 column is each row's source
+
+
+def test_send_rows_refuses_a_rank_outside_the_communicator():
+    """A destination past the last rank (or below 0) is an error on the rank that has it, not a
+    row lost or a count array of the wrong length in the Alltoall."""
+    from mpi4py import MPI
+    from mpigraph import owner_exchange
+    world = MPI.COMM_WORLD
+    if world.Get_size() == 1:
+        return
+    for bad in (world.Get_size(), -1):
+        with pytest.raises(ValueError, match="not a rank of the communicator"):
+            owner_exchange.send_rows(world, np.array([0, bad], np.int32), [np.arange(2)])
