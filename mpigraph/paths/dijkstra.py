@@ -81,15 +81,16 @@ class Bypass:
         degree = np.zeros(n, np.int32)
         np.add.at(degree, src, np.int32(1))
         one_way = degree == 1
-        del degree
         one_way[sources] = False
         if keep is not None:
             one_way[keep] = False
         self.vertices = np.flatnonzero(~one_way)
         searched = ~one_way                    # vertices whose outgoing edges the search keeps
         searched[sources] = False
+        n_kept = int(degree[searched].sum())   # the search's edges
+        del degree
         target, self.slack, (dst, src, weight) = self._runs(one_way, self.vertices, searched, indptr, src, weight,
-                                                            index)
+                                                            index, n_kept)
         del one_way, searched
         position = np.empty(n, index)          # of each vertex among self.vertices (only read there)
         position[self.vertices] = np.arange(len(self.vertices), dtype=index)
@@ -102,24 +103,30 @@ class Bypass:
         self.src, self.weight = src[order], weight[order]
 
     @staticmethod
-    def _runs(one_way, others, searched, indptr, src, weight, index):
+    def _runs(one_way, others, searched, indptr, src, weight, index, n_kept):
         """(target, slack) per vertex: itself and 0 unless one-way (see the class); and the
-        (dst, src, weight) of the edges out of `searched` vertices, the search's."""
+        (dst, src, weight) of the n_kept edges out of `searched` vertices, the search's."""
         n = len(one_way)
         target, slack = np.empty(n, index), np.empty(n, np.int64)
-        kept = [(np.zeros(0, index), src[:0], weight[:0])]
+        kept = [np.empty(n_kept, index), np.empty(n_kept, src.dtype), np.empty(n_kept, weight.dtype)]
+        at = 0
         # Each edge writes its dst and weight at its source: a one-way vertex gets its single
         # edge's, and the others are then set back to themselves and 0.  A chunk of rows at a
-        # time, with their edges' dst: not a dst for every edge of the graph at once.
+        # time, with their edges' dst: not a dst for every edge of the graph at once; the kept
+        # edges go straight into their columns (16 M of them on PRK p2p's rank 0: the chunks'
+        # pieces concatenated were 256 MB more new memory, 0.5 s on this project's VMs).
         for e0, e1, dst in _row_chunks(indptr, index):
             s, w = src[e0:e1], weight[e0:e1]
             target[s], slack[s] = dst, w
             out_of_searched = searched[s]
-            kept.append((dst[out_of_searched], s[out_of_searched], w[out_of_searched]))
+            k = int(np.count_nonzero(out_of_searched))
+            for column, values in zip(kept, (dst, s, w)):
+                column[at:at + k] = values[out_of_searched]
+            at += k
         target[others], slack[others] = others, 0
         _skip_straight_runs(one_way, target, slack)
         _jump(one_way, target, slack)
-        return target, slack, [np.concatenate(column) for column in zip(*kept)]
+        return target, slack, kept
 
     def index_of(self, vertices):
         """Each vertex's index in the search's graph (the vertices must be searched ones)."""
@@ -306,7 +313,7 @@ class Reversed:
         self.n = n
         self.index_type = np.int32 if len(src) < 2 ** 31 - 1 and n < 2 ** 31 - 1 else np.int64
         self.indptr = indptr.astype(self.index_type)
-        self.indices = src.astype(self.index_type)
+        self.indices = src.astype(self.index_type, copy=False)     # Bypass's are int32 already
         self.data = weight.astype(np.float64)
 
     def search(self, sources, offsets=None):
