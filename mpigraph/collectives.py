@@ -11,6 +11,8 @@ that sent them.  Nonblocking collectives (MPI_Iallreduce, ...) are not members h
 their waits happen in Wait/Test calls, not in the call itself.
 """
 
+import dataclasses
+
 import numpy as np
 
 from mpigraph import mpi_functions as mf
@@ -93,13 +95,6 @@ def _blocking_collective_table():
 
 
 _BLOCKING_COLLECTIVE = _blocking_collective_table()
-
-
-def with_times(rows, calls_by_rank):
-    """Member rows with start and end taken again from the calls (after a repair moved them)."""
-    index = CallIndex(calls_by_rank)
-    at = index.of(rows["rank"], rows["call"])
-    return dict(rows, start=index.column(calls_by_rank, "start_ns")[at], end=index.column(calls_by_rank, "end_ns")[at])
 
 
 def instance_owner(comm_ids, seq, n_owners):
@@ -216,6 +211,40 @@ _REPLY_COLUMNS = ("group", "max_start", "min_end", "last_rank", "last_call", "ro
                   "root_start", "prev_rank", "prev_call", "prev_start")
 
 
+# An instance's columns that its partial row carries, taken from its first member.
+_INSTANCE_COLUMNS = ("comm", "seq", "func", "comm_size", "root")
+
+
+@dataclasses.dataclass
+class LocalGroups:
+    """This analysis rank's members grouped by instance, sorted as group_instances sorts them.
+
+    Grouping uses no times, so it is made once and only re-timed in each repair round: the
+    member rows (all of MEMBER_DTYPES, a row per call of a bulk-synchronous run) are let go of
+    once grouped, not held through the instances' results."""
+
+    members: dict                # MEMBER_COLUMNS, sorted
+    start_idx: np.ndarray        # each local instance's first member
+    group: np.ndarray            # each member's local instance
+    instance: dict               # _INSTANCE_COLUMNS per local instance
+
+    @classmethod
+    def of(cls, rows):
+        order, start_idx, group = _local_groups(rows)
+        first = order[start_idx]
+        instance = {name: rows[name][first] for name in _INSTANCE_COLUMNS}
+        members = {name: rows[name][order] for name in MEMBER_COLUMNS}
+        return cls(members, start_idx, group, instance)
+
+    def retimed(self, calls_by_rank):
+        """The same groups with start and end taken again from the calls (after a repair moved them)."""
+        index = CallIndex(calls_by_rank)
+        at = index.of(self.members["rank"], self.members["call"])
+        members = dict(self.members, start=index.column(calls_by_rank, "start_ns")[at],
+                       end=index.column(calls_by_rank, "end_ns")[at])
+        return dataclasses.replace(self, members=members)
+
+
 def _local_groups(rows):
     """This rank's members sorted like group_instances sorts them, with their instances' bounds."""
     instance = group_key([rows["comm"], rows["seq"]])
@@ -250,10 +279,10 @@ def _by_instance_in_rank_order(instance, rank):
     return order, sorted_instance
 
 
-def _partials(rows, m, order, start_idx, group, src):
-    """One row per local instance (columns _PARTIAL_DTYPES)."""
-    n = len(order)
-    first = order[start_idx]
+def _partials(groups, src):
+    """One row per local instance of `groups` (a LocalGroups; columns _PARTIAL_DTYPES)."""
+    m, start_idx, group = groups.members, groups.start_idx, groups.group
+    n = len(group)
     if n:
         max_start = np.maximum.reduceat(m["start"], start_idx)
         last = _segment_argmax(m["start"], max_start, group)
@@ -267,9 +296,7 @@ def _partials(rows, m, order, start_idx, group, src):
     np.maximum.at(root_row, group[is_root], np.flatnonzero(is_root))
     has_root = root_row >= 0
     at = np.maximum(root_row, 0)
-    partials = {"comm": rows["comm"][first], "seq": rows["seq"][first], "group": np.arange(len(start_idx)),
-                "src": np.full(len(start_idx), src, np.int64), "func": rows["func"][first],
-                "comm_size": rows["comm_size"][first], "root": rows["root"][first],
+    partials = {**groups.instance, "group": np.arange(len(start_idx)), "src": np.full(len(start_idx), src, np.int64),
                 "count": np.diff(np.r_[start_idx, n]), "max_start": max_start, "last_rank": m["rank"][last],
                 "last_call": m["call"][last], "min_end": min_end, "sum_start": sum_start, "sum_end": sum_end,
                 "root_rank": np.where(has_root, m["rank"][at], -1), "root_call": np.where(has_root, m["call"][at], -1),
@@ -368,19 +395,17 @@ def _member_results(m, group, start_idx, reply):
                 release_start=rel_start)
 
 
-def match_collectives(comm, ownership, rows, codec=None):
-    """Group the owned ranks' member rows by instance across analysis ranks.
+def match_collectives(comm, ownership, groups, codec=None):
+    """Group the owned ranks' members (a LocalGroups of their rows) by instance across analysis
+    ranks.
 
     Returns (instances grouped on this analysis rank, member results (columns
     MEMBER_RESULTS) for the members whose rank this analysis rank owns, sorted by
     instance (comm, seq), rank and comm rank).  Only one partial row per instance and
     analysis rank travels (see above); the answer equals group_instances' on all rows.
     """
-    order, start_idx, group = _local_groups(rows)
-    m = {name: rows[name][order] for name in MEMBER_COLUMNS}
-    parts = _partials(rows, m, order, start_idx, group, comm.Get_rank())
-    del order                # a row index per member: not held while the results are made
+    parts = _partials(groups, comm.Get_rank())
     here = route(comm, parts, instance_owner(parts["comm"], parts["seq"], comm.Get_size()), codec)
     instances, reply = combine_partials(here)
     back = route(comm, reply, reply["src"], codec)
-    return instances, _member_results(m, group, start_idx, back)
+    return instances, _member_results(groups.members, groups.group, groups.start_idx, back)

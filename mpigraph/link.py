@@ -105,15 +105,16 @@ def _owned_members(calls, world_size):
 def _repair_loop(comm, ownership, calls, ops, world_size, codec):
     """Match, repair violations, repeat until none is left; returns the last match and the Repair.
 
-    What is matched with what uses no times: messages are paired and members
-    found once; a round only takes the new times and groups the instances again."""
+    What is matched with what uses no times: messages are paired and members found and
+    grouped by instance once; a round only takes the new times and combines the instances'
+    partials again."""
     repair = causality.Repair()
     pairs = p2p.MessagePairs(comm, ownership, ops, codec)
-    rows = _owned_members(calls, world_size)
+    groups = collectives.LocalGroups.of(_owned_members(calls, world_size))     # the rows let go of once grouped
     while True:
         messages = pairs.messages(comm, p2p.with_times(ops, calls), codec)
-        rows = collectives.with_times(rows, calls) if repair.rounds else rows
-        instances, members = collectives.match_collectives(comm, ownership, rows, codec)
+        groups = groups.retimed(calls) if repair.rounds else groups
+        instances, members = collectives.match_collectives(comm, ownership, groups, codec)
         rank, call, need = causality.violations(messages, members)
         n = comm.allreduce(len(rank))
         if repair.rounds == 0:

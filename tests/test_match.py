@@ -283,6 +283,27 @@ def test_a_repair_that_makes_a_later_send_late_is_repaired_in_a_second_round(tmp
     assert linked.calls[2].end_ns[1] == 950 and linked.calls[2].end_ns[2] == 4950
 
 
+def test_a_repair_moves_the_collectives_after_it(tmp_path):
+    # Rank 1's Recv ends at 900, before rank 0's Send began at 1000: rank 1 moves by 100, its
+    # Barrier too (start 3000 -> 3100, end 4000 -> 4100). The instance is grouped once, before
+    # the repair, and its times are taken again after it: rank 1 arrives last at 3100 (3000 from
+    # the origin at 100 ns), and the Barrier's members leave at 4000 and 4100.
+    write_rank(tmp_path, 0, 2, [rec("MPI_Init", 0, 100),
+                                rec("MPI_Send", 1000, 1100, record.SEND, peer=1, tag=1, bytes=8),
+                                rec("MPI_Barrier", 2000, 4000, seq=1),
+                                rec("MPI_Finalize", 5000, 5000)])
+    write_rank(tmp_path, 1, 2, [rec("MPI_Init", 0, 100),
+                                rec("MPI_Recv", 500, 900, record.RECV, peer=0, tag=1, bytes=8),
+                                rec("MPI_Barrier", 3000, 4000, seq=1),
+                                rec("MPI_Finalize", 5000, 5000)])
+    comm = MPI.COMM_WORLD
+    calls, info = link.aligned_calls(comm, trace.open_run(str(tmp_path)).logs, "none")
+    linked = link.link(comm, parallel.Ownership(2, 1), calls, 2, info)
+    assert linked.repair.shift_ns == {1: 100}
+    assert linked.instances["max_start"].tolist() == [3000] and linked.instances["min_end"].tolist() == [3900]
+    assert linked.waits[0]["wait_before"][2] == 3000 - 1900       # rank 0 waits for rank 1's arrival
+
+
 def test_matching_is_the_same_on_several_analysis_ranks(tmp_path):
     serial, par = write_ring(tmp_path / "serial"), write_ring(tmp_path / "parallel")
     analyze_serially_and_in_parallel(serial, par, 3)
@@ -485,10 +506,9 @@ def test_collective_partials_give_group_instances_answer(seed):
         for src, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
             mine = (rows["rank"] >= a) & (rows["rank"] < b)
             r = {name: col[mine] for name, col in rows.items()}
-            order, start_idx, group = c._local_groups(r)
-            m = {name: r[name][order] for name in c.MEMBER_COLUMNS}
-            local.append((m, group, start_idx))
-            parts.append(c._partials(r, m, order, start_idx, group, src))
+            groups = c.LocalGroups.of(r)
+            local.append((groups.members, groups.group, groups.start_idx))
+            parts.append(c._partials(groups, src))
         instances, reply = c.combine_partials({name: np.concatenate([p[name] for p in parts]) for name in parts[0]})
         for name, col in want_instances.items():
             assert np.array_equal(instances[name], col) and instances[name].dtype == col.dtype, (cuts, name)
