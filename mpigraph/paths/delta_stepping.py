@@ -278,7 +278,7 @@ def _bypassed(comm, g, sinks):
     keep = with_remote_edges(comm, g, cross_src, g.owner_of(cross_src))
     remote, _, extra = arrays.unique_inverse(cross_src)
     del cross_src
-    src = np.empty(len(g.src), np.int64)
+    src = np.empty(len(g.src), g.src.dtype)        # local ids and the remote ones after them fit the ids' dtype
     src[here] = g.local_index(g.src[here])
     src[cross] = n + extra
     del here, extra

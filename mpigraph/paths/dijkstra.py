@@ -20,7 +20,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpigraph import arrays, owner_exchange as exchange
-from mpigraph.graph import INF
+from mpigraph.graph import INF, index_dtype
 from mpigraph.paths.labels import from_dist, local_sinks
 
 EXACT_NS = 2 ** 53     # float64 holds every integer below this
@@ -133,10 +133,13 @@ class Bypass:
         return np.searchsorted(self.vertices, vertices)
 
     def in_vertex_ids(self):
-        """(indptr, src) of the search's graph over all n vertex ids (the one-way ones without edges)."""
-        degree = np.zeros(len(self.target), np.int64)
-        degree[self.vertices] = np.diff(self.indptr)
-        return np.concatenate(([0], np.cumsum(degree))), self.vertices[self.src]
+        """(indptr, src) of the search's graph over all n vertex ids (the one-way ones without edges);
+        indptr summed in place, in the graph's index dtype (an int64 degree, its sum and their
+        concatenation were three arrays of every vertex)."""
+        indptr = np.zeros(len(self.target) + 1, index_dtype(len(self.src)))
+        indptr[self.vertices + 1] = np.diff(self.indptr)
+        np.cumsum(indptr, out=indptr)
+        return indptr, self.vertices[self.src]
 
     def expand(self, dist):
         """The distances of every vertex from the search's (of self.vertices).
