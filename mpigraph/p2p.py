@@ -63,7 +63,15 @@ def operations(rank_calls):
     # are dropped before the columns are gathered, not from each column after.
     peer = records["peer"][described]
     keep = (peer >= 0) | (peer == record.PEER_ANY)
-    post, done, has_done, described, peer = post[keep], done[keep], has_done[keep], described[keep], peer[keep]
+    if not keep.all():            # no copy of each column where no operation is dropped
+        post, done, has_done, described, peer = post[keep], done[keep], has_done[keep], described[keep], peer[keep]
+    # Without part records (a log of blocking calls) record i is call i: no lookups of millions.
+    records_are_calls = len(record_call) == rank_calls.n_calls
+    post_call = post if records_are_calls else record_call[post]
+    if has_done.all():
+        done_call = done if records_are_calls else record_call[done]
+    else:
+        done_call = np.where(has_done, record_call[np.maximum(done, 0)], -1)
     ops = {
         "side": np.where(is_send[post], SEND_SIDE, RECV_SIDE),
         "rank": np.full(len(post), rank_calls.rank),
@@ -71,8 +79,8 @@ def operations(rank_calls):
         "peer": peer,
         "tag": records["tag"][described],
         "bytes": records["bytes"][described],
-        "post_call": record_call[post],
-        "done_call": np.where(has_done, record_call[np.maximum(done, 0)], -1),
+        "post_call": post_call,
+        "done_call": done_call,
         "post_record": post,
         "func": func[post],     # of the posting call: reports name it without the log
     }

@@ -304,6 +304,25 @@ def test_a_repair_moves_the_collectives_after_it(tmp_path):
     assert linked.waits[0]["wait_before"][2] == 3000 - 1900       # rank 0 waits for rank 1's arrival
 
 
+def test_sends_and_receives_with_mpi_proc_null_are_no_messages(tmp_path):
+    # MPI_PROC_NULL moves no message: rank 0's Send and rank 1's Recv to and from it are neither
+    # matched nor unmatched, and only the real message (tag 1) makes edges.
+    write_rank(tmp_path, 0, 2, [rec("MPI_Init", 0, 100),
+                                rec("MPI_Send", 1000, 1100, record.SEND, peer=record.PEER_PROC_NULL, tag=7),
+                                rec("MPI_Send", 1200, 1300, record.SEND, peer=1, tag=1, bytes=8),
+                                rec("MPI_Finalize", 5000, 5000)])
+    write_rank(tmp_path, 1, 2, [rec("MPI_Init", 0, 100),
+                                rec("MPI_Recv", 500, 600, record.RECV, peer=record.PEER_PROC_NULL, tag=7),
+                                rec("MPI_Recv", 700, 1400, record.RECV, peer=0, tag=1, bytes=8),
+                                rec("MPI_Finalize", 5000, 5000)])
+    comm = MPI.COMM_WORLD
+    calls, info = link.aligned_calls(comm, trace.open_run(str(tmp_path)).logs, "none")
+    linked = link.link(comm, parallel.Ownership(2, 1), calls, 2, info)
+    assert len(linked.unmatched["rank"]) == 0
+    assert edge_set(linked.dependencies) == {(0, 2, 1, 2, "message_late_sender"),
+                                             (1, 2, 0, 2, "message_late_receiver")}   # posted at 700 <= 1300
+
+
 def test_matching_is_the_same_on_several_analysis_ranks(tmp_path):
     serial, par = write_ring(tmp_path / "serial"), write_ring(tmp_path / "parallel")
     analyze_serially_and_in_parallel(serial, par, 3)
