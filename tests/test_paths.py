@@ -148,19 +148,6 @@ def test_sync_points_are_the_same_found_a_few_edges_at_a_time(monkeypatch, seed)
             assert whole.n_hubs >= 3
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_segment_kinds_found_a_chunk_at_a_time_are_the_same(monkeypatch, seed):
-    """walk._compute_segments tells compute segments a chunk of path vertices at a time: chunks
-    of 1 and 3 vertices give the path of one chunk."""
-    from mpigraph.paths import walk
-    inp = synthetic.path_input(synthetic.simulate(4, 12, sync_every=3, seed=seed))
-    whole = rows(paths.critical_path(SELF, inp))
-    assert {"compute", "mpi"} <= {row[1] for row in whole}
-    for chunk in (1, 3):
-        monkeypatch.setattr(walk, "SEGMENT_CHUNK", chunk)
-        assert rows(paths.critical_path(SELF, inp)) == whole
-
-
 def test_the_piece_of_a_few_vertices_is_the_piece_of_them_among_all():
     g = graph.build(SELF, synthetic.path_input(synthetic.simulate(4, 8, sync_every=2, seed=2)))
     assert g.n_hubs > 2

@@ -127,10 +127,9 @@ def path_segments(g, path, time, func, weight):
     # Each vertex decoded once; a segment's ends are consecutive path vertices u and v.  Every
     # trace rank's first vertex id is even (S(r, k) = base[r] + 2k, E = S + 1): the side is the
     # id's last bit.
-    rank = np.searchsorted(g.base, path, "right")
-    rank -= 1
+    rank = np.searchsorted(g.base, path, "right") - 1
     u_rank, v_rank = rank[:-1], rank[1:]
-    compute = _compute_segments(path, rank)
+    compute = (u_rank == v_rank) & ((path[:-1] & 1) == END) & (path[1:] == path[:-1] + 1)
     message = u_rank != v_rank
     # The start rank still in MPI_Init after the run's start: a first segment, MPI_Init from t0.
     lead = int(time[0] > g.t0)
@@ -157,23 +156,6 @@ def path_segments(g, path, time, func, weight):
     end -= g.t0
     return critical_path.segments(rank[1 - lead:], Labels(kind, critical_path.KINDS), Labels(function, names),
                                   start, end, peer)
-
-
-# Path vertices per chunk of _compute_segments: its temporaries stay small and are reused.
-SEGMENT_CHUNK = 1 << 20
-
-
-def _compute_segments(path, rank):
-    """Whether each segment u -> v of the path is compute: E(r, k) -> S(r, k + 1) on one rank.
-
-    A chunk at a time: over a whole pipelined path (32 M vertices at PRK p2p) its int64
-    temporaries were 256 MB of memory new to the process, about 0.5 s on this project's VMs."""
-    compute = np.empty(max(len(path) - 1, 0), bool)
-    for a in range(0, len(compute), SEGMENT_CHUNK):
-        b = min(a + SEGMENT_CHUNK, len(compute))
-        u, v = path[a:b], path[a + 1:b + 1]
-        compute[a:b] = (rank[a:b] == rank[a + 1:b + 1]) & ((u & 1) == END) & (v == u + 1)
-    return compute
 
 
 def _function_code(func, unknown):
