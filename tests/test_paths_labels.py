@@ -243,3 +243,27 @@ def test_a_search_with_nothing_to_search_does_not_import_scipy(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False"
     assert (tmp_path / "run" / "critical_path.csv").exists()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_path_weights_from_dist_are_the_chosen_edges_slacks(seed):
+    """walk.path_weights (the gathered searches' slacks, without next_weight over every vertex):
+    dist[u] - dist[next[u]] is next_weight[u] for every rank vertex with a next, splits on and off,
+    hubs' own weights 0; and the gathered searches leave next_weight out."""
+    from mpigraph.paths import walk
+    bsp = synthetic.path_input(synthetic.simulate(4, 8, sync_every=2, seed=seed, jitter_ns=500))
+    for g, split in [(graph.build(SELF, inp), split) for inp in (random_input(seed, 4, 10, 25, 3), bsp)
+                     for split in (False, True)]:
+        full = dijkstra.solve(g, split)
+        u = np.flatnonzero(full.next[:g.n_rank_vertices] != NO_NEXT)
+        path = np.append(u, g.n_rank_vertices - 1)          # any last vertex: its weight is 0
+        weight = walk.path_weights(g, full.dist, full.next, path)
+        assert weight[:-1].tolist() == full.next_weight[u].tolist() and weight[-1] == 0
+        nxt = full.next.copy()
+        if split:                    # as paths.critical_path sets them before the walk
+            nxt[g.n_rank_vertices:] = full.hub_next
+        hubs = np.arange(g.n_rank_vertices, g.n_vertices)
+        hubs = hubs[nxt[hubs] != NO_NEXT]
+        assert not walk.path_weights(g, full.dist, nxt, np.append(hubs, 0)).any()
+        lean = dijkstra.solve(g, split, next_weights=False)
+        assert lean.next_weight is None and lean.next.tolist() == full.next.tolist()

@@ -65,11 +65,12 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
     if whole is not None:
         from mpi4py import MPI
 
+        # No next_weight over every vertex: the path's slacks come from dist (walk.path_weights).
         if algorithm == "dijkstra":
-            labels = dijkstra.solve(whole, splits)
+            labels = dijkstra.solve(whole, splits, next_weights=False)
         else:
             width = delta or delta_stepping.auto_delta(MPI.COMM_SELF, whole)
-            labels = delta_stepping.solve(MPI.COMM_SELF, whole, width, splits, heartbeat)
+            labels = delta_stepping.solve(MPI.COMM_SELF, whole, width, splits, heartbeat, next_weights=False)
         whole = (whole, whole.time, whole.func, labels)
     barrier_idly(comm)     # the other ranks wait for rank 0's search
     if stats is not None:
@@ -77,13 +78,13 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
     if whole is None:
         return None
     g_meta, time, func, labels = whole
-    dist, nxt, next_weight = labels.dist, labels.next, labels.next_weight
+    dist, nxt = labels.dist, labels.next
     if len(labels.hub_dist):      # hubs carry their distances to the sink, not to their piece's end
         # In place: the labels are this function's own, and a copy of the whole graph's next[]
-        # and next_weight[] took 0.23 s (1024 x 10,000 calls).
-        hubs = np.arange(g_meta.n_rank_vertices, g_meta.n_vertices)
-        nxt[hubs], next_weight[hubs] = labels.hub_next, 0
+        # took 0.23 s with next_weight[] (1024 x 10,000 calls).
+        nxt[g_meta.n_rank_vertices:g_meta.n_vertices] = labels.hub_next
     start, slack = walk.start_vertex(g_meta, dist, labels.hub_dist)
     if stats is not None:
         stats["slack"] = slack
-    return walk.segments(g_meta, time, func, walk.chase(start, g_meta.sink, nxt), next_weight)
+    path = walk.chase(start, g_meta.sink, nxt)
+    return walk.segments(g_meta, time, func, path, walk.path_weights(g_meta, dist, nxt, path))

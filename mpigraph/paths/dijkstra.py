@@ -26,15 +26,16 @@ from mpigraph.paths.labels import from_dist, local_sinks
 EXACT_NS = 2 ** 53     # float64 holds every integer below this
 
 
-def solve(g, split):
-    """Labels of every vertex of the whole graph g (g.n_analysis == 1)."""
+def solve(g, split, next_weights=True):
+    """Labels of every vertex of the whole graph g (g.n_analysis == 1); next_weight None
+    without `next_weights` (labels.next_from_dist)."""
     if g.n_analysis != 1:
         raise ValueError("sequential Dijkstra needs the whole graph on one rank")
     n = len(g.time)
     # With splits the hubs are sinks too; the edges out of hubs, which the search leaves out,
     # are edges out of sinks: Bypass drops those anyway.
     dist = distances(n, g.indptr, g.src, g.weight, local_sinks(g, split))
-    return from_dist(MPI.COMM_SELF, g, dist, split, int((dist < INF).sum()))
+    return from_dist(MPI.COMM_SELF, g, dist, split, int((dist < INF).sum()), next_weights)
 
 
 def distances(n, indptr, src, weight, sources):

@@ -61,9 +61,10 @@ def empty_labels(n):
 CHUNK_EDGES = 1 << 16
 
 
-def next_from_dist(comm, g, dist, split):
+def next_from_dist(comm, g, dist, split, weights=True):
     """(next, next_weight, hub offers) of g's local vertices from their final distances (the
-    tie-break above).
+    tie-break above); next_weight None without `weights` (a whole graph's path takes its
+    edges' slacks from dist: ``walk.path_weights``).
 
     Collective over comm (the analysis ranks holding g).  Each edge u -> v is
     looked at where it is stored, with v's owner; u's owner decides whether
@@ -77,7 +78,7 @@ def next_from_dist(comm, g, dist, split):
     from mpigraph import owner_exchange as exchange
 
     n = len(dist)
-    nxt, nxt_w = np.full(n, NO_NEXT, np.int64), np.zeros(n, np.int64)
+    nxt, nxt_w = np.full(n, NO_NEXT, np.int64), (np.zeros(n, np.int64) if weights else None)
     offers = []
     hub_best = np.full(g.n_hubs if split else 0, INF, np.int64)   # each hub's best offer so far
     indptr = g.indptr
@@ -114,16 +115,18 @@ def next_from_dist(comm, g, dist, split):
             tight = dist[target] == offer
             target, key, weight = target[tight], key[tight], weight[tight]
         np.minimum.at(nxt, target, key)
-        chosen = nxt[target] == key        # parallel edges u -> v have the same (tight) weight
-        nxt_w[target[chosen]] = weight[chosen]
+        if weights:
+            chosen = nxt[target] == key        # parallel edges u -> v have the same (tight) weight
+            nxt_w[target[chosen]] = weight[chosen]
     offers = [np.concatenate(c) for c in zip(*offers)] if offers else [np.zeros(0, np.int64)] * 3
     return nxt, nxt_w, offers
 
 
-def from_dist(comm, g, dist, split, rounds):
+def from_dist(comm, g, dist, split, rounds, weights=True):
     """Labels of g's local vertices from their final distances, as every search ends: next[]
-    by ``next_from_dist`` and, with splits, each hub's distance to the sink and next vertex."""
-    nxt, nxt_w, offers = next_from_dist(comm, g, dist, split)
+    by ``next_from_dist`` (next_weight too with `weights`) and, with splits, each hub's
+    distance to the sink and next vertex."""
+    nxt, nxt_w, offers = next_from_dist(comm, g, dist, split, weights)
     hub_dist = hub_next = np.zeros(0, np.int64)
     if split:
         hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, offers))
