@@ -76,7 +76,7 @@ class Bypass:
 
     def __init__(self, n, indptr, src, weight, sources, keep=None):
         _check_exact(weight, "a slack")
-        index = np.int32 if n < 2 ** 31 else np.int64
+        index = index_dtype(n)
         # Out-degrees by add.at in int32: np.bincount would first copy src (30 M ids on analysis
         # rank 0 at 1.024e7 records) to int64 and count in int64.
         degree = np.zeros(n, np.int32)
