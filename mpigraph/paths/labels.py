@@ -37,7 +37,7 @@ NO_NEXT = np.iinfo(np.int64).max
 class Labels:
     dist: np.ndarray          # per local vertex (relative to its piece's end with splits)
     next: np.ndarray          # global id, NO_NEXT when none
-    next_weight: np.ndarray
+    next_weight: np.ndarray   # the edge to next's slack; None when the search was asked for none
     hub_dist: np.ndarray      # splits: each hub's distance to the sink; else empty
     hub_next: np.ndarray
     rounds: int = 0           # bucket phases (delta-stepping) or vertices settled (Dijkstra)
@@ -106,7 +106,8 @@ def next_from_dist(comm, g, dist, split, weights=True):
         if g.n_analysis == 1:         # every source is here: only the tight edges are taken out
             keep &= dist[src] == offer
             edge = np.flatnonzero(keep)
-            target, key, weight = src[edge], dst[edge], weight[edge]
+            target, key = src[edge], dst[edge]
+            weight = weight[edge] if weights else None
         else:                         # edges whose source another rank owns are decided there
             edge = np.flatnonzero(keep)
             target, offer, key, weight = exchange.keep_or_send(comm, g.owner_of(src[edge]),
