@@ -109,11 +109,13 @@ RETAIN_FREED_MEMORY = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2*
 
 
 def analyse_once(run_dir, nprocs, algorithm, prefault_mb=0):
+    from mpigraph.launcher import find_mpi_tool
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPIGRAPH_") and k != "LD_PRELOAD"}
     env.update(MPIGRAPH_VERBOSE="1", MPIGRAPH_QUIET="1", MPIGRAPH_ALGORITHM=algorithm)
     if prefault_mb:
         env.update(RETAIN_FREED_MEMORY)
-    cmd = ["mpiexec", "-n", str(nprocs), sys.executable, os.path.abspath(__file__), "--probe", run_dir,
+    cmd = [find_mpi_tool("mpiexec"), "-n", str(nprocs), sys.executable, os.path.abspath(__file__), "--probe", run_dir,
            "--prefault-mb", str(prefault_mb)]
     result = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if result.returncode != 0:

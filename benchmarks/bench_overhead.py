@@ -92,11 +92,12 @@ def build_empty(workdir):
 def run_once(path, args, nprocs, mode, workdir):
     """Wall seconds of one mpiexec, and (records, calls) written (0, 0 when bare)."""
     from mpigraph._lib import library_path
+    from mpigraph.launcher import find_mpi_tool
 
     out = os.path.join(workdir, "run-%s" % mode)
     shutil.rmtree(out, ignore_errors=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPIGRAPH_") and k != "LD_PRELOAD"}
-    cmd = ["mpiexec", "-n", str(nprocs)]
+    cmd = [find_mpi_tool("mpiexec"), "-n", str(nprocs)]
     if mode != "bare":
         cmd += ["-genv", "LD_PRELOAD", library_path(), "-genv", "MPIGRAPH_OUT", out,
                 "-genv", "MPIGRAPH_ANALYZE", "off" if mode == "record" else "on", "-genv", "MPIGRAPH_QUIET", "1"]

@@ -1,0 +1,99 @@
+"""The benchmarks run from an install and print the tables README.md shows.
+
+Each benchmark runs here at a size that takes seconds, with the MPI mpigraph was installed
+with.  No figure is compared with a time (timings are the benchmarks' business, not the
+tests'): what is checked is that each table is printed, has a row for every configuration
+asked for, and that its cells are figures of the right form, with the counts that are
+exact (records written, rows) exact.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+import mpi_env
+
+BENCHMARKS = os.path.join(mpi_env.REPO, "benchmarks")
+SECONDS_AND_RATE = re.compile(r"^\d+\.\d{2,3} s \(\d+\.\d{2} M/s\)$")
+ANALYSIS_STAGES = ["trace", "clock", "match", "metrics", "path", "report"]
+
+
+def run_benchmark(wheel, script, *args):
+    """stdout of benchmarks/<script> run with the wheel's mpiexec and mpicc; it must succeed."""
+    env = mpi_env.base_env({"MPIGRAPH_MPIEXEC": wheel.mpiexec, "MPIGRAPH_MPICC": wheel.mpicc})
+    out = subprocess.run([sys.executable, os.path.join(BENCHMARKS, script)] + list(args), capture_output=True,
+                         text=True, env=env, cwd=mpi_env.NEUTRAL_CWD)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    return out.stdout
+
+
+def markdown_table(stdout, first_column):
+    """(header cells, rows of cells) of the markdown table whose first header cell is first_column."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| %s |" % first_column))
+    assert set(lines[start + 1].replace("|", "").split()) == {"---"}, lines[start + 1]
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    header = [cell.strip() for cell in lines[start].strip().strip("|").split("|")]
+    assert all(len(row) == len(header) for row in rows), (header, rows)
+    return header, rows
+
+
+def test_bench_analysis_prints_a_row_per_configuration(wheel):
+    out = run_benchmark(wheel, "bench_analysis.py", "--records", "2e4", "--nprocs", "1", "2", "--repeat", "1",
+                        "--algorithms", "toposort", "parallel-dijkstra", "--prefault")
+    assert out.startswith("machine: ")
+    assert out.splitlines()[1].startswith("memory: ")
+    header, rows = markdown_table(out, "records")
+    assert header == (["records", "trace ranks", "K", "algorithm", "memory"] + ANALYSIS_STAGES
+                      + ["whole analysis", "peak RSS of a rank", "MB per M records"])
+    configurations = {(row[2], row[3], row[4]) for row in rows}
+    assert configurations == {(k, a, m) for k in ("1", "2") for a in ("toposort", "parallel-dijkstra")
+                              for m in ("fresh", "pre-faulted")}
+    assert len(rows) == len(configurations)
+    assert len({row[0] for row in rows}) == 1 and int(rows[0][0].replace(",", "")) >= 20000
+    for row in rows:
+        cells = dict(zip(header, row))
+        for stage in ANALYSIS_STAGES + ["whole analysis"]:
+            assert SECONDS_AND_RATE.match(cells[stage]), (stage, cells[stage])
+        assert re.match(r"^[1-9]\d* MB$", cells["peak RSS of a rank"]), cells["peak RSS of a rank"]
+        # Growth per million records is measured on fresh memory only.
+        assert re.match(r"^\d+$" if cells["memory"] == "fresh" else r"^-$", cells["MB per M records"])
+
+
+def test_bench_intercept_prints_both_calls_with_and_without_the_helper(wheel):
+    out = run_benchmark(wheel, "bench_intercept.py", "--calls", "20000", "--rounds", "1")
+    assert out.startswith("machine: ")
+    header, rows = markdown_table(out, "call")
+    assert header == ["call", "shim", "log helper", "bare ns/call", "with shim ns/call", "added ns", "added CPU ns",
+                      "added process CPU ns"]
+    assert [(row[0], row[1]) for row in rows] == [
+        ("MPI_Iprobe on MPI_COMM_SELF", "shim"), ("MPI_Iprobe on MPI_COMM_SELF", "shim, helper off"),
+        ("0-byte MPI_Sendrecv on MPI_COMM_SELF", "shim"), ("0-byte MPI_Sendrecv on MPI_COMM_SELF", "shim, helper off")]
+    for row in rows:
+        # The log header says whether the helper ran: never with MPIGRAPH_LOG_HELPER=off.
+        assert row[2] == "off" if row[1] == "shim, helper off" else row[2] in ("on", "off")
+        for cell in row[3:]:
+            float(cell)
+        assert float(row[3]) > 0 and float(row[4]) > 0
+
+
+def test_bench_overhead_prints_the_empty_programs_row(wheel):
+    out = run_benchmark(wheel, "bench_overhead.py", "--only", "empty", "--rounds", "1")
+    assert out.startswith("machine: ")
+    header, rows = markdown_table(out, "program")
+    assert header == ["program", "kind", "bare s", "record s", "full s", "record %", "full %", "records",
+                      "calls/s per rank"]
+    assert [row[0] for row in rows] == ["empty"]
+    cells = dict(zip(header, rows[0]))
+    # 2 ranks, each recording its MPI_Init and MPI_Finalize and nothing else.
+    assert cells["records"] == "4"
+    for column in ("bare s", "record s", "full s"):
+        assert float(cells[column]) > 0
+    for column in ("record %", "full %"):
+        assert re.match(r"^-?\d+\.\d%$", cells[column]), cells[column]
+    assert "wall seconds of each round" in out and "the benchmark took" in out
