@@ -205,7 +205,7 @@ def solve(comm, g, delta, split, heartbeat=None, next_weights=True):
     """
     if delta < 1:
         raise ValueError("delta must be >= 1 ns, got %r" % delta)
-    reduced, expand, n_searched = _bypassed(comm, g, local_sinks(g, split))
+    reduced, expand, n_searched = _bypassed(comm, g, local_sinks(g, split), split)
     joining = _Joining(comm, n_searched, len(reduced.src))
     dist, rounds = _Search(comm, reduced, int(delta), split, heartbeat, joining.after_s).distances()
     if dist is None:
@@ -256,7 +256,7 @@ def seconds_before_joining(n_elements):
     return max(1.0, n_elements * JOINED_SECONDS_PER_ELEMENT)
 
 
-def _bypassed(comm, g, sinks):
+def _bypassed(comm, g, sinks, split):
     """(g with its one-way vertices bypassed, how to give them their distances back, how many
     of its vertices are searched).
 
@@ -276,25 +276,34 @@ def _bypassed(comm, g, sinks):
     here = g.owns(g.src)
     cross = np.flatnonzero(~here)
     cross_src = g.src[cross]
+    # With splits another rank's hubs are sinks too, and the search relaxes no edge out of a
+    # hub (those are offers: ``labels.hub_offers``).  Their edges here all start at one extra
+    # vertex, a source of the Bypass, which leaves its edges out of the search as it does the
+    # local sinks': no hub is looked up, told to its owner, or searched.
+    out_of_hub = cross_src >= g.n_rank_vertices if split else np.zeros(len(cross), bool)
+    cross_src = cross_src[~out_of_hub]
     keep = with_remote_edges(comm, g, cross_src, g.owner_of(cross_src))
     remote, _, extra = arrays.unique_inverse(cross_src)
     del cross_src
-    src = np.empty(len(g.src), g.src.dtype)        # local ids and the remote ones after them fit the ids' dtype
+    hub_sinks = [n + len(remote)] if split else []    # the one vertex of every other rank's hub
+    n_extra = len(remote) + len(hub_sinks)
+    src = np.empty(len(g.src), g.src.dtype)        # local ids and the extra ones after them fit the ids' dtype
     src[here] = g.local_index(g.src[here])
-    src[cross] = n + extra
-    del here, extra
-    indptr = np.concatenate((g.indptr, np.full(len(remote), g.indptr[-1])))
-    kept = np.concatenate((keep, np.arange(n, n + len(remote), dtype=np.int64)))
-    bypass = Bypass(n + len(remote), indptr, src, g.weight, sinks, kept)
+    src[cross[~out_of_hub]] = n + extra
+    src[cross[out_of_hub]] = n + len(remote)
+    del here, extra, cross, out_of_hub
+    indptr = np.concatenate((g.indptr, np.full(n_extra, g.indptr[-1])))
+    kept = np.concatenate((keep, np.arange(n, n + n_extra, dtype=np.int64)))
+    bypass = Bypass(n + n_extra, indptr, src, g.weight, np.concatenate((sinks, hub_sinks)).astype(np.int64), kept)
     del src, indptr
     indptr, src = bypass.in_vertex_ids()
     local = src < n
     src[local] = g.global_id(src[local])
-    src[~local] = remote[src[~local] - n]
+    src[~local] = remote[src[~local] - n]          # no edge out of the hubs' vertex is left
     reduced = dataclasses.replace(g, indptr=indptr[:n + 1], src=src, weight=bypass.weight)
 
     def expand(dist):
-        whole = np.concatenate((dist, np.full(len(remote), INF, np.int64)))
+        whole = np.concatenate((dist, np.full(n_extra, INF, np.int64)))
         return bypass.expand(whole[bypass.vertices])[:n]
 
-    return reduced, expand, len(bypass.vertices) - len(remote)
+    return reduced, expand, len(bypass.vertices) - n_extra
