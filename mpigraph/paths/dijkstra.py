@@ -133,15 +133,6 @@ class Bypass:
         """Each vertex's index in the search's graph (the vertices must be searched ones)."""
         return np.searchsorted(self.vertices, vertices)
 
-    def in_vertex_ids(self):
-        """(indptr, src) of the search's graph over all n vertex ids (the one-way ones without edges);
-        indptr summed in place, in the graph's index dtype (an int64 degree, its sum and their
-        concatenation were three arrays of every vertex)."""
-        indptr = np.zeros(len(self.target) + 1, index_dtype(len(self.src)))
-        indptr[self.vertices + 1] = np.diff(self.indptr)
-        np.cumsum(indptr, out=indptr)
-        return indptr, self.vertices[self.src]
-
     def expand(self, dist):
         """The distances of every vertex from the search's (of self.vertices).
 
