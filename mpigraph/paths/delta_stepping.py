@@ -32,7 +32,7 @@ import numpy as np
 
 from mpi4py import MPI
 
-from mpigraph.graph import INF
+from mpigraph.graph import INF, index_dtype
 from mpigraph import arrays, owner_exchange as exchange
 from mpigraph.paths import gather
 from mpigraph.paths.dijkstra import Bypass, with_remote_edges
@@ -315,6 +315,11 @@ def _bypassed(comm, g, sinks, split):
     local = src < n
     src[local] = g.global_id(src[local])
     src[~local] = remote[src[~local] - n]
-    searched = _Searched(len(bypass.vertices), bypass.indptr, src, bypass.weight, bypass.index_of(sinks),
-                         g.owner_of, lambda ids: bypass.index_of(g.local_index(ids)))
+    # Each local vertex's search index (only read at searched ones): the offers that arrive are
+    # looked up here, not searched for in bypass.vertices (searchsorted took 0.36 s for 2.6 M).
+    position = np.empty(n, index_dtype(len(bypass.vertices)))
+    local = bypass.vertices[:len(bypass.vertices) - n_extra]
+    position[local] = np.arange(len(local), dtype=position.dtype)
+    searched = _Searched(len(bypass.vertices), bypass.indptr, src, bypass.weight, position[sinks],
+                         g.owner_of, lambda ids: position[g.local_index(ids)])
     return searched, (lambda dist: bypass.expand(dist)[:n]), len(bypass.vertices) - n_extra
