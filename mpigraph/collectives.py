@@ -395,7 +395,7 @@ def _member_results(m, group, start_idx, reply):
                 release_start=rel_start)
 
 
-def match_collectives(comm, ownership, groups, codec=None):
+def match_collectives(comm, groups, codec=None):
     """Group the owned ranks' members (a LocalGroups of their rows) by instance across analysis
     ranks.
 

@@ -114,7 +114,7 @@ def _repair_loop(comm, ownership, calls, ops, world_size, codec):
     while True:
         messages = pairs.messages(comm, p2p.with_times(ops, calls), codec)
         groups = groups.retimed(calls) if repair.rounds else groups
-        instances, members = collectives.match_collectives(comm, ownership, groups, codec)
+        instances, members = collectives.match_collectives(comm, groups, codec)
         rank, call, need = causality.violations(messages, members)
         n = comm.allreduce(len(rank))
         if repair.rounds == 0:
