@@ -274,52 +274,69 @@ def _bypassed(comm, g, sinks, split):
     """(the ``_Searched`` graph: g with its one-way vertices bypassed, how to give every vertex
     of g its distance from the searched ones', how many of them are g's).
 
-    ``dijkstra.Bypass`` on this rank's edges.  An edge whose source another
-    rank owns has that source as an extra vertex here (ids n, n+1, ...: kept,
-    no edges of its own), and a vertex with an edge stored on another rank is
-    kept (``with_remote_edges``).  The search's arrays are the size of what
-    Bypass keeps, not of g: at 1024 x 10,000 bulk-synchronous calls, 5.1 M
-    (2.6 M of them extra) of 10.2 M on each of 2 analysis ranks, and 11,023 of
-    20.5 M on one.
+    ``dijkstra.Bypass`` on this rank's edges (``_bypassed_part`` on a part of a distributed
+    graph).  The search's arrays are the size of what Bypass keeps, not of g: at 1024 x 10,000
+    bulk-synchronous calls, 5.1 M (2.6 M of them extra) of 10.2 M on each of 2 analysis ranks,
+    and 11,023 of 20.5 M on one.
+    """
+    if g.n_analysis > 1:
+        return _bypassed_part(comm, g, sinks, split)
+    bypass = Bypass(len(g.time), g.indptr, g.src, g.weight, sinks)   # local ids are global ids
+    searched = _Searched(len(bypass.vertices), bypass.indptr, bypass.src, bypass.weight, bypass.sources)
+    return searched, bypass.expand, len(bypass.vertices)
+
+
+def _bypassed_part(comm, g, sinks, split):
+    """``_bypassed`` on this analysis rank's part of a distributed graph.
+
+    An edge whose source another rank owns has that source as an extra vertex
+    here (ids n, n+1, ...: kept, no edges of its own), and a vertex with an
+    edge stored on another rank is kept (``with_remote_edges``).  Offers to a
+    source go to its owner by global id, and are looked up there by a position
+    array (searchsorted in Bypass's vertices took 0.36 s for 2.6 M offers).
     """
     n = len(g.time)
-    if g.n_analysis == 1:      # every source is here, and local ids are global ids
-        bypass = Bypass(n, g.indptr, g.src, g.weight, sinks)
-        searched = _Searched(len(bypass.vertices), bypass.indptr, bypass.src, bypass.weight, bypass.sources)
-        return searched, bypass.expand, len(bypass.vertices)
-    here = g.owns(g.src)
-    cross = np.flatnonzero(~here)
-    cross_src = g.src[cross]
-    # With splits another rank's hubs are sinks too, and the search relaxes no edge out of a
-    # hub (those are offers: ``labels.hub_offers``).  Their edges here all start at one extra
-    # vertex, a source of the Bypass, which leaves its edges out of the search as it does the
-    # local sinks': no hub is looked up, told to its owner, or searched.
-    out_of_hub = cross_src >= g.n_rank_vertices if split else np.zeros(len(cross), bool)
-    cross_src = cross_src[~out_of_hub]
-    keep = with_remote_edges(comm, g, cross_src, g.owner_of(cross_src))
-    remote, _, extra = arrays.unique_inverse(cross_src)
-    del cross_src
-    hub_sinks = [n + len(remote)] if split else []    # the one vertex of every other rank's hub
-    n_extra = len(remote) + len(hub_sinks)
-    src = np.empty(len(g.src), g.src.dtype)        # local ids and the extra ones after them fit the ids' dtype
-    src[here] = g.local_index(g.src[here])
-    src[cross[~out_of_hub]] = n + extra
-    src[cross[out_of_hub]] = n + len(remote)
-    del here, extra, cross, out_of_hub
+    src, remote, keep = _part_sources(comm, g, split)
+    n_extra = len(remote) + int(split)
+    hub_sinks = [n + len(remote)] if split else []
     indptr = np.concatenate((g.indptr, np.full(n_extra, g.indptr[-1])))
     kept = np.concatenate((keep, np.arange(n, n + n_extra, dtype=np.int64)))
     bypass = Bypass(n + n_extra, indptr, src, g.weight, np.concatenate((sinks, hub_sinks)).astype(np.int64), kept)
     del src, indptr
-    # The edges' sources as global ids, where offers to them are sent (none is the hubs' vertex).
+    # The searched edges' sources as global ids (none is the hubs' vertex: a source of Bypass).
     src = bypass.vertices[bypass.src].astype(np.int64)
     local = src < n
     src[local] = g.global_id(src[local])
     src[~local] = remote[src[~local] - n]
-    # Each local vertex's search index (only read at searched ones): the offers that arrive are
-    # looked up here, not searched for in bypass.vertices (searchsorted took 0.36 s for 2.6 M).
-    position = np.empty(n, index_dtype(len(bypass.vertices)))
+    position = np.empty(n, index_dtype(len(bypass.vertices)))     # only read at searched vertices
     local = bypass.vertices[:len(bypass.vertices) - n_extra]
     position[local] = np.arange(len(local), dtype=position.dtype)
     searched = _Searched(len(bypass.vertices), bypass.indptr, src, bypass.weight, position[sinks],
                          g.owner_of, lambda ids: position[g.local_index(ids)])
     return searched, (lambda dist: bypass.expand(dist)[:n]), len(bypass.vertices) - n_extra
+
+
+def _part_sources(comm, g, split):
+    """(each edge's source as a local id or an extra one, the global ids of the extra ones n,
+    n+1, ... in order, the local vertices with an edge stored on another rank).  Collective.
+
+    With splits another rank's hubs are sinks too, and the search relaxes no edge out of a
+    hub (those are offers: ``labels.hub_offers``).  Their edges here all start at one more
+    extra vertex, n + len(remote), which the Bypass takes as a source and so leaves out of the
+    search with its edges, as it does the local sinks': no hub is looked up, told to its
+    owner, or searched.
+    """
+    n = len(g.time)
+    here = g.owns(g.src)
+    cross = np.flatnonzero(~here)
+    cross_src = g.src[cross]
+    out_of_hub = cross_src >= g.n_rank_vertices if split else np.zeros(len(cross), bool)
+    cross_src = cross_src[~out_of_hub]
+    keep = with_remote_edges(comm, g, cross_src, g.owner_of(cross_src))
+    remote, _, extra = arrays.unique_inverse(cross_src)
+    del cross_src
+    src = np.empty(len(g.src), g.src.dtype)        # local ids and the extra ones after them fit the ids' dtype
+    src[here] = g.local_index(g.src[here])
+    src[cross[~out_of_hub]] = n + extra
+    src[cross[out_of_hub]] = n + len(remote)
+    return src, remote, keep
