@@ -2,16 +2,19 @@
 serial reference computed on rank 0 alone.  Started by test_paths_mpi.py; exits 1 on a mismatch.
 
     mpiexec -n 3 python tests/path_mpi_check.py [--gather-after ROUNDS] [--delta-stepping-joins]
-                                                [--distances-only]
+                                                [--distances-only] [--small-chunks]
 
 --gather-after sets parallel-dijkstra's rounds before its search of the parts joined on rank 0
 (parallel_dijkstra.rounds_before_joining): 0 at once, 1 after one round of offers.
 --delta-stepping-joins makes the delta-stepping algorithms give up their light phases at once
 for that joined search (delta_stepping.seconds_before_joining: 0 s).
+--small-chunks makes next[]'s pass take 3 edges a chunk (labels.CHUNK_EDGES): many chunks, each
+with its exchange of the edges whose sources other ranks own.
 """
 
 import os
 import sys
+import traceback
 
 import numpy as np
 from mpi4py import MPI
@@ -20,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pathbuild import SETTINGS, random_input, rows, share, solve_all  # noqa: E402
 
 from mpigraph import paths, synthetic  # noqa: E402
-from mpigraph.paths import delta_stepping, parallel_dijkstra  # noqa: E402
+from mpigraph.paths import delta_stepping, labels, parallel_dijkstra  # noqa: E402
 
 
 def cases():
@@ -79,6 +82,8 @@ def main():
         parallel_dijkstra.rounds_before_joining = lambda n_analysis: rounds
     if "--delta-stepping-joins" in sys.argv:
         delta_stepping.seconds_before_joining = lambda n_elements: 0.0
+    if "--small-chunks" in sys.argv:
+        labels.CHUNK_EDGES = 3
     joined = _counter(parallel_dijkstra._JoinedSearch, "distances")     # by either algorithm
     delta_joined = _counter(delta_stepping, "joined_distances")
     failures = 0
@@ -109,4 +114,9 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except Exception:     # one rank's error must end the job, not leave the others in a collective
+        traceback.print_exc()
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(1)

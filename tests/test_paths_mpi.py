@@ -24,6 +24,15 @@ def test_distributed_paths_equal_the_serial_reference(ranks):
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
+def test_next_in_many_chunks_equals_the_serial_reference(ranks):
+    """next[]'s pass over the edges in chunks of 3 edges, each with its exchange of the edges
+    whose sources other ranks own: the same paths and distances."""
+    returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, CHECK, "--small-chunks"], ranks)
+    assert returncode == 0, stdout[-4000:] + stderr[-4000:]
+    assert stdout.count("all 8 equal") == 10, stdout
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
 @pytest.mark.parametrize("gather_after", [0, 1])
 def test_parallel_dijkstra_joined_on_rank_0_equals_the_serial_reference(ranks, gather_after):
     """parallel-dijkstra's search of the parts joined on rank 0, at once or after a round of
