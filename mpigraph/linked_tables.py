@@ -227,8 +227,9 @@ def _rank_in_pieces(linked, rank, queries, chunk_rows):
 
 
 def _marked(rows, queries):
-    rows = _unmarked(rows)
-    mark_on_path([rows], queries)
+    if queries is None:
+        return _unmarked(rows)
+    mark_on_path([rows], queries)      # sets on_path of every row
     return rows
 
 
@@ -322,18 +323,18 @@ def rank_on_path(queries, rank, starts, ends):
     for q_rank, lo, hi, how in queries or ():
         a, b = np.searchsorted(q_rank, [rank, rank + 1])
         if a < b:
-            _mark_rows(marked, 0, starts, ends, lo[a:b], hi[a:b], how)
+            _mark_rows(marked, starts, ends, lo[a:b], hi[a:b], how)
     return np.cumsum(marked[:-1]) > 0
 
 
-def _mark_rows(marked, offset, starts, ends, lo, hi, how):
-    """Add rows offset + [first, last) of one rank's calls to `marked`.
+def _mark_rows(marked, starts, ends, lo, hi, how):
+    """Add the calls [first, last) that each query holds to `marked` (one rank's calls).
 
     A rank's calls follow each other (starts and ends both in order) unless
     threads overlapped them: then each query is checked against every call.
     """
     if (np.diff(starts) < 0).any() or (np.diff(ends) < 0).any():
-        _mark_rows_unordered(marked, offset, starts, ends, lo, hi, how)
+        _mark_rows_unordered(marked, starts, ends, lo, hi, how)
         return
     if how == "overlap":        # start < hi and end > lo; a zero-length segment: start <= lo <= end
         point = lo == hi
@@ -350,11 +351,11 @@ def _mark_rows(marked, offset, starts, ends, lo, hi, how):
         holds[holds] = ends[first[holds]] >= lo[holds]
         first, last = first[holds], first[holds] + 1
     keep = first < last
-    np.add.at(marked, offset + first[keep], 1)
-    np.add.at(marked, offset + last[keep], -1)
+    np.add.at(marked, first[keep], 1)
+    np.add.at(marked, last[keep], -1)
 
 
-def _mark_rows_unordered(marked, offset, starts, ends, lo, hi, how):
+def _mark_rows_unordered(marked, starts, ends, lo, hi, how):
     """_mark_rows for calls of several threads, which overlap: one query at a time."""
     for a, b in zip(lo.tolist(), hi.tolist()):
         if how == "overlap":
@@ -362,5 +363,5 @@ def _mark_rows_unordered(marked, offset, starts, ends, lo, hi, how):
         else:
             holding = np.flatnonzero((starts <= a) & (ends >= a))
             rows = holding[:1] if how == "ends in" else holding[-1:]
-        np.add.at(marked, offset + rows, 1)
-        np.add.at(marked, offset + rows + 1, -1)
+        np.add.at(marked, rows, 1)
+        np.add.at(marked, rows + 1, -1)
