@@ -32,7 +32,7 @@ import numpy as np
 
 from mpi4py import MPI
 
-from mpigraph.graph import INF, index_dtype
+from mpigraph.graph import INF
 from mpigraph import arrays, owner_exchange as exchange
 from mpigraph.paths import gather
 from mpigraph.paths.dijkstra import Bypass, with_remote_edges
@@ -292,8 +292,8 @@ def _bypassed_part(comm, g, sinks, split):
     An edge whose source another rank owns has that source as an extra vertex
     here (ids n, n+1, ...: kept, no edges of its own), and a vertex with an
     edge stored on another rank is kept (``with_remote_edges``).  Offers to a
-    source go to its owner by global id, and are looked up there by a position
-    array (searchsorted in Bypass's vertices took 0.36 s for 2.6 M offers).
+    source go to its owner by global id, and are looked up there in
+    ``Bypass.positions``.
     """
     n = len(g.time)
     src, remote, keep = _part_sources(comm, g, split)
@@ -308,9 +308,7 @@ def _bypassed_part(comm, g, sinks, split):
     local = src < n
     src[local] = g.global_id(src[local])
     src[~local] = remote[src[~local] - n]
-    position = np.empty(n, index_dtype(len(bypass.vertices)))     # only read at searched vertices
-    local = bypass.vertices[:len(bypass.vertices) - n_extra]
-    position[local] = np.arange(len(local), dtype=position.dtype)
+    position = bypass.positions()
     searched = _Searched(len(bypass.vertices), bypass.indptr, src, bypass.weight, position[sinks],
                          g.owner_of, lambda ids: position[g.local_index(ids)])
     return searched, (lambda dist: bypass.expand(dist)[:n]), len(bypass.vertices) - n_extra

@@ -93,8 +93,7 @@ class Bypass:
         target, self.slack, (dst, src, weight) = self._runs(one_way, self.vertices, searched, indptr, src, weight,
                                                             index, n_kept)
         del one_way, searched
-        position = np.empty(n, index)          # of each vertex among self.vertices (only read there)
-        position[self.vertices] = np.arange(len(self.vertices), dtype=index)
+        position = _positions(self.vertices, n, index)
         src, weight = position[src], weight + self.slack[dst]
         dst = position[target[dst]]
         self.target, self.sources = position[target], position[sources]
@@ -133,6 +132,11 @@ class Bypass:
         """Each vertex's index in the search's graph (the vertices must be searched ones)."""
         return np.searchsorted(self.vertices, vertices)
 
+    def positions(self):
+        """index_of as an array over every vertex id (only read at searched ones): a gather for
+        each of millions of lookups, not a binary search (0.36 s for 2.6 M offers)."""
+        return _positions(self.vertices, len(self.target), self.target.dtype)
+
     def expand(self, dist):
         """The distances of every vertex from the search's (of self.vertices).
 
@@ -144,6 +148,13 @@ class Bypass:
         np.copyto(end, INF, where=unreached)
         _check_exact(end, "a distance", where=~unreached)
         return end
+
+
+def _positions(vertices, n, dtype):
+    """Each of n vertex ids' index among the sorted `vertices` (unset elsewhere)."""
+    position = np.empty(n, dtype)
+    position[vertices] = np.arange(len(vertices), dtype=dtype)
+    return position
 
 
 # Straight runs are skipped before the pointer jumping when one is at least this long (the
