@@ -485,10 +485,9 @@ def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids):
     mine = np.asarray(mine, np.int64)
     # S of each owned rank's member call, (hubs, owned ranks): whole arrays, no loop over ranks,
     # made in place (a member per call: 5.1 M here at 1024 x 10,000 calls on 2 analysis ranks).
-    s_member = hubs.calls[:, mine]
-    s_member *= 2
-    s_member += base[mine]
-    s_member = s_member.astype(ids)
+    s_member = hubs.calls[:, mine].astype(ids)
+    s_member *= ids(2)
+    s_member += base[mine].astype(ids)
     hub_ids = np.arange(n_hubs, dtype=ids)
     # H -> E(member), rank by rank: the E ids only increase, one sorted run for _csr.
     e_member = s_member.T.flatten()
