@@ -85,7 +85,7 @@ def _report_failure(error):
     user_errors = tuple(c for c in (_loaded_class("mpigraph.trace", "TraceError"),
                                     _loaded_class("mpigraph.report", "ReportError"),
                                     _loaded_class("mpigraph.config", "ConfigError"),
-                                    _loaded_class("mpigraph.paths", "GraphTooBig")) if c)
+                                    _loaded_class("mpigraph.node_memory", "NotEnoughMemory")) if c)
     if peer_failed and isinstance(error, peer_failed):
         pass   # the analysis rank that failed says why
     elif user_errors and isinstance(error, user_errors):

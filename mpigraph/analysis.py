@@ -17,8 +17,8 @@ import sys
 import time
 
 from mpigraph import codec as codec_module
-from mpigraph import (critical_path, graph, link, linked_tables, metrics, parallel, paths, report, shuffle,
-                      toposort, trace)
+from mpigraph import (critical_path, graph, link, linked_tables, metrics, node_memory, parallel, paths, report,
+                      shuffle, toposort, trace)
 
 # Stage timings go to stderr when the run has more records than this (or MPIGRAPH_VERBOSE=1).
 PROGRESS_RECORDS = 1_000_000
@@ -156,9 +156,10 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     environment); `in_job` says the ranks of comm are the run's own ranks.
     Analysis rank 0 writes the report files into out_dir (default run_dir), prints summary.txt
     unless config.quiet, and returns the summary text; other ranks return None.
-    Raises trace.TraceError for bad logs, report.ReportError when the report
-    cannot be written (on the rank that found the problem; the others raise
-    parallel.PeerFailed).
+    Raises trace.TraceError for bad logs, node_memory.NotEnoughMemory when a node
+    cannot hold the analysis of the records its analysis ranks own (before any
+    is read), report.ReportError when the report cannot be written (on the rank
+    that found the problem; the others raise parallel.PeerFailed).
     """
     if comm is None:
         comm = _world()
@@ -171,6 +172,8 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     info, logs, n_records = progress.run("trace", _open_owned_logs, comm, run_dir, in_job,
                                          note=lambda r: "%d ranks, %d records" % (r[0].world_size, r[2]))
     progress.enable_for(n_records)
+    parallel.collectively(comm, node_memory.require_room, comm, sum(log.n_records for log in logs.values()),
+                          info.run_dir)
     ownership = parallel.Ownership(info.world_size, comm.size)
     codec = codec_module.Codec(level=config.compress or None)
     calls, clock_info = progress.run("clock", parallel.collectively, comm, link.aligned_calls, comm, logs,

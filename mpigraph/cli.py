@@ -168,7 +168,7 @@ def _user_error_types():
     """
     types = [settings.ConfigError, FileNotFoundError]
     for module, name in (("mpigraph.trace", "TraceError"), ("mpigraph.launcher", "LauncherError"),
-                         ("mpigraph.report", "ReportError"), ("mpigraph.paths", "GraphTooBig")):
+                         ("mpigraph.report", "ReportError"), ("mpigraph.node_memory", "NotEnoughMemory")):
         if module in sys.modules:
             types.append(getattr(sys.modules[module], name))
     return tuple(types)

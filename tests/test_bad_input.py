@@ -1,4 +1,5 @@
-"""Bad input: damaged logs, foreign files, missing ranks, an unwritable or full output directory.
+"""Bad input: damaged logs, foreign files, missing ranks, an unwritable or full output directory,
+a run too big for the node's memory.
 
 Each case is run through the real `mpigraph analyze` command and must give one
 line `mpigraph: error: <file>: ...` (naming the record where one is at fault),
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 
 import mpi_env
 from mpigraph.testing import synth
-from mpigraph import clock, metrics, mpi_functions, record, trace
+from mpigraph import clock, metrics, mpi_functions, node_memory, record, trace
 from tracebuild import part, rec, write_rank
 
 NPROCS = 3
@@ -192,7 +193,9 @@ def test_full_disk_for_the_report_of_two_analysis_ranks(big_run, mount_point, si
 def test_a_graph_too_big_for_rank_0_names_the_parallel_algorithms(big_run, tmp_path):
     """dijkstra would gather the whole graph on analysis rank 0: with less memory available than
     that takes, one clean error names the way out, and the parallel algorithm does the run."""
-    tiny = {"MPIGRAPH_TEST_AVAILABLE_BYTES": "1000000"}
+    # Above the node's floor for the run's 400,000 records (64 MB: node_memory), below what its
+    # gathered graph takes (over 100 MB: paths.gather.gathered_bytes).
+    tiny = {"MPIGRAPH_TEST_AVAILABLE_BYTES": "80000000"}
     result = mpi_env.mpigraph(["analyze", big_run, "--quiet", "--out", tmp_path / "a"], nprocs=2, env_extra=tiny)
     message = one_error(result)
     assert message.startswith("dijkstra gathers the whole graph (") and "MPIGRAPH_ALGORITHM=parallel-dijkstra" in message
@@ -203,6 +206,44 @@ def test_a_graph_too_big_for_rank_0_names_the_parallel_algorithms(big_run, tmp_p
     # With one analysis rank the graph is built there whole anyway: nothing to refuse.
     result = mpi_env.mpigraph(["analyze", big_run, "--quiet", "--out", tmp_path / "c"], env_extra=tiny)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_node_short_of_memory_stops_the_analysis_before_it_starts(big_run, tmp_path):
+    """The node's analysis ranks together need at least 160 bytes per record they own (64 MB for
+    the run's 400,000): with less available one clean error names the need, the memory and the
+    way out, before anything is written; with the floor available the analysis runs."""
+    floor = node_memory.BYTES_PER_RECORD_AT_LEAST * 400_000
+    short = {"MPIGRAPH_TEST_AVAILABLE_BYTES": str(floor * 3 // 4)}   # more than either of 2 ranks needs alone
+    for nprocs in (1, 2):
+        out = tmp_path / ("short%d" % nprocs)
+        message = one_error(mpi_env.mpigraph(["analyze", big_run, "--quiet", "--out", out], nprocs=nprocs,
+                                             env_extra=short))
+        assert message.startswith("%s: analysing the 400,000 records that node " % big_run), message
+        assert ("%d analysis rank%s own needs at least 0.06 GB (160 bytes a record), and the node has 0.05 GB "
+                "available" % (nprocs, "s" if nprocs > 1 else "")) in message, message
+        assert message.endswith("mpigraph analyze %s)" % big_run), message
+        assert not out.exists()
+    enough = {"MPIGRAPH_TEST_AVAILABLE_BYTES": str(floor)}
+    result = mpi_env.mpigraph(["analyze", big_run, "--quiet", "--out", tmp_path / "enough", "--algorithm",
+                               "parallel-toposort"], nprocs=2, env_extra=enough)
+    assert result.returncode == 0 and (tmp_path / "enough" / "summary.txt").exists(), result.stderr
+
+
+def test_in_the_job_a_node_short_of_memory_keeps_the_logs_for_later(builder, wheel, tmp_path):
+    """In the job the program still ends well: the error line, the logs intact, and `mpigraph
+    analyze` of them later (with the memory) writes the report."""
+    exe = builder.build(os.path.join(mpi_env.REPO, "mpigraph", "demo", "demo.c"), wheel.mpicc)
+    out = tmp_path / "run"
+    result = mpi_env.mpirun(wheel, NPROCS, [exe, "2", "5", "1"], out=out,
+                            rank_env={"MPIGRAPH_TEST_AVAILABLE_BYTES": "1000"})
+    assert result.returncode == 0, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("mpigraph: error: ")]
+    assert len(errors) == 1 and "needs at least" in errors[0] and "0.00 GB available" in errors[0], result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert not (out / "summary.txt").exists()
+    assert len(trace.open_run(str(out)).logs) == NPROCS
+    result = mpi_env.mpigraph(["analyze", out, "--quiet"], nprocs=2)
+    assert result.returncode == 0 and (out / "summary.txt").exists(), result.stderr
 
 
 # ---- the fuzz test ---------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import numpy as np
 from mpigraph import graph as graph_module
 from mpigraph.parallel import barrier_idly
 from mpigraph.paths import delta_stepping, dijkstra, parallel_dijkstra, walk
-from mpigraph.paths.gather import GraphTooBig, gather_graph, whole_graph_fits  # noqa: F401 (GraphTooBig: the cli's)
+from mpigraph.paths.gather import gather_graph, whole_graph_fits
 from mpigraph.paths.heartbeat import Heartbeat
 
 GRAPH_ALGORITHMS = ("dijkstra", "delta-stepping", "parallel-dijkstra", "parallel-delta-stepping")

@@ -6,14 +6,13 @@ the whole CSR are one block of it: ``gatherv`` (MPI Gatherv, no encoding, no
 sort) puts them straight into place.
 """
 
-import os
-
 import numpy as np
 
 from mpigraph import graph as graph_module
+from mpigraph.node_memory import NotEnoughMemory, available_bytes
 
 
-class GraphTooBig(Exception):
+class GraphTooBig(NotEnoughMemory):
     """A sequential algorithm would gather more graph on analysis rank 0 than its node has memory."""
 
 
@@ -58,21 +57,6 @@ def fits_on_root(comm, need):
     Collective.  Where the available memory is unknown, anything fits."""
     available = available_bytes() if comm.Get_rank() == 0 else None
     return comm.bcast((available is None or need <= available, available), root=0)
-
-
-def available_bytes():
-    """MemAvailable of this node (Linux), None where unknown; MPIGRAPH_TEST_AVAILABLE_BYTES
-    overrides it, for the tests."""
-    if os.environ.get("MPIGRAPH_TEST_AVAILABLE_BYTES"):
-        return int(os.environ["MPIGRAPH_TEST_AVAILABLE_BYTES"])
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 def gather_graph(comm, g):
