@@ -37,14 +37,20 @@ static int mg_python_host;       /* the program itself is a Python interpreter *
 static char mg_run_dir[PATH_MAX];
 static int32_t mg_next_thread_slot = 1;
 
+/* One line on stderr, written at once: stderr is unbuffered, and the ranks' lines written in
+ * pieces came out mixed with each other's ("mpigraph: mpigraph: error: ..."). */
 void mg_say(const char *fmt, ...)
 {
+    char line[8192] = "mpigraph: ";
+    size_t prefix = strlen(line);
     va_list ap;
     va_start(ap, fmt);
-    fputs("mpigraph: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    int n = vsnprintf(line + prefix, sizeof line - prefix - 1, fmt, ap);
     va_end(ap);
+    size_t end = n < 0 ? prefix : prefix + ((size_t)n < sizeof line - prefix - 1 ? (size_t)n : sizeof line - prefix - 2);
+    line[end] = '\n';
+    line[end + 1] = '\0';
+    fputs(line, stderr);
 }
 
 /* ---- Init: agree on a run directory, open the log --------------------------- */

@@ -89,7 +89,8 @@ def _report_failure(error):
     if peer_failed and isinstance(error, peer_failed):
         pass   # the analysis rank that failed says why
     elif user_errors and isinstance(error, user_errors):
-        print("mpigraph: error: %s" % error, file=sys.stderr)
+        # One write, newline included: print's two would let another rank's line in between.
+        sys.stderr.write("mpigraph: error: %s\n" % error)
     else:
         import traceback
 
