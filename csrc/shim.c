@@ -45,9 +45,9 @@ void mg_say(const char *fmt, ...)
     size_t prefix = strlen(line);
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(line + prefix, sizeof line - prefix - 1, fmt, ap);
+    vsnprintf(line + prefix, sizeof line - prefix - 1, fmt, ap); /* one byte kept for the newline */
     va_end(ap);
-    size_t end = n < 0 ? prefix : prefix + ((size_t)n < sizeof line - prefix - 1 ? (size_t)n : sizeof line - prefix - 2);
+    size_t end = strlen(line);
     line[end] = '\n';
     line[end + 1] = '\0';
     fputs(line, stderr);
