@@ -144,6 +144,23 @@ def test_a_kept_vertex_is_searched_although_it_looks_one_way():
     assert dijkstra.Bypass(3, indptr, src, weight, np.array([2])).vertices.tolist() == [2]
 
 
+def test_lowering_in_chunks_is_the_minimum_with_the_expanded_distances(monkeypatch):
+    # A chain 0 -> 1 -> ... -> 9 (sink 9) of one-way vertices, weight 1 each: the search keeps
+    # only the sink.  Chunks of 3 vertices: lower must treat every chunk, the last one short.
+    monkeypatch.setattr(dijkstra, "SCAN_CHUNK", 3)
+    n = 10
+    indptr = np.concatenate(([0], np.arange(n))).astype(np.int64)    # vertex v's edge: v - 1 -> v
+    src, weight = np.arange(n - 1), np.ones(n - 1, np.int64)
+    bypass = dijkstra.Bypass(n, indptr, src, weight, np.array([n - 1]))
+    found = np.zeros(len(bypass.vertices), np.int64)                 # the sink at 0
+    expanded = bypass.expand(found)
+    assert expanded.tolist() == list(range(9, -1, -1))
+    dist = np.array([0, 20, 7, 30, 2, 40, 3, 50, INF, INF], np.int64)   # vertex 2: equal, not improved
+    improved = bypass.lower(dist, found)
+    assert dist.tolist() == np.minimum([0, 20, 7, 30, 2, 40, 3, 50, INF, INF], expanded).tolist()
+    assert improved.tolist() == [False, True, False, True, False, True, False, True, True, True]
+
+
 def test_distances_beyond_float64_exact_integers_are_refused():
     with pytest.raises(ValueError, match="float64"):
         dijkstra.distances(2, np.array([0, 0, 1]), np.array([0]), np.array([2**53], np.int64), np.array([1]))

@@ -140,12 +140,32 @@ class Bypass:
     def expand(self, dist):
         """The distances of every vertex from the search's (of self.vertices).
 
-        Every vertex's target is itself, with slack 0, unless it is one-way: one pass over all.
+        Every vertex's target is itself, with slack 0, unless it is one-way: one pass over all,
+        a chunk at a time (``_expanded``).
         """
-        end = dist[self.target]
+        end = np.empty(len(self.target), np.int64)
+        for a, b in _chunks(len(end)):
+            end[a:b] = self._expanded(dist, a, b)
+        return end
+
+    def lower(self, dist, found):
+        """Lower `dist` (of every vertex) in place to the distances that the search's `found`
+        give (``expand``); returns where it improved, as a mask.  A chunk at a time: no
+        vertex-sized array of the expanded distances beside dist (78 MB per analysis rank and
+        round at 1024 x 10,000 calls on 2)."""
+        improved = np.empty(len(dist), bool)
+        for a, b in _chunks(len(dist)):
+            end = self._expanded(found, a, b)
+            np.less(end, dist[a:b], out=improved[a:b])
+            np.minimum(dist[a:b], end, out=dist[a:b])
+        return improved
+
+    def _expanded(self, dist, a, b):
+        """The distances of vertices a:b from the search's `dist`: a target's, plus the slack to it."""
+        end = dist[self.target[a:b]]
         unreached = end >= INF
-        np.add(end, self.slack, out=end)
-        np.copyto(end, INF, where=unreached)
+        end += self.slack[a:b]
+        end[unreached] = INF
         _check_exact(end, "a distance", where=~unreached)
         return end
 
@@ -231,6 +251,11 @@ def _straight(one_way, target):
         np.equal(target[a:b], np.arange(a + 1, b + 1, dtype=target.dtype), out=straight[a:b])
     straight &= one_way
     return straight
+
+
+def _chunks(n):
+    """(a, b) bounds of the SCAN_CHUNK-sized chunks of n vertices."""
+    return ((a, min(a + SCAN_CHUNK, n)) for a in range(0, n, SCAN_CHUNK))
 
 
 def _row_chunks(indptr, dtype):

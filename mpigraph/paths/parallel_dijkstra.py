@@ -82,12 +82,12 @@ def _distances(comm, g, split, heartbeat=None):
         del best          # a vertex-sized array: not held through the search, the stage's peak
         if not comm.allreduce(len(sources), op=MPI.SUM):
             break
-        found = bypass.expand(part.search(bypass.index_of(sources), offsets)) if len(sources) else dist
-        changed = found < dist
+        if len(sources):
+            changed = bypass.lower(dist, part.search(bypass.index_of(sources), offsets))
+        else:
+            changed = np.zeros(n, bool)
         if rounds == 0:
             changed[sinks] = False      # their offers went out before the search
-        np.minimum(dist, found, out=dist)
-        del found
         sources, offsets = sources[:0], offsets[:0]
         rounds += 1
         if heartbeat is not None and heartbeat.due():
