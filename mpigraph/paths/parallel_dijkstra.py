@@ -75,17 +75,13 @@ def _distances(comm, g, split, heartbeat=None):
         send = changed[cross_dst]
         target, offer = exchange.send_rows(comm, cross_owner[send],
                                            [cross_src[send], dist[cross_dst[send]] + cross_w[send]])
-        best = np.full(n, INF, np.int64)
-        np.minimum.at(best, g.local_index(target), offer)
-        target = np.flatnonzero(best < dist)
-        sources, offsets = np.concatenate((sources, target)), np.concatenate((offsets, best[target]))
-        del best          # a vertex-sized array: not held through the search, the stage's peak
+        offered = _take_offers(dist, g.local_index(target), offer)
+        target = np.flatnonzero(offered)
+        sources, offsets = np.concatenate((sources, target)), np.concatenate((offsets, dist[target]))
         if not comm.allreduce(len(sources), op=MPI.SUM):
             break
-        if len(sources):
-            changed = bypass.lower(dist, part.search(bypass.index_of(sources), offsets))
-        else:
-            changed = np.zeros(n, bool)
+        changed = bypass.lower(dist, part.search(bypass.index_of(sources), offsets)) if len(sources) else offered
+        changed |= offered
         if rounds == 0:
             changed[sinks] = False      # their offers went out before the search
         sources, offsets = sources[:0], offsets[:0]
@@ -93,6 +89,18 @@ def _distances(comm, g, split, heartbeat=None):
         if heartbeat is not None and heartbeat.due():
             heartbeat.tick(rounds, "rounds", "%d vertices improved on analysis rank 0" % int(changed.sum()))
     return dist, rounds
+
+
+def _take_offers(dist, vertex, offer):
+    """Lower dist in place to the offers (offer[i] to local vertex[i]); returns where they
+    improved it, as a mask.  Those vertices start the round's search at their new distance.
+    In place: no vertex-sized array of the best offers beside dist (78 MB of memory new to
+    the process each round at 1024 x 10,000 calls on 2 analysis ranks)."""
+    before = dist[vertex]
+    np.minimum.at(dist, vertex, offer)
+    offered = np.zeros(len(dist), bool)
+    offered[vertex[dist[vertex] < before]] = True
+    return offered
 
 
 def joined_distances(comm, g, split):
