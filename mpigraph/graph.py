@@ -61,6 +61,12 @@ def index_dtype(largest):
     return np.int32 if largest <= np.iinfo(np.int32).max else np.int64
 
 
+def slack_dtype(smallest, largest):
+    """The dtype of a graph's edge slacks: uint32 where every slack from `smallest` to `largest`
+    fits (up to 4.29 s: four bytes, not eight, per edge held through the search), else int64."""
+    return np.uint32 if 0 <= smallest and largest <= np.iinfo(np.uint32).max else np.int64
+
+
 def _int64(values):
     return np.ascontiguousarray(values, dtype=np.int64)
 
@@ -109,7 +115,7 @@ class Graph:
     func: np.ndarray             # per local vertex (-1 for hubs), FUNC_DTYPE
     indptr: np.ndarray           # incoming edges of local vertex i: indptr[i]:indptr[i+1] (index_dtype)
     src: np.ndarray              # global id of each edge's source (index_dtype)
-    weight: np.ndarray           # slack of each edge
+    weight: np.ndarray           # slack of each edge (slack_dtype)
     sink: int
     sources: np.ndarray          # a start vertex per trace rank with calls
     t0: int                      # the earliest start: the path's time origin
@@ -224,7 +230,7 @@ def build(comm, inp, threshold_ns=0):
     edges += _hub_edges(comm, mine, base, lo, time, hubs, len(time), ids)
     del deps          # not held through _csr, the build's peak
     n_local = len(time) + len(range(me, len(hubs.time), n_analysis))
-    indptr, src, weight = _csr(n_local, edges, ids)
+    indptr, src, weight = _csr(n_local, edges, ids, _slack_dtype(comm, edges))
     del edges
     sink, sources, t0 = _ends(comm, mine, blocks, base, time, lo)
     return Graph(n_analysis, me, base, bounds, hubs.calls, hubs.time,
@@ -233,9 +239,22 @@ def build(comm, inp, threshold_ns=0):
                  indptr, src, weight, sink, sources, t0)
 
 
-def _csr(n, groups, src_dtype=np.int64):
+def _slack_dtype(comm, groups):
+    """Collective: slack_dtype of the slacks of every rank's edge groups (one dtype on all
+    ranks: a gathered graph's parts are put together as they come)."""
+    from mpi4py import MPI
+
+    bounds = np.array([0, 0], np.int64)         # -(least slack), greatest slack
+    for _, _, weight in groups:
+        if len(weight):
+            bounds = np.maximum(bounds, [-weight.min(), weight.max()])
+    comm.Allreduce(MPI.IN_PLACE, bounds, op=MPI.MAX)
+    return slack_dtype(-int(bounds[0]), int(bounds[1]))
+
+
+def _csr(n, groups, src_dtype=np.int64, weight_dtype=np.int64):
     """(indptr, src, weight) of edges given as groups of (local dst, src, weight) columns, src
-    as src_dtype, indptr as index_dtype of the edges' count.
+    as src_dtype, weight as weight_dtype, indptr as index_dtype of the edges' count.
 
     The same as a stable sort of the concatenated groups by dst, without
     sorting: each group is placed one sorted run of it at a time, in order
@@ -257,7 +276,7 @@ def _csr(n, groups, src_dtype=np.int64):
     np.cumsum(counts, out=counts)
     fill = indptr[:-1].copy()         # the next free place in each row
     src = np.empty(int(indptr[-1]), src_dtype)
-    weight = np.empty(int(indptr[-1]), np.int64)
+    weight = np.empty(int(indptr[-1]), weight_dtype)
     while runs:
         run = runs.pop(0)
         place = fill[run.dst]

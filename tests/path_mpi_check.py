@@ -34,6 +34,8 @@ def cases():
     for seed in range(6):
         yield "random-%d" % seed, random_input(seed, 2 + seed % 3, 6, 25, collectives=seed % 3), {}
     yield "two-ranks-on-many", synthetic.path_input(synthetic.simulate(2, 4, seed=10)), {}
+    for seed in range(3):     # slacks of seconds: int64 weights on every rank, whichever has them
+        yield "seconds-%d" % seed, random_input(seed, 3, 6, 25, collectives=1, step_ns=2**31), {}
 
 
 def distance_mismatches(comm, inp, options):

@@ -68,14 +68,15 @@ def least_slack(inp, threshold_s=0.0):
     return min(total), g
 
 
-def random_input(seed, n_ranks, n_calls, n_deps, collectives=0):
+def random_input(seed, n_ranks, n_calls, n_deps, collectives=0, step_ns=50):
     """A random run: strictly increasing times per rank, dependencies that go forward in
-    time (so the graph is a DAG), and `collectives` all-rank N-to-N instances."""
+    time (so the graph is a DAG), and `collectives` all-rank N-to-N instances.  Times advance
+    by 0 to 3 steps of `step_ns` (2**31: slacks of several seconds, beyond a uint32)."""
     rng = np.random.default_rng(seed)
     names = ["MPI_Send", "MPI_Recv", "MPI_Wait", "MPI_Bcast"]
     calls, times = [], []
     for r in range(n_ranks):
-        t = np.cumsum(rng.integers(0, 4, 2 * n_calls + 4) * 50) + rng.integers(0, 3) * 50
+        t = np.cumsum(rng.integers(0, 4, 2 * n_calls + 4) * step_ns) + rng.integers(0, 3) * step_ns
         t = t + np.arange(len(t))          # strictly increasing
         func = [FID["MPI_Init"]] + [FID[names[i]] for i in rng.integers(0, 4, n_calls)] + [FID["MPI_Finalize"]]
         calls.append(graph.RankCalls(t[0::2], t[1::2], func))

@@ -101,6 +101,38 @@ def test_every_search_leaves_the_heap_dijkstras_labels_on_bsp_runs(seed, n_ranks
     assert_labels_match_the_heap(graph.build(SELF, synthetic.path_input(sim)))
 
 
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_ranks=st.integers(1, 4), n_calls=st.integers(1, 8),
+       n_deps=st.integers(0, 30))
+def test_slacks_of_seconds_keep_int64_weights_and_the_heap_dijkstras_labels(seed, n_ranks, n_calls, n_deps):
+    # Steps of 2**31 ns: edges' slacks of up to several seconds, past uint32's 4.29 s.
+    inp = random_input(seed, n_ranks, n_calls, n_deps, collectives=1, step_ns=2**31)
+    g = graph.build(SELF, inp)
+    assert g.weight.dtype == (np.int64 if g.weight.max(initial=0) > 2**32 - 1 else np.uint32)
+    np.testing.assert_array_equal(g.weight, slacks_as_int64(inp))
+    assert_labels_match_the_heap(g)
+
+
+def slacks_as_int64(inp):
+    """The graph's slacks built as int64 whatever they are: the reference for a smaller dtype."""
+    chosen = graph.slack_dtype
+    graph.slack_dtype = lambda smallest, largest: np.int64
+    try:
+        return graph.build(SELF, inp).weight
+    finally:
+        graph.slack_dtype = chosen
+
+
+def test_slacks_are_four_bytes_an_edge_up_to_uint32s_largest():
+    assert graph.slack_dtype(0, 2**32 - 1) == np.uint32
+    assert graph.slack_dtype(0, 2**32) == np.int64
+    assert graph.slack_dtype(-1, 0) == np.int64       # never a slack: kept as it is, not wrapped
+    inp = random_input(3, 3, 8, 20, collectives=1)
+    g = graph.build(SELF, inp)
+    assert g.weight.dtype == np.uint32
+    np.testing.assert_array_equal(g.weight, slacks_as_int64(inp))
+
+
 def test_csgraph_takes_explicit_zeros_and_parallel_edges_as_edges():
     # Incoming-edge CSR of 0 -> 1 (twice: 5 and 0 ns) and 1 -> 2 (0 ns), searched from 2.
     indptr, src = np.array([0, 0, 2, 3]), np.array([0, 0, 1])

@@ -12,6 +12,7 @@ import pytest
 
 import mpi_env
 
+N_CASES = 13          # path_mpi_check.cases()
 CHECK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "path_mpi_check.py")
 
 
@@ -20,7 +21,7 @@ def test_distributed_paths_equal_the_serial_reference(ranks):
     returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, CHECK], ranks)
     assert returncode == 0, stdout[-4000:] + stderr[-4000:]
     assert "path_mpi_check on %d ranks: OK" % ranks in stdout, stdout[-4000:]
-    assert stdout.count("all 8 equal") == 10, stdout
+    assert stdout.count("all 8 equal") == N_CASES, stdout
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
@@ -29,7 +30,7 @@ def test_next_in_many_chunks_equals_the_serial_reference(ranks):
     whose sources other ranks own: the same paths and distances."""
     returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, CHECK, "--small-chunks"], ranks)
     assert returncode == 0, stdout[-4000:] + stderr[-4000:]
-    assert stdout.count("all 8 equal") == 10, stdout
+    assert stdout.count("all 8 equal") == N_CASES, stdout
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
@@ -40,7 +41,7 @@ def test_parallel_dijkstra_joined_on_rank_0_equals_the_serial_reference(ranks, g
     returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, CHECK, "--gather-after", str(gather_after)],
                                                      ranks)
     assert returncode == 0, stdout[-4000:] + stderr[-4000:]
-    assert stdout.count("all 8 equal") == 10, stdout
+    assert stdout.count("all 8 equal") == N_CASES, stdout
     joined = int(stdout.split("searches of the parts joined on rank 0: ")[1].split()[0])
     assert joined >= (40 if gather_after == 0 else 1), stdout
 
@@ -52,7 +53,7 @@ def test_rounds_and_phases_go_on_when_the_joined_graph_does_not_fit():
                                                       "--delta-stepping-joins", "--distances-only"],
                                                      2, extra_env={"MPIGRAPH_TEST_AVAILABLE_BYTES": "1"})
     assert returncode == 0, stdout[-4000:] + stderr[-4000:]
-    assert stdout.count("distances equal") == 10, stdout
+    assert stdout.count("distances equal") == N_CASES, stdout
     assert "searches of the parts joined on rank 0: 0" in stdout, stdout
     assert "delta-stepping joined searches: 0" in stdout, stdout
 
@@ -64,6 +65,6 @@ def test_delta_stepping_joined_search_equals_the_serial_reference(ranks):
     reference path and distances."""
     returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, CHECK, "--delta-stepping-joins"], ranks)
     assert returncode == 0, stdout[-4000:] + stderr[-4000:]
-    assert stdout.count("all 8 equal") == 10, stdout
+    assert stdout.count("all 8 equal") == N_CASES, stdout
     joined = int(stdout.split("delta-stepping joined searches: ")[1].split()[0])
     assert joined >= 40, stdout
