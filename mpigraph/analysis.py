@@ -104,6 +104,7 @@ def _metrics(comm, logs, linked, codec, times):
     extra = parallel.collectively(comm, linked_tables.gather, comm, linked, codec)
     if extra is not None:
         extra["facts"] = {"clock_method": linked.clock.method, "repair": linked.repair}
+    linked.waits.pack()   # only the report reads them after this: not held whole through the path stage
     return tables, extra
 
 

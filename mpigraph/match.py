@@ -452,11 +452,6 @@ class CallIndex:
         parts = [getattr(calls_by_rank[int(r)], name) for r in self.ranks]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
-    def split(self, columns):
-        """{rank: {name: that rank's slice}} of per-call columns in the numbering (views)."""
-        return {int(r): {name: c[a:b] for name, c in columns.items()}
-                for r, a, b in zip(self.ranks, self.offsets[:-1], self.offsets[1:])}
-
 
 # ---- calls with corrected times ------------------------------------------------------------
 

@@ -193,6 +193,20 @@ def test_waits_of_the_hand_built_run(tmp_path):
     assert w1["wait_state"][4] == -1
 
 
+def test_waits_packed_for_the_path_stage_come_back_the_same(tmp_path):
+    waits = linked_run(write_two(tmp_path)).waits
+    before = {rank: {name: column.copy() for name, column in waits[rank].items()} for rank in waits}
+    waits.pack()
+    assert waits._columns is None           # held encoded, not as well as the columns
+    assert sorted(waits) == [0, 1] and len(waits) == 2
+    for rank, columns in before.items():
+        got = waits[rank]
+        for name, column in columns.items():
+            assert got[name].dtype == column.dtype and got[name].tolist() == column.tolist(), (rank, name)
+    with pytest.raises(KeyError):
+        waits[2]
+
+
 def test_report_files_of_the_hand_built_run(tmp_path):
     run_dir = write_two(tmp_path)
     analysis.analyze(str(run_dir), MPI.COMM_WORLD, QUIET)
