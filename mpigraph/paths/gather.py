@@ -100,7 +100,7 @@ def gather_graph(comm, g):
     src[len(src) - n_hub_edges:], weight[len(src) - n_hub_edges:] = hub_src[hub_edges], hub_weight[hub_edges]
     time[len(time) - n_hubs:], func[len(func) - n_hubs:] = g.hub_time, -1
     bounds = np.array([0, g.n_rank_vertices], np.int64)
-    return graph_module.Graph(1, 0, g.base, bounds, g.hub_calls, g.hub_time, time, func, indptr,
+    return graph_module.Graph(1, 0, g.base, bounds, g.source_piece, g.hub_time, time, func, indptr,
                               src, weight, g.sink, g.sources, g.t0)
 
 

@@ -23,7 +23,6 @@ from mpigraph import owner_exchange as exchange
 from mpigraph.graph import INF, END
 from mpigraph.names import Labels
 from mpigraph.paths.labels import NO_NEXT
-from mpigraph.splits import piece_of
 
 
 def start_vertex(g, dist, hub_dist, source_dist=None):
@@ -33,7 +32,7 @@ def start_vertex(g, dist, hub_dist, source_dist=None):
     """
     dist_to_sink = dist[g.sources] if source_dist is None else source_dist
     if len(hub_dist):            # splits: sources' distances end at their piece's hub
-        piece = piece_of(g.base, g.hub_calls, g.sources)
+        piece = g.source_piece
         ends_at_hub = piece < g.n_hubs
         dist_to_sink = np.where(ends_at_hub, dist_to_sink + hub_dist[np.minimum(piece, g.n_hubs - 1)],
                                 dist_to_sink)
@@ -199,7 +198,7 @@ def distributed(comm, g, labels):
     comm.Allreduce(MPI.IN_PLACE, source_dist, op=MPI.MIN)
     start, slack = start_vertex(g, None, labels.hub_dist, source_dist)
     after_hub = _after_hubs(comm, g, labels)
-    first_hub = int(piece_of(g.base, g.hub_calls, np.array([start], np.int64))[0])
+    first_hub = int(g.source_piece[np.flatnonzero(g.sources == start)[0]])
     entries = np.concatenate(([start], after_hub[first_hub:]))
     runs = _Runs(g, labels)
     entries = entries[entries != NO_NEXT]
