@@ -193,6 +193,20 @@ def test_lowering_in_chunks_is_the_minimum_with_the_expanded_distances(monkeypat
     assert improved.tolist() == [False, True, False, True, False, True, False, True, True, True]
 
 
+def test_bypassed_runs_longer_than_uint32_keep_their_slacks_exact():
+    # A chain 0 -> 1 -> ... -> 5 (sink 5), each edge 2**31 ns as uint32 (the graph's slacks
+    # fit): the one-way run from 0 sums to 5 * 2**31, past uint32.  Short runs stay uint32.
+    n = 6
+    indptr = np.concatenate(([0], np.arange(n))).astype(np.int64)
+    src = np.arange(n - 1)
+    for step, held in ((2**31, np.int64), (1000, np.uint32)):
+        weight = np.full(n - 1, step, np.uint32)
+        bypass = dijkstra.Bypass(n, indptr, src, weight, np.array([n - 1]))
+        assert bypass.slack.dtype == held
+        dist = dijkstra.distances(n, indptr, src, weight, np.array([n - 1]))
+        assert dist.tolist() == [step * (n - 1 - v) for v in range(n)]
+
+
 def test_distances_beyond_float64_exact_integers_are_refused():
     with pytest.raises(ValueError, match="float64"):
         dijkstra.distances(2, np.array([0, 0, 1]), np.array([0]), np.array([2**53], np.int64), np.array([1]))

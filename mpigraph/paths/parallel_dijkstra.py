@@ -165,8 +165,9 @@ class _JoinedSearch:
         del relaxed
         cross_src = g.src[cross]
         # The crossing edges' rows (a few of the edges): found in indptr, not in a dst per edge.
-        cross_dst = arrays.sorted_positions(g.indptr, cross, "right") - 1
-        cross = cross_dst, cross_src, g.weight[cross], g.owner_of(cross_src)
+        cross_dst = (arrays.sorted_positions(g.indptr, cross, "right") - 1).astype(g.src.dtype)
+        # Local ids in the graph's id dtype and owners in int32: four bytes an edge each, not eight.
+        cross = cross_dst, cross_src, g.weight[cross], g.owner_of(cross_src).astype(np.int32)
         sinks = local_sinks(g, split)
         bypass = _local_part(g, local, sinks, with_remote_edges(comm, g, cross_src, cross[3]))
         return cls(comm, g, sinks, bypass, cross)
@@ -206,5 +207,5 @@ class _JoinedSearch:
         rows = np.repeat(np.arange(len(bypass.vertices), dtype=np.int64), np.diff(bypass.indptr))
         dst = np.concatenate((first + rows, first + bypass.target[cross_dst].astype(np.int64)))
         src = np.concatenate((first + bypass.src.astype(np.int64), joined_src))
-        weight = np.concatenate((bypass.weight, cross_w + bypass.slack[cross_dst]))
+        weight = np.concatenate((bypass.weight, cross_w.astype(np.int64) + bypass.slack[cross_dst]))
         return dst, src, weight
