@@ -354,6 +354,7 @@ class Reversed:
         self.indptr = indptr.astype(self.index_type)
         self.indices = src.astype(self.index_type, copy=False)     # Bypass's are int32 already
         self.data = weight.astype(np.float64)
+        self.spreads = np.diff(self.indptr) > 0        # vertices with edges to follow (a byte each)
 
     def search(self, sources, offsets=None):
         """int64 distances to the nearest source, each source starting at its offset (default 0).
@@ -365,9 +366,17 @@ class Reversed:
         """
         sources = np.asarray(sources, np.int64)
         offsets = np.zeros(len(sources), np.int64) if offsets is None else np.asarray(offsets, np.int64)
-        spreads = self.indptr[sources + 1] > self.indptr[sources]
-        dist = self._search(sources[spreads], offsets[spreads])
-        np.minimum.at(dist, sources[~spreads], offsets[~spreads])
+        spreads = self.spreads[sources]
+        # Where all or none spread, no copies of the sources and offsets (millions of them in a
+        # round of a distributed search, where the bypassed part often has no edges left).
+        if spreads.all():
+            return self._search(sources, offsets)
+        if spreads.any():
+            dist = self._search(sources[spreads], offsets[spreads])
+            sources, offsets = sources[~spreads], offsets[~spreads]
+        else:
+            dist = self._search(sources[:0], offsets[:0])
+        np.minimum.at(dist, sources, offsets)
         return dist
 
     def _search(self, sources, offsets):
