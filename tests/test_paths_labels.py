@@ -272,6 +272,15 @@ def test_csr_places_edges_as_a_stable_sort_by_destination_would():
     assert given == []          # let go of as placed: not held through the build's peak
 
 
+def test_the_queue_drops_repeats_with_its_stamps_and_past_them():
+    queue = delta_stepping._Queue(np.zeros(50, np.int64), 10)
+    index = np.random.default_rng(1).integers(0, 50, 300)
+    assert sorted(queue.distinct(index).tolist()) == sorted(set(index.tolist()))
+    queue.stamp = np.zeros(50, np.int8)         # positions past the stamps' dtype: sorted instead
+    assert sorted(queue.distinct(index).tolist()) == sorted(set(index.tolist()))
+    assert queue.distinct(np.full(257, 5)).tolist() == [5]     # position 256 would wrap to 0's
+
+
 def test_distinct_rows():
     a = np.array([1, 1, 1, 2, 2, 1, 3, 1], np.int64)
     b = np.array([0, 0, 0, 5, 5, 0, 1, 1], np.int64)

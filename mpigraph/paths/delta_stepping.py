@@ -67,7 +67,7 @@ class _Queue:
     def __init__(self, dist, delta):
         self.dist, self.delta = dist, delta
         self.dirty = np.zeros(len(dist), bool)
-        self.stamp = np.zeros(len(dist), np.int64)     # scratch for distinct()
+        self.stamp = np.zeros(len(dist), np.int32)     # scratch for distinct(): positions in its index
         empty = np.zeros(0, np.int64)
         self.later_b, self.later_v, self.pos = empty, empty, 0
         self.fresh_b, self.fresh_v = empty, empty
@@ -118,7 +118,9 @@ class _Queue:
 
     def distinct(self, index):
         """index without repeats (in no particular order), without sorting."""
-        position = np.arange(len(index), dtype=np.int64)
+        if len(index) > np.iinfo(self.stamp.dtype).max:      # positions past the stamps' dtype
+            return np.unique(index)
+        position = np.arange(len(index), dtype=self.stamp.dtype)
         self.stamp[index] = position        # the last write of each repeated index wins ...
         return index[self.stamp[index] == position]     # ... and only that one is kept
 

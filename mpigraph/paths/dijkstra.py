@@ -85,7 +85,7 @@ class Bypass:
         one_way[sources] = False
         if keep is not None:
             one_way[keep] = False
-        self.vertices = np.flatnonzero(~one_way)
+        self.vertices = _ids(~one_way, index)
         searched = ~one_way                    # vertices whose outgoing edges the search keeps
         searched[sources] = False
         n_kept = int(degree[searched].sum())   # the search's edges
@@ -100,7 +100,8 @@ class Bypass:
         self.target, self.sources = position[target], position[sources]
         del target, position
         order = np.argsort(dst, kind="stable")
-        self.indptr = np.concatenate(([0], np.cumsum(np.bincount(dst, minlength=len(self.vertices)))))
+        self.indptr = np.zeros(len(self.vertices) + 1, index_dtype(len(dst)))
+        np.cumsum(np.bincount(dst, minlength=len(self.vertices)), out=self.indptr[1:])
         self.src, self.weight = src[order], weight[order]
 
     @staticmethod
@@ -131,7 +132,8 @@ class Bypass:
 
     def index_of(self, vertices):
         """Each vertex's index in the search's graph (the vertices must be searched ones)."""
-        return np.searchsorted(self.vertices, vertices)
+        # In the vertices' own dtype: a search of int32 vertices for int64 ids would copy them all.
+        return np.searchsorted(self.vertices, np.asarray(vertices).astype(self.vertices.dtype, copy=False))
 
     def positions(self):
         """index_of as an array over every vertex id (only read at searched ones): a gather for
@@ -351,7 +353,7 @@ class Reversed:
         _check_exact(weight, "a slack")
         self.n = n
         self.index_type = np.int32 if len(src) < 2 ** 31 - 1 and n < 2 ** 31 - 1 else np.int64
-        self.indptr = indptr.astype(self.index_type)
+        self.indptr = indptr.astype(self.index_type, copy=False)
         self.indices = src.astype(self.index_type, copy=False)     # Bypass's are int32 already
         self.data = weight.astype(np.float64)
         self.spreads = np.diff(self.indptr) > 0        # vertices with edges to follow (a byte each)
