@@ -7,8 +7,9 @@ error before the analysis allocates, with the logs intact, is better.  The need 
 not an estimate: the least memory per record any analysis rank took in the runs measured on 2
 analysis ranks (1.024e7 synthetic bulk-synchronous records with dijkstra, parallel-dijkstra,
 parallel-delta-stepping, toposort and parallel-toposort; PRK p2p's 1.6e7 and a 3-rank halo's
-1.7e6 with parallel-dijkstra and parallel-toposort: 168-408 bytes a record above what the rank
-held once its logs were open).  So the check refuses only an analysis that cannot fit.
+1.7e6 with parallel-dijkstra and parallel-toposort: 168-393 bytes a record above what the rank
+held once its logs were open, measured again at b707fa9).  So the check refuses only an
+analysis that cannot fit.
 """
 
 import os
