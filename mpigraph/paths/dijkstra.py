@@ -254,10 +254,8 @@ SCAN_CHUNK = 1 << 16
 
 def _straight(one_way, target):
     """Where a vertex is one-way and its target is the id after it (a chunk at a time)."""
-    n = len(target)
-    straight = np.empty(n, bool)
-    for a in range(0, n, SCAN_CHUNK):
-        b = min(a + SCAN_CHUNK, n)
+    straight = np.empty(len(target), bool)
+    for a, b in _chunks(len(target)):
         np.equal(target[a:b], np.arange(a + 1, b + 1, dtype=target.dtype), out=straight[a:b])
     straight &= one_way
     return straight

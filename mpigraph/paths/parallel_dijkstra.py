@@ -80,8 +80,9 @@ def _distances(comm, g, split, heartbeat=None):
         sources, offsets = np.concatenate((sources, target)), np.concatenate((offsets, dist[target]))
         if not comm.allreduce(len(sources), op=MPI.SUM):
             break
-        changed = bypass.lower(dist, part.search(bypass.index_of(sources), offsets)) if len(sources) else offered
-        changed |= offered
+        changed = offered
+        if len(sources):
+            changed |= bypass.lower(dist, part.search(bypass.index_of(sources), offsets))
         if rounds == 0:
             changed[sinks] = False      # their offers went out before the search
         sources, offsets = sources[:0], offsets[:0]
