@@ -71,6 +71,25 @@ def sorted_positions(sorted_values, queries, side="left"):
     return np.searchsorted(sorted_values, np.asarray(queries).astype(sorted_values.dtype, copy=False), side)
 
 
+def column_counts(table, columns, limits):
+    """How many entries of each asked column of a 2-d table are <= its limit, the columns'
+    entries increasing down the rows: np.searchsorted(table[:, c], limit, "right") for every
+    (c, limit) pair at once.  A binary search run for all pairs together, a gather per halving
+    of the rows: no copy of a strided column per pair (1,024 of them cost 60 ms for a table of
+    10,000 x 1,024)."""
+    columns, limits = np.asarray(columns, np.int64), np.asarray(limits)
+    n_rows = table.shape[0]
+    found = np.zeros(len(columns), np.int64)    # rows known to be <= the limit
+    step = 1 << n_rows.bit_length()
+    while step:
+        probe = found + step
+        room = np.flatnonzero(probe <= n_rows)
+        below = table[probe[room] - 1, columns[room]] <= limits[room]
+        found[room[below]] = probe[room[below]]
+        step >>= 1
+    return found
+
+
 def block_or_positions(mask):
     """The positions where `mask` is True: a slice when they are one block (no array of
     millions of positions, and a column taken with it is a view), else np.flatnonzero's."""

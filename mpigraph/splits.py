@@ -134,8 +134,7 @@ def piece_of(base, calls, vertices):
     if len(vertices) <= n_ranks:     # a few vertices (the path's start, the ranks' starts): their ranks only,
         # each a search of its rank's column (2c + 1 <= p where c <= (p - 1) // 2), with no table of
         # every rank's points (5.1 M at 1024 x 10,000 calls: 0.1 s to write for the ranks' starts)
-        return np.array([np.searchsorted(calls[:, r], (p - 1) // 2, "right") for r, p in zip(rank, position)],
-                        np.int64).reshape(len(vertices))
+        return arrays.column_counts(calls, rank, (position - 1) // 2)
     stride = int(base[-1]) + 2
     # Rank r's point positions 2c+1, shifted into a block of their own: one searchsorted for all.
     # Built in place, rank-major: one (ranks, points) array, no transposed temporaries.

@@ -65,3 +65,14 @@ def test_chunk_bounds_are_the_same_for_int32_and_int64_indptr(degree, per_chunk)
     for side in ("left", "right"):
         assert (arrays.sorted_positions(indptr.astype(np.int32), marks, side).tolist()
                 == np.searchsorted(indptr, marks, side).tolist())
+
+
+@given(hnp.arrays(np.int32, st.tuples(st.integers(0, 40), st.integers(1, 5)), elements=st.integers(0, 3)),
+       st.data())
+def test_column_counts_are_searchsorted_right_in_each_column(steps, data):
+    table = np.cumsum(steps, axis=0, dtype=np.int32)     # each column non-decreasing down the rows
+    n = data.draw(st.integers(0, 12))
+    columns = data.draw(hnp.arrays(np.int64, n, elements=st.integers(0, table.shape[1] - 1)))
+    limits = data.draw(hnp.arrays(np.int64, n, elements=st.integers(-2, 130)))
+    want = [np.searchsorted(table[:, c], x, "right") for c, x in zip(columns, limits)]
+    assert arrays.column_counts(table, columns, limits).tolist() == want
