@@ -193,13 +193,16 @@ def test_lowering_in_chunks_is_the_minimum_with_the_expanded_distances(monkeypat
     assert improved.tolist() == [False, True, False, True, False, True, False, True, True, True]
 
 
-def test_bypassed_runs_longer_than_uint32_keep_their_slacks_exact():
-    # A chain 0 -> 1 -> ... -> 5 (sink 5), each edge 2**31 ns as uint32 (the graph's slacks
-    # fit): the one-way run from 0 sums to 5 * 2**31, past uint32.  Short runs stay uint32.
-    n = 6
+@pytest.mark.parametrize("n", [6, 200])
+def test_bypassed_runs_longer_than_uint32_keep_their_slacks_exact(n):
+    # A chain 0 -> 1 -> ... -> n - 1 (the sink), each edge `step` ns as uint32 (the graph's
+    # slacks fit): the one-way run from 0 sums to (n - 1) * step, past uint32 for the larger
+    # steps.  Runs that fit stay uint32.  n = 6 is summed by the pointer jumping, n = 200 as a
+    # straight run (dijkstra.LONG_RUN).
     indptr = np.concatenate(([0], np.arange(n))).astype(np.int64)
     src = np.arange(n - 1)
-    for step, held in ((2**31, np.int64), (1000, np.uint32)):
+    for step in (2**31, 2**25, 1000):
+        held = np.int64 if step * (n - 1) > 2**32 - 1 else np.uint32
         weight = np.full(n - 1, step, np.uint32)
         bypass = dijkstra.Bypass(n, indptr, src, weight, np.array([n - 1]))
         assert bypass.slack.dtype == held
