@@ -8,8 +8,9 @@ serial reference computed on rank 0 alone.  Started by test_paths_mpi.py; exits 
 (parallel_dijkstra.rounds_before_joining): 0 at once, 1 after one round of offers.
 --delta-stepping-joins makes the delta-stepping algorithms give up their light phases at once
 for that joined search (delta_stepping.seconds_before_joining: 0 s).
---small-chunks makes next[]'s pass take 3 edges a chunk (labels.CHUNK_EDGES): many chunks, each
-with its exchange of the edges whose sources other ranks own.
+--small-chunks makes next[]'s pass take 3 edges a chunk (labels.CHUNK_EDGES) and exchange the
+edges whose sources other ranks own every 2 chunks (labels.CHUNKS_PER_EXCHANGE): many chunks,
+an exchange of several of them, and a last one after an odd count.
 """
 
 import os
@@ -86,6 +87,7 @@ def main():
         delta_stepping.seconds_before_joining = lambda n_elements: 0.0
     if "--small-chunks" in sys.argv:
         labels.CHUNK_EDGES = 3
+        labels.CHUNKS_PER_EXCHANGE = 2
     joined = _counter(parallel_dijkstra._JoinedSearch, "distances")     # by either algorithm
     delta_joined = _counter(delta_stepping, "joined_distances")
     failures = 0
