@@ -102,7 +102,7 @@ class Bypass:
         src, weight = position[src], weight.astype(np.int64) + self.slack[dst]
         self.slack = _narrowed(self.slack)
         dst = position[target[dst]]
-        self.target, self.sources = position[target], position[sources]
+        self.target, self.sources = _renumbered(target, position), position[sources]
         del target, position
         order = np.argsort(dst, kind="stable")
         self.indptr = np.zeros(len(self.vertices) + 1, index_dtype(len(dst)))
@@ -208,6 +208,15 @@ def _narrowed(slack):
     them to int64 distances.  Summed as uint32 they are already (``Bypass._runs``); this
     narrows the int64 sums of edges whose slacks did not all fit uint32."""
     return slack.astype(slack_dtype(int(slack.min(initial=0)), int(slack.max(initial=0))), copy=False)
+
+
+def _renumbered(target, position):
+    """target with each id replaced by its position, in place, a chunk at a time: no second
+    vertex-sized array (40 MB of memory new to the process, 0.1 s of parallel-dijkstra's
+    Bypass on each of 2 analysis ranks at 1024 x 10,000 calls)."""
+    for a, b in _chunks(len(target)):
+        target[a:b] = position[target[a:b]]
+    return target
 
 
 def _positions(vertices, n, dtype):
