@@ -76,3 +76,10 @@ def test_column_counts_are_searchsorted_right_in_each_column(steps, data):
     limits = data.draw(hnp.arrays(np.int64, n, elements=st.integers(-2, 130)))
     want = [np.searchsorted(table[:, c], x, "right") for c, x in zip(columns, limits)]
     assert arrays.column_counts(table, columns, limits).tolist() == want
+
+
+@given(hnp.arrays(np.int64, st.integers(0, 50), elements=st.integers(0, 9)), st.sampled_from([np.int32, np.int64]))
+def test_row_pointers_count_each_rows_entries(rows, dtype):
+    indptr = arrays.row_pointers(rows, 10, dtype)
+    assert indptr.dtype == dtype
+    assert indptr.tolist() == [0] + np.cumsum(np.bincount(rows, minlength=10)).tolist()

@@ -105,8 +105,7 @@ class Bypass:
         self.target, self.sources = _renumbered(target, position), position[sources]
         del target, position
         order = np.argsort(dst, kind="stable")
-        self.indptr = np.zeros(len(self.vertices) + 1, index_dtype(len(dst)))
-        np.cumsum(np.bincount(dst, minlength=len(self.vertices)), out=self.indptr[1:])
+        self.indptr = arrays.row_pointers(dst, len(self.vertices), index_dtype(len(dst)))
         self.src, self.weight = src[order], weight[order]
 
     @staticmethod

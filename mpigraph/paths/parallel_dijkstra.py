@@ -192,7 +192,7 @@ class _JoinedSearch:
         dist = None
         if comm.Get_rank() == 0:
             order = np.argsort(dst, kind="stable")      # each rank's rows come in order: a merge
-            indptr = np.concatenate(([0], np.cumsum(np.bincount(dst, minlength=self.n_vertices))))
+            indptr = arrays.row_pointers(dst, self.n_vertices, np.int64)
             del dst
             dist = Reversed(self.n_vertices, indptr, src[order], weight[order]).search(sources)
             del src, weight, order
