@@ -119,6 +119,12 @@ class Graph:
     sink: int
     sources: np.ndarray          # a start vertex per trace rank with calls
     t0: int                      # the earliest start: the path's time origin
+    # The edges S(member) -> H into the hubs that other analysis ranks own, from this rank's
+    # member calls: (local index of S, slack), kept here too (their place in the graph is in the
+    # hub owner's rows).  With splits a hub is a sink, so S's distance through such an edge is
+    # its slack, known here: the distributed searches need not send it from the hub's owner, nor
+    # keep S out of the bypass for it (``parallel_dijkstra``, ``delta_stepping``).
+    remote_hub_edges: tuple = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
     @property
     def lo(self):
@@ -227,7 +233,8 @@ def build(comm, inp, threshold_ns=0):
     deps = _not_replaced_by_hubs(deps, hubs)
     ids = index_dtype(int(base[-1]) + len(hubs.time))        # every vertex id, local ones too
     edges = _local_edges(mine, base, lo, time, deps, hubs, ids)
-    edges += _hub_edges(comm, mine, base, lo, time, hubs, len(time), ids)
+    hub_edges, remote_hub_edges = _hub_edges(comm, mine, base, lo, time, hubs, len(time), ids)
+    edges += hub_edges
     del deps          # not held through _csr, the build's peak
     sink, sources, t0 = _ends(comm, mine, blocks, base, time, lo)
     # The member-call table (points x trace ranks, on every analysis rank: 0.4 GB at 1e8
@@ -237,10 +244,11 @@ def build(comm, inp, threshold_ns=0):
     n_local = len(time) + len(range(me, len(hub_time), n_analysis))
     indptr, src, weight = _csr(n_local, edges, ids, _slack_dtype(comm, edges))
     del edges
+    remote_hub_edges = (remote_hub_edges[0], remote_hub_edges[1].astype(weight.dtype))
     return Graph(n_analysis, me, base, bounds, source_piece, hub_time,
                  np.concatenate((time, hub_time[me::n_analysis])),
                  np.concatenate((func, np.full(n_local - len(time), -1, FUNC_DTYPE))),
-                 indptr, src, weight, sink, sources, t0)
+                 indptr, src, weight, sink, sources, t0, remote_hub_edges)
 
 
 def _slack_dtype(comm, groups):
@@ -520,11 +528,12 @@ def _owned_columns(calls, mine):
 
 
 def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids):
-    """Edges H -> E(member) (kept here) and S(member) -> H (sent to the hub's owner); vertex ids
-    as `ids`, their dtype."""
+    """(edge groups: H -> E(member), kept here, and S(member) -> H, sent to the hub's owner;
+    Graph.remote_hub_edges: the latter's (local S, slack) where another rank owns the hub).
+    Vertex ids as `ids`, their dtype."""
     n_hubs = len(hubs.time)
     if not comm.allreduce(n_hubs):
-        return []
+        return [], Graph.remote_hub_edges
     mine = np.asarray(mine, np.int64)
     # S of each owned rank's member call, (hubs, owned ranks): whole arrays, no loop over ranks,
     # made in place (a member per call: 5.1 M here at 1024 x 10,000 calls on 2 analysis ranks).
@@ -545,9 +554,13 @@ def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids):
     s_member += ids(lo)
     s_member, weight = s_member.ravel(), weight.ravel()
     hub = np.repeat(hub_ids, len(mine))
-    hub, s_member, weight = exchange.send_rows(comm, hub % ids(comm.Get_size()), [hub, s_member, weight])
+    owner = hub % ids(comm.Get_size())
+    remote = np.flatnonzero(owner != comm.Get_rank())
+    remote_hub_edges = (s_member[remote] - ids(lo), weight[remote])
+    del remote
+    hub, s_member, weight = exchange.send_rows(comm, owner, [hub, s_member, weight])
     local_hub = ids(n_rank_local) + hub // ids(comm.Get_size())
-    return [outs, (local_hub, s_member, weight)]
+    return [outs, (local_hub, s_member, weight)], remote_hub_edges
 
 
 def _zeros(n):

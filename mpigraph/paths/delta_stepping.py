@@ -302,16 +302,25 @@ def _bypassed_part(comm, g, sinks, split):
     n_extra = len(remote) + int(split)
     hub_sinks = [n + len(remote)] if split else []
     indptr = np.concatenate((g.indptr, np.full(n_extra, g.indptr[-1])))
+    weight = g.weight
+    if split:     # the other ranks' hubs' vertex, last, gets the edges into them from here
+        to_hub, slack = g.remote_hub_edges
+        indptr[-1] += len(to_hub)
+        src = np.concatenate((src, to_hub.astype(src.dtype)))
+        weight = np.concatenate((weight, slack.astype(weight.dtype)))
     kept = np.concatenate((keep, np.arange(n, n + n_extra, dtype=np.int64)))
-    bypass = Bypass(n + n_extra, indptr, src, g.weight, np.concatenate((sinks, hub_sinks)).astype(np.int64), kept)
-    del src, indptr
+    bypass = Bypass(n + n_extra, indptr, src, weight, np.concatenate((sinks, hub_sinks)).astype(np.int64), kept)
+    del src, indptr, weight
     # The searched edges' sources as global ids (none is the hubs' vertex: a source of Bypass).
     src = bypass.vertices[bypass.src].astype(np.int64)
     local = src < n
     src[local] = g.global_id(src[local])
     src[~local] = remote[src[~local] - n]
     position = bypass.positions()
-    searched = _Searched(len(bypass.vertices), bypass.indptr, src, bypass.weight, position[sinks],
+    # The search starts from the sinks and, with splits, the other ranks' hubs' vertex (at 0, as
+    # every hub: its edges in are those of Graph.remote_hub_edges, its edges out were left out).
+    starts = np.concatenate((sinks, hub_sinks)).astype(np.int64)
+    searched = _Searched(len(bypass.vertices), bypass.indptr, src, bypass.weight, position[starts],
                          g.owner_of, lambda ids: position[g.local_index(ids)])
     return searched, (lambda dist: bypass.expand(dist)[:n]), len(bypass.vertices) - n_extra
 
@@ -324,19 +333,25 @@ def _part_sources(comm, g, split):
     hub (those are offers: ``labels.hub_offers``).  Their edges here all start at one more
     extra vertex, n + len(remote), which the Bypass takes as a source and so leaves out of the
     search with its edges, as it does the local sinks': no hub is looked up, told to its
-    owner, or searched.
+    owner, or searched.  So do the edges into this rank's hubs from other ranks' members:
+    their owners have them (Graph.remote_hub_edges, edges into that vertex there).
     """
     n = len(g.time)
     here = g.owns(g.src)
     cross = np.flatnonzero(~here)
     cross_src = g.src[cross]
-    out_of_hub = cross_src >= g.n_rank_vertices if split else np.zeros(len(cross), bool)
-    cross_src = cross_src[~out_of_hub]
+    # Edges whose source becomes the other ranks' hubs' vertex (edges the Bypass leaves out).
+    if split:
+        into_hub = cross >= g.indptr[g.hi - g.lo]                 # the hubs' rows come last
+        to_hubs_vertex = (cross_src >= g.n_rank_vertices) | into_hub
+    else:
+        to_hubs_vertex = np.zeros(len(cross), bool)
+    cross_src = cross_src[~to_hubs_vertex]
     keep = with_remote_edges(comm, g, cross_src, g.owner_of(cross_src))
     remote, _, extra = arrays.unique_inverse(cross_src)
     del cross_src
     src = np.empty(len(g.src), g.src.dtype)        # local ids and the extra ones after them fit the ids' dtype
     src[here] = g.local_index(g.src[here])
-    src[cross[~out_of_hub]] = n + extra
-    src[cross[out_of_hub]] = n + len(remote)
+    src[cross[~to_hubs_vertex]] = n + extra
+    src[cross[to_hubs_vertex]] = n + len(remote)
     return src, remote, keep

@@ -38,7 +38,7 @@ from mpi4py import MPI
 
 from mpigraph import arrays
 from mpigraph import owner_exchange as exchange
-from mpigraph.graph import INF
+from mpigraph.graph import INF, Graph
 from mpigraph.parallel import barrier_idly
 from mpigraph.paths import gather
 from mpigraph.paths.dijkstra import Bypass, Reversed, distances, with_remote_edges
@@ -60,11 +60,13 @@ def _distances(comm, g, split, heartbeat=None):
     cross_dst, cross_src, cross_w, cross_owner = joined.cross
     part = Reversed(len(bypass.vertices), bypass.indptr, bypass.src, bypass.weight)
     # The sinks' distances (0) are known before any search: their crossing edges make offers
-    # at once, and the first search starts from the sinks and those offers together.
+    # at once, and the first search starts from the sinks (the other ranks' hubs' vertex too,
+    # when the part has one: _local_part) and those offers together.
     dist = np.full(n, INF, np.int64)
     dist[sinks] = 0
     changed = dist < INF
-    sources, offsets = sinks, np.zeros(len(sinks), np.int64)
+    sources = np.append(sinks, np.arange(n, len(bypass.target), dtype=np.int64))
+    offsets = np.zeros(len(sources), np.int64)
     rounds = 0
     join_at = rounds_before_joining(comm.Get_size())
     while True:
@@ -113,15 +115,27 @@ def joined_distances(comm, g, split):
     return _JoinedSearch.of(comm, g, split).distances()
 
 
-def _local_part(g, local, sinks, keep):
+def _local_part(g, local, sinks, keep, to_hubs):
     """What each round searches: this rank's local edges with its one-way vertices bypassed
-    (``dijkstra.Bypass``, exact; `keep`: those with edges to other ranks' vertices)."""
+    (``dijkstra.Bypass``, exact; `keep`: those with edges to other ranks' vertices).
+
+    `to_hubs` (with splits: Graph.remote_hub_edges) become edges into one more vertex, n, a sink
+    standing for the other ranks' hubs (all sinks): a member call's S then is one-way here, its
+    distance its edge's slack, and no offer comes for it from the hub's owner.
+    """
     kept = np.zeros(len(local) + 1, g.indptr.dtype)      # local edges before each edge
     np.cumsum(local, out=kept[1:])
     indptr = kept[g.indptr]
     del kept
-    src = g.local_index(g.src[local])
-    return Bypass(len(g.time), indptr, src, g.weight[local], sinks, keep)
+    src, weight = g.local_index(g.src[local]), g.weight[local]
+    n = len(g.time)
+    to_hub, slack = to_hubs
+    if not len(to_hub):
+        return Bypass(n, indptr, src, weight, sinks, keep)
+    indptr = np.append(indptr, indptr[-1] + len(to_hub))
+    src = np.concatenate((src, to_hub.astype(src.dtype)))
+    weight = np.concatenate((weight, slack.astype(weight.dtype)))
+    return Bypass(n + 1, indptr, src, weight, np.append(sinks, n), keep)
 
 
 def rounds_before_joining(n_analysis):
@@ -162,15 +176,19 @@ class _JoinedSearch:
         weight, src's owner); with splits the edges out of hubs are left out (edges out of sinks)."""
         relaxed = g.src < g.n_rank_vertices if split else np.ones(len(g.src), bool)
         local = relaxed & g.owns(g.src)
-        cross = np.flatnonzero(relaxed & ~local)
-        del relaxed
+        crossing = relaxed & ~local
+        if split:     # the edges into hubs from other ranks' members: there they are local (_local_part)
+            crossing[g.indptr[g.hi - g.lo]:] = False
+        cross = np.flatnonzero(crossing)
+        del relaxed, crossing
         cross_src = g.src[cross]
         # The crossing edges' rows (a few of the edges): found in indptr, not in a dst per edge.
         cross_dst = (arrays.sorted_positions(g.indptr, cross, "right") - 1).astype(g.src.dtype)
         # Local ids in the graph's id dtype and owners in int32: four bytes an edge each, not eight.
         cross = cross_dst, cross_src, g.weight[cross], g.owner_of(cross_src).astype(np.int32)
         sinks = local_sinks(g, split)
-        bypass = _local_part(g, local, sinks, with_remote_edges(comm, g, cross_src, cross[3]))
+        to_hubs = g.remote_hub_edges if split else Graph.remote_hub_edges
+        bypass = _local_part(g, local, sinks, with_remote_edges(comm, g, cross_src, cross[3]), to_hubs)
         return cls(comm, g, sinks, bypass, cross)
 
     def fits(self):
@@ -197,7 +215,7 @@ class _JoinedSearch:
             dist = Reversed(self.n_vertices, indptr, src[order], weight[order]).search(sources)
             del src, weight, order
         barrier_idly(comm)     # the other ranks wait for rank 0's search
-        return bypass.expand(gather.scatterv(comm, dist, n_here))
+        return bypass.expand(gather.scatterv(comm, dist, n_here))[:len(self.g.time)]
 
     def _edges(self, first):
         """(dst, src, weight) of this rank's searched edges and crossing edges, joined numbering."""
