@@ -121,10 +121,11 @@ class Graph:
     t0: int                      # the earliest start: the path's time origin
     # The edges S(member) -> H into the hubs that other analysis ranks own, from this rank's
     # member calls: (local index of S, slack), kept here too (their place in the graph is in the
-    # hub owner's rows).  With splits a hub is a sink, so S's distance through such an edge is
-    # its slack, known here: the distributed searches need not send it from the hub's owner, nor
-    # keep S out of the bypass for it (``parallel_dijkstra``, ``delta_stepping``).
-    remote_hub_edges: tuple = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    # hub owner's rows) when build was asked to.  With splits a hub is a sink, so S's distance
+    # through such an edge is its slack, known here: the distributed searches need not send it
+    # from the hub's owner, nor keep S out of the bypass for it (``parallel_dijkstra``,
+    # ``delta_stepping``).  None: not kept (they are crossing edges like any other).
+    remote_hub_edges: tuple = None
 
     @property
     def lo(self):
@@ -210,8 +211,9 @@ class Graph:
 
 # ---- building -------------------------------------------------------------------
 
-def build(comm, inp, threshold_ns=0):
-    """This analysis rank's Graph.  Collective over comm (the analysis ranks)."""
+def build(comm, inp, threshold_ns=0, remote_hub_edges=False):
+    """This analysis rank's Graph, with its remote_hub_edges if asked (what the distributed
+    searches with splits use).  Collective over comm (the analysis ranks)."""
     from mpigraph import splits
 
     n_analysis, me = comm.Get_size(), comm.Get_rank()
@@ -233,7 +235,7 @@ def build(comm, inp, threshold_ns=0):
     deps = _not_replaced_by_hubs(deps, hubs)
     ids = index_dtype(int(base[-1]) + len(hubs.time))        # every vertex id, local ones too
     edges = _local_edges(mine, base, lo, time, deps, hubs, ids)
-    hub_edges, remote_hub_edges = _hub_edges(comm, mine, base, lo, time, hubs, len(time), ids)
+    hub_edges, remote_hub_edges = _hub_edges(comm, mine, base, lo, time, hubs, len(time), ids, remote_hub_edges)
     edges += hub_edges
     del deps          # not held through _csr, the build's peak
     sink, sources, t0 = _ends(comm, mine, blocks, base, time, lo)
@@ -244,7 +246,8 @@ def build(comm, inp, threshold_ns=0):
     n_local = len(time) + len(range(me, len(hub_time), n_analysis))
     indptr, src, weight = _csr(n_local, edges, ids, _slack_dtype(comm, edges))
     del edges
-    remote_hub_edges = (remote_hub_edges[0], remote_hub_edges[1].astype(weight.dtype))
+    if remote_hub_edges is not None:
+        remote_hub_edges = (remote_hub_edges[0], remote_hub_edges[1].astype(weight.dtype))
     return Graph(n_analysis, me, base, bounds, source_piece, hub_time,
                  np.concatenate((time, hub_time[me::n_analysis])),
                  np.concatenate((func, np.full(n_local - len(time), -1, FUNC_DTYPE))),
@@ -527,13 +530,14 @@ def _owned_columns(calls, mine):
     return calls[:, mine[0]:mine[-1] + 1] if len(mine) else calls[:, :0]
 
 
-def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids):
+def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids, keep_remote):
     """(edge groups: H -> E(member), kept here, and S(member) -> H, sent to the hub's owner;
-    Graph.remote_hub_edges: the latter's (local S, slack) where another rank owns the hub).
-    Vertex ids as `ids`, their dtype."""
+    with `keep_remote`, Graph.remote_hub_edges: the latter's (local S, slack) where another rank
+    owns the hub, else None).  Vertex ids as `ids`, their dtype."""
     n_hubs = len(hubs.time)
+    no_hub_edges = (np.zeros(0, ids), np.zeros(0, np.int64)) if keep_remote else None
     if not comm.allreduce(n_hubs):
-        return [], Graph.remote_hub_edges
+        return [], no_hub_edges
     mine = np.asarray(mine, np.int64)
     # S of each owned rank's member call, (hubs, owned ranks): whole arrays, no loop over ranks,
     # made in place (a member per call: 5.1 M here at 1024 x 10,000 calls on 2 analysis ranks).
@@ -555,9 +559,11 @@ def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids):
     s_member, weight = s_member.ravel(), weight.ravel()
     hub = np.repeat(hub_ids, len(mine))
     owner = hub % ids(comm.Get_size())
-    remote = np.flatnonzero(owner != comm.Get_rank())
-    remote_hub_edges = (s_member[remote] - ids(lo), weight[remote])
-    del remote
+    remote_hub_edges = None
+    if keep_remote:
+        remote = np.flatnonzero(owner != comm.Get_rank())
+        remote_hub_edges = (s_member[remote] - ids(lo), weight[remote])
+        del remote
     hub, s_member, weight = exchange.send_rows(comm, owner, [hub, s_member, weight])
     local_hub = ids(n_rank_local) + hub // ids(comm.Get_size())
     return [outs, (local_hub, s_member, weight)], remote_hub_edges

@@ -47,21 +47,26 @@ def distance_mismatches(comm, inp, options):
     from mpigraph.paths import dijkstra
 
     threshold_ns = int(round(options.get("threshold_s", 0) * 1e9))
-    part = graph.build(comm, share(inp, comm.size, comm.rank), threshold_ns)
     whole = graph.build(MPI.COMM_SELF, inp, threshold_ns) if comm.rank == 0 else None
-    delta = delta_stepping.auto_delta(comm, part)
-    searches = {"parallel-dijkstra": lambda split: parallel_dijkstra.solve(comm, part, split),
-                "parallel-delta-stepping": lambda split: delta_stepping.solve(comm, part, delta, split)}
+    expected = {split: dijkstra.solve(whole, split).dist[:whole.n_rank_vertices] if comm.rank == 0 else None
+                for split in (True, False)}
     bad = []
-    for split in (True, False):
-        expected = dijkstra.solve(whole, split).dist[:whole.n_rank_vertices] if comm.rank == 0 else None
-        for name, solve in searches.items():
-            dist = comm.gather(solve(split).dist[:part.hi - part.lo], root=0)
-            if comm.rank == 0:
-                got = np.concatenate(dist)
-                if not np.array_equal(got, expected):
-                    bad.append("%s distances, splits %s: %d of %d differ"
-                               % (name, split, int((got != expected).sum()), len(expected)))
+    # The part with and without the copies of the edges into other ranks' hubs (the searches
+    # with splits use them where the graph has them, else offer along those edges).
+    for remote_hub_edges in (True, False):
+        part = graph.build(comm, share(inp, comm.size, comm.rank), threshold_ns, remote_hub_edges)
+        delta = delta_stepping.auto_delta(comm, part)
+        searches = {"parallel-dijkstra": lambda split: parallel_dijkstra.solve(comm, part, split),
+                    "parallel-delta-stepping": lambda split: delta_stepping.solve(comm, part, delta, split)}
+        for split in (True, False):
+            for name, solve in searches.items():
+                dist = comm.gather(solve(split).dist[:part.hi - part.lo], root=0)
+                if comm.rank == 0:
+                    got = np.concatenate(dist)
+                    if not np.array_equal(got, expected[split]):
+                        bad.append("%s distances, splits %s, remote hub edges %s: %d of %d differ"
+                                   % (name, split, remote_hub_edges, int((got != expected[split]).sum()),
+                                      len(got)))
     return bad
 
 

@@ -303,7 +303,8 @@ def _bypassed_part(comm, g, sinks, split):
     hub_sinks = [n + len(remote)] if split else []
     indptr = np.concatenate((g.indptr, np.full(n_extra, g.indptr[-1])))
     weight = g.weight
-    if split:     # the other ranks' hubs' vertex, last, gets the edges into them from here
+    if split and g.remote_hub_edges is not None:
+        # The other ranks' hubs' vertex, last, gets the edges into them from here.
         to_hub, slack = g.remote_hub_edges
         indptr[-1] += len(to_hub)
         src = np.concatenate((src, to_hub.astype(src.dtype)))
@@ -333,8 +334,9 @@ def _part_sources(comm, g, split):
     hub (those are offers: ``labels.hub_offers``).  Their edges here all start at one more
     extra vertex, n + len(remote), which the Bypass takes as a source and so leaves out of the
     search with its edges, as it does the local sinks': no hub is looked up, told to its
-    owner, or searched.  So do the edges into this rank's hubs from other ranks' members:
-    their owners have them (Graph.remote_hub_edges, edges into that vertex there).
+    owner, or searched.  So do the edges into this rank's hubs from other ranks' members
+    when the graph keeps Graph.remote_hub_edges: their owners have them, as edges into that
+    vertex there.
     """
     n = len(g.time)
     here = g.owns(g.src)
@@ -342,8 +344,9 @@ def _part_sources(comm, g, split):
     cross_src = g.src[cross]
     # Edges whose source becomes the other ranks' hubs' vertex (edges the Bypass leaves out).
     if split:
-        into_hub = cross >= g.indptr[g.hi - g.lo]                 # the hubs' rows come last
-        to_hubs_vertex = (cross_src >= g.n_rank_vertices) | into_hub
+        to_hubs_vertex = cross_src >= g.n_rank_vertices
+        if g.remote_hub_edges is not None:    # into hubs, from members elsewhere: there too
+            to_hubs_vertex |= cross >= g.indptr[g.hi - g.lo]       # the hubs' rows come last
     else:
         to_hubs_vertex = np.zeros(len(cross), bool)
     cross_src = cross_src[~to_hubs_vertex]

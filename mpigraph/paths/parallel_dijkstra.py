@@ -38,7 +38,7 @@ from mpi4py import MPI
 
 from mpigraph import arrays
 from mpigraph import owner_exchange as exchange
-from mpigraph.graph import INF, Graph
+from mpigraph.graph import INF
 from mpigraph.parallel import barrier_idly
 from mpigraph.paths import gather
 from mpigraph.paths.dijkstra import Bypass, Reversed, distances, with_remote_edges
@@ -119,9 +119,9 @@ def _local_part(g, local, sinks, keep, to_hubs):
     """What each round searches: this rank's local edges with its one-way vertices bypassed
     (``dijkstra.Bypass``, exact; `keep`: those with edges to other ranks' vertices).
 
-    `to_hubs` (with splits: Graph.remote_hub_edges) become edges into one more vertex, n, a sink
-    standing for the other ranks' hubs (all sinks): a member call's S then is one-way here, its
-    distance its edge's slack, and no offer comes for it from the hub's owner.
+    `to_hubs` (with splits: Graph.remote_hub_edges, or None) become edges into one more vertex,
+    n, a sink standing for the other ranks' hubs (all sinks): a member call's S then is one-way
+    here, its distance its edge's slack, and no offer comes for it from the hub's owner.
     """
     kept = np.zeros(len(local) + 1, g.indptr.dtype)      # local edges before each edge
     np.cumsum(local, out=kept[1:])
@@ -129,9 +129,9 @@ def _local_part(g, local, sinks, keep, to_hubs):
     del kept
     src, weight = g.local_index(g.src[local]), g.weight[local]
     n = len(g.time)
-    to_hub, slack = to_hubs
-    if not len(to_hub):
+    if to_hubs is None or not len(to_hubs[0]):
         return Bypass(n, indptr, src, weight, sinks, keep)
+    to_hub, slack = to_hubs
     indptr = np.append(indptr, indptr[-1] + len(to_hub))
     src = np.concatenate((src, to_hub.astype(src.dtype)))
     weight = np.concatenate((weight, slack.astype(weight.dtype)))
@@ -177,7 +177,8 @@ class _JoinedSearch:
         relaxed = g.src < g.n_rank_vertices if split else np.ones(len(g.src), bool)
         local = relaxed & g.owns(g.src)
         crossing = relaxed & ~local
-        if split:     # the edges into hubs from other ranks' members: there they are local (_local_part)
+        to_hubs = g.remote_hub_edges if split else None
+        if to_hubs is not None:   # the edges into hubs from other ranks' members: there they are local
             crossing[g.indptr[g.hi - g.lo]:] = False
         cross = np.flatnonzero(crossing)
         del relaxed, crossing
@@ -187,7 +188,6 @@ class _JoinedSearch:
         # Local ids in the graph's id dtype and owners in int32: four bytes an edge each, not eight.
         cross = cross_dst, cross_src, g.weight[cross], g.owner_of(cross_src).astype(np.int32)
         sinks = local_sinks(g, split)
-        to_hubs = g.remote_hub_edges if split else Graph.remote_hub_edges
         bypass = _local_part(g, local, sinks, with_remote_edges(comm, g, cross_src, cross[3]), to_hubs)
         return cls(comm, g, sinks, bypass, cross)
 
