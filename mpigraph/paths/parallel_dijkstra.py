@@ -7,7 +7,9 @@ per distinct distance, millions of rounds on a long run's distinct slacks
 delta = 1).  Here instead:
 
 - each analysis rank owns its vertices and their incoming edges (``Graph``);
-  an edge whose source it also owns is local, the others cross to another rank;
+  an edge whose source it also owns is local, the others cross to another rank
+  (with splits, an edge from a member call into another rank's hub is searched
+  where the member is, as an edge into a local sink: ``Graph.remote_hub_edges``);
 - the sinks (the sink; with splits, the hubs too) are at distance 0 from the
   start;
 - each round sends, for each crossing edge u -> v whose v got a smaller
