@@ -44,7 +44,7 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
     if algorithm not in GRAPH_ALGORITHMS:
         raise ValueError("%r is not a graph algorithm (%s)" % (algorithm, ", ".join(GRAPH_ALGORITHMS)))
     g = graph_module.build(comm, inp, int(round(threshold_s * 1e9)),
-                           remote_hub_edges=splits and algorithm.startswith("parallel-"))
+                           keep_remote_hub_edges=splits and algorithm.startswith("parallel-"))
     del inp           # a read-once input is let go of now (the caller passes it and keeps none)
     n_edges = comm.allreduce(g.n_edges)
     if not algorithm.startswith("parallel-") and not whole_graph_fits(comm, algorithm, g.n_vertices, n_edges):

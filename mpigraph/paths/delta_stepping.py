@@ -35,7 +35,7 @@ from mpi4py import MPI
 from mpigraph.graph import INF
 from mpigraph import arrays, owner_exchange as exchange
 from mpigraph.paths import gather
-from mpigraph.paths.dijkstra import Bypass, with_remote_edges
+from mpigraph.paths.dijkstra import Bypass, add_hub_edges, with_remote_edges
 from mpigraph.paths.labels import from_dist, local_sinks
 from mpigraph.paths.parallel_dijkstra import joined_distances
 
@@ -304,11 +304,7 @@ def _bypassed_part(comm, g, sinks, split):
     indptr = np.concatenate((g.indptr, np.full(n_extra, g.indptr[-1])))
     weight = g.weight
     if split and g.remote_hub_edges is not None:
-        # The other ranks' hubs' vertex, last, gets the edges into them from here.
-        to_hub, slack = g.remote_hub_edges
-        indptr[-1] += len(to_hub)
-        src = np.concatenate((src, to_hub.astype(src.dtype)))
-        weight = np.concatenate((weight, slack.astype(weight.dtype)))
+        src, weight = add_hub_edges(indptr, src, weight, g.remote_hub_edges)   # the hubs' vertex is last
     kept = np.concatenate((keep, np.arange(n, n + n_extra, dtype=np.int64)))
     bypass = Bypass(n + n_extra, indptr, src, weight, np.concatenate((sinks, hub_sinks)).astype(np.int64), kept)
     del src, indptr, weight
@@ -346,7 +342,7 @@ def _part_sources(comm, g, split):
     if split:
         to_hubs_vertex = cross_src >= g.n_rank_vertices
         if g.remote_hub_edges is not None:    # into hubs, from members elsewhere: there too
-            to_hubs_vertex |= cross >= g.indptr[g.hi - g.lo]       # the hubs' rows come last
+            to_hubs_vertex |= cross >= g.first_hub_edge
     else:
         to_hubs_vertex = np.zeros(len(cross), bool)
     cross_src = cross_src[~to_hubs_vertex]

@@ -375,6 +375,16 @@ def with_remote_edges(comm, g, src, owner):
     return np.flatnonzero(has_remote)
 
 
+def add_hub_edges(indptr, src, weight, hub_edges):
+    """(src, weight) of a part's CSR with Graph.remote_hub_edges added as the edges into its last
+    vertex, which stands for the other ranks' hubs (a sink) and whose row is last and empty;
+    indptr is changed in place."""
+    to_hub, slack = hub_edges
+    indptr[-1] += len(to_hub)
+    return (np.concatenate((src, to_hub.astype(src.dtype, copy=False))),
+            np.concatenate((weight, slack.astype(weight.dtype, copy=False))))
+
+
 def _check_exact(ns, what, where=True):
     """The searches keep slacks and distances below 2**53 ns, where float64 holds them exactly."""
     largest = ns.max(initial=0, where=where)

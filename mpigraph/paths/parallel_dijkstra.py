@@ -43,7 +43,7 @@ from mpigraph import owner_exchange as exchange
 from mpigraph.graph import INF
 from mpigraph.parallel import barrier_idly
 from mpigraph.paths import gather
-from mpigraph.paths.dijkstra import Bypass, Reversed, distances, with_remote_edges
+from mpigraph.paths.dijkstra import Bypass, Reversed, add_hub_edges, distances, with_remote_edges
 from mpigraph.paths.labels import from_dist, local_sinks
 
 
@@ -133,10 +133,8 @@ def _local_part(g, local, sinks, keep, to_hubs):
     n = len(g.time)
     if to_hubs is None or not len(to_hubs[0]):
         return Bypass(n, indptr, src, weight, sinks, keep)
-    to_hub, slack = to_hubs
-    indptr = np.append(indptr, indptr[-1] + len(to_hub))
-    src = np.concatenate((src, to_hub.astype(src.dtype)))
-    weight = np.concatenate((weight, slack.astype(weight.dtype)))
+    indptr = np.append(indptr, indptr[-1])         # vertex n's row, last
+    src, weight = add_hub_edges(indptr, src, weight, to_hubs)
     return Bypass(n + 1, indptr, src, weight, np.append(sinks, n), keep)
 
 
@@ -181,7 +179,7 @@ class _JoinedSearch:
         crossing = relaxed & ~local
         to_hubs = g.remote_hub_edges if split else None
         if to_hubs is not None:   # the edges into hubs from other ranks' members: there they are local
-            crossing[g.indptr[g.hi - g.lo]:] = False
+            crossing[g.first_hub_edge:] = False
         cross = np.flatnonzero(crossing)
         del relaxed, crossing
         cross_src = g.src[cross]
