@@ -63,7 +63,9 @@ def probe(run_dir, prefault_mb):
 
     from mpi4py import MPI
 
-    from mpigraph import analysis, parallel, trace
+    from mpigraph import analysis
+    from mpigraph.comm import parallel
+    from mpigraph.trace import logs as trace
 
     comm = MPI.COMM_WORLD
     info = trace.find_run(run_dir)
@@ -109,7 +111,7 @@ RETAIN_FREED_MEMORY = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2*
 
 
 def analyse_once(run_dir, nprocs, algorithm, prefault_mb=0):
-    from mpigraph.launcher import find_mpi_tool
+    from mpigraph.shim.launcher import find_mpi_tool
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPIGRAPH_") and k != "LD_PRELOAD"}
     env.update(MPIGRAPH_VERBOSE="1", MPIGRAPH_QUIET="1", MPIGRAPH_ALGORITHM=algorithm)

@@ -10,7 +10,7 @@ length), runs it under the shim with recording on and analysis off, and reads
 the raw logs.  Two data sets are measured, each in batches of --batch-rows rows
 of one rank (what one shuffle message carries):
 
-- records:   every field of the raw log records (mpigraph/record.py)
+- records:   every field of the raw log records (mpigraph/trace/record.py)
 - intervals: the compute intervals that topological sorting shuffles, one
              row per gap between two consecutive calls of a rank: rank, start
              (end of the call before), end (start of the call after), call
@@ -29,8 +29,9 @@ import time
 
 import numpy as np
 
-from mpigraph import codec, record
-from mpigraph.codec import Codec
+from mpigraph.comm import codec
+from mpigraph.trace import record
+from mpigraph.comm.codec import Codec
 
 WORKLOAD_C = r"""
 #include <mpi.h>
@@ -71,8 +72,8 @@ int main(int argc, char **argv)
 
 def record_real_run(workdir, ranks, iterations):
     """Compile and run the workload under the shim; returns the run directory."""
-    from mpigraph._lib import library_path
-    from mpigraph.launcher import find_mpi_tool
+    from mpigraph.shim.lib import library_path
+    from mpigraph.shim.launcher import find_mpi_tool
     src, exe = os.path.join(workdir, "workload.c"), os.path.join(workdir, "workload")
     with open(src, "w") as f:
         f.write(WORKLOAD_C)
@@ -144,7 +145,9 @@ def compute_intervals(rank, records):
 def toposort_intervals(run_dir):
     """{rank: the interval columns the toposort path stage shuffles}: ns times from the clock
     stage, plus rank, call index and the function ids around each interval (a recorded run)."""
-    from mpigraph import clock, toposort, trace
+    from mpigraph.clock import models as clock
+    from mpigraph.paths import toposort
+    from mpigraph.trace import logs as trace
     run = trace.open_run(run_dir)
     return {r: toposort.rank_intervals(log, clock.to_ns(log, log.records["t_start"]),
                                        clock.to_ns(log, log.records["t_end"])) for r, log in run.logs.items()}

@@ -26,9 +26,9 @@ import subprocess
 import sys
 import tempfile
 
-from mpigraph import trace
-from mpigraph._lib import library_path
-from mpigraph.launcher import find_mpi_tool
+from mpigraph.trace import logs as trace
+from mpigraph.shim.lib import library_path
+from mpigraph.shim.launcher import find_mpi_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

@@ -68,7 +68,7 @@ def apps_dir():
 
 def find_programs(only, workdir):
     """[(Program, path)] of the programs present; says which are skipped and why."""
-    from mpigraph.demo import build_demo
+    from mpigraph.shim.demo import build_demo
 
     found = [(EMPTY, build_empty(workdir)), (DEMO, build_demo())]
     for program in PROGRAMS:
@@ -82,7 +82,7 @@ def find_programs(only, workdir):
 
 def build_empty(workdir):
     """benchmarks/init_finalize.c compiled with the MPI's mpicc, into workdir."""
-    from mpigraph.launcher import find_mpi_tool
+    from mpigraph.shim.launcher import find_mpi_tool
 
     exe = os.path.join(workdir, "init_finalize")
     subprocess.run([find_mpi_tool("mpicc"), "-O2", "-o", exe, os.path.join(HERE, "init_finalize.c")], check=True)
@@ -91,8 +91,8 @@ def build_empty(workdir):
 
 def run_once(path, args, nprocs, mode, workdir):
     """Wall seconds of one mpiexec, and (records, calls) written (0, 0 when bare)."""
-    from mpigraph._lib import library_path
-    from mpigraph.launcher import find_mpi_tool
+    from mpigraph.shim.lib import library_path
+    from mpigraph.shim.launcher import find_mpi_tool
 
     out = os.path.join(workdir, "run-%s" % mode)
     shutil.rmtree(out, ignore_errors=True)
@@ -113,7 +113,8 @@ def run_once(path, args, nprocs, mode, workdir):
 
 def count_records(run_dir):
     """(records, calls) in a run's logs: calls are the records that are not parts of another."""
-    from mpigraph import record, trace
+    from mpigraph.trace import record
+    from mpigraph.trace import logs as trace
 
     logs = trace.open_run(run_dir).logs.values()
     records = sum(log.n_records for log in logs)

@@ -3,7 +3,7 @@
     python benchmarks/bench_path.py [--sizes 1e5,1e6,1e7] [--ranks 16] [--budget 120]
     mpiexec -n 2 python benchmarks/bench_path.py --algorithms parallel-delta-stepping
 
-Each size is a target edge count; the run (mpigraph.synthetic: compute with a
+Each size is a target edge count; the run (mpigraph.testing.simulated: compute with a
 slow rank per iteration, ring send/receive, an Allreduce every 4th
 iteration) gets as many iterations as that takes.  For every algorithm the
 graph is built and searched, splits on; printed: build and total seconds
@@ -21,7 +21,9 @@ import time
 from mpi4py import MPI
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from mpigraph import graph, paths, synthetic  # noqa: E402
+from mpigraph import paths
+from mpigraph.paths import graph
+from mpigraph.testing import simulated as synthetic  # noqa: E402
 
 EDGES_PER_RANK_ITERATION = 6.5      # measured on this generator: used only to choose iterations
 

@@ -7,7 +7,7 @@ Every analysis rank holds the compute intervals of its trace ranks (synthetic
 ones shaped like a halo-exchange program, N iterations per trace rank, as
 many trace ranks as analysis ranks; or those of the raw logs in RUN_DIR,
 trace rank t on analysis rank t % K) and the ranks shuffle them by start time
-(mpigraph.shuffle.shuffle_by_key) with each method in turn, R times,
+(mpigraph.comm.shuffle.shuffle_by_key) with each method in turn, R times,
 interleaved.  Printed: the slowest rank's time (median and best of R), its
 exchange time alone, the bytes that crossed the network, and the balance.
 """
@@ -23,8 +23,8 @@ from mpi4py import MPI
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_codec import compute_intervals, read_logs, synthetic_logs  # noqa: E402
 
-from mpigraph import shuffle  # noqa: E402
-from mpigraph.codec import Codec  # noqa: E402
+from mpigraph.comm import shuffle  # noqa: E402
+from mpigraph.comm.codec import Codec  # noqa: E402
 
 METHODS = [
     ("rounds, encodings + zstd 3", "rounds", Codec(3)),

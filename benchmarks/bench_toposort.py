@@ -20,8 +20,10 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from mpigraph import parallel, shuffle, toposort
-from mpigraph.codec import Codec
+from mpigraph.comm import parallel
+from mpigraph.comm import shuffle
+from mpigraph.paths import toposort
+from mpigraph.comm.codec import Codec
 
 SHORT_PER_PHASE = 4          # short intervals between the MPI calls of a phase
 

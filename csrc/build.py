@@ -4,7 +4,7 @@ Called by setup.py at install time; tests call build_shim() to build a shim
 against another MPI (tests/test_openmpi.py).
 
 The shim is a shared library meant for LD_PRELOAD: C wrappers for the MPI
-functions (csrc/, wrappers generated from mpigraph/mpi_functions.py) plus an
+functions (csrc/, wrappers generated from mpigraph/trace/functions.py) plus an
 embedded Python entry point that runs the analysis at MPI_Finalize.
 
 The shim links no MPI library: it binds to the program's own MPI at run time
@@ -35,7 +35,7 @@ C_SOURCES = ["shim.c", "pmpi.c", "logfile.c", "handle_map.c", "comms.c", "reques
 # at the first call into Python.
 EMBEDDING_INIT = """
 from _mpigraph_shim import ffi, lib
-from mpigraph import _embedded
+from mpigraph.shim import embedded as _embedded
 
 @ffi.def_extern()
 def mpigraph_py_finalize(run_dir):
@@ -92,7 +92,7 @@ def build_compat_libmpi(out_dir, build_temp):
     libmpich.so.12 (Debian's) would leave mpi4py unable to load inside the
     profiled program.  Loading this stub first satisfies the name, and every
     MPI symbol then resolves, through the global scope, to the program's own
-    MPI.  See mpigraph/_embedded.py.
+    MPI.  See mpigraph/shim/embedded.py.
     """
     src = os.path.join(build_temp, "compat.c")
     with open(src, "w") as f:
@@ -135,7 +135,9 @@ def build_shim(out_dir, build_temp, verbose=False, mpicc=None):
     ffi.embedding_api(EMBEDDING_API)
     ffi.cdef(SHIM_API)
     ffi.embedding_init_code(EMBEDDING_INIT)
-    python = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    # The interpreter as invoked, not its real path: in a virtual environment that is the
+    # environment's python, whose site-packages hold mpigraph and its dependencies.
+    python = os.path.abspath(sys.executable)
     ffi.set_source(
         "_mpigraph_shim",
         '#include "shim.h"\n' + SHIM_API,

@@ -1,6 +1,6 @@
 /* Clock synchronisation samples, taken at MPI_Init and MPI_Finalize.
  *
- * The shim only measures; mpigraph/clock.py turns the samples into offsets
+ * The shim only measures; mpigraph/clock/models.py turns the samples into offsets
  * and drifts.  Two methods are sampled every time, so they can be compared:
  *
  * - ping-pong along a binomial tree: in round k every rank r with

@@ -1,4 +1,4 @@
-/* The raw log format: the C side of mpigraph/record.py.  Change both together
+/* The raw log format: the C side of mpigraph/trace/record.py.  Change both together
  * (tests/test_record.py checks every offset against the Python dtypes). */
 #ifndef MPIGRAPH_RECORD_H
 #define MPIGRAPH_RECORD_H

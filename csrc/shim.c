@@ -3,7 +3,7 @@
  * The other parts: pmpi.c (binding to the program's MPI), logfile.c (clock
  * and log file), comms.c (communicators), requests.c (requests, Wait/Test),
  * clock_sync.c (clock offset samples), and wrappers.c, generated from
- * mpigraph/mpi_functions.py by generate.py.
+ * mpigraph/trace/functions.py by generate.py.
  *
  * Rules: never break the program (any failure turns recording off and says
  * so once on stderr), never analyse (Python does that), keep the wrapper hot
@@ -192,8 +192,11 @@ const char *mpigraph_run_dir(void) { return mg_run_dir; }
 int mpigraph_analysis_wanted(void) { return mg_analyze && mg_phase == MG_CLOSED; }
 void mpigraph_mark_analysed(void) { mg_phase = MG_ANALYSED; }
 
-/* The Python of the environment mpigraph is installed in: MPIGRAPH_PYTHON, or
- * <prefix>/bin/python3 where this library is <prefix>/lib/pythonX.Y/site-packages/mpigraph/. */
+/* The Python of the environment mpigraph is installed in: MPIGRAPH_PYTHON; else, where this
+ * library is <prefix>/lib/pythonX.Y/site-packages/mpigraph/ (an installed, perhaps relocated
+ * environment), <prefix>/bin/python3; else the Python that built it (an editable install in a
+ * source tree).  A virtual environment's own python, not the base interpreter it links to, so
+ * that the analysis imports the environment's packages. */
 static void find_python(char *out, size_t len)
 {
     const char *forced = getenv("MPIGRAPH_PYTHON");
@@ -202,14 +205,19 @@ static void find_python(char *out, size_t len)
         return;
     }
     Dl_info info;
-    if (dladdr((void *)find_python, &info) && info.dli_fname) {
-        char path[PATH_MAX];
-        if (realpath(info.dli_fname, path)) {
-            for (int up = 0; up < 5; up++) {
-                char *slash = strrchr(path, '/');
-                if (slash)
-                    *slash = '\0';
-            }
+    char path[PATH_MAX];
+    if (dladdr((void *)find_python, &info) && info.dli_fname && realpath(info.dli_fname, path)) {
+        char *dirs[5] = {0};
+        for (int up = 0; up < 5; up++) {
+            dirs[up] = strrchr(path, '/');
+            if (!dirs[up])
+                break;
+            *dirs[up] = '\0';
+        }
+        /* dirs[1] + 1 is the name of the folder that holds the package */
+        int installed = dirs[4] && (strcmp(dirs[1] + 1, "site-packages") == 0
+                                    || strcmp(dirs[1] + 1, "dist-packages") == 0);
+        if (installed) {
             snprintf(out, len, "%s/bin/python3", path);
             if (access(out, X_OK) == 0)
                 return;

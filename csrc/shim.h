@@ -1,5 +1,5 @@
 /* mpigraph shim: state shared by the hand-written core (shim.c) and the
- * wrappers generated from mpigraph/mpi_functions.py (wrappers.c).
+ * wrappers generated from mpigraph/trace/functions.py (wrappers.c).
  *
  * The hot path of a wrapper is: test the recording flag, read the clock
  * twice around the PMPI call, reserve a slot in the mmap'ed log, fill it,

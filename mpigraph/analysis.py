@@ -16,9 +16,19 @@ import resource
 import sys
 import time
 
-from mpigraph import codec as codec_module
-from mpigraph import (critical_path, graph, link, linked_tables, metrics, node_memory, parallel, paths, report,
-                      shuffle, toposort, trace)
+from mpigraph.comm import codec as codec_module
+from mpigraph import paths
+from mpigraph.paths import segments as critical_path
+from mpigraph.paths import graph
+from mpigraph.match import link
+from mpigraph.metrics import run_tables as linked_tables
+from mpigraph.metrics import profile as metrics
+from mpigraph.comm import node_memory
+from mpigraph.comm import parallel
+from mpigraph.report import writer as report
+from mpigraph.comm import shuffle
+from mpigraph.paths import toposort
+from mpigraph.trace import logs as trace
 
 # Stage timings go to stderr when the run has more records than this (or MPIGRAPH_VERBOSE=1).
 PROGRESS_RECORDS = 1_000_000

@@ -28,14 +28,14 @@ EXIT_USER_ERROR = 2
 
 
 def cmd_lib(args):
-    from mpigraph._lib import library_path
+    from mpigraph.shim.lib import library_path
 
     print(library_path())
     return 0
 
 
 def cmd_demo(args):
-    from mpigraph.demo import run_demo
+    from mpigraph.shim.demo import run_demo
 
     return run_demo(args.n, args.out)
 
@@ -49,7 +49,7 @@ def setting_flag(name):
 
 
 def cmd_run(args):
-    from mpigraph.launcher import run
+    from mpigraph.shim.launcher import run
 
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     options = {s.name: getattr(args, s.name) for s in RUN_SETTINGS if getattr(args, s.name) is not None}
@@ -83,7 +83,7 @@ def _analysis_rank():
 
 
 def cmd_report(args):
-    from mpigraph.report import print_summary
+    from mpigraph.report.writer import print_summary
 
     print_summary(args.run_dir)
     return 0
@@ -167,8 +167,8 @@ def _user_error_types():
     to name TraceError: an error class that was never imported was never raised.
     """
     types = [settings.ConfigError, FileNotFoundError]
-    for module, name in (("mpigraph.trace", "TraceError"), ("mpigraph.launcher", "LauncherError"),
-                         ("mpigraph.report", "ReportError"), ("mpigraph.node_memory", "NotEnoughMemory")):
+    for module, name in (("mpigraph.trace.logs", "TraceError"), ("mpigraph.shim.launcher", "LauncherError"),
+                         ("mpigraph.report.writer", "ReportError"), ("mpigraph.comm.node_memory", "NotEnoughMemory")):
         if module in sys.modules:
             types.append(getattr(sys.modules[module], name))
     return tuple(types)
@@ -183,7 +183,7 @@ def main(argv=None):
     except KeyboardInterrupt:
         return 130
     except Exception as error:   # noqa: BLE001 -- sorted into user errors and bugs just below
-        if "mpigraph.parallel" in sys.modules and isinstance(error, sys.modules["mpigraph.parallel"].PeerFailed):
+        if "mpigraph.comm.parallel" in sys.modules and isinstance(error, sys.modules["mpigraph.comm.parallel"].PeerFailed):
             return EXIT_USER_ERROR   # the analysis rank that failed printed its own error
         if isinstance(error, _user_error_types()):
             print("mpigraph: error: %s" % error, file=sys.stderr)

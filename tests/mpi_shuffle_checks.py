@@ -12,8 +12,8 @@ rank is left waiting in a collective.
 import numpy as np
 import pytest
 
-from mpigraph import shuffle
-from mpigraph.codec import Codec
+from mpigraph.comm import shuffle
+from mpigraph.comm.codec import Codec
 
 
 # -- MPI: run under mpiexec ---------------------------------------------------------
@@ -211,7 +211,7 @@ def test_send_rows_keeps_each_columns_dtype():
     order, each source's rows in their order, and each column in its own dtype (int32 vertex
     ids travel as int32)."""
     from mpi4py import MPI
-    from mpigraph import owner_exchange
+    from mpigraph.comm import owner_exchange
     world = MPI.COMM_WORLD
     rank, size = world.Get_rank(), world.Get_size()
 
@@ -234,7 +234,7 @@ def test_send_rows_refuses_a_rank_outside_the_communicator():
     """A destination past the last rank (or below 0) is an error on the rank that has it, not a
     row lost or a count array of the wrong length in the Alltoall."""
     from mpi4py import MPI
-    from mpigraph import owner_exchange
+    from mpigraph.comm import owner_exchange
     world = MPI.COMM_WORLD
     if world.Get_size() == 1:
         return

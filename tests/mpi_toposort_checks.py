@@ -16,7 +16,12 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from mpigraph import analysis, clock, config, parallel, shuffle, toposort, trace
+from mpigraph import analysis, config
+from mpigraph.clock import models as clock
+from mpigraph.comm import parallel
+from mpigraph.comm import shuffle
+from mpigraph.paths import toposort
+from mpigraph.trace import logs as trace
 
 RUNS = [d for d in os.environ.get("MPIGRAPH_TEST_RUNS", "").split(os.pathsep) if d]
 WORLD = MPI.COMM_WORLD

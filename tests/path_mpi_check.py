@@ -23,7 +23,8 @@ from mpi4py import MPI
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pathbuild import SETTINGS, random_input, rows, share, solve_all  # noqa: E402
 
-from mpigraph import paths, synthetic  # noqa: E402
+from mpigraph import paths
+from mpigraph.testing import simulated as synthetic  # noqa: E402
 from mpigraph.paths import delta_stepping, labels, parallel_dijkstra  # noqa: E402
 
 
@@ -43,7 +44,7 @@ def distance_mismatches(comm, inp, options):
     """Where the distances of parallel-dijkstra and parallel-delta-stepping, gathered from the
     job's ranks, differ from sequential Dijkstra's on the whole graph (splits on and off); [] on
     the other ranks.  The path alone can hide a wrong distance off it."""
-    from mpigraph import graph
+    from mpigraph.paths import graph
     from mpigraph.paths import dijkstra
 
     threshold_ns = int(round(options.get("threshold_s", 0) * 1e9))

@@ -5,8 +5,9 @@ import graphlib
 import numpy as np
 from mpi4py import MPI
 
-from mpigraph import graph, paths
-from mpigraph import mpi_functions as mf
+from mpigraph import paths
+from mpigraph.paths import graph
+from mpigraph.trace import functions as mf
 
 FID = {f.name: f.id for f in mf.FUNCTIONS}
 SETTINGS = [(algorithm, splits) for algorithm in paths.GRAPH_ALGORITHMS for splits in (True, False)]
@@ -100,7 +101,7 @@ def random_input(seed, n_ranks, n_calls, n_deps, collectives=0, step_ns=50):
 
 def share(inp, n_analysis, me):
     """The part of a whole-run PathInput that analysis rank `me` of `n_analysis` holds."""
-    from mpigraph.parallel import Ownership
+    from mpigraph.comm.parallel import Ownership
 
     mine = Ownership(inp.n_trace_ranks, n_analysis).ranks_of(me)
     d = inp.deps

@@ -1,4 +1,4 @@
-"""A synthetic bulk-synchronous run, written as shim-exact raw logs (mpigraph.record.write_log).
+"""A synthetic bulk-synchronous run, written as shim-exact raw logs (mpigraph.trace.record.write_log).
 
 Each iteration, every rank computes (a per-rank load times log-normal noise,
 nanosecond times), calls MPI_Allreduce (everybody leaves after the last one
@@ -16,7 +16,8 @@ import os
 
 import numpy as np
 
-from mpigraph import mpi_functions, record
+from mpigraph.trace import functions as mpi_functions
+from mpigraph.trace import record
 
 FID = {f.name: f.id for f in mpi_functions.FUNCTIONS}
 CALLS_PER_ITERATION = 3      # Allreduce, Sendrecv right, Sendrecv left

@@ -1,10 +1,10 @@
-"""mpigraph.arrays: numpy's unique, done by a sort, gives numpy's answers."""
+"""mpigraph.util.arrays: numpy's unique, done by a sort, gives numpy's answers."""
 
 import numpy as np
 from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from mpigraph import arrays
+from mpigraph.util import arrays
 
 INT64S = hnp.arrays(np.int64, st.integers(0, 200),
                     elements=st.one_of(st.integers(-3, 3), st.integers(-2**63, 2**63 - 1)))

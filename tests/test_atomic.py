@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from mpigraph.atomic import atomic_write
+from mpigraph.util.atomic import atomic_write
 
 
 def test_the_file_appears_when_the_block_ends(tmp_path):

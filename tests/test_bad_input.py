@@ -20,7 +20,12 @@ from hypothesis import strategies as st
 
 import mpi_env
 from mpigraph.testing import synth
-from mpigraph import clock, metrics, mpi_functions, node_memory, record, trace
+from mpigraph.clock import models as clock
+from mpigraph.metrics import profile as metrics
+from mpigraph.trace import functions as mpi_functions
+from mpigraph.comm import node_memory
+from mpigraph.trace import record
+from mpigraph.trace import logs as trace
 from tracebuild import part, rec, write_rank
 
 NPROCS = 3
@@ -232,7 +237,7 @@ def test_a_node_short_of_memory_stops_the_analysis_before_it_starts(big_run, tmp
 def test_in_the_job_a_node_short_of_memory_keeps_the_logs_for_later(builder, wheel, tmp_path):
     """In the job the program still ends well: the error line, the logs intact, and `mpigraph
     analyze` of them later (with the memory) writes the report."""
-    exe = builder.build(os.path.join(mpi_env.REPO, "mpigraph", "demo", "demo.c"), wheel.mpicc)
+    exe = builder.build(os.path.join(mpi_env.REPO, "mpigraph", "shim", "demo.c"), wheel.mpicc)
     out = tmp_path / "run"
     result = mpi_env.mpirun(wheel, NPROCS, [exe, "2", "5", "1"], out=out,
                             rank_env={"MPIGRAPH_TEST_AVAILABLE_BYTES": "1000"})

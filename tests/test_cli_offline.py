@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import mpigraph
-from mpigraph import cli, record
+from mpigraph import cli
+from mpigraph.trace import record
 from tracebuild import part, rec, write_rank
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -207,10 +208,10 @@ def test_import_is_lean():
 
 
 def test_run_calls_launcher(monkeypatch):
-    import mpigraph.launcher
+    import mpigraph.shim.launcher
 
     calls = []
-    monkeypatch.setattr(mpigraph.launcher, "run", lambda *a, **k: calls.append((a, k)) or 7)
+    monkeypatch.setattr(mpigraph.shim.launcher, "run", lambda *a, **k: calls.append((a, k)) or 7)
     monkeypatch.delenv("MPIGRAPH_ALGORITHM", raising=False)
     code = cli.main(["run", "-n", "3", "--out", "/tmp/o", "--algorithm", "toposort", "--mpiexec", "/x/mpiexec",
                      "--", "./app", "-v", "--flag"])
@@ -226,36 +227,36 @@ def test_run_without_program(capsys):
 
 
 def test_run_launcher_error_is_one_line(monkeypatch, capsys):
-    import mpigraph.launcher
+    import mpigraph.shim.launcher
 
     def fail(*args, **kwargs):
-        raise mpigraph.launcher.LauncherError("no mpiexec found")
+        raise mpigraph.shim.launcher.LauncherError("no mpiexec found")
 
-    monkeypatch.setattr(mpigraph.launcher, "run", fail)
+    monkeypatch.setattr(mpigraph.shim.launcher, "run", fail)
     assert cli.main(["run", "-n", "2", "--", "./app"]) == 2
     assert capsys.readouterr().err == "mpigraph: error: no mpiexec found\n"
 
 
 def test_demo_calls_run_demo(monkeypatch):
-    import mpigraph.demo
+    import mpigraph.shim.demo
 
     calls = []
-    monkeypatch.setattr(mpigraph.demo, "run_demo", lambda n, out: calls.append((n, out)) or 0)
+    monkeypatch.setattr(mpigraph.shim.demo, "run_demo", lambda n, out: calls.append((n, out)) or 0)
     assert cli.main(["demo"]) == 0
     assert cli.main(["demo", "-n", "2", "--out", "d"]) == 0
     assert calls == [(4, None), (2, "d")]
 
 
 def test_lib_prints_the_library_path(monkeypatch, capsys):
-    import mpigraph._lib
+    import mpigraph.shim.lib
 
-    monkeypatch.setattr(mpigraph._lib, "library_path", lambda: "/opt/mpigraph/libmpigraph.so")
+    monkeypatch.setattr(mpigraph.shim.lib, "library_path", lambda: "/opt/mpigraph/libmpigraph.so")
     assert cli.main(["lib"]) == 0
     assert capsys.readouterr().out == "/opt/mpigraph/libmpigraph.so\n"
 
     def missing():
         raise FileNotFoundError("/x/libmpigraph.so is missing: install mpigraph with pip")
 
-    monkeypatch.setattr(mpigraph._lib, "library_path", missing)
+    monkeypatch.setattr(mpigraph.shim.lib, "library_path", missing)
     assert cli.main(["lib"]) == 2
     assert capsys.readouterr().err == "mpigraph: error: /x/libmpigraph.so is missing: install mpigraph with pip\n"

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from mpigraph import codec
-from mpigraph.codec import Codec, CodecError
+from mpigraph.comm import codec
+from mpigraph.comm.codec import Codec, CodecError
 
 DTYPES = ["<i1", "<i2", "<i4", "<i8", "<u1", "<u2", "<u4", "<u8", "<f4", "<f8", "?", "<M8[ns]"]
 CODECS = [Codec(None), Codec(None, transform=True), Codec(1), Codec(3, transform=False), Codec(9)]

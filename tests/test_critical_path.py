@@ -6,8 +6,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from mpigraph import critical_path as cp
-from mpigraph.names import Labels
+from mpigraph.paths import segments as cp
+from mpigraph.util.names import Labels
 
 
 def example():

@@ -9,10 +9,11 @@ program runs with a minimal environment: the analysis must still run in it.
 import os
 import subprocess
 import sys
+import sysconfig
 
 import pytest
 
-from mpigraph.launcher import find_mpi_tool
+from mpigraph.shim.launcher import find_mpi_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -21,9 +22,16 @@ REPO = os.path.dirname(HERE)
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
     path = tmp_path_factory.mktemp("env") / "venv"
-    # The venv borrows numpy, mpi4py, pyarrow from this Python; mpigraph itself,
-    # with its shim, is installed into the venv's own site-packages.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(path)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    # The venv borrows numpy, mpi4py, pyarrow from the environment running the tests (itself
+    # perhaps a virtual environment, whose packages --system-site-packages would not reach):
+    # a .pth file puts its site-packages after the venv's own.  mpigraph itself, with its shim,
+    # is installed into the venv's own site-packages.
+    site = subprocess.run([str(path / "bin" / "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    with open(os.path.join(site, "borrowed.pth"), "w") as f:
+        f.write(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", REPO],
                    check=True, cwd=str(path))
     return path

@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 
-from mpigraph import record as R
+from mpigraph.trace import record as R
 from mpigraph.cli import RUN_SETTINGS, setting_flag
-from mpigraph.launcher import find_mpi_tool
+from mpigraph.shim.launcher import find_mpi_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 import mpi_env
-from mpigraph import trace
+from mpigraph.trace import logs as trace
 
 SHIM_PROGRAMS = os.path.join(os.path.dirname(__file__), "shim_programs")
 CPUS = len(os.sched_getaffinity(0))

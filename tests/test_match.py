@@ -14,7 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 from mpi4py import MPI
 
-from mpigraph import analysis, clock, config, link, match, parallel, record, trace
+from mpigraph import analysis, config
+from mpigraph.clock import models as clock
+from mpigraph.match import link
+from mpigraph.match import core as match
+from mpigraph.comm import parallel
+from mpigraph.trace import record
+from mpigraph.trace import logs as trace
 from tracebuild import part, rec, write_rank
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -447,8 +453,8 @@ def test_ordinal_within_counts_in_order_given_in_runs(runs):
 def test_group_instances_releases_like_the_rules_say():
     """The releasing member of every member, against a plain Python reading of the rules
     (ties in start time: the last of them in rank order is the last arriver)."""
-    from mpigraph import collectives
-    from mpigraph import mpi_functions as mf
+    from mpigraph.match import collectives
+    from mpigraph.trace import functions as mf
 
     rng = np.random.default_rng(11)
     funcs = [mf.BY_NAME[name].id for name in ("MPI_Allreduce", "MPI_Bcast", "MPI_Reduce", "MPI_Scan")]
@@ -490,8 +496,8 @@ def test_group_instances_releases_like_the_rules_say():
 
 def _random_members(rng, n_instances=300):
     """Member rows (owned-rank order) of random instances: ties in start and end, missing members."""
-    from mpigraph import collectives
-    from mpigraph import mpi_functions as mf
+    from mpigraph.match import collectives
+    from mpigraph.trace import functions as mf
 
     funcs = [mf.BY_NAME[name].id for name in ("MPI_Allreduce", "MPI_Bcast", "MPI_Reduce", "MPI_Scan", "MPI_Barrier")]
     rows = {name: [] for name in collectives.MEMBER_DTYPES}
@@ -514,7 +520,7 @@ def _random_members(rng, n_instances=300):
 def test_local_groups_order_is_group_instances_order():
     """_local_groups sorts by the instance alone when the rows come in rank order; a rank twice in
     an instance (comm ranks out of order) or rows out of rank order take the full sort."""
-    from mpigraph import collectives as c
+    from mpigraph.match import collectives as c
 
     rows = _random_members(np.random.default_rng(0))
     twice = {name: np.concatenate([col, col[:5]]) for name, col in rows.items()}
@@ -530,7 +536,7 @@ def test_local_groups_order_is_group_instances_order():
 def test_collective_partials_give_group_instances_answer(seed):
     """match_collectives moves one partial row per instance and analysis rank, not the members:
     over any split of the ranks into contiguous blocks its answer is group_instances' on all rows."""
-    from mpigraph import collectives as c
+    from mpigraph.match import collectives as c
 
     rows = _random_members(np.random.default_rng(seed))
     want_instances, want = c.group_instances(rows)

@@ -1,4 +1,4 @@
-"""The profile tables (mpigraph.metrics) and the report files (mpigraph.report) of a hand-built run."""
+"""The profile tables (mpigraph.metrics.profile) and the report files (mpigraph.report.writer) of a hand-built run."""
 
 import csv
 import os
@@ -8,7 +8,13 @@ import pyarrow.parquet as pq
 import pytest
 from mpi4py import MPI
 
-from mpigraph import analysis, clock, config, metrics, parallel, record, report, trace
+from mpigraph import analysis, config
+from mpigraph.clock import models as clock
+from mpigraph.metrics import profile as metrics
+from mpigraph.comm import parallel
+from mpigraph.trace import record
+from mpigraph.report import writer as report
+from mpigraph.trace import logs as trace
 from tracebuild import part, rec, write_rank
 
 QUIET = config.Config(quiet=True)

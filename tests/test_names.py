@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from mpigraph.names import Labels
+from mpigraph.util.names import Labels
 
 NAMES = np.array(["compute", "mpi", "message", ""], object)
 

@@ -5,7 +5,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from mpi4py import MPI
 
-from mpigraph import graph, paths, splits, synthetic, threshold
+from mpigraph import paths
+from mpigraph.paths import graph
+from mpigraph.paths import splits
+from mpigraph.testing import simulated as synthetic
+from mpigraph.paths import threshold
 from pathbuild import (FID, SETTINGS, deps, least_slack, path_input, random_input, rank_calls, rows,
                        solve_all)
 

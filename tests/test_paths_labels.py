@@ -9,8 +9,9 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 from mpi4py import MPI
 
-from mpigraph import graph, synthetic
-from mpigraph.graph import INF
+from mpigraph.paths import graph
+from mpigraph.testing import simulated as synthetic
+from mpigraph.paths.graph import INF
 from mpigraph.paths import delta_stepping, dijkstra, labels as labels_module, parallel_dijkstra
 from mpigraph.paths.labels import NO_NEXT, combine_hubs
 from pathbuild import random_input

@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 import mpi_env
-from mpigraph import critical_path
+from mpigraph.paths import segments as critical_path
 
 PHASES = 6
 RANKS = 3

@@ -6,8 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 from mpi4py import MPI
 
-from mpigraph import analysis, config, linked_tables
-from mpigraph import record as R
+from mpigraph import analysis, config
+from mpigraph.metrics import run_tables as linked_tables
+from mpigraph.trace import record as R
 from mpigraph.testing import synth
 from tracebuild import rec, write_rank
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mpigraph import arrays
+from mpigraph.util import arrays
 from mpigraph.paths import dijkstra, walk
 from mpigraph.paths.labels import NO_NEXT
 

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import mpi_env
-from mpigraph import mpi_functions as F
-from mpigraph import record as R
+from mpigraph.trace import functions as F
+from mpigraph.trace import record as R
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NPROCS = 4

@@ -1,11 +1,11 @@
-"""The C record layout (csrc/record.h) and the Python one (mpigraph/record.py) agree."""
+"""The C record layout (csrc/record.h) and the Python one (mpigraph/trace/record.py) agree."""
 
 import os
 import subprocess
 
 import numpy as np
 
-from mpigraph import record
+from mpigraph.trace import record
 
 CSRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "csrc")
 

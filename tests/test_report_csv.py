@@ -5,9 +5,9 @@ import csv
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from mpigraph import report
-from mpigraph.names import Labels
-from mpigraph.metrics import Column
+from mpigraph.report import writer as report
+from mpigraph.util.names import Labels
+from mpigraph.metrics.profile import Column
 
 COLUMNS = [Column("t", "time", ""), Column("n", "int", ""), Column("x", "float", ""), Column("ok", "bool", ""),
            Column("name", "str", ""), Column("label", "str", "")]

@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from mpigraph import report
-from mpigraph.metrics import Column
+from mpigraph.report import writer as report
+from mpigraph.metrics.profile import Column
 
 COLUMNS = [Column("t", "time", ""), Column("n", "int", ""), Column("name", "str", "")]
 
@@ -39,7 +39,7 @@ def test_blocks_are_row_groups_in_order(tmp_path):
 def test_a_table_written_a_row_group_at_a_time_is_the_file_written_whole(monkeypatch, tmp_path, n_rows):
     """write_parquet makes the row groups' Arrow arrays one group at a time (a str column given as
     names.Labels too), and the file is the one pyarrow writes from the whole table."""
-    from mpigraph.names import Labels
+    from mpigraph.util.names import Labels
 
     rng = np.random.default_rng(n_rows)
     table = {"t": rng.integers(0, 2**40, n_rows), "n": np.arange(n_rows),

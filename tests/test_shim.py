@@ -11,10 +11,10 @@ import sys
 import numpy as np
 import pytest
 
-from mpigraph import mpi_functions as F
-from mpigraph import record as R
-from mpigraph._lib import library_path
-from mpigraph.launcher import find_mpi_tool
+from mpigraph.trace import functions as F
+from mpigraph.trace import record as R
+from mpigraph.shim.lib import library_path
+from mpigraph.shim.launcher import find_mpi_tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NPROCS = 4

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mpigraph import shuffle
-from mpigraph.codec import CodecError
+from mpigraph.comm import shuffle
+from mpigraph.comm.codec import CodecError
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 

@@ -9,7 +9,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from mpigraph import clock, critical_path, mpi_functions, record, trace
+from mpigraph.clock import models as clock
+from mpigraph.paths import segments as critical_path
+from mpigraph.trace import functions as mpi_functions
+from mpigraph.trace import record
+from mpigraph.trace import logs as trace
 from mpigraph.testing import synth
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,4 +1,4 @@
-"""mpigraph.threads.pool: threads while they can start, the calls made inline once the interpreter
+"""mpigraph.util.threads.pool: threads while they can start, the calls made inline once the interpreter
 exits (where an mpi4py program's in-job analysis runs), with the same results either way."""
 
 import subprocess
@@ -6,13 +6,14 @@ import sys
 
 import numpy as np
 
-from mpigraph import threads
+from mpigraph.util import threads
 
 AT_EXIT = """
 import atexit, sys
 import numpy as np
-from mpigraph import report, threads
-from mpigraph.metrics import Column
+from mpigraph.report import writer as report
+from mpigraph.util import threads
+from mpigraph.metrics.profile import Column
 
 def write():
     pool = threads.pool(2, "test")

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import mpi_env
-from mpigraph import mpi_functions as F
-from mpigraph import record as R
-from mpigraph import trace
+from mpigraph.trace import functions as F
+from mpigraph.trace import record as R
+from mpigraph.trace import logs as trace
 
 THREADS, ITERATIONS = 4, 2000
 FID = {name: F.BY_NAME[name].id for name in ("MPI_Sendrecv", "MPI_Isend", "MPI_Irecv", "MPI_Waitall",

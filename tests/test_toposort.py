@@ -20,7 +20,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mpi_env  # noqa: E402
 import toposort_traces  # noqa: E402
 import tracebuild as tb  # noqa: E402
-from mpigraph import analysis, config, critical_path, mpi_functions, toposort, trace  # noqa: E402
+from mpigraph import analysis, config
+from mpigraph.paths import segments as critical_path
+from mpigraph.trace import functions as mpi_functions
+from mpigraph.paths import toposort
+from mpigraph.trace import logs as trace  # noqa: E402
 
 import pytest  # noqa: E402
 

@@ -1,12 +1,14 @@
-"""Reading and validating raw logs (mpigraph.trace), ticks to ns (mpigraph.clock), ownership."""
+"""Reading and validating raw logs (mpigraph.trace.logs), ticks to ns (mpigraph.clock.models), ownership."""
 
 import os
 
 import numpy as np
 import pytest
 
-from mpigraph import clock, record, trace
-from mpigraph.parallel import Ownership
+from mpigraph.clock import models as clock
+from mpigraph.trace import record
+from mpigraph.trace import logs as trace
+from mpigraph.comm.parallel import Ownership
 from tracebuild import part, rec, records, write_rank, write_simple_run
 
 # ---- a good log ----------------------------------------------------------------

@@ -28,8 +28,13 @@ import mpi_env
 import synthrun
 import tracebuild as tb
 from headless import Browser
-from mpigraph import clock, critical_path, metrics, record, report, trace
-from mpigraph import mpi_functions as mf
+from mpigraph.clock import models as clock
+from mpigraph.paths import segments as critical_path
+from mpigraph.metrics import profile as metrics
+from mpigraph.trace import record
+from mpigraph.report import writer as report
+from mpigraph.trace import logs as trace
+from mpigraph.trace import functions as mf
 from mpigraph.view import data as view_data
 from mpigraph.view import perfetto, svg, timeline, write_views
 

@@ -23,10 +23,12 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import mpi_env  # noqa: E402
-from mpigraph import clock, record, trace  # noqa: E402
+from mpigraph.clock import models as clock
+from mpigraph.trace import record
+from mpigraph.trace import logs as trace  # noqa: E402
 
 NPROCS = 4
-DEMO = os.path.join(mpi_env.REPO, "mpigraph", "demo", "demo.c")
+DEMO = os.path.join(mpi_env.REPO, "mpigraph", "shim", "demo.c")
 HEAVY = NPROCS - 1
 # Injected skew per world rank (rank 0 skewed too: only differences to rank 0 are recoverable).
 OFFSETS_NS = [-20_000_000, 50_000_000, -50_000_000, 35_000_000]
@@ -197,7 +199,7 @@ def calls_c(tmp_path_factory, builder, wheel):
 def test_every_call_record_is_a_row_of_calls_parquet(calls_c):
     calls = calls_table(calls_c)
     run = trace.open_run(str(calls_c))
-    names = __import__("mpigraph.mpi_functions", fromlist=["x"]).names_array()
+    names = __import__("mpigraph.trace.functions", fromlist=["x"]).names_array()
     for rank, log in run.logs.items():
         is_call = (log.records["flags"] & record.PART) == 0
         mine = calls["rank"] == rank

@@ -1,4 +1,4 @@
-"""Build raw logs by hand for the analysis tests, written with mpigraph.record.write_log.
+"""Build raw logs by hand for the analysis tests, written with mpigraph.trace.record.write_log.
 
 A record is given as a dict of the fields that matter; the others get the
 values the shim's mg_fill gives them (no peer, no tag, no root, ...).
@@ -8,7 +8,8 @@ import os
 
 import numpy as np
 
-from mpigraph import mpi_functions, record
+from mpigraph.trace import functions as mpi_functions
+from mpigraph.trace import record
 
 FID = {f.name: f.id for f in mpi_functions.FUNCTIONS}
 

@@ -1,7 +1,7 @@
 """The critical path of the activity graph: algorithm choice and the path table.
 
 ``critical_path(comm, inp, algorithm, splits, threshold_s)`` builds the graph
-(``mpigraph.graph``) on the analysis ranks of comm, runs the chosen search
+(``mpigraph.paths.graph``) on the analysis ranks of comm, runs the chosen search
 and returns ``critical_path.segments`` on analysis rank 0 (None elsewhere):
 
     dijkstra                  the graph gathered to rank 0, scipy.sparse.csgraph's Dijkstra there
@@ -22,8 +22,8 @@ and gather only the path to rank 0.
 
 import numpy as np
 
-from mpigraph import graph as graph_module
-from mpigraph.parallel import barrier_idly
+from mpigraph.paths import graph as graph_module
+from mpigraph.comm.parallel import barrier_idly
 from mpigraph.paths import delta_stepping, dijkstra, parallel_dijkstra, walk
 from mpigraph.paths.gather import gather_graph, whole_graph_fits
 from mpigraph.paths.heartbeat import Heartbeat

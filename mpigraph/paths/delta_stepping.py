@@ -32,8 +32,9 @@ import numpy as np
 
 from mpi4py import MPI
 
-from mpigraph.graph import INF
-from mpigraph import arrays, owner_exchange as exchange
+from mpigraph.paths.graph import INF
+from mpigraph.util import arrays
+from mpigraph.comm import owner_exchange as exchange
 from mpigraph.paths import gather
 from mpigraph.paths.dijkstra import Bypass, add_hub_edges, with_remote_edges
 from mpigraph.paths.labels import from_dist, local_sinks

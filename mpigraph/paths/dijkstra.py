@@ -19,8 +19,9 @@ import numpy as np
 
 from mpi4py import MPI
 
-from mpigraph import arrays, owner_exchange as exchange
-from mpigraph.graph import INF, index_dtype, slack_dtype
+from mpigraph.util import arrays
+from mpigraph.comm import owner_exchange as exchange
+from mpigraph.paths.graph import INF, index_dtype, slack_dtype
 from mpigraph.paths.labels import from_dist, local_sinks
 
 EXACT_NS = 2 ** 53     # float64 holds every integer below this

@@ -8,8 +8,8 @@ sort) puts them straight into place.
 
 import numpy as np
 
-from mpigraph import graph as graph_module
-from mpigraph.node_memory import NotEnoughMemory, available_bytes
+from mpigraph.paths import graph as graph_module
+from mpigraph.comm.node_memory import NotEnoughMemory, available_bytes
 
 
 class GraphTooBig(NotEnoughMemory):

@@ -27,8 +27,9 @@ import dataclasses
 
 import numpy as np
 
-from mpigraph import arrays, owner_exchange as exchange
-from mpigraph.graph import INF
+from mpigraph.util import arrays
+from mpigraph.comm import owner_exchange as exchange
+from mpigraph.paths.graph import INF
 
 NO_NEXT = np.iinfo(np.int64).max
 

@@ -38,10 +38,10 @@ import numpy as np
 
 from mpi4py import MPI
 
-from mpigraph import arrays
-from mpigraph import owner_exchange as exchange
-from mpigraph.graph import INF
-from mpigraph.parallel import barrier_idly
+from mpigraph.util import arrays
+from mpigraph.comm import owner_exchange as exchange
+from mpigraph.paths.graph import INF
+from mpigraph.comm.parallel import barrier_idly
 from mpigraph.paths import gather
 from mpigraph.paths.dijkstra import Bypass, Reversed, add_hub_edges, distances, with_remote_edges
 from mpigraph.paths.labels import from_dist, local_sinks

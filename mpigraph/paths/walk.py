@@ -17,11 +17,12 @@ import dataclasses
 
 import numpy as np
 
-from mpigraph import arrays, critical_path
-from mpigraph import mpi_functions as mf
-from mpigraph import owner_exchange as exchange
-from mpigraph.graph import INF, END
-from mpigraph.names import Labels
+from mpigraph.util import arrays
+from mpigraph.paths import segments as critical_path
+from mpigraph.trace import functions as mf
+from mpigraph.comm import owner_exchange as exchange
+from mpigraph.paths.graph import INF, END
+from mpigraph.util.names import Labels
 from mpigraph.paths.labels import NO_NEXT
 
 

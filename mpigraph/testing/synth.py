@@ -5,7 +5,7 @@
 writes OUT/raw/rank-<r>.log for every trace rank, OUT/synth.json (what the
 analysis must find: calls and times per function and per rank, the slow rank
 of every phase, the critical path's length) and OUT/synth-path.npz (the
-critical path segment by segment, in the columns of mpigraph.critical_path).
+critical path segment by segment, in the columns of mpigraph.paths.segments).
 
 Structures (one *phase* repeats until the calls per rank are used up):
 
@@ -59,7 +59,9 @@ import time
 
 import numpy as np
 
-from mpigraph import arrays, mpi_functions, record
+from mpigraph.util import arrays
+from mpigraph.trace import functions as mpi_functions
+from mpigraph.trace import record
 
 FID = {f.name: f.id for f in mpi_functions.FUNCTIONS}
 STRUCTURES = ("bsp", "halo")

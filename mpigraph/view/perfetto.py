@@ -22,8 +22,8 @@ import os
 
 import numpy as np
 
-from mpigraph import mpi_functions as mf
-from mpigraph.atomic import atomic_write
+from mpigraph.trace import functions as mf
+from mpigraph.util.atomic import atomic_write
 
 JSON_NAME = "trace.json"
 CHUNK = 200_000

@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from mpigraph.atomic import atomic_write
+from mpigraph.util.atomic import atomic_write
 
 SVG_NAME = "ranks.svg"
 COLORS = {"compute": "#bdbdbd", "execution": "#2e6fb0", "wait": "#e4572e", "mpi": "#3c78b4",
@@ -113,7 +113,7 @@ def per_rank_from_table(ranks, path=None):
             out["critical_path"] = ranks[name]
             break
     if "critical_path" not in out and path is not None:
-        from mpigraph import critical_path
+        from mpigraph.paths import segments as critical_path
 
         out["critical_path"] = critical_path.time_per_rank(path, len(ranks["rank"]))
     return out

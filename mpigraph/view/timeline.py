@@ -23,8 +23,8 @@ import zlib
 import numpy as np
 
 from mpigraph import __version__
-from mpigraph import mpi_functions as mf
-from mpigraph.atomic import atomic_write
+from mpigraph.trace import functions as mf
+from mpigraph.util.atomic import atomic_write
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "timeline.html")
 HTML_NAME = "timeline.html"

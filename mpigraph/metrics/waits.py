@@ -30,9 +30,9 @@ import collections.abc
 
 import numpy as np
 
-from mpigraph import codec as codec_module
-from mpigraph.collectives import PATTERN_OF_FUNC
-from mpigraph.match import BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, CallIndex
+from mpigraph.comm import codec as codec_module
+from mpigraph.match.collectives import PATTERN_OF_FUNC
+from mpigraph.match.core import BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, CallIndex
 
 LATE_SENDER, LATE_RECEIVER, WAIT_NXN, WAIT_BARRIER, LATE_BROADCAST, EARLY_REDUCE = range(6)
 WAIT_STATES = ("late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce")

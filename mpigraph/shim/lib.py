@@ -3,6 +3,7 @@
 import os
 
 LIBRARY_NAME = "libmpigraph.so"
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def library_path():
@@ -11,7 +12,8 @@ def library_path():
     Raises FileNotFoundError with a hint when the package was installed
     without its shim (for instance a source tree that was never built).
     """
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), LIBRARY_NAME)
+    # The library sits at the package's top (setup.py builds it there): one level above this module.
+    path = os.path.join(PACKAGE_DIR, LIBRARY_NAME)
     if not os.path.exists(path):
         raise FileNotFoundError(
             "%s is missing: install mpigraph with pip (pip install '.[mpich]'), "

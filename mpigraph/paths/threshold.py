@@ -9,7 +9,7 @@ the path's start and end.
 
 import numpy as np
 
-from mpigraph import metrics
+from mpigraph.metrics import profile as metrics
 
 
 def merge_calls(start_ns, end_ns, func, threshold_ns):

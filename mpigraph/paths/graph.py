@@ -8,7 +8,7 @@ stage (``Dependencies``).
 Vertices: call k of trace rank r gives S(r,k) = base[r] + 2k and
 E(r,k) = base[r] + 2k + 1, so each trace rank's vertices, and each analysis
 rank's, are one contiguous range of ids.  A global synchronisation point
-(``mpigraph.splits``) adds a hub vertex n_rank_vertices + h.
+(``mpigraph.paths.splits``) adds a hub vertex n_rank_vertices + h.
 
 Edges (u -> v, weight = slack >= 0: how long before it was needed u happened):
     compute     E(r,k) -> S(r,k+1)    0
@@ -33,12 +33,15 @@ import dataclasses
 
 import numpy as np
 
-from mpigraph import match, metrics, threshold
-from mpigraph.match import Dependencies  # noqa: F401  (the path stage's input type)
-from mpigraph.parallel import Ownership
-from mpigraph import arrays, owner_exchange as exchange
+from mpigraph.match import core as match
+from mpigraph.metrics import profile as metrics
+from mpigraph.paths import threshold
+from mpigraph.match.core import Dependencies  # noqa: F401  (the path stage's input type)
+from mpigraph.comm.parallel import Ownership
+from mpigraph.util import arrays
+from mpigraph.comm import owner_exchange as exchange
 
-# The match stage's edge table and its codes (one definition, in mpigraph.match).  An N-to-N
+# The match stage's edge table and its codes (one definition, in mpigraph.match.core).  An N-to-N
 # collective has an edge from the last arriver's start to every member's end, the last
 # arriver's own included: without it the instance is never a global synchronisation point.
 LATE_SENDER, LATE_RECEIVER = match.MESSAGE_LATE_SENDER, match.MESSAGE_LATE_RECEIVER
@@ -219,7 +222,7 @@ class Graph:
 def build(comm, inp, threshold_ns=0, keep_remote_hub_edges=False):
     """This analysis rank's Graph, with its remote_hub_edges if asked (what the distributed
     searches with splits use).  Collective over comm (the analysis ranks)."""
-    from mpigraph import splits
+    from mpigraph.paths import splits
 
     n_analysis, me = comm.Get_size(), comm.Get_rank()
     ownership = Ownership(inp.n_trace_ranks, n_analysis)

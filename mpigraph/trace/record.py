@@ -94,7 +94,7 @@ RECORD_DTYPE = np.dtype(
         ("tag", "<i4"),       # message tag, or a TAG_* value
         ("root", "<i4"),      # root of a rooted collective as a world rank, or ROOT_NONE
         ("seq", "<u4"),       # collective sequence number on comm (from 1), 0 for none
-        ("func", "<u2"),      # function id, see mpigraph.mpi_functions
+        ("func", "<u2"),      # function id, see mpigraph.trace.functions
         ("flags", "<u2"),     # PART | LARGE_COUNT | SEND | RECV | ...
         ("thread", "<u4"),    # thread index within the rank (0 = the thread that called Init)
     ]

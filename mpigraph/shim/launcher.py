@@ -57,7 +57,7 @@ def command_line(mpiexec, flavour, nprocs, env, program):
 
 def rank_environment(out, options=None):
     """Variables every rank needs: the shim preloaded, the run directory, the settings."""
-    from mpigraph._lib import library_path
+    from mpigraph.shim.lib import library_path
 
     preload = library_path()
     if os.environ.get("LD_PRELOAD"):

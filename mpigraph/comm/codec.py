@@ -55,7 +55,7 @@ import zlib
 import numpy as np
 import zstandard
 
-from mpigraph import arrays
+from mpigraph.util import arrays
 
 MAGIC = b"MPGC"
 VERSION = 1

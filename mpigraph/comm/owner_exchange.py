@@ -3,7 +3,7 @@
 The path algorithms move many small batches (one per bucket phase) of integer
 columns, so they use one Alltoall of counts and one Alltoallv per column: no
 encoding, no pickles.  The big one-time moves
-(gathering a graph to one rank) go through ``mpigraph.shuffle`` instead.
+(gathering a graph to one rank) go through ``mpigraph.comm.shuffle`` instead.
 """
 
 import numpy as np

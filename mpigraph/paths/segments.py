@@ -28,8 +28,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from mpigraph.metrics import Column
-from mpigraph.names import Labels
+from mpigraph.metrics.profile import Column
+from mpigraph.util.names import Labels
 
 # What a path stage returns: the segments table (on analysis rank 0; None elsewhere or when
 # there is no path) and the path in words for summary.txt.
@@ -80,7 +80,7 @@ def _str_column(values):
 
 def write(run_dir, path):
     """critical_path.csv and critical_path.parquet in run_dir."""
-    from mpigraph import report
+    from mpigraph.report import writer as report
 
     report.write_csv(os.path.join(run_dir, CSV_NAME), path, SEGMENT_COLUMNS)
     report.write_parquet(os.path.join(run_dir, PARQUET_NAME), path, SEGMENT_COLUMNS)

@@ -1,6 +1,6 @@
 """`mpigraph demo`: build the bundled imbalanced MPI program and profile it.
 
-demo/demo.c is compiled with the MPI's own mpicc at first use and cached in
+demo.c is compiled with the MPI's own mpicc at first use and cached in
 ~/.cache/mpigraph (or $XDG_CACHE_HOME/mpigraph), keyed by the source and the
 compiler, so a second run starts at once.
 """
@@ -9,9 +9,9 @@ import hashlib
 import os
 import subprocess
 
-from mpigraph.launcher import LauncherError, find_mpi_tool, run
+from mpigraph.shim.launcher import LauncherError, find_mpi_tool, run
 
-DEMO_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo", "demo.c")
+DEMO_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo.c")
 
 
 def cache_dir():

@@ -28,8 +28,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from mpigraph import arrays, mpi_functions as mf
-from mpigraph import record
+from mpigraph.util import arrays
+from mpigraph.trace import functions as mf
+from mpigraph.trace import record
 
 # kind: "time" (int64 ns; seconds in CSV), "int", "float", "str", "bool".
 Column = namedtuple("Column", "name kind help")
@@ -74,7 +75,7 @@ RANK_COLUMNS = [
 
 FUNCTION_COLUMNS = [
     Column("function", "str", "MPI function name"),
-    Column("function_id", "int", "mpigraph's function id (mpigraph.mpi_functions)"),
+    Column("function_id", "int", "mpigraph's function id (mpigraph.trace.functions)"),
     Column("kind", "str", "function kind (send, recv, n_to_n, completion, ...)"),
     Column("calls", "int", "calls over all ranks"),
     Column("ranks", "int", "ranks that called it"),
@@ -216,7 +217,7 @@ def compute_time(call_start, call_end):
 
 def wait_row(call_start, call_end, func, waits):
     """The rank table's wait columns of one rank from its per-call waits (Init and Finalize left out)."""
-    from mpigraph import waits as waits_module
+    from mpigraph.metrics import waits as waits_module
 
     user = ~IS_INIT[func] & ~IS_FINALIZE[func]
     row = {name: int(waits[name][user].sum()) for name in ("execution", "wait_before", "wait_after")}
@@ -391,7 +392,7 @@ def with_path(tables, path):
     """Tables with time_on_path filled from a critical_path table (None: no path, zeros stay)."""
     if path is None:
         return tables
-    from mpigraph import critical_path
+    from mpigraph.paths import segments as critical_path
 
     ranks, functions = dict(tables.ranks), dict(tables.functions)
     ranks["time_on_path"] = critical_path.time_per_rank(path, int(ranks["rank"].max()) + 1)[ranks["rank"]] \

@@ -25,7 +25,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from mpigraph import record
+from mpigraph.trace import record
 
 # ns = ns0 + (ticks - ticks0) * ns_per_tick
 Conversion = namedtuple("Conversion", "ticks0 ns0 ns_per_tick")

@@ -17,7 +17,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from mpigraph import clock, mpi_functions, record
+from mpigraph.clock import models as clock
+from mpigraph.trace import functions as mpi_functions
+from mpigraph.trace import record
 
 
 class TraceError(Exception):

@@ -6,7 +6,7 @@ analysis rank holds, for each trace rank r it owns (``Ownership.ranks_of``):
 
 ``RankCalls`` (``matched.calls[r]``)
     rank            the trace rank r
-    func[k]         uint16 function id of call k (mpigraph.mpi_functions)
+    func[k]         uint16 function id of call k (mpigraph.trace.functions)
     start_ns[k]     int64 ns from the run's start (the end of the earliest
     end_ns[k]       MPI_Init of all ranks; MPI_Init starts a little before 0),
                     on rank 0's clock, after the receive-before-send repair
@@ -67,8 +67,9 @@ import functools
 
 import numpy as np
 
-from mpigraph import mpi_functions as mf
-from mpigraph import record, shuffle
+from mpigraph.trace import functions as mf
+from mpigraph.trace import record
+from mpigraph.comm import shuffle
 
 # ---- the interface's names ---------------------------------------------------------
 

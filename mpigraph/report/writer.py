@@ -19,13 +19,13 @@ ranks.csv, ranks.parquet: one row per rank, in rank order
     program_time_s/_ns    time    program_end - program_start
     mpi_time_s/_ns        time    summed duration of its MPI calls, Init and Finalize excluded
     mpi_fraction          float   mpi_time / program_time (empty when program_time is 0)
-    execution_s/_ns       time    summed execution time of its calls (mpigraph.waits)
+    execution_s/_ns       time    summed execution time of its calls (mpigraph.metrics.waits)
     wait_before_s/_ns     time    summed wait before its calls
     wait_after_s/_ns      time    summed wait after its calls
     wait_s/_ns            time    wait_before + wait_after
     compute_s/_ns         time    time between its MPI calls (compute edges)
     imbalance             float   wait / (execution + compute)
-    late_sender_s/_ns     time    wait states (mpigraph.waits): receives waiting for a late send,
+    late_sender_s/_ns     time    wait states (mpigraph.metrics.waits): receives waiting for a late send,
     late_receiver_s/_ns   time      sends waiting for a late receive, N-to-N collectives and
     wait_nxn_s/_ns        time      barriers waiting for the last member, 1-to-N members waiting
     wait_barrier_s/_ns    time      for the root, the N-to-1 root waiting for the last member
@@ -55,7 +55,7 @@ ranks.svg
 
 functions.csv: one row per MPI function called, the longest time_total first
     function              str     MPI function name
-    function_id           int     mpigraph's function id (mpigraph.mpi_functions)
+    function_id           int     mpigraph's function id (mpigraph.trace.functions)
     kind                  str     function kind (send, recv, n_to_n, completion, ...)
     calls                 int     calls over all ranks
     ranks                 int     ranks that called it
@@ -72,13 +72,13 @@ functions.csv: one row per MPI function called, the longest time_total first
     time_on_path_s        time    time of its calls and the messages into them on the critical path
 
 critical_path.csv, critical_path.parquet: the critical path, one row per segment
-(schema in ``mpigraph.critical_path``); written when a path was computed.
+(schema in ``mpigraph.paths.segments``); written when a path was computed.
 
-How bytes are counted is in ``mpigraph.metrics``.  ranks.csv also has the
+How bytes are counted is in ``mpigraph.metrics.profile``.  ranks.csv also has the
 wait, imbalance, wait-state and clock columns of ``metrics.RANK_COLUMNS`` and
-functions.csv wait_before, wait_after and execution (see mpigraph.waits).
+functions.csv wait_before, wait_after and execution (see mpigraph.metrics.waits).
 
-The tables of the linked run (schemas in ``mpigraph.linked_tables``):
+The tables of the linked run (schemas in ``mpigraph.metrics.run_tables``):
 calls.parquet (one row per call of every rank), collectives.parquet (one row
 per collective instance), waitstates.csv/.parquet (rank, function, wait-state
 kind), unmatched.csv (operations without partner; header only when none).
@@ -90,11 +90,14 @@ import sys
 
 import numpy as np
 
-from mpigraph import __version__, linked_tables, metrics, threads
-from mpigraph.atomic import atomic_write
-from mpigraph.names import Labels
+from mpigraph import __version__
+from mpigraph.metrics import run_tables as linked_tables
+from mpigraph.metrics import profile as metrics
+from mpigraph.util import threads
+from mpigraph.util.atomic import atomic_write
+from mpigraph.util.names import Labels
 from mpigraph.view import svg
-from mpigraph import mpi_functions as mf
+from mpigraph.trace import functions as mf
 
 SUMMARY = "summary.txt"
 RANKS_CSV = "ranks.csv"
@@ -517,7 +520,7 @@ class _File:
 
 
 def _linked_files(linked):
-    """The linked run's tables (mpigraph.linked_tables); calls.parquet pulls its blocks from the
+    """The linked run's tables (mpigraph.metrics.run_tables); calls.parquet pulls its blocks from the
     other analysis ranks."""
     lt = linked_tables
     return [_File(CALLS_PARQUET, lambda p: write_parquet_blocks(p, linked["calls"], lt.CALL_COLUMNS), True),
@@ -529,7 +532,7 @@ def _linked_files(linked):
 
 def _report_files(tables, linked, path, text):
     """Every report file; summary.txt last: its presence means the report is complete."""
-    from mpigraph import critical_path as cp
+    from mpigraph.paths import segments as cp
 
     files = [_File(RANKS_CSV, lambda p: write_csv(p, tables.ranks, metrics.RANK_COLUMNS)),
              _File(RANKS_PARQUET, lambda p: write_parquet(p, tables.ranks, metrics.RANK_COLUMNS)),

@@ -25,13 +25,15 @@ def _provide_libmpi_name():
     import ctypes
     import os
 
+    from mpigraph.shim.lib import PACKAGE_DIR
+
     program = ctypes.CDLL(None)
     if not hasattr(program, "MPI_Get_version") or hasattr(program, "ompi_mpi_comm_self"):
         return  # MPI loaded privately (a Python program) or Open MPI: nothing to do
     try:
         ctypes.CDLL("libmpi.so.12", mode=os.RTLD_NOLOAD)
     except OSError:
-        ctypes.CDLL(os.path.join(os.path.dirname(os.path.abspath(__file__)), "compat", "libmpi.so.12"))
+        ctypes.CDLL(os.path.join(PACKAGE_DIR, "compat", "libmpi.so.12"))
 
 
 def _analyse(run_dir):
@@ -81,11 +83,11 @@ def _loaded_class(module, name):
 
 def _report_failure(error):
     """One line for a problem the user can act on (bad logs, unwritable report); a traceback for a bug."""
-    peer_failed = _loaded_class("mpigraph.parallel", "PeerFailed")
-    user_errors = tuple(c for c in (_loaded_class("mpigraph.trace", "TraceError"),
-                                    _loaded_class("mpigraph.report", "ReportError"),
+    peer_failed = _loaded_class("mpigraph.comm.parallel", "PeerFailed")
+    user_errors = tuple(c for c in (_loaded_class("mpigraph.trace.logs", "TraceError"),
+                                    _loaded_class("mpigraph.report.writer", "ReportError"),
                                     _loaded_class("mpigraph.config", "ConfigError"),
-                                    _loaded_class("mpigraph.node_memory", "NotEnoughMemory")) if c)
+                                    _loaded_class("mpigraph.comm.node_memory", "NotEnoughMemory")) if c)
     if peer_failed and isinstance(error, peer_failed):
         pass   # the analysis rank that failed says why
     elif user_errors and isinstance(error, user_errors):

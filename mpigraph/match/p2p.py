@@ -9,9 +9,9 @@ See match.py for the matching rules.
 
 import numpy as np
 
-from mpigraph import mpi_functions as mf
-from mpigraph import record
-from mpigraph.match import CallIndex, kind_is, ordinal_within, pair_by_key, pair_occurrences, route
+from mpigraph.trace import functions as mf
+from mpigraph.trace import record
+from mpigraph.match.core import CallIndex, kind_is, ordinal_within, pair_by_key, pair_occurrences, route
 
 SEND_SIDE, RECV_SIDE = 0, 1
 

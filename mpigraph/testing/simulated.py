@@ -13,9 +13,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from mpigraph import graph
-from mpigraph import mpi_functions as mf
-from mpigraph.parallel import Ownership
+from mpigraph.paths import graph
+from mpigraph.trace import functions as mf
+from mpigraph.comm.parallel import Ownership
 
 FID = {f.name: f.id for f in mf.FUNCTIONS}
 Simulated = namedtuple("Simulated", "start end func deps slow")   # (ranks, calls) arrays; slow rank per iteration

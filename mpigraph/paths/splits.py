@@ -14,7 +14,7 @@ graph itself:
 - no other dependency edge crosses it (an outstanding Isend/Irecv completed
   on the far side is such an edge), so every path crosses at the hub.
 
-Each point becomes a hub vertex (``mpigraph.graph``) whether splits are on or
+Each point becomes a hub vertex (``mpigraph.paths.graph``) whether splits are on or
 off, so the graph, and the path, are the same either way.
 """
 
@@ -24,7 +24,8 @@ import numpy as np
 
 from mpi4py import MPI
 
-from mpigraph import arrays, graph as graph_module
+from mpigraph.util import arrays
+from mpigraph.paths import graph as graph_module
 
 
 @dataclasses.dataclass

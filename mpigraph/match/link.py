@@ -10,9 +10,12 @@ import dataclasses
 
 import numpy as np
 
-from mpigraph import causality, clock, collectives, p2p
-from mpigraph.match import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, Dependencies, rank_calls)
-from mpigraph.waits import owned_waits
+from mpigraph.clock import repair as causality
+from mpigraph.clock import models as clock
+from mpigraph.match import collectives
+from mpigraph.match import p2p
+from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, Dependencies, rank_calls)
+from mpigraph.metrics.waits import owned_waits
 
 
 @dataclasses.dataclass

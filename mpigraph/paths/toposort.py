@@ -52,11 +52,16 @@ import time
 
 import numpy as np
 
-from mpigraph import arrays, critical_path, metrics, mpi_functions, record, shuffle
-from mpigraph.codec import Codec
-from mpigraph.critical_path import PathResult
-from mpigraph.names import Labels
-from mpigraph.parallel import barrier_idly
+from mpigraph.util import arrays
+from mpigraph.paths import segments as critical_path
+from mpigraph.metrics import profile as metrics
+from mpigraph.trace import functions as mpi_functions
+from mpigraph.trace import record
+from mpigraph.comm import shuffle
+from mpigraph.comm.codec import Codec
+from mpigraph.paths.segments import PathResult
+from mpigraph.util.names import Labels
+from mpigraph.comm.parallel import barrier_idly
 
 ALGORITHMS = ("toposort", "parallel-toposort")
 

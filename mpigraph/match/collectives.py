@@ -15,9 +15,9 @@ import dataclasses
 
 import numpy as np
 
-from mpigraph import mpi_functions as mf
-from mpigraph import record
-from mpigraph.match import (COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, FUNC_KIND, KIND_CODE,
+from mpigraph.trace import functions as mf
+from mpigraph.trace import record
+from mpigraph.match.core import (COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, FUNC_KIND, KIND_CODE,
                             NONBLOCKING, SCAN, CallIndex, group_key, kind_is, route, sort_rows)
 
 # Pattern of who releases whom, per function kind (-1: no dependency, e.g. Comm_free).

@@ -40,8 +40,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from mpigraph.codec import Codec, CodecError, decode
-from mpigraph.parallel import wait_idly
+from mpigraph.comm.codec import Codec, CodecError, decode
+from mpigraph.comm.parallel import wait_idly
 
 ORDERS = ("rounds", "naive")
 TAG = 0x6D67                    # "mg": our point-to-point messages on the analysis comm

@@ -7,10 +7,14 @@ compressed), where ``finish`` adds the names the files show.
 
 import numpy as np
 
-from mpigraph import arrays, mpi_functions as mf
-from mpigraph import p2p, record, shuffle, waits
-from mpigraph.metrics import Column
-from mpigraph.names import Labels
+from mpigraph.util import arrays
+from mpigraph.trace import functions as mf
+from mpigraph.match import p2p
+from mpigraph.trace import record
+from mpigraph.comm import shuffle
+from mpigraph.metrics import waits
+from mpigraph.metrics.profile import Column
+from mpigraph.util.names import Labels
 
 CALL_COLUMNS = [
     Column("rank", "int", "MPI_COMM_WORLD rank"),
