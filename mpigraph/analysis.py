@@ -16,6 +16,7 @@ import resource
 import sys
 import time
 
+from mpigraph import config as config_module
 from mpigraph.comm import codec as codec_module
 from mpigraph import paths
 from mpigraph.paths import segments as critical_path
@@ -175,8 +176,6 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     if comm is None:
         comm = _world()
     if config is None:
-        from mpigraph import config as config_module
-
         config = config_module.from_env()
     progress = Progress(comm.rank == 0, config)
 

@@ -7,6 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mpigraph.paths import segments as cp
+from mpigraph.report.writer import write_path
 from mpigraph.util.names import Labels
 
 
@@ -46,7 +47,7 @@ def test_a_path_as_codes_sums_and_writes_as_its_strings(tmp_path):
     assert cp.summary_lines(coded, 3) == cp.summary_lines(plain, 3)
     for where, table in (("a", plain), ("b", coded)):
         (tmp_path / where).mkdir()
-        cp.write(str(tmp_path / where), table)
+        write_path(str(tmp_path / where), table)
     for name in (cp.CSV_NAME, cp.PARQUET_NAME):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
     with pytest.raises(ValueError, match="segment 1"):
@@ -55,7 +56,7 @@ def test_a_path_as_codes_sums_and_writes_as_its_strings(tmp_path):
 
 def test_written_files_agree(tmp_path):
     path = example()
-    cp.write(str(tmp_path), path)
+    write_path(str(tmp_path), path)
     rows = list(csv.DictReader(open(tmp_path / cp.CSV_NAME)))
     assert [r["kind"] for r in rows] == ["compute", "mpi", "message", "compute"]
     assert rows[2]["peer"] == "0" and rows[3]["duration_s"] == "0.000000300"

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from mpigraph.report import writer as report
 from mpigraph.util.names import Labels
-from mpigraph.metrics.profile import Column
+from mpigraph.schema import Column
 
 COLUMNS = [Column("t", "time", ""), Column("n", "int", ""), Column("x", "float", ""), Column("ok", "bool", ""),
            Column("name", "str", ""), Column("label", "str", "")]

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mpigraph.report import writer as report
-from mpigraph.metrics.profile import Column
+from mpigraph.schema import Column
 
 COLUMNS = [Column("t", "time", ""), Column("n", "int", ""), Column("name", "str", "")]
 

@@ -13,7 +13,7 @@ import atexit, sys
 import numpy as np
 from mpigraph.report import writer as report
 from mpigraph.util import threads
-from mpigraph.metrics.profile import Column
+from mpigraph.schema import Column
 
 def write():
     pool = threads.pool(2, "test")

@@ -30,6 +30,8 @@ import tracebuild as tb
 from headless import Browser
 from mpigraph.clock import models as clock
 from mpigraph.paths import segments as critical_path
+from mpigraph.report.writer import write_path
+from mpigraph.schema import Column
 from mpigraph.metrics import profile as metrics
 from mpigraph.trace import record
 from mpigraph.report import writer as report
@@ -118,7 +120,7 @@ def write_calls_parquet(run_dir):
     wb[coll] = max_start[inverse] - t["start"][coll]
     wa[coll] = t["end"][coll] - min_end[inverse]
     execution = t["end"] - t["start"] - wb - wa
-    columns = [metrics.Column(n, k, n) for n, k in (
+    columns = [Column(n, k, n) for n, k in (
         ("rank", "int"), ("seq", "int"), ("function", "str"), ("start", "time"), ("end", "time"), ("peer", "int"),
         ("tag", "int"), ("comm", "int"), ("bytes", "int"), ("wait_before", "time"), ("wait_after", "time"),
         ("execution", "time"), ("on_path", "bool"))]
@@ -151,7 +153,7 @@ def write_path_parquet(run_dir, rank):
     o = np.argsort(s, kind="stable")
     path = critical_path.segments(np.array(seg_rank)[o], np.array(kind, object)[o], np.array(func, object)[o],
                                   np.array(s)[o], np.array(e)[o], np.array(peer)[o])
-    critical_path.write(run_dir, path)
+    write_path(run_dir, path)
     return path
 
 
@@ -378,7 +380,7 @@ def test_messages_match_in_order_per_comm_src_dst_tag(tmp_path):
 def test_calls_parquet_that_does_not_fit_is_reported_not_used(tmp_path):
     tb.write_simple_run(tmp_path, 2)
     report.write_parquet(str(tmp_path / "calls.parquet"), {"rank": np.array([0]), "seq": np.array([0])},
-                         [metrics.Column("rank", "int", ""), metrics.Column("seq", "int", "")])
+                         [Column("rank", "int", ""), Column("seq", "int", "")])
     data = view_data.load(str(tmp_path))
     assert not data.has_waits
     assert any("calls.parquet has no end, start column" in n for n in data.notes), data.notes

@@ -56,6 +56,7 @@ import numpy as np
 import zstandard
 
 from mpigraph.util import arrays
+from mpigraph import config
 
 MAGIC = b"MPGC"
 VERSION = 1
@@ -308,8 +309,7 @@ class Codec:
     @classmethod
     def from_setting(cls, value):
         """The codec of an MPIGRAPH_COMPRESS value: off | on | 1-22."""
-        from mpigraph.config import parse_compress
-        return cls(level=parse_compress(value))
+        return cls(level=config.parse_compress(value))
 
     def __repr__(self):
         return "Codec(level=%r, transform=%r)" % (self.level, self.transform)

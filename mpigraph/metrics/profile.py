@@ -28,69 +28,14 @@ from collections import namedtuple
 
 import numpy as np
 
+from mpigraph.metrics import waits as waits_module
+from mpigraph.paths import segments as critical_path
+from mpigraph.schema import FUNCTION_COLUMNS, RANK_COLUMNS  # noqa: F401  (the tables' schemas, re-exported)
+
 from mpigraph.util import arrays
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
 
-# kind: "time" (int64 ns; seconds in CSV), "int", "float", "str", "bool".
-Column = namedtuple("Column", "name kind help")
-
-RANK_COLUMNS = [
-    Column("rank", "int", "MPI_COMM_WORLD rank"),
-    Column("host", "str", "host name"),
-    Column("pid", "int", "process id"),
-    Column("program_start", "time", "end of the first MPI_Init, from the run's start (the earliest of all ranks)"),
-    Column("program_end", "time", "start of the last MPI_Finalize (end of the last record if not finalised), "
-                                  "from the run's start"),
-    Column("program_time", "time", "program_end - program_start"),
-    Column("mpi_time", "time", "summed duration of the rank's MPI calls, Init and Finalize excluded"),
-    Column("mpi_fraction", "float", "mpi_time / program_time"),
-    Column("execution", "time", "summed execution time of its calls (waits.py), Init and Finalize excluded"),
-    Column("wait_before", "time", "summed wait before its calls (waiting for other ranks to arrive)"),
-    Column("wait_after", "time", "summed wait after its calls (collectives: others left earlier)"),
-    Column("wait", "time", "wait_before + wait_after"),
-    Column("compute", "time", "time between its MPI calls (compute edges of the graph)"),
-    Column("imbalance", "float", "wait / (execution + compute) (seed 004, imbalance_process)"),
-    Column("late_sender", "time", "wait state: receives waiting for a late send"),
-    Column("late_receiver", "time", "wait state: sends waiting for a late receive (rendezvous)"),
-    Column("wait_nxn", "time", "wait state: N-to-N collectives (not Barrier) waiting for the last member"),
-    Column("wait_barrier", "time", "wait state: MPI_Barrier waiting for the last member"),
-    Column("late_broadcast", "time", "wait state: 1-to-N members waiting for the root"),
-    Column("early_reduce", "time", "wait state: N-to-1 root waiting for the last member"),
-    Column("clock_offset", "time", "clock correction applied: offset to rank 0 at MPI_Init"),
-    Column("clock_drift_ppm", "float", "clock correction applied: drift against rank 0, parts per million"),
-    Column("clock_shift", "time", "forward shift at its end from the receive-before-send repair"),
-    Column("calls", "int", "MPI calls (call records)"),
-    Column("records", "int", "records in the log (calls and their parts)"),
-    Column("bytes_sent", "int", "point-to-point bytes sent"),
-    Column("bytes_received", "int", "point-to-point bytes received"),
-    Column("bytes_collective", "int", "bytes passed to collectives"),
-    Column("finalized", "bool", "the rank reached MPI_Finalize: its log has the call (false: it crashed or was "
-                                "killed before)"),
-    Column("recording_dropped", "bool", "the shim stopped recording early (disk full): calls are missing"),
-    Column("log_closed", "bool", "the shim closed the log in MPI_Finalize (false: the rank ended before that)"),
-    Column("incomplete_requests", "int", "nonblocking operations started and never completed or freed in the log"),
-    Column("time_on_path", "time", "time of the rank's segments on the critical path (0 when no path)"),
-]
-
-FUNCTION_COLUMNS = [
-    Column("function", "str", "MPI function name"),
-    Column("function_id", "int", "mpigraph's function id (mpigraph.trace.functions)"),
-    Column("kind", "str", "function kind (send, recv, n_to_n, completion, ...)"),
-    Column("calls", "int", "calls over all ranks"),
-    Column("ranks", "int", "ranks that called it"),
-    Column("time_total", "time", "summed duration of its calls"),
-    Column("time_mean", "time", "time_total / calls"),
-    Column("time_min", "time", "shortest call"),
-    Column("time_max", "time", "longest call"),
-    Column("wait_before", "time", "summed wait before its calls"),
-    Column("wait_after", "time", "summed wait after its calls"),
-    Column("execution", "time", "summed execution time of its calls"),
-    Column("bytes_sent", "int", "point-to-point bytes sent"),
-    Column("bytes_received", "int", "point-to-point bytes received"),
-    Column("bytes_collective", "int", "bytes passed to collectives"),
-    Column("time_on_path", "time", "time of its calls and the messages into them on the critical path"),
-]
 
 # ---- which records count where, by function id ---------------------------------
 
@@ -217,8 +162,6 @@ def compute_time(call_start, call_end):
 
 def wait_row(call_start, call_end, func, waits):
     """The rank table's wait columns of one rank from its per-call waits (Init and Finalize left out)."""
-    from mpigraph.metrics import waits as waits_module
-
     user = ~IS_INIT[func] & ~IS_FINALIZE[func]
     row = {name: int(waits[name][user].sum()) for name in ("execution", "wait_before", "wait_after")}
     row["wait"] = row["wait_before"] + row["wait_after"]
@@ -392,8 +335,6 @@ def with_path(tables, path):
     """Tables with time_on_path filled from a critical_path table (None: no path, zeros stay)."""
     if path is None:
         return tables
-    from mpigraph.paths import segments as critical_path
-
     ranks, functions = dict(tables.ranks), dict(tables.functions)
     ranks["time_on_path"] = critical_path.time_per_rank(path, int(ranks["rank"].max()) + 1)[ranks["rank"]] \
         if len(ranks["rank"]) else ranks["time_on_path"]

@@ -7,71 +7,16 @@ compressed), where ``finish`` adds the names the files show.
 
 import numpy as np
 
+from mpigraph.schema import CALL_COLUMNS, COLLECTIVE_COLUMNS, UNMATCHED_COLUMNS, WAITSTATE_COLUMNS  # noqa: F401
+
 from mpigraph.util import arrays
 from mpigraph.trace import functions as mf
 from mpigraph.match import p2p
 from mpigraph.trace import record
 from mpigraph.comm import shuffle
 from mpigraph.metrics import waits
-from mpigraph.metrics.profile import Column
 from mpigraph.util.names import Labels
 
-CALL_COLUMNS = [
-    Column("rank", "int", "MPI_COMM_WORLD rank"),
-    Column("call", "int", "index of the call among the rank's calls (log order, from 0)"),
-    Column("seq", "int", "collective sequence number on its communicator (0: not a collective)"),
-    Column("function", "str", "MPI function"),
-    Column("start", "time", "call start, from the run's start (aligned clocks)"),
-    Column("end", "time", "call end, from the run's start"),
-    Column("peer", "int", "partner as a world rank (-1 none, -2 MPI_PROC_NULL, -3 any source)"),
-    Column("tag", "int", "message tag (-1 none, -2 any tag)"),
-    Column("comm", "int", "communicator id (0 = MPI_COMM_WORLD)"),
-    Column("bytes", "int", "bytes of the call (see metrics: how bytes are counted)"),
-    Column("root", "int", "root of a rooted collective as a world rank (-1 none)"),
-    Column("wait_before", "time", "wait before (collective: max start - start; point-to-point: late sender "
-                                  "or receiver)"),
-    Column("wait_after", "time", "wait after (collective: end - min end)"),
-    Column("execution", "time", "execution time (collective: min end - max start, may be negative)"),
-    Column("wait_state", "str", "wait-state kind of the call (empty: none)"),
-    Column("wait_state_time", "time", "time of that wait state"),
-    Column("on_path", "bool", "the critical path spends time in the call or passes through it (false when no path)"),
-]
-
-COLLECTIVE_COLUMNS = [
-    Column("comm", "int", "communicator id"),
-    Column("seq", "int", "sequence number on the communicator"),
-    Column("function", "str", "MPI function"),
-    Column("members", "int", "ranks that took part (recorded)"),
-    Column("comm_size", "int", "size of the communicator (-1 unknown)"),
-    Column("complete", "bool", "members == comm_size"),
-    Column("max_start", "time", "latest start: when the last member arrived"),
-    Column("min_end", "time", "earliest end"),
-    Column("execution", "time", "min_end - max_start"),
-    Column("wait_total", "time", "summed wait before + wait after of the members"),
-    Column("imbalance", "float", "wait_total / (members * execution); empty when execution <= 0"),
-    Column("last_rank", "int", "the member that arrived last (everyone waited for it)"),
-    Column("root", "int", "root (-1 none)"),
-]
-
-WAITSTATE_COLUMNS = [
-    Column("rank", "int", "MPI_COMM_WORLD rank"),
-    Column("function", "str", "MPI function"),
-    Column("kind", "str", "wait state: " + ", ".join(waits.WAIT_STATES)),
-    Column("calls", "int", "calls with this wait state"),
-    Column("time", "time", "summed time of this wait state"),
-]
-
-UNMATCHED_COLUMNS = [
-    Column("rank", "int", "the rank of the operation (-1 for a collective instance)"),
-    Column("what", "str", "send | receive | completion | request | collective"),
-    Column("reason", "str", "why it has no partner"),
-    Column("function", "str", "MPI function of the call that posted it"),
-    Column("call", "int", "call index on the rank (-1 for a collective instance)"),
-    Column("comm", "int", "communicator id"),
-    Column("peer", "int", "partner world rank as posted or received (-3 any source)"),
-    Column("tag", "int", "tag (or, for a collective instance, its sequence number)"),
-    Column("bytes", "int", "bytes"),
-]
 
 UNMATCHED_WHAT = ("send", "receive", "completion", "request", "collective")
 UNMATCHED_REASON = ("no matching receive", "no matching send", "completes no known request",

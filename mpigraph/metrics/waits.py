@@ -33,9 +33,9 @@ import numpy as np
 from mpigraph.comm import codec as codec_module
 from mpigraph.match.collectives import PATTERN_OF_FUNC
 from mpigraph.match.core import BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, CallIndex
+from mpigraph.schema import WAIT_STATES  # noqa: F401  (the kinds, in the order of the codes below)
 
 LATE_SENDER, LATE_RECEIVER, WAIT_NXN, WAIT_BARRIER, LATE_BROADCAST, EARLY_REDUCE = range(6)
-WAIT_STATES = ("late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce")
 NO_STATE = -1
 
 

@@ -33,41 +33,15 @@ import dataclasses
 
 import numpy as np
 
-from mpigraph.match import core as match
 from mpigraph.metrics import profile as metrics
-from mpigraph.paths import threshold
+from mpigraph.paths import splits, threshold
 from mpigraph.match.core import Dependencies  # noqa: F401  (the path stage's input type)
 from mpigraph.comm.parallel import Ownership
 from mpigraph.util import arrays
 from mpigraph.comm import owner_exchange as exchange
-
-# The match stage's edge table and its codes (one definition, in mpigraph.match.core).  An N-to-N
-# collective has an edge from the last arriver's start to every member's end, the last
-# arriver's own included: without it the instance is never a global synchronisation point.
-LATE_SENDER, LATE_RECEIVER = match.MESSAGE_LATE_SENDER, match.MESSAGE_LATE_RECEIVER
-N_TO_N, ONE_TO_N, N_TO_ONE, SCAN = (match.COLLECTIVE_N_TO_N, match.COLLECTIVE_ONE_TO_N, match.COLLECTIVE_N_TO_ONE,
-                                    match.SCAN)
-KIND_NAMES = match.KIND_NAMES
-START, END = match.VERTEX_START, match.VERTEX_END   # src_vertex: the start or the end of the source call
-
-INF = np.iinfo(np.int64).max // 4   # "unreached": room to add slacks without overflow
-
-# A vertex's function id (mpi_functions: a few hundred), -1 for a hub: two bytes, not eight,
-# per vertex held through the search.
-FUNC_DTYPE = np.int16
-
-
-def index_dtype(largest):
-    """The dtype of a graph's edge sources (vertex ids) and indptr (edge positions): int32 where
-    every value up to `largest` fits (four bytes, not eight, per edge and per vertex held through
-    the search), else int64."""
-    return np.int32 if largest <= np.iinfo(np.int32).max else np.int64
-
-
-def slack_dtype(smallest, largest):
-    """The dtype of a graph's edge slacks: uint32 where every slack from `smallest` to `largest`
-    fits (up to 4.29 s: four bytes, not eight, per edge held through the search), else int64."""
-    return np.uint32 if 0 <= smallest and largest <= np.iinfo(np.uint32).max else np.int64
+from mpigraph.paths.model import (  # noqa: F401  (re-exported: the graph's vocabulary)
+    LATE_SENDER, LATE_RECEIVER, N_TO_N, ONE_TO_N, N_TO_ONE, SCAN, KIND_NAMES,
+    START, END, INF, FUNC_DTYPE, index_dtype, slack_dtype)
 
 
 def _int64(values):
@@ -222,8 +196,6 @@ class Graph:
 def build(comm, inp, threshold_ns=0, keep_remote_hub_edges=False):
     """This analysis rank's Graph, with its remote_hub_edges if asked (what the distributed
     searches with splits use).  Collective over comm (the analysis ranks)."""
-    from mpigraph.paths import splits
-
     n_analysis, me = comm.Get_size(), comm.Get_rank()
     ownership = Ownership(inp.n_trace_ranks, n_analysis)
     mine = list(ownership.ranks_of(me))

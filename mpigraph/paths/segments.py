@@ -23,12 +23,12 @@ critical_path.csv, critical_path.parquet: one row per path segment, in order
     duration_s/_ns time end - start
 """
 
-import os
 from collections import namedtuple
 
 import numpy as np
 
-from mpigraph.metrics.profile import Column
+from mpigraph.schema import SEGMENT_COLUMNS  # noqa: F401  (re-exported)
+
 from mpigraph.util.names import Labels
 
 # What a path stage returns: the segments table (on analysis rank 0; None elsewhere or when
@@ -38,16 +38,6 @@ PathResult = namedtuple("PathResult", "table lines")
 KINDS = ("compute", "mpi", "message")
 KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}     # a kind's code in names.Labels
 
-SEGMENT_COLUMNS = [
-    Column("order", "int", "position on the path, from 0"),
-    Column("rank", "int", "the rank whose time this segment is"),
-    Column("kind", "str", "compute, mpi or message"),
-    Column("function", "str", "MPI function of the call (or of the call a message released); empty for compute"),
-    Column("peer", "int", "the other rank of a message segment, -1 otherwise"),
-    Column("start", "time", "segment start, from the run's start"),
-    Column("end", "time", "segment end, from the run's start"),
-    Column("duration", "time", "end - start"),
-]
 
 CSV_NAME = "critical_path.csv"
 PARQUET_NAME = "critical_path.parquet"
@@ -76,14 +66,6 @@ def segments(rank, kind, function, start, end, peer=None):
 
 def _str_column(values):
     return values if isinstance(values, Labels) else np.asarray(values, dtype=object)
-
-
-def write(run_dir, path):
-    """critical_path.csv and critical_path.parquet in run_dir."""
-    from mpigraph.report import writer as report
-
-    report.write_csv(os.path.join(run_dir, CSV_NAME), path, SEGMENT_COLUMNS)
-    report.write_parquet(os.path.join(run_dir, PARQUET_NAME), path, SEGMENT_COLUMNS)
 
 
 def time_per_rank(path, n_ranks):

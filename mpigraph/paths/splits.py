@@ -25,7 +25,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpigraph.util import arrays
-from mpigraph.paths import graph as graph_module
+from mpigraph.paths import model as graph_module
 
 
 @dataclasses.dataclass

@@ -96,6 +96,8 @@ from mpigraph.metrics import profile as metrics
 from mpigraph.util import threads
 from mpigraph.util.atomic import atomic_write
 from mpigraph.util.names import Labels
+from mpigraph import schema
+from mpigraph.paths import segments as cp
 from mpigraph.view import svg
 from mpigraph.trace import functions as mf
 
@@ -127,7 +129,7 @@ def parquet_name(column):
 
 # Rows per block of write_csv: the text of one block is in memory at a time.
 CSV_BLOCK_ROWS = 1 << 20
-_NAMES = metrics.Column("name", "str", "a CSV header's column names, quoted as fields are")
+_NAMES = schema.Column("name", "str", "a CSV header's column names, quoted as fields are")
 
 
 def write_csv(path, table, columns):
@@ -532,8 +534,6 @@ def _linked_files(linked):
 
 def _report_files(tables, linked, path, text):
     """Every report file; summary.txt last: its presence means the report is complete."""
-    from mpigraph.paths import segments as cp
-
     files = [_File(RANKS_CSV, lambda p: write_csv(p, tables.ranks, metrics.RANK_COLUMNS)),
              _File(RANKS_PARQUET, lambda p: write_parquet(p, tables.ranks, metrics.RANK_COLUMNS)),
              _File(FUNCTIONS_CSV, lambda p: write_csv(p, tables.functions, metrics.FUNCTION_COLUMNS))]
@@ -546,6 +546,12 @@ def _report_files(tables, linked, path, text):
     files += [_File(svg.SVG_NAME, lambda p: svg.write_rank_chart(os.path.dirname(p), chart)),
               _File(SUMMARY, lambda p: _write_text(p, text))]
     return files
+
+
+def write_path(run_dir, path):
+    """critical_path.csv and critical_path.parquet of a path table in run_dir."""
+    write_csv(os.path.join(run_dir, cp.CSV_NAME), path, cp.SEGMENT_COLUMNS)
+    write_parquet(os.path.join(run_dir, cp.PARQUET_NAME), path, cp.SEGMENT_COLUMNS)
 
 
 class ReportError(Exception):

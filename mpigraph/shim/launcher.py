@@ -12,6 +12,8 @@ import subprocess
 import sys
 import time
 
+from mpigraph import config
+
 
 class LauncherError(Exception):
     """No usable mpiexec, or it could not be started."""
@@ -70,8 +72,6 @@ def rank_environment(out, options=None):
 
 
 def analysis_wanted(options):
-    from mpigraph import config
-
     return config.from_env(dict(os.environ, **(options or {}))).analyze
 
 

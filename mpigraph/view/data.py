@@ -25,6 +25,7 @@ from mpigraph.clock import models as clock
 from mpigraph.metrics import profile as metrics
 from mpigraph.trace import record
 from mpigraph.trace import logs as trace
+from mpigraph.paths import segments as critical_path
 from mpigraph.trace import functions as mf
 
 CALLS_PARQUET = "calls.parquet"
@@ -88,8 +89,6 @@ class RunData:
             out["wait"] = np.bincount(rank, weights=wait, minlength=p).astype(np.int64)
             out["execution"] = out["mpi_time"] - out["wait"]
         if self.path is not None:
-            from mpigraph.paths import segments as critical_path
-
             out["critical_path"] = critical_path.time_per_rank(self.path, p)
         return out
 
@@ -307,8 +306,6 @@ def load(run_dir):
     if os.path.exists(path_file):
         try:
             t = _read_parquet(path_file)
-            from mpigraph.paths import segments as critical_path
-
             o = np.argsort(np.asarray(t["order"]), kind="stable") if "order" in t else slice(None)
             path = critical_path.segments(t["rank"][o], t["kind"][o], t["function"][o], t["start"][o],
                                           t["end"][o], t["peer"][o] if "peer" in t else None)

@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from mpigraph.paths import segments as critical_path
 from mpigraph.util.atomic import atomic_write
 
 SVG_NAME = "ranks.svg"
@@ -113,7 +114,5 @@ def per_rank_from_table(ranks, path=None):
             out["critical_path"] = ranks[name]
             break
     if "critical_path" not in out and path is not None:
-        from mpigraph.paths import segments as critical_path
-
         out["critical_path"] = critical_path.time_per_rank(path, len(ranks["rank"]))
     return out

@@ -1,0 +1,136 @@
+"""Every output table's columns: name, kind and meaning (docs/outputs.md is made from them).
+
+kind: "time" (int64 ns in Parquet, seconds in CSV), "int", "float", "str", "bool".
+"""
+
+from collections import namedtuple
+
+Column = namedtuple("Column", "name kind help")
+
+# The wait-state kinds, in the order of their codes (mpigraph.metrics.waits).
+WAIT_STATES = ("late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce")
+
+RANK_COLUMNS = [
+    Column("rank", "int", "MPI_COMM_WORLD rank"),
+    Column("host", "str", "host name"),
+    Column("pid", "int", "process id"),
+    Column("program_start", "time", "end of the first MPI_Init, from the run's start (the earliest of all ranks)"),
+    Column("program_end", "time", "start of the last MPI_Finalize (end of the last record if not finalised), "
+                                  "from the run's start"),
+    Column("program_time", "time", "program_end - program_start"),
+    Column("mpi_time", "time", "summed duration of the rank's MPI calls, Init and Finalize excluded"),
+    Column("mpi_fraction", "float", "mpi_time / program_time"),
+    Column("execution", "time", "summed execution time of its calls (waits.py), Init and Finalize excluded"),
+    Column("wait_before", "time", "summed wait before its calls (waiting for other ranks to arrive)"),
+    Column("wait_after", "time", "summed wait after its calls (collectives: others left earlier)"),
+    Column("wait", "time", "wait_before + wait_after"),
+    Column("compute", "time", "time between its MPI calls (compute edges of the graph)"),
+    Column("imbalance", "float", "wait / (execution + compute) (seed 004, imbalance_process)"),
+    Column("late_sender", "time", "wait state: receives waiting for a late send"),
+    Column("late_receiver", "time", "wait state: sends waiting for a late receive (rendezvous)"),
+    Column("wait_nxn", "time", "wait state: N-to-N collectives (not Barrier) waiting for the last member"),
+    Column("wait_barrier", "time", "wait state: MPI_Barrier waiting for the last member"),
+    Column("late_broadcast", "time", "wait state: 1-to-N members waiting for the root"),
+    Column("early_reduce", "time", "wait state: N-to-1 root waiting for the last member"),
+    Column("clock_offset", "time", "clock correction applied: offset to rank 0 at MPI_Init"),
+    Column("clock_drift_ppm", "float", "clock correction applied: drift against rank 0, parts per million"),
+    Column("clock_shift", "time", "forward shift at its end from the receive-before-send repair"),
+    Column("calls", "int", "MPI calls (call records)"),
+    Column("records", "int", "records in the log (calls and their parts)"),
+    Column("bytes_sent", "int", "point-to-point bytes sent"),
+    Column("bytes_received", "int", "point-to-point bytes received"),
+    Column("bytes_collective", "int", "bytes passed to collectives"),
+    Column("finalized", "bool", "the rank reached MPI_Finalize: its log has the call (false: it crashed or was "
+                                "killed before)"),
+    Column("recording_dropped", "bool", "the shim stopped recording early (disk full): calls are missing"),
+    Column("log_closed", "bool", "the shim closed the log in MPI_Finalize (false: the rank ended before that)"),
+    Column("incomplete_requests", "int", "nonblocking operations started and never completed or freed in the log"),
+    Column("time_on_path", "time", "time of the rank's segments on the critical path (0 when no path)"),
+]
+
+FUNCTION_COLUMNS = [
+    Column("function", "str", "MPI function name"),
+    Column("function_id", "int", "mpigraph's function id (mpigraph.trace.functions)"),
+    Column("kind", "str", "function kind (send, recv, n_to_n, completion, ...)"),
+    Column("calls", "int", "calls over all ranks"),
+    Column("ranks", "int", "ranks that called it"),
+    Column("time_total", "time", "summed duration of its calls"),
+    Column("time_mean", "time", "time_total / calls"),
+    Column("time_min", "time", "shortest call"),
+    Column("time_max", "time", "longest call"),
+    Column("wait_before", "time", "summed wait before its calls"),
+    Column("wait_after", "time", "summed wait after its calls"),
+    Column("execution", "time", "summed execution time of its calls"),
+    Column("bytes_sent", "int", "point-to-point bytes sent"),
+    Column("bytes_received", "int", "point-to-point bytes received"),
+    Column("bytes_collective", "int", "bytes passed to collectives"),
+    Column("time_on_path", "time", "time of its calls and the messages into them on the critical path"),
+]
+
+CALL_COLUMNS = [
+    Column("rank", "int", "MPI_COMM_WORLD rank"),
+    Column("call", "int", "index of the call among the rank's calls (log order, from 0)"),
+    Column("seq", "int", "collective sequence number on its communicator (0: not a collective)"),
+    Column("function", "str", "MPI function"),
+    Column("start", "time", "call start, from the run's start (aligned clocks)"),
+    Column("end", "time", "call end, from the run's start"),
+    Column("peer", "int", "partner as a world rank (-1 none, -2 MPI_PROC_NULL, -3 any source)"),
+    Column("tag", "int", "message tag (-1 none, -2 any tag)"),
+    Column("comm", "int", "communicator id (0 = MPI_COMM_WORLD)"),
+    Column("bytes", "int", "bytes of the call (see metrics: how bytes are counted)"),
+    Column("root", "int", "root of a rooted collective as a world rank (-1 none)"),
+    Column("wait_before", "time", "wait before (collective: max start - start; point-to-point: late sender "
+                                  "or receiver)"),
+    Column("wait_after", "time", "wait after (collective: end - min end)"),
+    Column("execution", "time", "execution time (collective: min end - max start, may be negative)"),
+    Column("wait_state", "str", "wait-state kind of the call (empty: none)"),
+    Column("wait_state_time", "time", "time of that wait state"),
+    Column("on_path", "bool", "the critical path spends time in the call or passes through it (false when no path)"),
+]
+
+COLLECTIVE_COLUMNS = [
+    Column("comm", "int", "communicator id"),
+    Column("seq", "int", "sequence number on the communicator"),
+    Column("function", "str", "MPI function"),
+    Column("members", "int", "ranks that took part (recorded)"),
+    Column("comm_size", "int", "size of the communicator (-1 unknown)"),
+    Column("complete", "bool", "members == comm_size"),
+    Column("max_start", "time", "latest start: when the last member arrived"),
+    Column("min_end", "time", "earliest end"),
+    Column("execution", "time", "min_end - max_start"),
+    Column("wait_total", "time", "summed wait before + wait after of the members"),
+    Column("imbalance", "float", "wait_total / (members * execution); empty when execution <= 0"),
+    Column("last_rank", "int", "the member that arrived last (everyone waited for it)"),
+    Column("root", "int", "root (-1 none)"),
+]
+
+WAITSTATE_COLUMNS = [
+    Column("rank", "int", "MPI_COMM_WORLD rank"),
+    Column("function", "str", "MPI function"),
+    Column("kind", "str", "wait state: " + ", ".join(WAIT_STATES)),
+    Column("calls", "int", "calls with this wait state"),
+    Column("time", "time", "summed time of this wait state"),
+]
+
+UNMATCHED_COLUMNS = [
+    Column("rank", "int", "the rank of the operation (-1 for a collective instance)"),
+    Column("what", "str", "send | receive | completion | request | collective"),
+    Column("reason", "str", "why it has no partner"),
+    Column("function", "str", "MPI function of the call that posted it"),
+    Column("call", "int", "call index on the rank (-1 for a collective instance)"),
+    Column("comm", "int", "communicator id"),
+    Column("peer", "int", "partner world rank as posted or received (-3 any source)"),
+    Column("tag", "int", "tag (or, for a collective instance, its sequence number)"),
+    Column("bytes", "int", "bytes"),
+]
+
+SEGMENT_COLUMNS = [
+    Column("order", "int", "position on the path, from 0"),
+    Column("rank", "int", "the rank whose time this segment is"),
+    Column("kind", "str", "compute, mpi or message"),
+    Column("function", "str", "MPI function of the call (or of the call a message released); empty for compute"),
+    Column("peer", "int", "the other rank of a message segment, -1 otherwise"),
+    Column("start", "time", "segment start, from the run's start"),
+    Column("end", "time", "segment end, from the run's start"),
+    Column("duration", "time", "end - start"),
+]
