@@ -2,7 +2,8 @@
 
 model.csv, one row per (P, run, source, component):
     source     run: the model of a measured run from its own inputs;
-               loo: predicted at a measured P from the laws fitted to the other counts;
+               loo: predicted at a measured P from the laws fitted to the other counts
+               (measured: the mean over the runs at that P);
                predict: predicted at a P given with --predict (measured empty)
     component  compute, switch, service, contention, mpi (= service + contention),
                total (= compute + switch + service + contention; measured: the
@@ -56,7 +57,10 @@ def model_table(result) -> pa.Table:
     for run in result.runs:
         rows += _rows(run.population, run_label(run), "run", run.measured(), run.modelled())
     for p, measured, prediction in result.loo:
-        rows += _rows(p, "", "loo", {"total": measured}, _parts(prediction.parts))
+        # Measured parts of the left-out count: the mean over its runs (its total is `measured`).
+        parts = [r.measured() for r in result.runs if r.population == p]
+        mean = {c: float(np.mean([m[c] for m in parts])) for c in COMPONENTS}
+        rows += _rows(p, "", "loo", dict(mean, total=measured), _parts(prediction.parts))
     for prediction in result.predictions:
         rows += _rows(prediction.population, "", "predict", {}, _parts(prediction.parts))
     cols = list(zip(*rows)) if rows else [[]] * len(TABLE_COLUMNS)
