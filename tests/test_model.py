@@ -155,6 +155,24 @@ def test_inputs_from_the_report_files(two_rank_run):
 def test_collective_messages_is_configurable(two_rank_run):
     np.testing.assert_array_equal(read_run(two_rank_run, collective_messages=0).messages, [2, 1])
     np.testing.assert_array_equal(read_run(two_rank_run, collective_messages=2).messages, [4, 3])
+    with pytest.raises(mva.ModelError, match=">= 0"):
+        read_run(two_rank_run, collective_messages=-1)
+
+
+def test_measured_parts_of_a_run(two_rank_run):
+    measured = model_run(read_run(two_rank_run), network.network()[0]).measured()
+    assert measured["compute"] == pytest.approx(0.8)
+    assert measured["service"] == pytest.approx((0.060 + 0.038) / 2)
+    assert measured["contention"] == pytest.approx(((0.2 - 0.060) + (0.1 - 0.038)) / 2)   # the calls' wait
+    assert measured["mpi"] == pytest.approx(0.15)
+    assert measured["total"] == 1.0                    # the longest rank's program time
+    assert math.isnan(measured["switch"])
+
+
+def test_public_api_names():
+    import mpigraph.model
+
+    assert mpigraph.model.model_runs is model_runs
 
 
 def test_missing_report_files_say_how_to_make_them(tmp_path):

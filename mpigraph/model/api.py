@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from mpigraph.model import mva, report, scaling
 from mpigraph.model.inputs import read_run
 from mpigraph.model.network import Network, network
-from mpigraph.model.runs import MEASURED, RunModel, model_run
+from mpigraph.model.runs import MEASURED, model_run
 
 
 @dataclass

@@ -92,6 +92,8 @@ def _read(path, columns):
 
 def read_run(run_dir: str, collective_messages: float = 1.0) -> RunInputs:
     """The inputs of the run in run_dir (see the module docstring for every formula)."""
+    if not collective_messages >= 0:
+        raise ModelError("messages per collective call must be >= 0, got %r" % collective_messages)
     ranks = _read(os.path.join(run_dir, "ranks.parquet"), ["rank", "host", "program_time_ns", "mpi_time_ns"])
     calls = _read(os.path.join(run_dir, "calls.parquet"), ["rank", "function", "bytes", "execution_ns"])
     order = np.argsort(ranks["rank"])
