@@ -1,6 +1,7 @@
 """`mpigraph model RUN_DIR [RUN_DIR ...]`: seed 002's queuing-network model of the runs."""
 
 import os
+import sys
 
 
 def add_parser(subparsers) -> None:
@@ -40,4 +41,7 @@ def cmd_model(args) -> int:
     paths = write_model(result, out, summary=same)
     print(result.text, end="")
     print("written: " + ", ".join(paths))
+    # Warnings also where scripts look (as `mpigraph analyze` does): they qualify the numbers.
+    for warning in result.warnings:
+        print("mpigraph: warning: " + warning, file=sys.stderr)
     return 0
