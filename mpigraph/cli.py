@@ -10,6 +10,8 @@
     mpigraph view DIR [--perfetto]        write DIR/timeline.html and DIR/ranks.svg
                                           (and DIR/trace.json for Perfetto UI)
     mpigraph config                       the MPIGRAPH_* settings
+    mpigraph model DIR [DIR ...] [--predict P ...]
+                                          queuing-network model of run time (seed 002)
 
 Errors the user can fix (bad logs, bad settings, no MPI) print one line
 ``mpigraph: error: ...`` on stderr and exit with status 2.  Subcommands import
@@ -157,6 +159,9 @@ def build_parser():
 
     p = sub.add_parser("config", help="list the MPIGRAPH_* settings and their defaults")
     p.set_defaults(func=cmd_config)
+
+    from mpigraph.model.cli import add_parser as add_model_parser
+    add_model_parser(sub)
     return parser
 
 
@@ -168,7 +173,8 @@ def _user_error_types():
     """
     types = [settings.ConfigError, FileNotFoundError]
     for module, name in (("mpigraph.trace.logs", "TraceError"), ("mpigraph.shim.launcher", "LauncherError"),
-                         ("mpigraph.report.writer", "ReportError"), ("mpigraph.comm.node_memory", "NotEnoughMemory")):
+                         ("mpigraph.report.writer", "ReportError"), ("mpigraph.comm.node_memory", "NotEnoughMemory"),
+                         ("mpigraph.model.mva", "ModelError")):
         if module in sys.modules:
             types.append(getattr(sys.modules[module], name))
     return tuple(types)
