@@ -19,8 +19,6 @@ import time
 from mpigraph import config as config_module
 from mpigraph.comm import codec as codec_module
 from mpigraph import paths
-from mpigraph.paths import segments as critical_path
-from mpigraph.paths import graph
 from mpigraph.match import link
 from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.metrics import profile as metrics
@@ -28,7 +26,6 @@ from mpigraph.comm import node_memory
 from mpigraph.comm import parallel
 from mpigraph.report import writer as report
 from mpigraph.comm import shuffle
-from mpigraph.paths import toposort
 from mpigraph.trace import logs as trace
 
 # Stage timings go to stderr when the run has more records than this (or MPIGRAPH_VERBOSE=1).
@@ -119,31 +116,6 @@ def _metrics(comm, logs, linked, codec, times):
     return tables, extra
 
 
-def graph_input(world_size, linked):
-    """The path stage's input from the match stage: corrected, repaired call times and the
-    dependency edges into the owned ranks (match.py's interface).
-
-    The edges move out of `linked` (the report does not read them) into an input that the
-    graph's build lets go of once read (``PathInput.read_once``): they are not held through
-    the build's peak and the search."""
-    calls = {rank: graph.RankCalls(c.start_ns, c.end_ns, c.func) for rank, c in linked.calls.items()}
-    deps, linked.dependencies = linked.dependencies, None
-    return graph.PathInput(world_size, calls, deps, read_once=True)
-
-
-def path_stage(comm, config, info, logs, linked, times, say=None):
-    """Stage path: a critical_path.PathResult (the table on analysis rank 0) for config.algorithm;
-    `say(text)` hears how a long round-based search is going."""
-    if config.algorithm in toposort.ALGORITHMS:
-        return toposort.path_stage(comm, config, info.world_size, logs, times)
-    table = paths.critical_path(comm, graph_input(info.world_size, linked), config.algorithm, config.splits,
-                                config.threshold, say=say)
-    if comm.rank != 0:
-        return critical_path.PathResult(None, [])
-    lines = critical_path.summary_lines(table, info.world_size) + ["  segments in %s" % critical_path.CSV_NAME]
-    return critical_path.PathResult(table, lines)
-
-
 def _write_report(comm, out_dir, info, tables, path, linked, codec):
     """Stage report: rank 0 writes the files; the calls table comes to it a chunk at a time
     from every analysis rank, which makes each of its chunks and marks its calls on the path."""
@@ -188,7 +160,7 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     codec = codec_module.Codec(level=config.compress or None)
     calls, clock_info = progress.run("clock", parallel.collectively, comm, link.aligned_calls, comm, logs,
                                      config.clock)
-    on_graph = config.algorithm not in toposort.ALGORITHMS      # toposort's path needs no edges
+    on_graph = paths.ALGORITHMS[config.algorithm].method == "graph"     # toposort's path needs no edges
     linked = progress.run("match", parallel.collectively, comm, link.link, comm, ownership, calls,
                           info.world_size, clock_info, codec, on_graph,
                           note=lambda r: "%s, %d violations repaired"
@@ -200,7 +172,7 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times)
     if on_graph:
         times = None      # only toposort's path reads them: not held through the graph's build
-    path = progress.run("path", parallel.collectively, comm, path_stage, comm, config, info, logs, linked, times,
+    path = progress.run("path", parallel.collectively, comm, paths.path_stage, comm, config, info, logs, linked, times,
                         progress.say)
 
     text = progress.run("report", parallel.collectively, comm, _write_report, comm, out_dir or info.run_dir, info, tables,

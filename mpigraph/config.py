@@ -15,13 +15,13 @@ import math
 import os
 from collections import namedtuple
 
+from mpigraph.paths.algorithms import NAMES as ALGORITHMS  # noqa: F401  (the settings' choices)
+
 
 class ConfigError(ValueError):
     """A setting has a value mpigraph does not accept; the message names the variable."""
 
 
-ALGORITHMS = ("dijkstra", "delta-stepping", "parallel-dijkstra", "parallel-delta-stepping",
-              "toposort", "parallel-toposort")
 CLOCK_METHODS = ("pingpong", "barrier", "none")
 DEFAULT_COMPRESS_LEVEL = 3   # zstandard's own default level: fast, most of the gain
 

@@ -16,7 +16,7 @@ SETTINGS = [(algorithm, splits) for algorithm in paths.GRAPH_ALGORITHMS for spli
 def rank_calls(*calls):
     """RankCalls from (name, start, end) triples."""
     names, starts, ends = zip(*calls)
-    return graph.RankCalls(starts, ends, [FID[n] for n in names])
+    return graph.RankCalls([FID[n] for n in names], starts, ends)
 
 
 def deps(*rows):
@@ -80,7 +80,7 @@ def random_input(seed, n_ranks, n_calls, n_deps, collectives=0, step_ns=50):
         t = np.cumsum(rng.integers(0, 4, 2 * n_calls + 4) * step_ns) + rng.integers(0, 3) * step_ns
         t = t + np.arange(len(t))          # strictly increasing
         func = [FID["MPI_Init"]] + [FID[names[i]] for i in rng.integers(0, 4, n_calls)] + [FID["MPI_Finalize"]]
-        calls.append(graph.RankCalls(t[0::2], t[1::2], func))
+        calls.append(graph.RankCalls(func, t[0::2], t[1::2]))
         times.append(t)
     rows_ = []
     for _ in range(n_deps):

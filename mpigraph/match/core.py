@@ -87,15 +87,23 @@ KIND_NAMES = ("message_late_sender", "message_late_receiver", "collective_n_to_n
 
 @dataclasses.dataclass
 class RankCalls:
-    """One trace rank's calls with corrected times (see the module doc)."""
+    """One trace rank's calls in log order: function ids and corrected start/end times (int64 ns).
 
-    rank: int
+    The match, the metrics and the graph all read this one type.  Made from a log
+    (``rank_calls``), it also knows the rank and the log's records, which the tables read; made
+    from times alone (tests, synthetic runs), every record is a call."""
+
     func: np.ndarray
     start_ns: np.ndarray
     end_ns: np.ndarray
-    record_call: np.ndarray
-    records: np.ndarray            # the log's records (memmap), for the fields the tables need
+    rank: int = -1
+    record_call: np.ndarray = None  # the call of each record (None: every record is a call)
+    records: np.ndarray = None     # the log's records (memmap), for the fields the tables need
     log: object = None             # the trace.RankLog, whose contiguous func and flags are kept
+
+    def __post_init__(self):
+        if not len(self.start_ns) == len(self.end_ns) == len(self.func):
+            raise ValueError("RankCalls columns differ in length")
 
     def field(self, name):
         """A contiguous copy of the records' "func" or "flags": the log's, made once (each pass
@@ -113,7 +121,7 @@ class RankCalls:
 
         Without part records (records are calls) these are read-only views of the calls' times,
         not copies: 16 bytes a record less while the metrics and the path run."""
-        if len(self.record_call) == self.n_calls:
+        if self.record_call is None or len(self.record_call) == self.n_calls:
             return _read_only(self.start_ns), _read_only(self.end_ns)
         return self.start_ns[self.record_call], self.end_ns[self.record_call]
 
@@ -462,5 +470,5 @@ def rank_calls(log, start_ns, end_ns):
     is_call = (log.column("flags") & record.PART) == 0
     calls = np.flatnonzero(is_call)
     record_call = np.maximum(np.cumsum(is_call) - 1, 0)      # the last call record at or before each record
-    return RankCalls(log.rank, log.column("func")[calls], np.asarray(start_ns)[calls].astype(np.int64),
-                     np.asarray(end_ns)[calls].astype(np.int64), record_call.astype(np.int64), records, log)
+    return RankCalls(log.column("func")[calls], np.asarray(start_ns)[calls].astype(np.int64),
+                     np.asarray(end_ns)[calls].astype(np.int64), log.rank, record_call.astype(np.int64), records, log)

@@ -1,91 +1,20 @@
-"""The critical path of the activity graph: algorithm choice and the path table.
+"""The critical path: the activity graph (graph.py, splits.py, threshold.py), its searches
+(search.py and one module per algorithm), the bulk-synchronous method without a graph
+(toposort.py), the path table (segments.py), and the stage that picks one by name (stage.py)
+from the registry (algorithms.py).
 
-``critical_path(comm, inp, algorithm, splits, threshold_s)`` builds the graph
-(``mpigraph.paths.graph``) on the analysis ranks of comm, runs the chosen search
-and returns ``critical_path.segments`` on analysis rank 0 (None elsewhere):
-
-    dijkstra                  the graph gathered to rank 0, scipy.sparse.csgraph's Dijkstra there
-    delta-stepping            the graph gathered to rank 0, vectorised delta-stepping there
-    parallel-dijkstra         distributed Dijkstra by parts: csgraph's Dijkstra on each analysis
-                              rank's part, improved boundary offers exchanged until none improves
-                              (``paths.parallel_dijkstra``; seed 004's delta-stepping with delta = 1
-                              ns is parallel-delta-stepping with delta=1)
-    parallel-delta-stepping   distributed delta-stepping with delta = auto_delta
-
-With splits on, each piece between global synchronisation points is searched
-from its own end at the same time, in the same loop; off, one search from the
-sink.  All of them give the same path (``mpigraph.paths.labels``): the
-searches compute distances, and next[] follows from them by one shared pass.
-The distributed ones walk the path where the labels are (``walk.distributed``)
-and gather only the path to rank 0.
+``critical_path`` and ``path_stage`` are imported on first use: the registry is read by the
+settings, which must not pull numpy and scipy in.
 """
 
-import numpy as np
-
-from mpigraph.paths import graph as graph_module
-from mpigraph.comm.parallel import barrier_idly
-from mpigraph.paths import delta_stepping, dijkstra, parallel_dijkstra, walk
-from mpigraph.paths.gather import gather_graph, whole_graph_fits
-from mpigraph.paths.heartbeat import Heartbeat
-
-GRAPH_ALGORITHMS = ("dijkstra", "delta-stepping", "parallel-dijkstra", "parallel-delta-stepping")
+from mpigraph.paths.algorithms import ALGORITHMS, GRAPH_ALGORITHMS, NAMES, TOPOSORT_ALGORITHMS  # noqa: F401
 
 
-def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0, delta=None, stats=None,
-                  say=None):
-    """The path table on analysis rank 0, None on the others.  Collective over comm.
-
-    `delta` (ns) overrides the automatic bucket width of the delta-stepping
-    algorithms; `stats`, a dict, receives vertices, edges, hubs, delta, rounds and
-    slack (on rank 0: the path's slack, what the search minimised); `say(text)`, on
-    rank 0, hears how a long round-based search is going (``paths.heartbeat``).
-    """
-    heartbeat = Heartbeat(algorithm, say if comm.Get_rank() == 0 else None)
-    if algorithm not in GRAPH_ALGORITHMS:
-        raise ValueError("%r is not a graph algorithm (%s)" % (algorithm, ", ".join(GRAPH_ALGORITHMS)))
-    g = graph_module.build(comm, inp, int(round(threshold_s * 1e9)),
-                           keep_remote_hub_edges=splits and algorithm.startswith("parallel-"))
-    del inp           # a read-once input is let go of now (the caller passes it and keeps none)
-    n_edges = comm.allreduce(g.n_edges)
-    if not algorithm.startswith("parallel-") and not whole_graph_fits(comm, algorithm, g.n_vertices, n_edges):
-        return None       # analysis rank 0 raised GraphTooBig; the others leave without a path
-    sizes = dict(vertices=g.n_vertices, edges=n_edges, hubs=g.n_hubs)
-    if algorithm.startswith("parallel-"):
-        if algorithm == "parallel-dijkstra":
-            width, labels = None, parallel_dijkstra.solve(comm, g, splits, heartbeat)
-        else:
-            width = delta or delta_stepping.auto_delta(comm, g)
-            labels = delta_stepping.solve(comm, g, width, splits, heartbeat)
-        table, slack = walk.distributed(comm, g, labels)
-        if stats is not None:
-            stats.update(sizes, delta=width, rounds=labels.rounds, slack=slack)
-        return table
-    whole = gather_graph(comm, g)
-    del g             # on rank 0 its part is in `whole` now: not held twice through the search
-    width = None
-    if whole is not None:
-        from mpi4py import MPI
-
-        # No next_weight over every vertex: the path's slacks come from dist (walk.path_weights).
-        if algorithm == "dijkstra":
-            labels = dijkstra.solve(whole, splits, next_weights=False)
-        else:
-            width = delta or delta_stepping.auto_delta(MPI.COMM_SELF, whole)
-            labels = delta_stepping.solve(MPI.COMM_SELF, whole, width, splits, heartbeat, next_weights=False)
-        whole = (whole, whole.time, whole.func, labels)
-    barrier_idly(comm)     # the other ranks wait for rank 0's search
-    if stats is not None:
-        stats.update(sizes, delta=width, rounds=comm.bcast(whole[3].rounds if whole else None, root=0))
-    if whole is None:
-        return None
-    g_meta, time, func, labels = whole
-    dist, nxt = labels.dist, labels.next
-    if len(labels.hub_dist):      # hubs carry their distances to the sink, not to their piece's end
-        # In place: the labels are this function's own, and a copy of the whole graph's next[]
-        # took 0.23 s with next_weight[] (1024 x 10,000 calls).
-        nxt[g_meta.n_rank_vertices:g_meta.n_vertices] = labels.hub_next
-    start, slack = walk.start_vertex(g_meta, dist, labels.hub_dist)
-    if stats is not None:
-        stats["slack"] = slack
-    path = walk.chase(start, g_meta.sink, nxt)
-    return walk.segments(g_meta, time, func, path, walk.path_weights(g_meta, dist, nxt, path))
+def __getattr__(name):
+    if name == "critical_path":
+        from mpigraph.paths.search import critical_path
+        return critical_path
+    if name == "path_stage":
+        from mpigraph.paths.stage import path_stage
+        return path_stage
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

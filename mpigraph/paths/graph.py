@@ -35,7 +35,7 @@ import numpy as np
 
 from mpigraph.metrics import profile as metrics
 from mpigraph.paths import splits, threshold
-from mpigraph.match.core import Dependencies  # noqa: F401  (the path stage's input type)
+from mpigraph.match.core import Dependencies, RankCalls  # noqa: F401  (the path stage's input types)
 from mpigraph.comm.parallel import Ownership
 from mpigraph.util import arrays
 from mpigraph.comm import owner_exchange as exchange
@@ -49,25 +49,11 @@ def _int64(values):
 
 
 @dataclasses.dataclass
-class RankCalls:
-    """One trace rank's calls in log order: corrected start/end (int64 ns) and function id."""
-
-    start_ns: np.ndarray
-    end_ns: np.ndarray
-    func: np.ndarray
-
-    def __post_init__(self):
-        self.start_ns, self.end_ns, self.func = _int64(self.start_ns), _int64(self.end_ns), _int64(self.func)
-        if not len(self.start_ns) == len(self.end_ns) == len(self.func):
-            raise ValueError("RankCalls columns differ in length")
-
-
-@dataclasses.dataclass
 class PathInput:
     """What the path stage needs on one analysis rank."""
 
     n_trace_ranks: int
-    calls: dict                  # owned trace rank -> RankCalls
+    calls: dict                  # owned trace rank -> match.core.RankCalls
     deps: Dependencies           # the edges whose dst_rank this analysis rank owns
     # The analysis's own input is read once: ``build`` lets go of the calls and edges as soon as
     # it has used them, so the build's later steps and the search do not hold them too.

@@ -35,7 +35,10 @@ NO_NEXT = np.iinfo(np.int64).max
 
 
 @dataclasses.dataclass
-class Labels:
+class VertexLabels:
+    """What a search leaves on each local vertex: its distance to the sink (its piece's end) and
+    the next vertex on its least-slack path there."""
+
     dist: np.ndarray          # per local vertex (relative to its piece's end with splits)
     next: np.ndarray          # global id, NO_NEXT when none
     next_weight: np.ndarray   # the edge to next's slack; None when the search was asked for none
@@ -158,7 +161,7 @@ def from_dist(comm, g, dist, split, rounds, weights=True):
     hub_dist = hub_next = np.zeros(0, np.int64)
     if split:
         hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, offers))
-    return Labels(dist, nxt, nxt_w, hub_dist, hub_next, rounds)
+    return VertexLabels(dist, nxt, nxt_w, hub_dist, hub_next, rounds)
 
 
 def _max():

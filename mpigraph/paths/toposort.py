@@ -53,6 +53,7 @@ import time
 import numpy as np
 
 from mpigraph.util import arrays
+from mpigraph.paths import algorithms
 from mpigraph.paths import segments as critical_path
 from mpigraph.metrics import profile as metrics
 from mpigraph.trace import functions as mpi_functions
@@ -63,7 +64,7 @@ from mpigraph.paths.segments import PathResult
 from mpigraph.util.names import Labels
 from mpigraph.comm.parallel import barrier_idly
 
-ALGORITHMS = ("toposort", "parallel-toposort")
+ALGORITHMS = algorithms.TOPOSORT_ALGORITHMS
 
 # The columns of an interval, as shuffled (every rank must use these dtypes).
 INTERVAL_DTYPES = {

@@ -103,7 +103,7 @@ def path_input(simulated, n_analysis=1, me=0):
     start, end, func, deps = simulated[:4]
     n_ranks = start.shape[0]
     mine = Ownership(n_ranks, n_analysis).ranks_of(me)
-    calls = {r: graph.RankCalls(start[r], end[r], func[r]) for r in mine}
+    calls = {r: graph.RankCalls(func[r], start[r], end[r]) for r in mine}
     owned = (deps.dst_rank >= mine.start) & (deps.dst_rank < mine.stop)
     return graph.PathInput(n_ranks, calls, graph.Dependencies(
         deps.src_rank[owned], deps.src_call[owned], deps.src_vertex[owned], deps.dst_rank[owned],
