@@ -35,7 +35,7 @@ import numpy as np
 
 from mpigraph.metrics import profile as metrics
 from mpigraph.paths import splits, threshold
-from mpigraph.match.core import Dependencies, RankCalls  # noqa: F401  (the path stage's input types)
+from mpigraph.match.core import Dependencies, RankCalls, group_key  # noqa: F401  (Dependencies, RankCalls: the input)
 from mpigraph.comm.parallel import Ownership
 from mpigraph.util import arrays
 from mpigraph.comm import owner_exchange as exchange
@@ -398,7 +398,7 @@ def _distinct_rows(*columns):
     """(a row of each distinct row of the int64 columns, each row's index among those).
 
     Repeats next to each other (a collective's members in a row) cost one
-    comparison; only the rest is sorted, as one int64 key per row (``_row_keys``).
+    comparison; only the rest is sorted, as one int64 key per row (``match.core.group_key``).
     """
     n = len(columns[0])
     if not n:
@@ -409,29 +409,8 @@ def _distinct_rows(*columns):
         change[1:] |= c[1:] != c[:-1]
     first = np.flatnonzero(change)
     run = np.cumsum(change) - 1
-    keys = _row_keys([c[first] for c in columns])
-    if keys is None:      # the columns' ranges do not fit one int64 key
-        keys = np.stack([c[first] for c in columns], axis=1)
-        _, pick, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    else:
-        _, pick, inverse = arrays.unique_inverse(keys)
+    _, pick, inverse = arrays.unique_inverse(group_key([c[first] for c in columns]))
     return first[pick], inverse.reshape(-1)[run]
-
-
-def _row_keys(columns):
-    """One int64 per row, equal for equal rows: the columns as digits of a mixed-radix number
-    (radix: each column's range); None when the product of the ranges reaches 2**62."""
-    key = np.zeros(len(columns[0]), np.int64)
-    room = 1
-    for c in columns:
-        lo, hi = int(c.min()), int(c.max())
-        room *= hi - lo + 1
-        if room >= 2 ** 62:
-            return None
-        key *= hi - lo + 1
-        key += c
-        key -= lo
-    return key
 
 
 def _not_replaced_by_hubs(deps, hubs):

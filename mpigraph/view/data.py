@@ -26,6 +26,7 @@ from mpigraph.metrics import profile as metrics
 from mpigraph.trace import record
 from mpigraph.trace import logs as trace
 from mpigraph.paths import segments as critical_path
+from mpigraph.match.core import group_key, pair_occurrences
 from mpigraph.trace import functions as mf
 
 CALLS_PARQUET = "calls.parquet"
@@ -162,47 +163,13 @@ def match_messages(endpoints):
     keeps log order within a key.
     """
     is_send, call, comm, src, dst, tag, order = endpoints
-    empty = {"send": np.zeros(0, np.int64), "recv": np.zeros(0, np.int64)}
-    if len(call) == 0:
-        return empty
-    key = _message_key(comm, src, dst, tag)
-
-    def groups(mask):
-        sel = np.flatnonzero(mask)
-        sel = sel[np.argsort(key[sel], kind="stable")]
-        keys, first, count = np.unique(key[sel], return_index=True, return_counts=True)
-        return sel, keys, first, count
-
-    s_sel, s_keys, s_first, s_count = groups(is_send)
-    r_sel, r_keys, r_first, r_count = groups(~is_send)
-    common, si, ri = np.intersect1d(s_keys, r_keys, assume_unique=True, return_indices=True)
-    pairs = np.minimum(s_count[si], r_count[ri])
-    if not len(common) or not pairs.sum():
-        return empty
-    nth = np.arange(pairs.sum()) - np.repeat(np.cumsum(pairs) - pairs, pairs)   # 0.. within each key
-    send = call[s_sel[np.repeat(s_first[si], pairs) + nth]]
-    recv = call[r_sel[np.repeat(r_first[ri], pairs) + nth]]
+    key = group_key((comm, src, dst, tag))
+    sends, recvs = np.flatnonzero(is_send), np.flatnonzero(~is_send)
+    s, r = pair_occurrences(key[sends], key[recvs])
+    send, recv = call[sends[s]], call[recvs[r]]
     o = np.argsort(send, kind="stable")
     return {"send": send[o], "recv": recv[o]}
 
-
-def _message_key(comm, src, dst, tag):
-    """One int64 per (comm, src, dst, tag), equal exactly when all four are equal."""
-    parts = []
-    for column in (comm, src, dst, tag):
-        values, inverse = np.unique(column, return_inverse=True)
-        parts.append((inverse.astype(np.int64), len(values)))
-    key = np.zeros(len(comm), np.int64)
-    span = 1
-    for inverse, size in parts:
-        if span * size >= 2 ** 62:
-            raise ValueError("too many distinct message keys to pack")
-        key = key * size + inverse
-        span *= size
-    return key
-
-
-# ---- the analysis outputs ------------------------------------------------------
 
 def _read_parquet(path):
     """{column name without _ns: numpy array} of a Parquet file."""
