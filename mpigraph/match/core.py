@@ -1,4 +1,4 @@
-"""Matching: the calls of every rank linked into one run (DESIGN.md, the graph).
+"""Matching: the calls of every rank linked into one run (docs/design.md, "Matching").
 
 This module is the interface the later stages (metrics, the critical path)
 build on.  After ``analysis`` has run the clock and match stages, every

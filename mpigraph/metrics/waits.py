@@ -1,6 +1,6 @@
 """Wait before, wait after and execution time of every call; wait states by kind.
 
-Collectives (DESIGN.md, seed 004 section 5.2), per member i of an instance:
+Collectives (docs/concepts.md; seed 004 section 5.2), per member i of an instance:
     wait_before = max_j start_j - start_i,  wait_after = end_i - min_j end_j,
     execution   = min_j end_j - max_j start_j   (negative: no implicit barrier).
 Point-to-point (seed 003 equations 1-4), per message:

@@ -1,4 +1,4 @@
-"""The activity graph of a run (DESIGN.md, "The graph and the critical path"), as columns.
+"""The activity graph of a run (docs/design.md, "The graph"), as columns.
 
 Input (``PathInput``): for each trace rank an analysis rank owns, the corrected
 times and function ids of its calls (call records in log order), and the
