@@ -1,6 +1,7 @@
 """The documentation stays true to the code: README.md short and complete, docs/outputs.md made
 from mpigraph/schema.py, no comment or docstring naming a commit of this repository."""
 
+import html
 import os
 import re
 import shutil
@@ -33,9 +34,17 @@ def test_readme_is_a_front_page_under_300_lines():
 
 
 def test_readme_lists_every_setting():
+    """Every MPIGRAPH_* variable config.py declares is in README.md's options table, with the
+    default `mpigraph config` prints."""
     text = _read(README)
-    missing = [s.name for s in config.SETTINGS if not re.search(r"\b%s\b" % s.name, text)]
+    declared = re.findall(r'Setting\(\s*"(MPIGRAPH_\w+)"', _read(os.path.join(ROOT, "mpigraph", "config.py")))
+    assert len(declared) >= len(config.SETTINGS)
+    missing = [name for name in declared if not re.search(r"\b%s\b" % name, text)]
     assert not missing, "README.md's options table lacks %s" % missing
+    rows = {cells[0].strip(): html.unescape(cells[1]) for cells in
+            (line.strip("|").split(" | ") for line in text.splitlines() if line.startswith("| MPIGRAPH_"))}
+    for setting in list(config.SETTINGS) + list(getattr(config, "TOOL_SETTINGS", [])):
+        assert rows.get(setting.name, "").strip() == setting.default, (setting.name, setting.default)
 
 
 def test_outputs_doc_is_made_from_the_schema():
