@@ -64,7 +64,7 @@ A run directory (`mpigraph-<date>-<id>/`, `MPIGRAPH_OUT`, or `--out`) holds:
 | --- | --- |
 | `raw/rank-<r>.log` | the shim's log of rank r: every call, enough to analyse again (format: [design.md](design.md#formats)) |
 | `summary.txt` | the run in words and short tables ([README](../README.md#reading-the-summary)) |
-{table_rows}| `ranks.svg` | a bar per rank: compute, MPI time (execution and wait), time on the critical path |
+{table_rows}{extra_rows}| `ranks.svg` | a bar per rank: compute, MPI time (execution and wait), time on the critical path |
 | `timeline.html` | `mpigraph view`: one self-contained page, a row per rank, every call, the messages, the critical path |
 | `trace.json` | `mpigraph view --perfetto`: Chrome trace event format (Perfetto UI, chrome://tracing) |
 
@@ -81,7 +81,7 @@ Conventions of every table:
   metadata (`description`), and the file the mpigraph version (`mpigraph_version`).
 - The metrics (execution, waits, wait states, imbalance, the critical path) are defined in
   [concepts.md](concepts.md).
-
+{extra_conventions}
 Types by format:
 
 | kind | CSV | Parquet |
@@ -90,7 +90,7 @@ Types by format:
 
 
 def load():
-    """(schema module, {stem: [file names]}) of the installed or source-tree mpigraph."""
+    """(schema module, {stem: [file names]}, the report writer module) of the source tree's mpigraph."""
     sys.path.insert(0, ROOT)
     from mpigraph import schema
     from mpigraph.report import writer
@@ -102,7 +102,8 @@ def load():
             if isinstance(value, str) and value.endswith((".csv", ".parquet")) and "/" not in value:
                 stem = value.rsplit(".", 1)[0]
                 files.setdefault(stem, set()).add(value)
-    return schema, {stem: sorted(names, key=lambda n: (not n.endswith(".csv"), n)) for stem, names in files.items()}
+    return (schema, {stem: sorted(names, key=lambda n: (not n.endswith(".csv"), n)) for stem, names in files.items()},
+            writer)
 
 
 def column_lists(schema):
@@ -111,7 +112,23 @@ def column_lists(schema):
             if name.endswith("_COLUMNS") and isinstance(value, list)]
 
 
-def render(schema, files):
+def _extras(writer):
+    """(file-table rows, convention lines) of what the writer has beyond the tables: run.json,
+    the row limit of the big tables' CSV files."""
+    rows, conventions = "", ""
+    if hasattr(writer, "RUN_JSON"):
+        rows += ("| `%s` | the facts of the run, for programs (`mpigraph.load(DIR).facts`): job id, ranks, "
+                 "hosts, run time, algorithm, clock method, the critical path's length, the files written |\n"
+                 % writer.RUN_JSON)
+    if hasattr(writer, "MAX_CSV_ROWS"):
+        conventions += ("- A big table's CSV file (calls.csv, collectives.csv) is written only when the run has "
+                        "at most %s calls (a CSV of 1e8 calls is gigabytes no one reads as text); summary.txt "
+                        "says when it is left out, and the Parquet file has the same columns.\n"
+                        % format(writer.MAX_CSV_ROWS, ","))
+    return rows, conventions
+
+
+def render(schema, files, writer=None):
     unknown = [name for name in column_lists(schema) if name not in TABLES]
     if unknown:
         raise SystemExit("make_outputs_doc.py: schema.%s is not in TABLES: add its file stem and a "
@@ -126,7 +143,9 @@ def render(schema, files):
         table_rows += "| %s | %s |\n" % (shown, rows)
         sections.append(section(schema, list_name, shown, rows, notes))
     type_rows = "".join("| %s | %s | %s |\n" % (kind, csv, pq) for kind, (csv, pq) in KIND_TYPES.items())
-    return HEADER.format(table_rows=table_rows, type_rows=type_rows) + "".join(sections)
+    extra_rows, extra_conventions = _extras(writer)
+    return HEADER.format(table_rows=table_rows, extra_rows=extra_rows, extra_conventions=extra_conventions,
+                         type_rows=type_rows) + "".join(sections)
 
 
 def section(schema, list_name, shown, rows, notes):
