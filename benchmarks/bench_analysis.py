@@ -14,15 +14,15 @@ analysis started (Python, numpy, mpi4py imported).  The logs are read from
 the page cache (they were just written): cold-cache reads are disk-bound.
 
 Printed per (records, K, algorithm), as each finishes and again as one markdown table at the
-end (the one in README.md): the median over repeats of each stage's seconds and
+end (as in docs/benchmarks.md): the median over repeats of each stage's seconds and
 records/s per analysis rank, the whole analyze() call, and the largest peak
 RSS of any analysis rank with its growth per million records it owned.
 
 Memory new to a process can cost far more than the analysis's own work: on a VM
 whose guest hands freed memory back to the host, every page the analysis's
 peak grows by is backed by the host again on first touch (the first line
-after the machine's says how fast that is here: 0.5 GB/s against 9 GB/s on
-the VMs of README's tables).  With --prefault every configuration runs a
+after the machine's says how fast that is here, against writing the same
+memory again).  With --prefault every configuration runs a
 second time ("pre-faulted" rows) with each analysis rank's memory backed
 beforehand: the rank first writes as much memory as the fresh run's largest
 peak RSS and frees it, and glibc is told to keep freed memory in the process
@@ -174,7 +174,7 @@ TABLE_STAGES = ("trace", "clock", "match", "metrics", "path", "report")
 
 
 def print_table(rows):
-    """The rows again as the markdown table of README.md's "Measured speed" section."""
+    """The rows again as a markdown table, as docs/benchmarks.md shows them."""
     print("\n| records | trace ranks | K | algorithm | memory | " + " | ".join(TABLE_STAGES)
           + " | whole analysis | peak RSS of a rank | MB per M records |")
     print("|" + " --- |" * (len(TABLE_STAGES) + 8))

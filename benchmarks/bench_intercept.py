@@ -5,7 +5,7 @@
 Compiles benchmarks/intercept.c with the MPI's mpicc, then alternates runs
 bare, with the shim preloaded as a user runs it (recording on, analysis off,
 MPIGRAPH_LOG_HELPER as set, by default auto) and with its log helper thread
-off, and prints, after the machine line, a markdown table (the README's) of the
+off, and prints, after the machine line, a markdown table (docs/benchmarks.md's) of the
 median ns per call of each and the difference, in wall time, in the calling
 thread's CPU time (user + kernel: the log's page faults count, time spent
 preempted does not, so it is the steadier figure on a shared machine) and in

@@ -14,7 +14,7 @@ each mode, in turn, so a busy moment of the (shared) machine hits all modes:
     record   the shim preloaded, MPIGRAPH_ANALYZE=off (only the raw logs)
     full     the shim preloaded, analysis at MPI_Finalize (MPIGRAPH_QUIET=1)
 
-Printed, after the machine line: a markdown table (the README's) with the
+Printed, after the machine line: a markdown table (docs/benchmarks.md's) with the
 median wall time of the whole mpiexec per mode, the overhead of each mode as
 (t_mode - t_bare) / t_bare, the records the shim wrote and the MPI calls per
 second per rank (calls: records without the PART flag, over t_bare); then the
@@ -48,8 +48,7 @@ PROGRAMS = [
     Program("prk-stencil", "stencil", ["2000", "2000"], "2-D stencil, halo exchange (C)"),
     Program("prk-transpose", "transpose", ["800", "2000"], "distributed transpose, all-to-all blocks (C)"),
     # 16 M records (8000 messages per iteration and rank), a critical path of 16 M segments: the
-    # in-job analysis takes about a minute and 6 GB on rank 0 (12 GB and two minutes before the
-    # report wrote its CSV with pyarrow).
+    # extreme case of calls per second, and of a path's length for the in-job analysis.
     Program("prk-p2p", "p2p", ["1000", "1000", "8000"], "pipelined wavefront, one message per row (C)"),
     Program("hpcg", "xhpcg", ["--nx=48", "--ny=48", "--nz=48", "--rt=0"], "CG + multigrid, halo + allreduce (C++)"),
     Program("minife", "miniFE.x", ["-nx", "100", "-ny", "100", "-nz", "100"], "implicit finite elements, CG (C++)"),

@@ -35,8 +35,8 @@ def fresh_memory_rates(gib=1.0, idle_s=5.0):
     """(GB/s writing memory new to the process after `idle_s` seconds, GB/s writing it again at once).
 
     On bare metal the two are close (the kernel zeroes a page on first touch).  On a VM whose
-    guest hands freed memory back to the host (virtio-balloon free page reporting, as on the
-    VMs of README's tables) the host must back every fresh page again, and the first rate is
+    guest hands freed memory back to the host (virtio-balloon free page reporting) the host
+    must back every fresh page again, and the first rate is
     many times lower: an analysis pays it for every byte its peak memory grows by.
     """
     import time

@@ -10,7 +10,7 @@
  *   of them, more while the best round trip is above TARGET_RTT_NS (a busy
  *   node), up to MAX_PINGPONGS; all within MAX_WINDOW_NS, but never fewer than
  *   MIN_PINGPONGS (on an oversubscribed node one exchange can wait a whole
- *   time slice: 32 of them took 0.1-0.25 s there).  Bounds from different exchanges are
+ *   time slice, so the window alone would leave too few).  Bounds from different exchanges are
  *   not combined: under drift they would disagree by drift x elapsed time.
  * - the barrier-and-median baseline of seed 004 (section 5.4): each rank's
  *   clock before and after N barriers.
@@ -171,7 +171,7 @@ static double finalize_timeout_s(void)
 
 /* Between polls: nothing for the first 100, then sleeps of 10 us doubling up
  * to 1 ms.  Ranks usually arrive within microseconds of each other: a fixed
- * 1 ms sleep cost every run about 3 ms; a rank that arrives much later
+ * 1 ms sleep would add a millisecond to every wait of every run; a rank that arrives much later
  * still finds the others asleep, not spinning on a core it may need. */
 static void nap(int polls)
 {

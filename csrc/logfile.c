@@ -99,9 +99,9 @@ static int allocate_file(int64_t from, int64_t to)
 
 /* Fault the pages of records from .. to in, writable, in one call (a page
  * fault per 4 KiB costs more).  This is the expensive part, paid once per
- * 4 KiB page (64 records): on an EPYC VM guest 0.8-1.5 us a page (12-23 ns a
- * record) when the kernel reuses recently freed memory, ~12 us (190 ns a
- * record) when the host must back fresh guest memory first. */
+ * 4 KiB page (64 records): the kernel allocates, zeroes and maps the page,
+ * and a virtual machine's host may have to back it first, which costs the
+ * most per record of all the shim does. */
 static void populate(char *base, int64_t from, int64_t to)
 {
     size_t old_size = from ? file_size_for(from) : 0, size = file_size_for(to);
@@ -109,11 +109,10 @@ static void populate(char *base, int64_t from, int64_t to)
 }
 
 /* The capacity after `capacity`: 4 MiB steps, then half again, up to
- * MAX_STEP_RECORDS a step.  Large steps are cheaper per page (faulting in
- * 64 MiB at once costs about half as much per page as 4 MiB at a time on the
- * VM of README's table), but the wrapper that crosses a step stalls while it
- * is faulted in: without a cap, one wrapper of a run with a 1 GB log stalled
- * for 270 ms, time the analysis then sees as that rank's compute. */
+ * MAX_STEP_RECORDS a step.  Large steps are cheaper per page (one call
+ * faults in many pages), but the wrapper that crosses a step stalls while it
+ * is faulted in: without a cap, a step of a large log would stall one wrapper
+ * for a long time, time the analysis then sees as that rank's compute. */
 #ifndef MAX_STEP_RECORDS
 #define MAX_STEP_RECORDS ((int64_t)1 << 20) /* 64 MiB */
 #endif
@@ -252,9 +251,10 @@ static int map_first(void)
         if (base != MAP_FAILED) {
             mg.header = base;
             mapped = want;
-            /* No MADV_HUGEPAGE: large page-cache folios came from high-order
-             * free blocks, which a VM guest has returned to its host, so the
-             * host faulted on their first touch: 2-3 times the CPU per record. */
+            /* No MADV_HUGEPAGE: large page-cache folios come from high-order
+             * free blocks, which a virtual machine's guest may have returned to
+             * its host, so the host faults on their first touch: more CPU per
+             * record, not less. */
             break;
         }
         if (want == file_size_for(CHUNK_RECORDS))

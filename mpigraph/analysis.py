@@ -1,9 +1,8 @@
 """The analysis pipeline: the same code inside the job (at MPI_Finalize) and offline.
 
-Stages (DESIGN.md): trace -> clock -> match -> metrics -> path -> report.
-clock and match are in link.py (their results: match.py's interface); path runs
-the topological-sort algorithms so far, the graph algorithms are the hook point in
-path_stage.
+Stages (docs/design.md, "Data flow"): trace -> clock -> match -> metrics -> path -> report.
+clock and match are in match/link.py (their results: match/core.py's interface);
+path_stage runs the topological-sort algorithms or the graph ones (mpigraph.paths).
 
 Every stage runs on all analysis ranks of `comm`.  Analysis rank a works on
 the trace ranks ``Ownership.ranks_of(a)``; analysis rank 0 gathers the small

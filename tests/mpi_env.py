@@ -13,9 +13,9 @@ Both are MPICH-ABI (libmpi.so.12 / libmpich.so.12), so one shim serves both.
 Oversubscription: the tests run 4 ranks on machines that may have 2 cores,
 and MPICH's ranks busy-poll while they wait.  With the mpich 5 wheel (ch4),
 MPIR_CVAR_CH4_PROGRESS_THROTTLE=1 with ..._NO_PROGRESS_COUNT=16 makes a
-waiting rank usleep(1) after 16 polls without progress; measured on 2 cores
-with 4 ranks, one computing while three wait in MPI_Allreduce, 100 times: 1.2 s
-per run without it, 0.4 s with it.  Debian's MPICH 4.0.2 (ch4:ucx) does not
+waiting rank usleep(1) after 16 polls without progress, so the three ranks
+waiting in a collective leave the cores to the one computing, and the tests'
+runs take a fraction of the time.  Debian's MPICH 4.0.2 (ch4:ucx) does not
 know that variable and ignores it (neither MPIR_CVAR_POLLS_BEFORE_YIELD nor
 hydra's -bind-to changed its times measurably), so its runs stay short instead.
 """

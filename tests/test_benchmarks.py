@@ -1,4 +1,4 @@
-"""The benchmarks run from an install and print the tables README.md shows.
+"""The benchmarks run from an install and print the tables docs/benchmarks.md shows.
 
 Each benchmark runs here at a size that takes seconds, with the MPI mpigraph was installed
 with.  No figure is compared with a time (timings are the benchmarks' business, not the

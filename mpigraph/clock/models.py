@@ -8,7 +8,7 @@ the straight line through the earliest and the latest pair that were set
 (``calib_ns`` 0 means unset), so a log cut short by a crash still converts with
 the pairs it has (the shim always sets two at MPI_Init, a millisecond apart).
 
-Cross-rank alignment (DESIGN.md, clock alignment) works on those ns: the
+Cross-rank alignment (docs/design.md, "Clock alignment") works on those ns: the
 header's sync samples (csrc/clock_sync.c) give each rank's offset to rank 0
 at MPI_Init and at MPI_Finalize, and ``Lines`` holds, per rank, the straight
 line through both (offset plus drift); ``to_global`` subtracts it.  Methods:

@@ -8,7 +8,7 @@ releasing event, and everything after it on that rank by the same amount
 (the rank's later calls keep their durations and gaps).  A repair may push
 later sends past their receives, so the caller takes the new times into the
 match (the pairs stay: matching uses no times) and repairs again until no
-violation is left (DESIGN.md: count them and report them).
+violation is left (docs/design.md, "Clock alignment": count them and report them).
 """
 
 import dataclasses

@@ -4,12 +4,10 @@ needs of it, and the error when a node has less.
 The analysis allocates numpy arrays for every record it owns.  Past what the node has, the
 kernel kills a rank: in the job, at MPI_Finalize, one of the program's own ranks.  A clear
 error before the analysis allocates, with the logs intact, is better.  The need is a floor,
-not an estimate: the least memory per record any analysis rank took in the runs measured on 2
-analysis ranks (1.024e7 synthetic bulk-synchronous records with dijkstra, parallel-dijkstra,
-parallel-delta-stepping, toposort and parallel-toposort; PRK p2p's 1.6e7 and a 3-rank halo's
-1.7e6 with parallel-dijkstra and parallel-toposort: 168-393 bytes a record above what the rank
-held once its logs were open, measured again at b707fa9).  So the check refuses only an
-analysis that cannot fit.
+not an estimate: below the least memory per record any analysis rank took, above what it held
+once its logs were open, on bulk-synchronous, halo and pipelined runs with every algorithm
+(docs/benchmarks.md, Memory).  A floor, because a check that refused a run that would have fit
+costs the user more than a rank killed late: so it refuses only an analysis that cannot fit.
 """
 
 import os

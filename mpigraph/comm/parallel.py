@@ -83,7 +83,7 @@ def wait_idly(request):
 
     An MPI wait polls without pause: on a node with more ranks than cores the ranks that wait
     take CPU from those at work (analysis rank 0 writing the report while the others wait for
-    it: 5.2 -> 3.2 s with 4 ranks on 2 cores at 1e7 records).  A pause adds at most IDLE_PAUSE_S
+    it), and the whole analysis waits for the busiest rank.  A pause adds at most IDLE_PAUSE_S
     to a wait."""
     while not request.Test():
         time.sleep(IDLE_PAUSE_S)

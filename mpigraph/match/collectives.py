@@ -1,7 +1,7 @@
 """Collective instances: the members of every blocking collective, grouped by (comm, seq).
 
 Each rank's collective call records become *member* rows.  ``group_instances``
-computes the instance's statistics (DESIGN.md: max start, min end, the last
+computes the instance's statistics (docs/design.md, "Matching": max start, min end, the last
 arriver, the root) and every member's releasing member from all rows of an
 instance; ``match_collectives`` gives the same answer across analysis ranks
 without moving the members: each analysis rank reduces its members of an

@@ -5,7 +5,7 @@ over records), then ``gather_tables`` combines them on analysis rank 0.  A
 table is a dict of equal-length numpy arrays, column name -> values, in the
 order of its schema below; times are int64 ns.
 
-What the columns count (the README copies this):
+What the columns count (docs/outputs.md says it to users):
 
 - calls: call records (records without the PART flag); Init and Finalize included;
 - MPI time of a rank: the summed duration of its calls except MPI_Init* and

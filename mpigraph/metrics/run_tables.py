@@ -56,7 +56,7 @@ def _call_records(calls, piece):
     """The records of a rank's calls `piece` (a slice of its calls): the records without PART.
 
     Where every record is a call, the piece itself: no pass over the flags of every record for
-    each piece of a rank (PRK p2p: 8 passes over 8 M records a rank)."""
+    each piece of a rank (a rank of millions of calls comes in many pieces)."""
     if len(calls.record_call) == calls.n_calls:
         return piece
     return np.flatnonzero((calls.field("flags") & record.PART) == 0)[piece]
@@ -144,11 +144,10 @@ def call_chunks(linked, queries=None, chunk_rows=None):
 
     The owned ranks are a contiguous block, so the analysis ranks' chunks in rank order are
     the whole table in order.  Made from `linked`, which the analysis holds anyway, the table
-    is never held whole: at 1024 x 10,000 calls on 2 analysis ranks its 655 MB per rank no
-    longer add to the path stage's peak.  A rank in pieces (PRK p2p on 2 ranks: 8 M calls a
-    rank, 977 MB as one chunk, and as much again decoded on analysis rank 0) has its on_path
-    found over all its calls at once (``rank_on_path``): a path segment may fall between two
-    pieces.
+    is never held whole, so its 17 columns per call do not add to the path stage's peak.  A
+    rank in pieces (a rank of millions of calls: as one chunk it would be held whole, and as
+    much again decoded on analysis rank 0) has its on_path found over all its calls at once
+    (``rank_on_path``): a path segment may fall between two pieces.
     """
     chunk_rows = chunk_rows or CHUNK_ROWS
     group, rows = [], 0

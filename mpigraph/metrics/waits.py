@@ -1,6 +1,6 @@
 """Wait before, wait after and execution time of every call; wait states by kind.
 
-Collectives (DESIGN.md, seed 004 section 5.2), per member i of an instance:
+Collectives (docs/concepts.md; seed 004 section 5.2), per member i of an instance:
     wait_before = max_j start_j - start_i,  wait_after = end_i - min_j end_j,
     execution   = min_j end_j - max_j start_j   (negative: no implicit barrier).
 Point-to-point (seed 003 equations 1-4), per message:
@@ -44,8 +44,9 @@ class CallWaits(collections.abc.Mapping):
     column each over all owned calls (``match.CallIndex``'s numbering).
 
     After the metrics only the report reads them: ``pack`` keeps them encoded (``codec``)
-    while the path stage runs, and the first rank asked for unpacks them all again.  At
-    1024 x 10,000 calls on 2 analysis ranks they are 161 MB per rank, 14 MB packed.
+    while the path stage runs, and the first rank asked for unpacks them all again: five
+    int64 columns per call would otherwise add to the path stage's peak, and they are mostly
+    zeros, which the codec packs to a few percent.
     """
 
     def __init__(self, index, columns):

@@ -237,7 +237,8 @@ def solve(comm, g, delta, split, heartbeat=None, next_weights=True):
 
 
 # Seconds per vertex and edge of the joined search: its parts made, gathered, searched and
-# its distances scattered back (PRK p2p on 2 analysis ranks: 24 M of them in about 10 s).
+# its distances scattered back.  A rough estimate from a large pipelined run will do: it only
+# decides when the phases have cost about as much as the joined search would.
 JOINED_SECONDS_PER_ELEMENT = 0.4e-6
 
 
@@ -278,9 +279,9 @@ def _bypassed(comm, g, sinks, split):
     of g its distance from the searched ones', how many of them are g's).
 
     ``dijkstra.Bypass`` on this rank's edges (``_bypassed_part`` on a part of a distributed
-    graph).  The search's arrays are the size of what Bypass keeps, not of g: at 1024 x 10,000
-    bulk-synchronous calls, 5.1 M (2.6 M of them extra) of 10.2 M on each of 2 analysis ranks,
-    and 11,023 of 20.5 M on one.
+    graph).  The search's arrays are the size of what Bypass keeps, not of g: on a
+    bulk-synchronous run with splits, about half of a part's vertices with several analysis
+    ranks, and only the synchronisation points with one.
     """
     if g.n_analysis > 1:
         return _bypassed_part(comm, g, sinks, split)

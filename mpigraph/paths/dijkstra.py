@@ -114,9 +114,9 @@ class Bypass:
         """(target, slack) per vertex: itself and 0 unless one-way (see the class); and the
         (dst, src, weight) of the n_kept edges out of `searched` vertices, the search's.
 
-        The slacks are summed as slack_type: the edges' uint32 (four bytes a vertex, not eight:
-        80 MB less memory new to the process for 20 M vertices, and no narrowing copy after),
-        or int64; _SlackOverflow when a sum does not fit.
+        The slacks are summed as slack_type: the edges' uint32 (four bytes a vertex, not eight,
+        of memory new to the process, and no narrowing copy after), or int64; _SlackOverflow
+        when a sum does not fit.
         """
         n = len(one_way)
         target, slack = np.empty(n, index), np.empty(n, slack_type)
@@ -125,8 +125,8 @@ class Bypass:
         # Each edge writes its dst and weight at its source: a one-way vertex gets its single
         # edge's, and the others are then set back to themselves and 0.  A chunk of rows at a
         # time, with their edges' dst: not a dst for every edge of the graph at once; the kept
-        # edges go straight into their columns (16 M of them on PRK p2p's rank 0: the chunks'
-        # pieces concatenated were 256 MB more new memory, 0.5 s on this project's VMs).
+        # edges go straight into their columns (a pipelined run keeps an edge per call: the
+        # chunks' pieces concatenated would be as much again in memory new to the process).
         for e0, e1, dst in _row_chunks(indptr, index):
             s, w = src[e0:e1], weight[e0:e1]
             target[s], slack[s] = dst, w
@@ -147,7 +147,7 @@ class Bypass:
 
     def positions(self):
         """index_of as an array over every vertex id (only read at searched ones): a gather for
-        each of millions of lookups, not a binary search (0.36 s for 2.6 M offers)."""
+        each of millions of lookups, not a binary search (log2 of the vertices in steps each)."""
         return _positions(self.vertices, len(self.target), self.target.dtype)
 
     def expand(self, dist):
@@ -164,8 +164,7 @@ class Bypass:
     def lower(self, dist, found):
         """Lower `dist` (of every vertex) in place to the distances that the search's `found`
         give (``expand``); returns where it improved, as a mask.  A chunk at a time: no
-        vertex-sized array of the expanded distances beside dist (78 MB per analysis rank and
-        round at 1024 x 10,000 calls on 2)."""
+        vertex-sized array of the expanded distances beside dist, new memory in every round."""
         improved = np.empty(len(dist), bool)
         for a, b in _chunks(len(dist)):
             end = self._expanded(found, a, b)
@@ -204,7 +203,7 @@ def _sum(a, b):
 
 def _narrowed(slack):
     """The slacks held through the search in graph.slack_dtype: uint32 where they all fit (a
-    vertex-sized array: 0.2 GB less per analysis rank at 1e8 records on 4); their readers add
+    vertex-sized array held through the search: half the bytes); their readers add
     them to int64 distances.  Summed as uint32 they are already (``Bypass._runs``); this
     narrows the int64 sums of edges whose slacks did not all fit uint32."""
     return slack.astype(slack_dtype(int(slack.min(initial=0)), int(slack.max(initial=0))), copy=False)
@@ -212,8 +211,8 @@ def _narrowed(slack):
 
 def _renumbered(target, position):
     """target with each id replaced by its position, in place, a chunk at a time: no second
-    vertex-sized array (40 MB of memory new to the process, 0.1 s of parallel-dijkstra's
-    Bypass on each of 2 analysis ranks at 1024 x 10,000 calls)."""
+    vertex-sized array of memory new to the process, which costs more to write than the
+    renumbering itself."""
     for a, b in _chunks(len(target)):
         target[a:b] = position[target[a:b]]
     return target
@@ -227,8 +226,8 @@ def _positions(vertices, n, dtype):
 
 
 # Straight runs are skipped before the pointer jumping when one is at least this long (the
-# jumping takes log2 of the longest run's length in passes; with short runs only, the skip costs
-# more passes over all vertices than it saves: +0.19 s at 1024 x 10,000 calls bulk-synchronous).
+# jumping takes log2 of the longest run's length in passes; with short runs only, as in a
+# bulk-synchronous run, the skip costs more passes over all vertices than it saves).
 LONG_RUN = 64
 
 
@@ -256,7 +255,7 @@ def _point_at_run_ends(straight, target, slack):
 
     A chunk at a time from the last, each chunk carrying in the first vertex after it that
     is not straight and the straight slacks up to it: the temporaries are a chunk's (whole-array
-    passes wrote some 1.5 GB new to the process for PRK p2p's 32 M vertices, 1.3 s).  Within
+    passes would write several vertex-sized arrays of memory new to the process).  Within
     a chunk, the sums are differences of suffix sums (int64 wraps, the differences stay exact).
     """
     n = len(target)
@@ -286,8 +285,8 @@ def _point_at_run_ends(straight, target, slack):
             carry_sum = after[0]
 
 
-# Vertices per chunk of the straight-run checks: their temporaries stay small and in cache (on
-# this project's VMs every MB of new memory a process writes costs about 2 ms).
+# Vertices per chunk of the straight-run checks: their temporaries stay small and in cache
+# (memory new to a process costs the kernel a fault and a zeroed page on first write).
 SCAN_CHUNK = 1 << 16
 
 
@@ -321,8 +320,8 @@ def _jump(one_way, target, slack):
     vertices still pointing at a one-way vertex, a chunk at a time: their ids (in target's
     dtype) and the gathers' temporaries stay small.  A chunk may read targets that an earlier
     chunk of the same pass already moved on: slack and target move on together, so that only
-    jumps further.  Whole-array passes wrote some 600 MB of memory new to the process at
-    1.024e7 records (20 M vertices): 0.8 s of dijkstra's 1.7 s solve on this project's VMs.
+    jumps further.  Whole-array passes would write their temporaries over every vertex in
+    memory new to the process, which costs more than the jumping itself.
     """
     jumping = _ids(one_way & one_way[target], target.dtype)
     for _ in range(len(target).bit_length() + 1):
@@ -430,7 +429,7 @@ class Reversed:
 
     def _search(self, sources, offsets):
         n = self.n
-        if not len(sources):      # nothing to search: scipy is not even imported (0.3 s)
+        if not len(sources):      # nothing to search: scipy is not even imported (its import is slow)
             return np.full(n, INF, np.int64)
         from scipy.sparse import csr_matrix
         from scipy.sparse.csgraph import dijkstra

@@ -16,8 +16,9 @@ class GraphTooBig(NotEnoughMemory):
     """A sequential algorithm would gather more graph on analysis rank 0 than its node has memory."""
 
 
-# Analysis rank 0's memory per vertex and per edge of a gathered graph and its search (measured:
-# +3.2 GB for 2.0e7 vertices and 3.0e7 edges with dijkstra, 1024 x 10,000 calls on 2 ranks).
+# Analysis rank 0's memory per vertex and per edge of a gathered graph and its search: the
+# growth of its peak on a large run, rounded up, so that GraphTooBig is raised only where the
+# search could not fit (docs/benchmarks.md, Memory).
 GATHERED_BYTES_PER_VERTEX, GATHERED_BYTES_PER_EDGE = 60, 70
 
 

@@ -1,4 +1,4 @@
-"""The activity graph of a run (DESIGN.md, "The graph and the critical path"), as columns.
+"""The activity graph of a run (docs/design.md, "The graph"), as columns.
 
 Input (``PathInput``): for each trace rank an analysis rank owns, the corrected
 times and function ids of its calls (call records in log order), and the
@@ -121,8 +121,7 @@ class Graph:
 
     # The four maps below take the rank vertices' way for every id, then redo only the hubs
     # (ids from n_rank_vertices on): the few of millions of edges' ends, so no division or
-    # np.where over all of them (0.27 s of parallel-dijkstra's 2.5 s path stage at 1024 x
-    # 10,000 calls on 2 ranks went to those).
+    # np.where over all of them (passes over every edge are what the path stage is made of).
 
     def _hubs_among(self, vertices):
         """Positions of the hub ids among `vertices`, and their hub numbers."""
@@ -206,8 +205,9 @@ def build(comm, inp, threshold_ns=0, keep_remote_hub_edges=False):
     edges += hub_edges
     del deps          # not held through _csr, the build's peak
     sink, sources, t0 = _ends(comm, mine, blocks, base, time, lo)
-    # The member-call table (points x trace ranks, on every analysis rank: 0.4 GB at 1e8
-    # records) is let go of here: what the path needs of it is the sources' pieces.
+    # The member-call table (points x trace ranks, on every analysis rank: as large as the
+    # calls of a bulk-synchronous run) is let go of here: what the path needs of it is the
+    # sources' pieces.
     source_piece, hub_time = splits.piece_of(base, hubs.calls, sources), hubs.time
     del hubs
     n_local = len(time) + len(range(me, len(hub_time), n_analysis))
@@ -245,8 +245,8 @@ def _csr(n, groups, src_dtype=np.int64, weight_dtype=np.int64):
     (hub-in edges, one run per sending rank) by the rows' lengths.
 
     `groups` is emptied: a run's edges are let go of once placed, so the output's pages are
-    written as the input's are freed, not on top of all of them (``_csr`` is the build's peak;
-    on this project's VMs every MB by which a peak grows costs about 2 ms).
+    written as the input's are freed, not on top of all of them (``_csr`` is the build's peak,
+    and every page by which a peak grows is memory new to the process, dear to write).
     """
     runs = []
     while groups:
@@ -417,8 +417,8 @@ def _not_replaced_by_hubs(deps, hubs):
     """deps without the N-to-N edges of the hubs' collectives, which the hubs replace.
 
     They end in the members' calls, whose call edges the hubs replace too: the calls' waits
-    that they give are not read.  A bulk-synchronous run has one per member call (5.1 M per
-    analysis rank at 1024 x 10,000 calls), the graph none of them."""
+    that they give are not read.  A bulk-synchronous run has one per member call, the graph
+    none of them."""
     keep = ~(np.isin(deps.src, hubs.keys) & (deps.kind == N_TO_N))
     if keep.all():
         return deps
@@ -461,8 +461,8 @@ MEMBER_ROWS = 64
 def _members(base, lo, calls, mine, n_calls):
     """Mask of this rank's n_calls local calls that are members of a point (calls: the member-call
     table).  The table is read a block of rows at a time, each row's owned ranks side by side:
-    not a strided column per rank (512 of them took 37 ms at 1024 x 10,000 calls on 2 analysis
-    ranks), and the temporaries are a block's."""
+    not a strided column per rank (a strided read touches a cache line per element), and the
+    temporaries are a block's."""
     is_member = np.zeros(n_calls, bool)
     owned = _owned_columns(calls, mine)
     first = ((base[mine] - lo) // 2).astype(index_dtype(n_calls))   # each owned rank's first call
@@ -486,7 +486,7 @@ def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids, keep_remote)
         return [], no_hub_edges
     mine = np.asarray(mine, np.int64)
     # S of each owned rank's member call, (hubs, owned ranks): whole arrays, no loop over ranks,
-    # made in place (a member per call: 5.1 M here at 1024 x 10,000 calls on 2 analysis ranks).
+    # made in place (a bulk-synchronous run has a member per call).
     s_member = _owned_columns(hubs.calls, mine).astype(ids)
     s_member *= ids(2)
     s_member += base[mine].astype(ids)

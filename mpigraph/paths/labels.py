@@ -59,14 +59,13 @@ def empty_labels(n):
 
 
 # Edges per chunk of the next_from_dist pass: bounds its temporary arrays (~ 10 int64 per edge).
-# Small enough that they stay in the CPU's caches and are reused from chunk to chunk (2**16 vs
-# 2**22: 0.50 s vs 0.81-1.09 s on a 3e7-edge graph; parallel-dijkstra's whole path stage at
-# 1.024e7 records on 2 ranks 8.6-8.7 s vs 9.4-10.3 s, 315 MB less peak memory).
+# Small enough that they stay in the CPU's caches and are reused from chunk to chunk: larger
+# chunks were slower and raised the path stage's peak memory.
 CHUNK_EDGES = 1 << 16
 
 # Chunks whose edges out of other ranks' vertices go to those ranks in one exchange: a
-# collective every so many chunks, not every chunk (235 of them per analysis rank at 1024 x
-# 10,000 calls on 2 ranks, each a wait for the slower rank).
+# collective every so many chunks, not every chunk (a large run has hundreds of chunks, and
+# each collective is a wait for the slowest rank).
 CHUNKS_PER_EXCHANGE = 16
 
 
@@ -83,7 +82,7 @@ def next_from_dist(comm, g, dist, split, weights=True):
     (global id), picked up in the same pass (``hub_offers`` takes them); else
     the offers are empty.  An offer worse than one made to its hub in an earlier
     chunk is dropped at once: the offers kept are the few that may be their hub's
-    best, not one per hub edge (5 million per analysis rank at 1024 x 10,000 calls).
+    best, not one per hub edge (a bulk-synchronous run has a hub edge per call).
     """
     n = len(dist)
     nxt = _Next(n, dist, weights)

@@ -99,8 +99,8 @@ def _distances(comm, g, split, heartbeat=None):
 def _take_offers(dist, vertex, offer):
     """Lower dist in place to the offers (offer[i] to local vertex[i]); returns where they
     improved it, as a mask.  Those vertices start the round's search at their new distance.
-    In place: no vertex-sized array of the best offers beside dist (78 MB of memory new to
-    the process each round at 1024 x 10,000 calls on 2 analysis ranks)."""
+    In place: no vertex-sized array of the best offers beside dist, memory new to the
+    process in every round."""
     before = dist[vertex]
     np.minimum.at(dist, vertex, offer)
     offered = np.zeros(len(dist), bool)
@@ -147,8 +147,8 @@ def rounds_before_joining(n_analysis):
     it takes over (the rule of renting skis until their rent would have bought them), so the
     search costs at worst about twice what the better of the two would have.  A
     bulk-synchronous run with splits is done in 1 round; a pipelined one needs a round per
-    crossing of its path between analysis ranks (PRK p2p on 2 ranks: 2,037 of 2-3 s each,
-    where the joined search of its 8 M vertices and 16 M edges takes 6 s).  One analysis rank
+    crossing of its path between analysis ranks (thousands, each about a part's search, where
+    the joined search costs about two parts').  One analysis rank
     has no crossings: its first round is the whole search.
     """
     return max(2, n_analysis)

@@ -53,8 +53,8 @@ def segments(rank, kind, function, start, end, peer=None):
     peer = np.full(len(rank), -1, np.int64) if peer is None else np.asarray(peer, dtype=np.int64)
     if not (len(rank) == len(kind) == len(function) == len(start) == len(end) == len(peer)):
         raise ValueError("path columns differ in length")
-    # A Labels column's names are checked, not its rows: a pass over millions of codes to find
-    # the names in use took 0.28 s, and the path's makers name the kinds only.
+    # A Labels column's names are checked, not its rows: a path can have millions of rows, and
+    # the path's makers name the kinds only.
     unknown = set((kind.names if isinstance(kind, Labels) else kind).tolist()) - set(KINDS)
     if unknown:
         raise ValueError("unknown segment kinds: %s" % sorted(unknown))

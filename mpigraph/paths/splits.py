@@ -42,7 +42,7 @@ def none(n_trace_ranks):
 def call_dtype(base):
     """The dtype of the member-call table: int32 where every rank's call index fits.  The table
     is a point per global collective by every trace rank, on every analysis rank (a call per
-    record of a bulk-synchronous run: 78 MB in int64 at 1024 x 10,000 calls, 0.8 GB at 1e8)."""
+    record of a bulk-synchronous run: half the bytes of int64 on every analysis rank)."""
     return graph_module.index_dtype(int(np.diff(base).max(initial=0)) // 2)
 
 
@@ -62,7 +62,7 @@ def _candidate_keys(comm, deps):
     """The N-to-N instances trace rank 0 is a member of (a global collective has a member
     there; ``_instances`` drops any other as not whole): the sources of their edges into
     trace rank 0, which analysis rank 0 owns.  Only those edges are sorted, not the N-to-N
-    edges of every owned rank (0.29 s for 5e6 edges at 1024 x 10,000 calls on 2 ranks)."""
+    edges of every owned rank (a bulk-synchronous run has one per call)."""
     if comm.Get_rank() != 0:
         return comm.bcast(None, root=0)
     into_rank_0 = (deps.kind == graph_module.N_TO_N) & (deps.dst_rank == 0)
@@ -81,9 +81,9 @@ def _instances(comm, n_trace_ranks, base, lo, time, deps, keys):
     calls = np.full((n, n_trace_ranks), -1, call_dtype(base))
     edge = arrays.block_or_positions(deps.kind == graph_module.N_TO_N)     # every edge of a bulk-synchronous
     if arrays.count(edge):                                                  # run: one block, views of it
-        # An instance's edges come in runs of one source, its members' edges in a row (5.1 million
-        # edges in 15,000 runs a rank at 1024 x 10,000 calls on 2 ranks): looked up and reduced a
-        # run at a time, not an edge at a time.
+        # An instance's edges come in runs of one source, its members' edges in a row (runs of
+        # as many edges as the instance has members): looked up and reduced a run at a time, not
+        # an edge at a time.
         src = deps.src[edge]
         head, lengths = arrays.runs(src)
         index = np.searchsorted(keys, src[head])
@@ -91,7 +91,7 @@ def _instances(comm, n_trace_ranks, base, lo, time, deps, keys):
         found[found] = keys[index[found]] == src[head[found]]
         run_end, run_last = np.empty(len(head), np.int64), np.empty(len(head), np.int64)
         # A chunk of runs at a time: the edges' temporaries are small and reused from chunk to
-        # chunk, not memory new to the process the size of every edge (about 2 ms per MB here).
+        # chunk, not memory new to the process the size of every edge (dear to write).
         ends = np.append(head, len(src))
         bounds = arrays.chunk_bounds(ends, CHUNK_EDGES)
         for a, b in zip(bounds[:-1], bounds[1:]):
@@ -134,7 +134,7 @@ def piece_of(base, calls, vertices):
     position = vertices - base[rank]                       # 2 * call + side
     if len(vertices) <= n_ranks:     # a few vertices (the path's start, the ranks' starts): their ranks only,
         # each a search of its rank's column (2c + 1 <= p where c <= (p - 1) // 2), with no table of
-        # every rank's points (5.1 M at 1024 x 10,000 calls: 0.1 s to write for the ranks' starts)
+        # every rank's points (as many as the run's calls, for the few vertices asked about)
         return arrays.column_counts(calls, rank, (position - 1) // 2)
     stride = int(base[-1]) + 2
     # Rank r's point positions 2c+1, shifted into a block of their own: one searchsorted for all.

@@ -108,8 +108,8 @@ def path_weights(g, dist, nxt, path):
     weight + dist[next[u]]); 0 for the last vertex and for hubs (every edge out of a hub has
     slack 0).  With splits a hub is the end of its piece, at distance 0 in dist.
 
-    So a gathered search needs no next_weight over every vertex (the whole graph's: 164 MB of
-    memory new to the process at 1.024e7 records, 0.26 s of next[]'s pass on this project's VMs)."""
+    So a gathered search needs no next_weight over every vertex (a vertex-sized array of the
+    whole graph, and a pass to fill it, for the few vertices of the path)."""
     weight = np.zeros(len(path), np.int64)
     u = path[:-1]
     weight[:-1] = dist[u] - dist[nxt[u]]
@@ -123,8 +123,8 @@ def segments(g, time, func, path, weight):
 
     The hubs leave the path before its vertices' columns are gathered: u -> H -> v is u -> v
     with u -> H's slack, since every edge out of a hub has slack 0 (``graph``).  So the columns
-    are not copied again without them: on a pipelined program's path of 32 M vertices that
-    was 830 MB more at the path stage's peak.
+    are not copied again without them: a pipelined program's path holds a vertex per call,
+    and a copy of its columns would add to the path stage's peak.
     """
     is_hub = path >= g.n_rank_vertices
     if is_hub.any():
@@ -136,7 +136,7 @@ def path_segments(g, path, time, func, weight):
     """critical_path.segments of a vertex path without hubs, with time, func and next_weight of
     each path vertex (the caller's own arrays: time is made relative to the run's start in place).
 
-    A pipelined program's path has a segment per call (16 M at PRK p2p): each column is made
+    A pipelined program's path has a segment per call: each column is made
     once, in its final place, with the first MPI_Init segment's row where there is one (not
     prepended by a copy).
     """

@@ -136,7 +136,7 @@ def write_csv(path, table, columns):
     """`table` (a dict of columns) as CSV: a header of csv_name()s, then one line per row.
 
     The text is made by pyarrow's string kernels a block of rows at a time, not a Python
-    string per cell: a path table can have a row per MPI call (16 million rows: 1 GB of text).
+    string per cell: a path table can have a row per MPI call (gigabytes of text).
     CSV_THREADS threads make the blocks' text at once (the kernels let go of the GIL), and they
     are written in order.  Fields are quoted as Python's csv module quotes them (QUOTE_MINIMAL)."""
     n = len(table[columns[0].name]) if columns else 0
@@ -148,7 +148,7 @@ def write_csv(path, table, columns):
             f.write(text)
 
 
-# Threads making a CSV's text.  PRK p2p's critical_path.csv (16 M rows, 1.2 GB) took 12.9 s on one.
+# Threads making a CSV's text: a CSV of millions of rows is the report's longest file to make.
 CSV_THREADS = 2
 
 
@@ -186,7 +186,7 @@ def _csv_text(column, values, rows):
         ns = np.asarray(values, np.int64)
         whole, part = np.divmod(np.abs(ns), 10**9)
         # The 9 digits of the ns as the last 9 of 10**9 + part: a slice is cheaper than a pad
-        # (1 M rows: 0.080 s against 0.115 s a column).
+        # (it copies code units, where a pad measures and rebuilds every string).
         digits = pc.utf8_slice_codeunits(pa.array(part + 10**9).cast(pa.string()), 1)
         text = pc.binary_join_element_wise(pa.array(whole).cast(pa.string()), digits, ".")
         negative = pa.array(ns < 0)
@@ -233,9 +233,9 @@ def _arrow_array(values, kind, arrow_type):
 
 
 # zstd rather than pyarrow's default snappy, every integer and time column delta-encoded and
-# only the string columns dictionary-encoded: the calls table of 2 M calls is 16.3 MB instead of
-# 31.2 MB (47.1 MB with snappy) and is written in 0.47 s instead of 0.81-1.11 s (numbers from
-# this project's AMD VM).  Every Parquet reader knows zstd and DELTA_BINARY_PACKED (Parquet 2).
+# only the string columns dictionary-encoded: times and call indices grow in small steps, which
+# delta encoding turns into few bits, so the calls table is about half as big and quicker to
+# write.  Every Parquet reader knows zstd and DELTA_BINARY_PACKED (Parquet 2).
 PARQUET_COMPRESSION = "zstd"
 PARQUET_LEVEL = 1             # as small as level 3 on these tables, faster
 
@@ -256,8 +256,8 @@ PARQUET_BLOCK_ROWS = 1 << 20
 def write_parquet(path, table, columns):
     """`table` (a dict of columns) as Parquet, a row group at a time (``write_parquet_blocks``):
     the Arrow arrays of one row group are in memory at once, not the whole table's (a pipelined
-    program's path table, 22 M rows, took 0.5 GB more as Arrow strings of its kind and function
-    names)."""
+    program's path table has a row per call, and its kind and function names as Arrow strings
+    would add to the report's peak)."""
     n = len(table[columns[0].name]) if columns else 0
     if not n:
         _write_parquet_whole(path, table, columns)
@@ -286,9 +286,8 @@ def write_parquet_blocks(path, blocks, columns):
 
     A writer thread encodes and compresses each block while this thread pulls and converts the
     next (pyarrow lets go of the GIL while it writes; the blocks' iterable, which may talk MPI,
-    stays on this thread).  At most one block is being written, in order.  The calls table of
-    1024 x 10,000 calls on 2 analysis ranks: writing took 1.66 s and pulling and converting 0.78
-    s, one after the other.
+    stays on this thread).  At most one block is being written, in order: writing and pulling
+    are each a large share of the calls table's time, so they overlap.
     """
     import pyarrow.parquet as pq
     from concurrent.futures import wait
@@ -584,9 +583,9 @@ def write_report(out_dir, info, tables, linked=None, path=None, path_lines=()):
 
 
 # Threads writing report files besides the calling thread.  The time goes to pyarrow's kernels and
-# encoders, which let go of the GIL, and the other analysis ranks are idle meanwhile.  PRK p2p (16 M
-# path rows) on 2 analysis ranks: critical_path.csv took 12.9 s, critical_path.parquet 3.4 s and
-# calls.parquet 6.8 s, one after the other.
+# encoders, which let go of the GIL, and the other analysis ranks are idle meanwhile.  On a run of
+# millions of calls the calls table and the critical path's CSV and Parquet each take seconds:
+# written one after the other, they would add up.
 REPORT_THREADS = 2
 
 

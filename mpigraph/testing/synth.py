@@ -32,7 +32,7 @@ arrives last, the late sender's message is what the slow rank waits for) is
 checked on the generated times, so bad parameters raise instead of writing a
 run whose "known" path is wrong.
 
-The critical path (DESIGN.md's graph: compute, call and dependency edges, all
+The critical path (docs/design.md's graph: compute, call and dependency edges, all
 zero-slack on this perfect data) goes, phase by phase:
 
 - bsp:  message (the previous slow rank's collective start releases this

@@ -39,7 +39,7 @@ START = "start"                # Start, Startall
 REQUEST_FREE = "request_free"
 COMPLETION = "completion"      # Wait/Test families
 PROBE = "probe"                # Probe, Iprobe
-# Collectives, by the pattern of who waits for whom (DESIGN.md):
+# Collectives, by the pattern of who waits for whom (docs/concepts.md, wait states):
 N_TO_N = "n_to_n"              # Barrier, Allreduce, Allgather(v), Alltoall(v/w), Reduce_scatter(_block)
 ONE_TO_N = "one_to_n"          # Bcast, Scatter(v): the root releases everyone
 N_TO_ONE = "n_to_one"          # Reduce, Gather(v): the last member releases the root

@@ -1,14 +1,12 @@
 """Array helpers numpy has, done the way that stays fast on millions of distinct values.
 
 numpy 2.3 made ``np.unique(values)`` (no return_index, _inverse or _counts)
-hash-based.  On many distinct int64 values it is far slower than sorting:
-2.56 million distinct int64 ids take 3.2 s in numpy 2.4.6, a sort and a
-comparison 0.06 s (measured on this project's 2-core AMD EPYC VM).
-``unique`` is the sort, whatever numpy's version.  With its inverse, np.unique
-sorts too, yet ``unique_inverse``'s one stable argsort takes a third to a half
-less time (5 million random int64: 0.89 s against 1.38 s; the 2.56 million
-sources of a rank's crossing edges at 1024 x 10,000 calls, in sorted runs:
-0.15 s against 0.33-0.54 s).
+hash-based.  On millions of distinct int64 values the hash table misses the
+caches at every insert and is far slower than a sort and a comparison, which
+stream.  ``unique`` is the sort, whatever numpy's version.  With its inverse,
+np.unique sorts too, yet ``unique_inverse``'s one stable argsort takes a third
+to a half less time (one sort instead of np.unique's several passes; a stable
+sort is fastest on ids that come in sorted runs, as vertex ids do).
 """
 
 import numpy as np
@@ -67,7 +65,7 @@ def chunk_bounds(indptr, edges_per_chunk):
 def sorted_positions(sorted_values, queries, side="left"):
     """np.searchsorted with the queries in the sorted array's dtype (they must fit it): with
     int64 queries searchsorted first converts a whole int32 array, such as a graph's indptr
-    (20 M rows on analysis rank 0 at 1.024e7 records: 14 ms warm, and 80 MB of new memory)."""
+    (a vertex-sized copy in new memory for every search)."""
     return np.searchsorted(sorted_values, np.asarray(queries).astype(sorted_values.dtype, copy=False), side)
 
 
@@ -75,8 +73,8 @@ def column_counts(table, columns, limits):
     """How many entries of each asked column of a 2-d table are <= its limit, the columns'
     entries increasing down the rows: np.searchsorted(table[:, c], limit, "right") for every
     (c, limit) pair at once.  A binary search run for all pairs together, a gather per halving
-    of the rows: no copy of a strided column per pair (1,024 of them cost 60 ms for a table of
-    10,000 x 1,024)."""
+    of the rows: no copy of a strided column per pair (a strided copy reads a cache line per
+    element)."""
     columns, limits = np.asarray(columns, np.int64), np.asarray(limits)
     n_rows = table.shape[0]
     found = np.zeros(len(columns), np.int64)    # rows known to be <= the limit
@@ -93,7 +91,7 @@ def column_counts(table, columns, limits):
 def row_pointers(rows, n, dtype):
     """The indptr (as dtype) of a CSR of n rows holding one entry per element of `rows` (row
     numbers in any order).  Counted in place with add.at: np.bincount counts in int64 and
-    its cumsum is another array (two of 40 MB for 5 M rows)."""
+    its cumsum is another array (two int64 arrays of the rows' size, in new memory)."""
     indptr = np.zeros(n + 1, dtype)
     np.add.at(indptr[1:], rows, indptr.dtype.type(1))
     np.cumsum(indptr[1:], out=indptr[1:])
