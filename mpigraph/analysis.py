@@ -121,12 +121,14 @@ def _metrics(comm, logs, linked, codec, times):
 
 def graph_input(world_size, linked):
     """The path stage's input from the match stage: corrected, repaired call times and the
-    dependency edges into the owned ranks (match.py's interface).
+    dependency edges into the owned ranks (match.py's interface).  A polling run of probes is
+    one wait on the path: its calls end where the next one starts (linked.path_ends).
 
     The edges move out of `linked` (the report does not read them) into an input that the
     graph's build lets go of once read (``PathInput.read_once``): they are not held through
     the build's peak and the search."""
-    calls = {rank: graph.RankCalls(c.start_ns, c.end_ns, c.func) for rank, c in linked.calls.items()}
+    calls = {rank: graph.RankCalls(c.start_ns, linked.path_ends.get(rank, c.end_ns), c.func)
+             for rank, c in linked.calls.items()}
     deps, linked.dependencies = linked.dependencies, None
     return graph.PathInput(world_size, calls, deps, read_once=True)
 

@@ -136,10 +136,12 @@ def polling_rank(found_at=1600):
         rec("MPI_Finalize", 20_000, 20_000)]
 
 
-@pytest.mark.parametrize("send_at, released", [(1250, 2), (1330, 3), (1000, 1), (500, 1), (1550, 4)])
+@pytest.mark.parametrize("send_at, released", [(1250, 2), (1330, 2), (1000, 1), (500, 1), (1550, 3), (1650, 4)])
 def test_an_iprobe_loop_waits_for_the_message_it_found(tmp_path, send_at, released):
-    """Each Iprobe of the loop waited from its start until the send started, within its duration;
-    the edge goes into the first Iprobe of the loop that ended at or after the send started."""
+    """Each Iprobe of the loop waited from its start until the send started, within its duration.
+    For the path the loop is one wait: an Iprobe that found nothing ends where the next starts
+    (1200, 1400, 1600), and the edge goes into the first Iprobe of the loop that ended so at or
+    after the send started (a send in the gap 1300-1400 released call 2, not call 3)."""
     write_rank(tmp_path, 0, 2, polling_rank())
     write_rank(tmp_path, 1, 2, sender(send_at))
     linked = linked_run(tmp_path, 2)
@@ -149,6 +151,31 @@ def test_an_iprobe_loop_waits_for_the_message_it_found(tmp_path, send_at, releas
     assert w["wait_before"][1:5].tolist() == expected
     assert w["wait_state"][1:5].tolist() == [waits_module.LATE_SENDER if e else -1 for e in expected]
     assert {e for e in edges(linked) if e[3] != 5} == {(1, 1, 0, released, "message_late_sender")}
+    # Times from the run's start (the end of MPI_Init, 100): the calls as recorded, the path's
+    # ends of the polling calls stretched to the next call's start.
+    assert linked.calls[0].end_ns[1:5].tolist() == [1000, 1200, 1400, 1600]
+    assert linked.path_ends[0][1:5].tolist() == [1100, 1300, 1500, 1600]
+    assert 1 not in linked.path_ends
+
+
+def test_the_path_leaves_a_polling_loop_for_the_sender(tmp_path):
+    """Rank 1 computes until 1330 and sends, in a gap between two of rank 0's Iprobes: the path
+    goes from rank 0's Recv back through the loop to the send and rank 1's compute, the loop's
+    time before it off the path."""
+    from mpigraph import analysis, config
+
+    write_rank(tmp_path, 0, 2, polling_rank())
+    write_rank(tmp_path, 1, 2, sender(1330))
+    analysis.analyze(str(tmp_path), MPI.COMM_WORLD, config.Config(quiet=True, clock="none"))
+    import csv
+
+    with open(tmp_path / "critical_path.csv") as f:
+        path = [(r["rank"], r["kind"], r["function"], r["start_s"], r["end_s"]) for r in csv.DictReader(f)]
+    # Rank 1 computes from the end of its Init (0) to its send (1230 after the origin at 100).
+    assert ("1", "compute", "", "0.000000000", "0.000001230") in path
+    # The message released rank 0's second Iprobe, which ends (for the path) at 1300.
+    assert ("0", "message", "MPI_Iprobe", "0.000001230", "0.000001300") in path
+    assert not any(r[0] == "0" and r[1] == "compute" and r[4] <= "0.000001230" for r in path)
 
 
 def test_a_probe_whose_message_is_never_received_gets_no_edge(tmp_path):

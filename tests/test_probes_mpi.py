@@ -1,9 +1,9 @@
 """Probes and per-message wait-state kinds on real programs under the shim (issue 27, items 2, 5).
 
 - master_worker.c on 3 ranks (rank 0 the master, rank 2 a worker 3x slower than
-  rank 1), with MPI_Probe(MPI_ANY_SOURCE) + MPI_Recv and with MPI_Mprobe +
-  MPI_Mrecv: the critical path runs through the slow worker, and rank 0's probe
-  waits are late-sender time;
+  rank 1), with MPI_Probe(MPI_ANY_SOURCE) + MPI_Recv, with an MPI_Iprobe loop +
+  MPI_Recv and with MPI_Mprobe + MPI_Mrecv: the critical path runs through the
+  slow worker, and rank 0's probe waits are late-sender time;
 - late_sender_py.py (mpi4py's lowercase send / recv: MPI_Mprobe + MPI_Mrecv) on
   2 ranks with a late sender: rank 0's late-sender time is the delay;
 - waitall_tie.c on 2 ranks: a Waitall whose receives waited for a late sender
@@ -68,7 +68,7 @@ def function_time(out, rank, function):
                if r == rank and f == function) / 1e9
 
 
-@pytest.fixture(scope="module", params=["probe", "mprobe"])
+@pytest.fixture(scope="module", params=["probe", "iprobe", "mprobe"])
 def master_worker(request, tmp_path_factory, builder, wheel):
     exe = builder.build("master_worker.c", wheel.mpicc)
     out, stdout = run(tmp_path_factory, "mw_" + request.param, 3, [exe, request.param, TASKS])
@@ -110,17 +110,19 @@ def test_the_path_runs_through_the_slow_worker(master_worker):
 def test_the_masters_probe_waits_are_late_sender_time(master_worker):
     """Rank 0 waits in its probes while the slow worker computes: its late-sender time in them is
     the slow worker's measured compute, within 10% (what a task's hand-over costs: latencies of
-    microseconds, milliseconds on a loaded machine).  The rest of its time in the probes is from
+    microseconds, milliseconds on a loaded machine).  An Iprobe loop waits inside its Iprobes
+    only: the loop's instructions between them, the shim's recording of each call among them,
+    are rank 0's compute (7% of the loop here): 20% below.  The rest of its time in the probes is from
     a send's start to the probe noticing it: at most a quarter of a fast task (5 ms, a loaded
     machine's scheduling) for each of the 2 x TASKS results."""
     mode, out, compute = master_worker
-    probe = {"probe": "MPI_Probe", "mprobe": "MPI_Mprobe"}[mode]
+    probe = {"probe": "MPI_Probe", "iprobe": "MPI_Iprobe", "mprobe": "MPI_Mprobe"}[mode]
     late = state_time(out, 0, probe, "late_sender")
     slow = compute["2"] / 1e9
     inside = function_time(out, 0, probe)
     print("%s: rank 0 late sender in %s %.4f s of %.4f s; slow worker's compute %.4f s"
           % (mode, probe, late, inside, slow))
-    assert abs(late - slow) <= 0.1 * slow
+    assert (0.8 if mode == "iprobe" else 0.9) * slow <= late <= 1.1 * slow
     assert inside - late <= 2 * TASKS * TASK_MS / 4 * 1e-3
     ranks = {r["rank"]: r for r in read_csv(out / "ranks.csv")}
     assert float(ranks["0"]["late_sender_s"]) >= late

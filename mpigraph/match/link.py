@@ -42,6 +42,9 @@ class Linked:
     incomplete_requests: dict    # owned trace rank -> ops whose request never completed
     repair: causality.Repair
     clock: ClockInfo
+    # owned trace rank -> its calls' end times for the path stage, where a polling run of
+    # probes is one wait (match.probes); ranks without one are not in it
+    path_ends: dict = dataclasses.field(default_factory=dict)
 
 
 # ---- clock ---------------------------------------------------------------------------------
@@ -158,15 +161,15 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=
     ops, orphans = _owned_ops(calls)
     messages, pairs, instances, members, repair = _repair_loop(comm, ownership, calls, ops, world_size, codec)
     from_me = p2p.to_senders(comm, ownership, messages, calls, codec)
-    probe_waits, probe_edges = _probe_links(calls, ops, pairs, messages)
+    probe_waits, probe_edges, path_ends = _probe_links(calls, ops, pairs, messages)
     waits = owned_waits(calls, messages, from_me, members, probe_waits)
     dependencies = dependency_edges(messages, from_me, members, probe_edges) if with_edges else None
     return Linked(calls, dependencies, waits, instances, pairs.unmatched, orphans, _incomplete(ops, calls), repair,
-                  clock_info)
+                  clock_info, path_ends)
 
 
 def _probe_links(calls, ops, pairs, messages):
-    """(waits, edges) of the owned ranks' probes (match.probes): each found probe's message is
+    """(waits, edges, path_ends) of the owned ranks' probes (match.probes): each found probe's message is
     the one the receive after it got, whose receiver this analysis rank owns too."""
     found = probes.owned_probes(calls)
     receive = probes.receive_of_probe(found, ops)

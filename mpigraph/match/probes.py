@@ -23,11 +23,18 @@ What the match stage makes of it (``probe_links``):
 - waits: every call of the run and the found probe waited for the message
   from its start until the send started (late sender), at most its duration:
   max(0, min(send start - call start, call duration));
+- the path (``path_ends``): a polling run is one wait, so for the path stage
+  each probe of the run that found nothing ends where the next call of the run
+  starts (the loop's instructions between two Iprobes are polling, not work).
+  Without it a send that started between two Iprobes would release the next
+  one after the gap, and the path, finding the polling rank's chain of calls
+  and gaps without slack, would stay in the loop instead of going to the
+  sender.  The calls' own times (calls.parquet, the waits) are left as recorded;
 - edges: one late-sender edge S(send) -> E(c), c the first call of the run
-  (the found probe included) that ended at or after the send started: the call
-  the message released.  A blocking Probe waits alone: c is the probe.  An
-  edge whose send started after the found probe ended (clocks that disagree) is
-  left out: every edge u -> E(c) must have t(u) <= t(E(c)).
+  (the found probe included) that ended, for the path, at or after the send
+  started: the call the message released.  A blocking Probe waits alone: c is
+  the probe.  An edge whose send started after the found probe ended (clocks
+  that disagree) is left out: every edge u -> E(c) must have t(u) <= t(E(c)).
 """
 
 import numpy as np
@@ -106,12 +113,13 @@ def message_of_op(n_ops, pairs):
 
 
 def probe_links(calls_by_rank, probes, probe_message, messages):
-    """(waits, edges) of the found probes and their polling runs (see the module doc).
+    """(waits, edges, path_ends) of the found probes and their polling runs (see the module doc).
 
     `probe_message`: per probe row, its message's row in `messages` (-1 none); `messages`: the
     matched messages on the receivers' owner (with the repaired times).
     waits: (rank, call, ns) late-sender time of each call of each run; edges: (s_rank,
-    s_post_call, rank, call) of each late-sender edge into a probe run."""
+    s_post_call, rank, call) of each late-sender edge into a probe run; path_ends: {owned rank:
+    its calls' end times for the path stage}, only for ranks with a polling run."""
     has = probe_message >= 0
     rank, call = probes["rank"][has].astype(np.int64), probes["call"][has]
     msg = probe_message[has]
@@ -121,25 +129,45 @@ def probe_links(calls_by_rank, probes, probe_message, messages):
     start = index.column(calls_by_rank, "start_ns")
     end = index.column(calls_by_rank, "end_ns")
     found_at = index.of(rank, call)
-    first = _run_starts(index, calls_by_rank, probes)[found_at]
+    first = _run_starts(index, probes)[found_at]
     # Every call of every run, by run: positions first..found_at (a few calls a run).
     length = found_at - first + 1
     member = np.repeat(first - np.cumsum(np.r_[0, length[:-1]]), length) + np.arange(length.sum())
     run = np.repeat(np.arange(len(found_at)), length)
     wait = np.clip(send_start[run] - start[member], 0, np.maximum(end[member] - start[member], 0))
-    # The call the message released: the first of its run that ended at or after the send started.
+    # For the path a polling run is one wait: each probe that found nothing lasts until the
+    # next call of its run starts (the loop's own instructions between them are polling too).
+    polling = member < found_at[run]
+    path_end = end[member]
+    path_end[polling] = start[member[polling] + 1]
+    # The call the message released: the first of its run that ended (for the path) at or
+    # after the send started.
     n = len(index)
     released = np.full(len(found_at), n, np.int64)
-    ended = end[member] >= send_start[run]
+    ended = path_end >= send_start[run]
     np.minimum.at(released, run[ended], member[ended])
     keep = released < n
     owner = np.repeat(index.ranks, np.diff(index.offsets))        # the trace rank of each position
     waits = (owner[member], member - index.offsets[np.searchsorted(index.ranks, owner[member])], wait)
     edges = (send_rank[keep], send_call[keep], rank[keep], call[keep] - (found_at[keep] - released[keep]))
-    return waits, edges
+    return waits, edges, _path_ends(index, calls_by_rank, member[polling], path_end[polling])
 
 
-def _run_starts(index, calls_by_rank, probes):
+def _path_ends(index, calls_by_rank, positions, ends):
+    """{owned rank: a copy of its calls' end times with `ends` at `positions`} for the ranks
+    that have any of `positions` (CallIndex numbering)."""
+    out = {}
+    at = np.searchsorted(index.offsets, positions, side="right") - 1
+    for i in np.unique(at):
+        rank = int(index.ranks[i])
+        mine = at == i
+        column = calls_by_rank[rank].end_ns.copy()
+        column[positions[mine] - index.offsets[i]] = ends[mine]
+        out[rank] = column
+    return out
+
+
+def _run_starts(index, probes):
     """Per owned call (CallIndex numbering), the first call of the unbroken sequence of
     not-found probes that ends right before it (the call itself where none does)."""
     n = len(index)
