@@ -121,6 +121,25 @@ def test_mprobe_and_mrecv(tmp_path):
     assert (1, 1, 0, 1, "message_late_sender") in edges(linked)
 
 
+def test_improbe_loop_and_imrecv(tmp_path):
+    # Improbe finds nothing (1000-1100), then finds (1, tag 7) (1200-1300); Imrecv + Wait get it.
+    # The send started at 1150, in the gap: the first Improbe waited its whole 100, and for the
+    # path it ends at 1200, at or after 1150: the message released it.
+    wait = rec("MPI_Wait", 1500, 1600)
+    write_rank(tmp_path, 0, 2, [
+        rec("MPI_Init", 0, 100),
+        rec("MPI_Improbe", 1000, 1100, peer=ANY, tag=7),                                  # call 1
+        rec("MPI_Improbe", 1200, 1300, FOUND, peer=1, tag=7, bytes=30),                   # call 2
+        rec("MPI_Imrecv", 1400, 1450, record.RECV, peer=1, tag=7, bytes=30, request=1),  # call 3
+        wait,                                                                              # call 4
+        part(wait, record.RECV, peer=1, tag=7, bytes=30, request=1),
+        rec("MPI_Finalize", 20_000, 20_000)])
+    write_rank(tmp_path, 1, 2, sender(1150, tag=7))
+    linked = linked_run(tmp_path, 2)
+    assert linked.waits[0]["wait_before"][1:5].tolist() == [100, 0, 0, 0]
+    assert {e for e in edges(linked) if e[3] != 4} == {(1, 1, 0, 1, "message_late_sender")}
+
+
 # ---- Iprobe loops -------------------------------------------------------------------------------
 
 def polling_rank(found_at=1600):

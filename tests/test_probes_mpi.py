@@ -128,6 +128,16 @@ def test_the_masters_probe_waits_are_late_sender_time(master_worker):
     assert float(ranks["0"]["late_sender_s"]) >= late
 
 
+def test_two_analysis_ranks_give_the_same_tables(master_worker, tmp_path):
+    """The probes' receives are on their own rank's analysis rank: 2 give what 1 (in the job) gave."""
+    _, out, _ = master_worker
+    shutil.copytree(out / "raw", tmp_path / "raw")
+    result = mpi_env.mpigraph(["analyze", tmp_path, "--quiet"], nprocs=2)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in (critical_path.CSV_NAME, "waitstates.csv", "ranks.csv"):
+        assert read_csv(tmp_path / name) == read_csv(out / name), name
+
+
 # ---- mpi4py -------------------------------------------------------------------------------------
 
 def test_mpi4py_recv_waits_for_its_late_sender(mpi4py_late):
