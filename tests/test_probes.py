@@ -57,15 +57,20 @@ def test_charged_kinds_per_call():
     # Call 0: two receives 10000 late and a send 10010 late (the tie): 6666 late sender, 3344 late receiver.
     # Call 1: only receives: all 700 late sender.  Call 2: only a send: all 400 late receiver.
     # Call 3: a receive that did not wait and a send 500 late: all late receiver (no split: one kind waited).
-    position = [0, 0, 0, 1, 1, 2, 3, 3]
-    wait = [10_000, 10_000, 10_010, 700, 300, 400, 0, 500]
-    receiver = [False, False, True, False, False, True, False, True]
-    total, ls, lr = message_kinds.charged(position, wait, receiver, 5)
-    assert total.tolist() == [10_010, 700, 400, 500, 0]
-    assert ls.tolist() == [6666, 700, 0, 0, 0] and lr.tolist() == [3344, 0, 400, 500, 0]
+    # Call 4: no message.
+    # Call 5: a halo with one late neighbour: its receive 10000 late, the send to it 10010:
+    #   5000 + 5010: a tie (10 ns apart, within 5% of 10010): late sender.
+    # Call 6: a receive 1000 late and a send 9000: 500 late sender, 8500 late receiver.
+    position = [0, 0, 0, 1, 1, 2, 3, 3, 5, 5, 5, 5, 6, 6]
+    wait = [10_000, 10_000, 10_010, 700, 300, 400, 0, 500, 0, 10_000, 10_010, 0, 1000, 9000]
+    receiver = [False, False, True, False, False, True, False, True, False, False, True, True, False, True]
+    total, ls, lr = message_kinds.charged(position, wait, receiver, 7)
+    assert total.tolist() == [10_010, 700, 400, 500, 0, 10_010, 9000]
+    assert ls.tolist() == [6666, 700, 0, 0, 0, 5000, 500] and lr.tolist() == [3344, 0, 400, 500, 0, 5010, 8500]
     state, state_time, other = message_kinds.state_of(total, ls, lr, 0, 1, -1)
-    assert state.tolist() == [0, 0, 1, 1, -1]
-    assert state_time.tolist() == [6666, 700, 400, 500, 0] and other.tolist() == [3344, 0, 0, 0, 0]
+    assert state.tolist() == [0, 0, 1, 1, -1, 0, 1]
+    assert state_time.tolist() == [6666, 700, 400, 500, 0, 5000, 8500]
+    assert other.tolist() == [3344, 0, 0, 0, 0, 5010, 500]
 
 
 # ---- Probe, then Recv -------------------------------------------------------------------------

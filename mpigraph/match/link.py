@@ -172,6 +172,8 @@ def _probe_links(calls, ops, pairs, messages):
     """(waits, edges, path_ends) of the owned ranks' probes (match.probes): each found probe's message is
     the one the receive after it got, whose receiver this analysis rank owns too."""
     found = probes.owned_probes(calls)
+    if not found["found"].any():        # most programs: no per-call work at all
+        return None, None, {}
     receive = probes.receive_of_probe(found, ops)
     message = np.where(receive >= 0, probes.message_of_op(len(ops["side"]), pairs)[np.maximum(receive, 0)], -1)
     return probes.probe_links(calls, found, message, messages)

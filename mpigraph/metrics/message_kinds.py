@@ -17,9 +17,13 @@ whose receiver posted 0.01 ms after that (both waited for the same late rank):
 late sender 2 x 10 / 3 = 6.67 ms, late receiver 10 / 3 + 0.01 = 3.34 ms; the
 old rule (the kind of the largest wait) called all 10.01 ms late receiver.
 
-The call's wait state is the kind with the larger time (ties: late sender,
-the data the call needed), ``state_time`` that kind's time and ``other_time``
-the other kind's.
+The call's wait state is the kind with the larger time, ``state_time`` that
+kind's time and ``other_time`` the other kind's.  Times within TIE (5%) of the
+call's wait of each other are a tie, and a tie is late sender, the data the
+call needed: a halo exchange with one late neighbour, whose Irecv is posted a
+few microseconds after its Isend, has a receive that waited d and a send that
+waited d + e: late sender d / 2, late receiver d / 2 + e, a tie (the old rule
+called all of it late receiver, 25 s of it on one real run).
 """
 
 import numpy as np
@@ -82,9 +86,14 @@ def airport_shares(group, cost):
     return out
 
 
+# Late-sender and late-receiver times closer than this share of the call's wait are a tie.
+TIE = 0.05
+
+
 def state_of(total, late_sender, late_receiver, ls_code, lr_code, none_code):
-    """(state, state_time, other_time) per call: the kind with the larger time (ties: late sender)."""
-    sender = late_sender >= late_receiver
+    """(state, state_time, other_time) per call: the kind with the larger time, a tie (within
+    TIE of the call's wait) late sender."""
+    sender = late_receiver - late_sender <= TIE * total
     state = np.where(total == 0, none_code, np.where(sender, ls_code, lr_code)).astype(np.int8)
     state_time = np.where(sender, late_sender, late_receiver)
     other = np.where(sender, late_receiver, late_sender)
