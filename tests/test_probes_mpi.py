@@ -128,6 +128,20 @@ def test_the_masters_probe_waits_are_late_sender_time(master_worker):
     assert float(ranks["0"]["late_sender_s"]) >= late
 
 
+def test_the_shim_marks_the_probes_that_found_a_message(master_worker):
+    """One found probe per result (2 workers x TASKS), each naming a worker; an Iprobe that found
+    nothing has no MATCHED flag (it names the source it asked for: MPI_ANY_SOURCE here)."""
+    from mpigraph.trace import functions, logs as trace, record
+
+    mode, out, _ = master_worker
+    func = functions.BY_NAME[{"probe": "MPI_Probe", "iprobe": "MPI_Iprobe", "mprobe": "MPI_Mprobe"}[mode]].id
+    records = trace.open_run(str(out)).logs[0].records
+    probes = records[records["func"] == func]
+    found = (probes["flags"] & record.MATCHED) != 0
+    assert found.sum() == 2 * TASKS and set(probes["peer"][found].tolist()) == {1, 2}
+    assert (probes["peer"][~found] == record.PEER_ANY).all() and (len(probes) > 2 * TASKS) == (mode == "iprobe")
+
+
 def test_two_analysis_ranks_give_the_same_tables(master_worker, tmp_path):
     """The probes' receives are on their own rank's analysis rank: 2 give what 1 (in the job) gave."""
     _, out, _ = master_worker
