@@ -123,7 +123,7 @@ def body(f, names, large):
         return lines, "MG_SEND", rec, 2
     if k == T.PROBE:
         cond = "rc == MPI_SUCCESS && *flag" if "flag" in names else "rc == MPI_SUCCESS"
-        rec = ["if (%s) mg_fill_from_status(r, c, st);" % cond,
+        rec = ["if (%s) { r->flags |= MG_MATCHED; mg_fill_from_status(r, c, st); }" % cond,
                "else { r->peer = mg_world_peer(c, source); r->tag = mg_tag(tag); }"]
         return lines, "0", rec, 1
     if k in (T.N_TO_N, T.ONE_TO_N, T.N_TO_ONE, T.SCAN):

@@ -62,6 +62,7 @@ static void log_probe(int func, int64_t t0, int64_t t1, int rc, MPI_Comm comm, i
     mg_fill(r, func, t0, t1, rc == MPI_SUCCESS ? 0 : MG_ERROR);
     r->comm = c->id;
     if (rc == MPI_SUCCESS && matched) {
+        r->flags |= MG_MATCHED;
         mg_fill_from_status(r, c, st);
         remember(message, c, r);
     } else {

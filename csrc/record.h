@@ -17,6 +17,7 @@
 #define MG_PERSISTENT 0x0010
 #define MG_FORTRAN 0x0020
 #define MG_ERROR 0x0040
+#define MG_MATCHED 0x0080 /* a probe found a message: peer, tag, bytes are its status's */
 
 /* Special field values. */
 #define MG_PEER_NONE (-1)

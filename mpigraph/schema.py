@@ -85,6 +85,8 @@ CALL_COLUMNS = [
     Column("execution", "time", "execution time (collective: min end - max start, may be negative)"),
     Column("wait_state", "str", "wait-state kind of the call (empty: none)"),
     Column("wait_state_time", "time", "time of that wait state"),
+    Column("other_state_time", "time", "point-to-point: the part of the wait charged to the other kind "
+                                       "(late_receiver when wait_state is late_sender, and the reverse)"),
     Column("on_path", "bool", "the critical path spends time in the call or passes through it (false when no path)"),
 ]
 

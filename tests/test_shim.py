@@ -166,6 +166,8 @@ def test_mpi4py_object_receives_are_recorded_as_matched_probes(tmp_path):
         assert (receives["peer"] == left).all() and receives["tag"].tolist() == [0, 1, 2, 3, 4]
         assert (receives["flags"] & R.RECV != 0).all() and (receives["bytes"] == probes["bytes"]).all()
         assert (probes["peer"] == left).all()
+        # A probe that found its message says so (an Iprobe that found nothing may name a source too).
+        assert (probes["flags"] & R.MATCHED != 0).all() and (receives["flags"] & R.MATCHED == 0).all()
 
 
 def test_unwritable_output_leaves_the_program_untouched(records_program, tmp_path):

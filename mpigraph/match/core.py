@@ -28,7 +28,10 @@ stored with their vertex owner), as equal-length numpy columns:
     kind        int8   one of KIND_NAMES:
       0 message_late_sender    send start -> end of the call in which the
                                receive completed (Recv, Sendrecv, or the
-                               Wait/Test of an Irecv / persistent receive)
+                               Wait/Test of an Irecv / persistent receive),
+                               and -> end of the probe that found the message
+                               (or of the call of its polling run that the
+                               send released; match.probes)
       1 message_late_receiver  receive post start -> end of the call in which
                                the send completed; only where that call ended
                                after the receive was posted (rendezvous, Ssend):

@@ -14,6 +14,7 @@ from mpigraph.clock import repair as causality
 from mpigraph.clock import models as clock
 from mpigraph.match import collectives
 from mpigraph.match import p2p
+from mpigraph.match import probes
 from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, Dependencies, rank_calls)
 from mpigraph.metrics.waits import owned_waits
 
@@ -41,6 +42,9 @@ class Linked:
     incomplete_requests: dict    # owned trace rank -> ops whose request never completed
     repair: causality.Repair
     clock: ClockInfo
+    # owned trace rank -> its calls' end times for the path stage, where a polling run of
+    # probes is one wait (match.probes); ranks without one are not in it
+    path_ends: dict = dataclasses.field(default_factory=dict)
 
 
 # ---- clock ---------------------------------------------------------------------------------
@@ -124,14 +128,15 @@ def _repair_loop(comm, ownership, calls, ops, world_size, codec):
             repair.found = n
         if n == 0 or repair.rounds == causality.MAX_ROUNDS:
             repair.remaining = n
-            return messages, pairs.unmatched, instances, members, repair
+            return messages, pairs, instances, members, repair
         causality.apply(calls, rank, call, need, repair)
         repair.repaired += n
         repair.rounds += 1
 
 
-def dependency_edges(to_me, from_me, members):
-    """The incoming edges of the owned ranks (match.py's Dependencies)."""
+def dependency_edges(to_me, from_me, members, probe_edges=None):
+    """The incoming edges of the owned ranks (match.py's Dependencies); `probe_edges`: (send rank,
+    send call, probe rank, probe call) late-sender edges into probes (match.probes)."""
     done = to_me["r_done_call"] >= 0
     # Only a send call that ended after the receive was posted may have waited for it.
     waited = (from_me["s_done_call"] >= 0) & (from_me["r_post_start"] <= from_me["s_done_end"])
@@ -147,19 +152,31 @@ def dependency_edges(to_me, from_me, members):
          MESSAGE_LATE_RECEIVER),
         (released, members["release_rank"], members["release_call"], members["rank"], members["call"], pattern),
         (last, members["rank"], members["call"], members["rank"], members["call"], COLLECTIVE_N_TO_N),
-    ])
+    ] + ([(np.ones(len(probe_edges[0]), bool), *probe_edges, MESSAGE_LATE_SENDER)] if probe_edges else []))
 
 
 def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=True):
     """Stage match (see the module doc); collective over comm.  Without `with_edges` the
     dependency edges (only the graph's critical path reads them) are not made."""
     ops, orphans = _owned_ops(calls)
-    messages, unmatched, instances, members, repair = _repair_loop(comm, ownership, calls, ops, world_size, codec)
+    messages, pairs, instances, members, repair = _repair_loop(comm, ownership, calls, ops, world_size, codec)
     from_me = p2p.to_senders(comm, ownership, messages, calls, codec)
-    waits = owned_waits(calls, messages, from_me, members)
-    dependencies = dependency_edges(messages, from_me, members) if with_edges else None
-    return Linked(calls, dependencies, waits, instances, unmatched, orphans, _incomplete(ops, calls), repair,
-                  clock_info)
+    probe_waits, probe_edges, path_ends = _probe_links(calls, ops, pairs, messages)
+    waits = owned_waits(calls, messages, from_me, members, probe_waits)
+    dependencies = dependency_edges(messages, from_me, members, probe_edges) if with_edges else None
+    return Linked(calls, dependencies, waits, instances, pairs.unmatched, orphans, _incomplete(ops, calls), repair,
+                  clock_info, path_ends)
+
+
+def _probe_links(calls, ops, pairs, messages):
+    """(waits, edges, path_ends) of the owned ranks' probes (match.probes): each found probe's message is
+    the one the receive after it got, whose receiver this analysis rank owns too."""
+    found = probes.owned_probes(calls)
+    if not found["found"].any():        # most programs: no per-call work at all
+        return None, None, {}
+    receive = probes.receive_of_probe(found, ops)
+    message = np.where(receive >= 0, probes.message_of_op(len(ops["side"]), pairs)[np.maximum(receive, 0)], -1)
+    return probes.probe_links(calls, found, message, messages)
 
 
 def _incomplete(ops, calls):

@@ -166,9 +166,8 @@ def wait_row(call_start, call_end, func, waits):
     row = {name: int(waits[name][user].sum()) for name in ("execution", "wait_before", "wait_after")}
     row["wait"] = row["wait_before"] + row["wait_after"]
     row["compute"] = compute_time(call_start, call_end)
-    state = waits["wait_state"]
-    by_state = np.bincount(state[state >= 0], weights=waits["wait_state_time"][state >= 0],
-                           minlength=len(waits_module.WAIT_STATES))
+    state, time = waits_module.charged_states(waits)
+    by_state = np.bincount(state[state >= 0], weights=time[state >= 0], minlength=len(waits_module.WAIT_STATES))
     row.update({name: int(round(by_state[i])) for i, name in enumerate(waits_module.WAIT_STATES)})
     return row
 

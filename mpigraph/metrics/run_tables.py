@@ -47,7 +47,7 @@ def call_rows(linked, ranks=None, piece=slice(None)):
             out[name][rows] = records[name][index]
         out["function"][rows] = calls.func[piece]
         out["start"][rows], out["end"][rows] = calls.start_ns[piece], calls.end_ns[piece]
-        for name in ("wait_before", "wait_after", "execution", "wait_state", "wait_state_time"):
+        for name in ("wait_before", "wait_after", "execution", "wait_state", "wait_state_time", "other_state_time"):
             out[name][rows] = w[name][piece]
     return out
 
@@ -70,18 +70,21 @@ def collective_rows(linked):
 
 
 def waitstate_rows(linked):
-    """(rank, function id, kind) sums of the owned ranks."""
+    """(rank, function id, kind) sums of the owned ranks.  A point-to-point call whose wait is
+    charged to both kinds (metrics.message_kinds) counts under each, with its part."""
     n_states = len(waits.WAIT_STATES)
     parts = []
     for rank, calls in linked.calls.items():
         w = linked.waits[rank]
-        has = w["wait_state"] >= 0
-        key = calls.func[has].astype(np.int64) * n_states + w["wait_state"][has]
+        kind, time = waits.charged_states(w)
+        has = kind >= 0
+        func = np.tile(calls.func, 2)[has].astype(np.int64)
+        key = func * n_states + kind[has]
         keys, inverse, count = np.unique(key, return_inverse=True, return_counts=True)
-        time = np.zeros(len(keys), np.int64)
-        np.add.at(time, inverse, w["wait_state_time"][has])
+        sums = np.zeros(len(keys), np.int64)
+        np.add.at(sums, inverse, time[has])
         parts.append({"rank": np.full(len(keys), rank, np.int64), "function": keys // n_states,
-                      "kind": keys % n_states, "calls": count.astype(np.int64), "time": time})
+                      "kind": keys % n_states, "calls": count.astype(np.int64), "time": sums})
     return _concat(parts, WAITSTATE_COLUMNS)
 
 

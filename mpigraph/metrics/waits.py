@@ -11,8 +11,11 @@ Point-to-point (seed 003 equations 1-4), per message:
                     only when that call ended after the receive was posted
                     (an eager send that returned before is not waiting).
 A call that completed several messages (Waitall) waited for them at the same
-time: its wait_before is the largest of them, and its wait state the kind of
-that largest one.  A point-to-point call has wait_after 0 and execution =
+time: its wait_before is the largest of them, charged to late sender and late
+receiver message by message (metrics.message_kinds: the airport rule), and its
+wait state is the kind charged more.  Probes (match.probes): a probe that found
+a message, and the probes that found nothing right before it, waited for that
+message's send: late sender.  A point-to-point call has wait_after 0 and execution =
 duration - wait_before (transfer and MPI stack).  Other calls: execution =
 duration.
 
@@ -31,6 +34,7 @@ import collections.abc
 import numpy as np
 
 from mpigraph.comm import codec as codec_module
+from mpigraph.metrics import message_kinds
 from mpigraph.match.collectives import PATTERN_OF_FUNC
 from mpigraph.match.core import BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, CallIndex
 from mpigraph.schema import WAIT_STATES  # noqa: F401  (the kinds, in the order of the codes below)
@@ -116,28 +120,40 @@ def collective_state(func, is_root):
     return _COLLECTIVE_STATE[func, np.asarray(is_root).view(np.uint8)]     # is_root an index, not a mask
 
 
-def owned_waits(calls_by_rank, to_me, from_me, members):
-    """{owned rank: per-call columns wait_before, wait_after, execution, wait_state, wait_state_time}.
+def charged_states(w):
+    """(kind, time) of every charge of a rank's calls `w` (owned_waits' columns): the calls'
+    wait states, then the other point-to-point kind's parts (other_state_time); kind -1 where
+    there is none, so both arrays have 2 x calls rows (a call's two charges n calls apart)."""
+    state = w["wait_state"].astype(np.int64)
+    other = np.where(w["other_state_time"] > 0, np.where(state == LATE_SENDER, LATE_RECEIVER, LATE_SENDER), NO_STATE)
+    return np.concatenate([state, other]), np.concatenate([w["wait_state_time"], w["other_state_time"]])
+
+
+def owned_waits(calls_by_rank, to_me, from_me, members, probe_waits=None):
+    """{owned rank: per-call columns wait_before, wait_after, execution, wait_state, wait_state_time,
+    other_state_time}.
 
     `to_me`: messages on the receivers' owner; `from_me`: the same on the
-    senders' owner; `members`: collective member results of the owned ranks.
+    senders' owner; `members`: collective member results of the owned ranks;
+    `probe_waits`: (rank, call, ns) late-sender time of probes (match.probes).
     All owned ranks are done at once in one call numbering (match.CallIndex).
+    A call's point-to-point wait is charged to late sender and late receiver
+    per message (metrics.message_kinds): wait_state_time is its kind's part,
+    other_state_time the other kind's.
     """
     index = CallIndex(calls_by_rank)
     start_ns, end_ns = index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns")
     n = len(index)
-    ls = np.zeros(n, np.int64)
-    lr = np.zeros(n, np.int64)
-    rank, call, ns = late_sender(to_me)
-    np.maximum.at(ls, index.of(rank, call), ns)
-    rank, call, ns = late_receiver(from_me)
-    np.maximum.at(lr, index.of(rank, call), ns)
-    wait_before = np.maximum(ls, lr)
+    parts = [late_sender(to_me), late_receiver(from_me)] + ([probe_waits] if probe_waits is not None else [])
+    position = np.concatenate([index.of(rank, call) for rank, call, _ in parts])
+    ns = np.concatenate([ns for _, _, ns in parts])
+    is_receiver = np.repeat(np.arange(len(parts)) == 1, [len(ns) for _, _, ns in parts])
+    wait_before, ls, lr = message_kinds.charged(position, ns, is_receiver, n)
+    del position, ns, is_receiver
     # int8 all along: the wait states of millions of calls without int64 temporaries
-    state = np.where(wait_before == 0, np.int8(NO_STATE),
-                     np.where(ls >= lr, np.int8(LATE_SENDER), np.int8(LATE_RECEIVER)))
+    state, state_time, other_time = message_kinds.state_of(wait_before, ls, lr, np.int8(LATE_SENDER),
+                                                           np.int8(LATE_RECEIVER), np.int8(NO_STATE))
     del ls, lr
-    state_time = wait_before.copy()
     wait_after = np.zeros(n, np.int64)
     execution = np.subtract(end_ns, start_ns, out=end_ns)      # the duration, in the concatenated copy
     execution -= wait_before
@@ -155,5 +171,6 @@ def owned_waits(calls_by_rank, to_me, from_me, members):
     state[call] = np.where(sync > 0, member_state, np.int8(NO_STATE))
     sync[member_state < 0] = 0
     state_time[call] = sync
+    other_time[call] = 0
     return CallWaits(index, {"wait_before": wait_before, "wait_after": wait_after, "execution": execution,
-                             "wait_state": state, "wait_state_time": state_time})
+                             "wait_state": state, "wait_state_time": state_time, "other_state_time": other_time})

@@ -1,6 +1,8 @@
 """Stage path: the critical path of the linked run by the configured algorithm (the registry
 in algorithms.py says which method runs it)."""
 
+import dataclasses
+
 from mpigraph.paths import algorithms, graph, segments as critical_path, toposort
 from mpigraph.paths.search import critical_path as graph_search
 
@@ -11,9 +13,12 @@ def graph_input(world_size, linked):
 
     The edges move out of `linked` (the report does not read them) into an input that the
     graph's build lets go of once read (``PathInput.read_once``): they are not held through
-    the build's peak and the search."""
+    the build's peak and the search.  A polling run of probes is one wait on the path: its calls
+    end where the next one starts (linked.path_ends)."""
     deps, linked.dependencies = linked.dependencies, None
-    return graph.PathInput(world_size, linked.calls, deps, read_once=True)
+    calls = {rank: dataclasses.replace(c, end_ns=linked.path_ends[rank]) if rank in linked.path_ends else c
+             for rank, c in linked.calls.items()}
+    return graph.PathInput(world_size, calls, deps, read_once=True)
 
 
 def path_stage(comm, config, info, logs, linked, times, say=None):

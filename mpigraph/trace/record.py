@@ -44,6 +44,7 @@ RECV = 0x0008          # this record describes data this rank received
 PERSISTENT = 0x0010    # the request is persistent (Send_init, Recv_init, ...)
 FORTRAN = 0x0020       # the call came through a Fortran binding wrapper
 ERROR = 0x0040         # the MPI call returned an error code
+MATCHED = 0x0080       # a probe found a message: peer, tag and bytes are its status's (Iprobe flag 1, Probe)
 
 # Special values of the peer field (world ranks are >= 0).
 PEER_NONE = -1         # the call has no peer
