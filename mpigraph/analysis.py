@@ -104,7 +104,7 @@ def _raise(error):
     raise error
 
 
-def _metrics(comm, logs, linked, codec, times):
+def _metrics(comm, logs, linked, codec, times, algorithm):
     """Stage metrics: local tables on each rank, combined on rank 0 (None elsewhere).
 
     Returns (metrics.Tables, the linked run's small report tables) on rank 0 (None, None
@@ -114,7 +114,7 @@ def _metrics(comm, logs, linked, codec, times):
     tables = parallel.collectively(comm, metrics.gather_tables, comm, local)
     extra = parallel.collectively(comm, linked_tables.gather, comm, linked, codec)
     if extra is not None:
-        extra["facts"] = {"clock_method": linked.clock.method, "repair": linked.repair}
+        extra["facts"] = {"clock_method": linked.clock.method, "repair": linked.repair, "algorithm": algorithm}
     linked.waits.pack()   # only the report reads them after this: not held whole through the path stage
     return tables, extra
 
@@ -197,7 +197,7 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
 
     # Every record's (start, end) on rank 0's clock, after the receive-before-send repair.
     times = {rank: calls.record_times() for rank, calls in linked.calls.items()}
-    tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times)
+    tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times, config.algorithm)
     if on_graph:
         times = None      # only toposort's path reads them: not held through the graph's build
     path = progress.run("path", parallel.collectively, comm, path_stage, comm, config, info, logs, linked, times,
