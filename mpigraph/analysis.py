@@ -166,8 +166,8 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
 
     Collective over comm.  `config` is a config.Config (default: from the
     environment); `in_job` says the ranks of comm are the run's own ranks.
-    Analysis rank 0 writes the report files into out_dir (default run_dir), prints summary.txt
-    unless config.quiet, and returns the summary text; other ranks return None.
+    Analysis rank 0 writes the report files into out_dir (default run_dir) and returns the
+    summary text (the caller prints it); other ranks return None.
     Raises trace.TraceError for bad logs, node_memory.NotEnoughMemory when a node
     cannot hold the analysis of the records its analysis ranks own (before any
     is read), report.ReportError when the report cannot be written (on the rank
@@ -205,7 +205,4 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
 
     text = progress.run("report", parallel.collectively, comm, _write_report, comm, out_dir or info.run_dir, info, tables,
                         path, linked, codec)
-    if comm.rank == 0 and not config.quiet:
-        sys.stdout.write(text)
-        sys.stdout.flush()
     return text

@@ -63,6 +63,16 @@ SETTINGS = [
             "(its affinity mask holds more CPUs than the threads of the node's ranks sharing that mask)", True),
 ]
 
+# Read by the launcher, the demo and the build of the shim (csrc/build.py), not by the analysis or
+# the shim: listed so that `mpigraph config` names every variable mpigraph reads.
+TOOL_SETTINGS = [
+    Setting("MPIGRAPH_MPICC", "mpicc on PATH",
+            "the MPI compiler wrapper: its headers build the shim at pip install, and mpigraph demo compiles "
+            "with it (and runs the mpiexec beside it)", False),
+    Setting("MPIGRAPH_MPIEXEC", "mpiexec on PATH",
+            "the mpiexec that mpigraph run starts the program with (--mpiexec overrides it)", False),
+]
+
 _ON = ("on", "1", "yes", "true")
 _OFF = ("off", "0", "no", "false")
 
@@ -173,11 +183,13 @@ def from_env(environ=None):
 
 
 def settings_table():
-    """The settings as a text table: variable, default, meaning."""
-    width = max(len(s.name) for s in SETTINGS)
-    dwidth = max(len(s.default) for s in SETTINGS)
+    """The settings as a text table: variable, default, meaning (SETTINGS, then TOOL_SETTINGS)."""
+    every = SETTINGS + TOOL_SETTINGS
+    width = max(len(s.name) for s in every)
+    dwidth = max(len(s.default) for s in every)
     lines = ["%-*s  %-*s  %s" % (width, "variable", dwidth, "default", "meaning")]
-    for s in SETTINGS:
-        note = " (read by the shim)" if s.shim_only else ""
+    for s in every:
+        note = " (read by the shim)" if s.shim_only else " (read by the launcher and the build)" \
+            if s in TOOL_SETTINGS else ""
         lines.append("%-*s  %-*s  %s%s" % (width, s.name, dwidth, s.default, s.help, note))
     return "\n".join(lines) + "\n"

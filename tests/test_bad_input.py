@@ -154,7 +154,8 @@ def test_read_only_run_directory(tmp_path, mount_point):
     assert sorted(os.listdir(elsewhere)) == [
         "calls.csv", "calls.parquet", "collectives.csv", "collectives.parquet", "critical_path.csv",
         "critical_path.parquet", "functions.csv", "functions.parquet", "ranks.csv", "ranks.parquet", "ranks.svg",
-        "run.json", "summary.txt", "unmatched.csv", "waitstates.csv", "waitstates.parquet"]
+        "run.json", "summary.txt", "unmatched.csv", "unmatched.parquet", "waitstates.csv",
+        "waitstates.parquet"]
 
 
 def test_full_disk_for_the_report(tmp_path, mount_point):

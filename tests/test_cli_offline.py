@@ -241,10 +241,10 @@ def test_demo_calls_run_demo(monkeypatch):
     import mpigraph.shim.demo
 
     calls = []
-    monkeypatch.setattr(mpigraph.shim.demo, "run_demo", lambda n, out: calls.append((n, out)) or 0)
+    monkeypatch.setattr(mpigraph.shim.demo, "run_demo", lambda n, out, options: calls.append((n, out, options)) or 0)
     assert cli.main(["demo"]) == 0
-    assert cli.main(["demo", "-n", "2", "--out", "d"]) == 0
-    assert calls == [(4, None), (2, "d")]
+    assert cli.main(["demo", "-n", "2", "--out", "d", "--quiet", "--verbose"]) == 0
+    assert calls == [(4, None, {}), (2, "d", {"MPIGRAPH_QUIET": "1", "MPIGRAPH_VERBOSE": "1"})]
 
 
 def test_lib_prints_the_library_path(monkeypatch, capsys):

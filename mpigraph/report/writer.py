@@ -81,7 +81,7 @@ functions.csv wait_before, wait_after and execution (see mpigraph.metrics.waits)
 The tables of the linked run (schemas in ``mpigraph.schema``):
 calls.parquet (one row per call of every rank), collectives.parquet (one row
 per collective instance), waitstates.csv/.parquet (rank, function, wait-state
-kind), unmatched.csv (operations without partner; header only when none).
+kind), unmatched.csv/.parquet (operations without partner; no rows when none).
 calls.csv and collectives.csv hold the same columns when the run has at most
 MAX_CSV_ROWS calls (a CSV of 1e8 calls is gigabytes no one reads as text);
 summary.txt says so when they are left out.
@@ -122,6 +122,7 @@ RUN_JSON = "run.json"
 WAITSTATES_CSV = "waitstates.csv"
 WAITSTATES_PARQUET = "waitstates.parquet"
 UNMATCHED_CSV = "unmatched.csv"
+UNMATCHED_PARQUET = "unmatched.parquet"
 MAX_COLLECTIVE_ROWS = 10
 MAX_UNMATCHED_ROWS = 10
 
@@ -565,7 +566,8 @@ def _linked_files(linked, csv_rows):
     return files + [
         _File(WAITSTATES_CSV, lambda p: write_csv(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
         _File(WAITSTATES_PARQUET, lambda p: write_parquet(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
-        _File(UNMATCHED_CSV, lambda p: write_csv(p, linked["unmatched"], lt.UNMATCHED_COLUMNS))]
+        _File(UNMATCHED_CSV, lambda p: write_csv(p, linked["unmatched"], lt.UNMATCHED_COLUMNS)),
+        _File(UNMATCHED_PARQUET, lambda p: write_parquet(p, linked["unmatched"], lt.UNMATCHED_COLUMNS))]
 
 
 def _write_calls(path, blocks, with_csv):
