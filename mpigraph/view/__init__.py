@@ -22,12 +22,15 @@ def writable_dir(out_dir, run_dir):
 
     if out_dir != run_dir:
         outdir.check_report_dir(out_dir, also=outdir.VIEW_NAMES, what="pictures")
+    import tempfile
+
     try:
         os.makedirs(out_dir, exist_ok=True)
+        # A file made and removed, not os.access: that is True for root on any file system, and
+        # the error says why (read-only file system, permission denied, disk full).
+        tempfile.TemporaryFile(dir=out_dir).close()
     except OSError as e:
         raise _cannot_write(out_dir, run_dir, e) from None
-    if not os.access(out_dir, os.W_OK):
-        raise _cannot_write(out_dir, run_dir, PermissionError("Permission denied"))
 
 
 def _cannot_write(out_dir, run_dir, error):
