@@ -54,6 +54,9 @@ RUN_SETTINGS = [s for s in settings.SETTINGS if s.name != "MPIGRAPH_OUT"]
 SWITCHES = {"MPIGRAPH_QUIET": "quiet", "MPIGRAPH_VERBOSE": "verbose"}
 
 
+_SWITCH_VALUES = ("0", "1", "on", "off", "yes", "no", "true", "false")
+
+
 def _switch_options(args):
     """{MPIGRAPH_QUIET/VERBOSE: "1"} for the switches given on the command line."""
     return {name: "1" for name, dest in SWITCHES.items() if getattr(args, dest, False)}
@@ -226,6 +229,10 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     if args.func is cmd_run and not [a for a in args.program if a != "--"]:
         build_parser().error("run: no program given (mpigraph run -n N -- ./app args)")
+    if args.func is cmd_run and args.program[1:2] == ["--"] and args.program[0].lower() in _SWITCH_VALUES:
+        # `run --quiet 1 -- ./app`: the old spelling, when --quiet took a value; "1" is no program.
+        build_parser().error("run: %r before -- is not a program: --quiet and --verbose take no value "
+                             "(mpigraph run -n N --quiet -- ./app args)" % args.program[0])
     try:
         return args.func(args)
     except KeyboardInterrupt:

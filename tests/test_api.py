@@ -259,3 +259,17 @@ def test_the_example_runs_on_the_demo(demo):
     # It names the rank with the most time on the critical path, as the ranks table says.
     top = int(run.ranks.sort_values("time_on_path_ns", kind="stable").iloc[-1]["rank"])
     assert "most time on the critical path: rank %d" % top in result.stdout
+
+
+def test_the_notebook_runs_on_the_demo(demo):
+    """examples/explore_demo.ipynb's code cells, in order, as one script in the directory that holds demo-run."""
+    import json
+
+    with open(os.path.join(mpi_env.REPO, "examples", "explore_demo.ipynb")) as f:
+        notebook = json.load(f)
+    cells = ["".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    assert 'mpigraph.load("demo-run")' in cells[0] and demo.name == "demo-run"
+    result = subprocess.run([sys.executable, "-c", "\n\n".join(cells)], capture_output=True, text=True,
+                            cwd=str(demo.parent), env=mpi_env.base_env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (demo / "summary.txt").read_text() + "\n"      # the last cell prints the summary

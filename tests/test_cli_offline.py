@@ -300,6 +300,13 @@ def test_run_quiet_and_verbose_are_flags(monkeypatch):
                                                                           "MPIGRAPH_VERBOSE": "1"}, mpiexec=None))]
 
 
+def test_run_quiet_with_the_old_value_is_an_error_not_a_program(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["run", "-n", "2", "--quiet", "1", "--", "./app"])
+    assert info.value.code == 2
+    assert "'1' before -- is not a program: --quiet and --verbose take no value" in capsys.readouterr().err
+
+
 def analysed_run(tmp_path):
     run_dir = write_run(tmp_path / "run")
     assert mpigraph_cmd("analyze", run_dir, "--quiet").returncode == 0
