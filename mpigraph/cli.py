@@ -52,8 +52,7 @@ RUN_SETTINGS = [s for s in settings.SETTINGS if s.name != "MPIGRAPH_OUT"]
 
 # Settings that are on/off switches on the command line (flags without a value, as in analyze).
 SWITCHES = {"MPIGRAPH_QUIET": "quiet", "MPIGRAPH_VERBOSE": "verbose"}
-
-
+# What `run --quiet 1` gave the switch when it took a value: caught in main, not run as a program.
 _SWITCH_VALUES = ("0", "1", "on", "off", "yes", "no", "true", "false")
 
 
@@ -191,7 +190,8 @@ def build_parser():
     return parser
 
 
-RUN_DIR_HELP = "run directory: raw logs and report (default ./mpigraph-<date>-<id>; if it exists: empty, or a run directory)"
+RUN_DIR_HELP = ("run directory: raw logs and report (default ./mpigraph-<date>-<id>; an existing one must be "
+                "empty or a run directory, holding raw/)")
 
 
 def _add_out(parser, help, metavar="DIR"):
@@ -230,7 +230,6 @@ def main(argv=None):
     if args.func is cmd_run and not [a for a in args.program if a != "--"]:
         build_parser().error("run: no program given (mpigraph run -n N -- ./app args)")
     if args.func is cmd_run and args.program[1:2] == ["--"] and args.program[0].lower() in _SWITCH_VALUES:
-        # `run --quiet 1 -- ./app`: the old spelling, when --quiet took a value; "1" is no program.
         build_parser().error("run: %r before -- is not a program: --quiet and --verbose take no value "
                              "(mpigraph run -n N --quiet -- ./app args)" % args.program[0])
     try:

@@ -14,7 +14,8 @@
 A table is read on first access and kept.  Its Parquet form is read when there is one (times as
 integer ns, columns ending in ``_ns``, exactly as analysed); a table with only a CSV file is read
 from it (times as seconds, columns ending in ``_s``).  ``NAME.parquet`` may be one file or a
-directory of Parquet part files (a Parquet dataset): both read the same way.  The columns of
+directory of Parquet part files (a Parquet dataset), and so may ``NAME/`` when it holds only
+Parquet files: all read the same way.  The columns of
 every table are in ``mpigraph.schema`` and docs/outputs.md.
 
 ``mpigraph.analyze(run_dir)`` runs the analysis (as ``mpigraph analyze`` does) and returns the
@@ -75,6 +76,8 @@ class Run:
             stem, ext = os.path.splitext(entry)
             if ext in (".parquet", ".csv") and stem:
                 names.add(stem)
+            elif _is_dataset(os.path.join(self.run_dir, entry)):
+                names.add(entry)
         return sorted(names)
 
     def table(self, name: str) -> "pyarrow.Table":
@@ -178,8 +181,10 @@ class Run:
 
 
 def _read_table(run_dir: str, name: str) -> "pyarrow.Table":
-    """NAME.parquet (file or dataset directory) or else NAME.csv of run_dir."""
+    """NAME.parquet (file or dataset directory), a dataset directory NAME/, or else NAME.csv of run_dir."""
     parquet = os.path.join(run_dir, name + ".parquet")
+    if not os.path.exists(parquet) and _is_dataset(os.path.join(run_dir, name)):
+        parquet = os.path.join(run_dir, name)
     if os.path.exists(parquet):
         import pyarrow.parquet as pq
 
@@ -190,6 +195,14 @@ def _read_table(run_dir: str, name: str) -> "pyarrow.Table":
         return _read_csv(csv, name)
     raise KeyError("%s: no table %r (no %s.parquet or %s.csv); tables here: %s"
                    % (run_dir, name, name, name, ", ".join(Run(run_dir).tables) or "none (not analysed?)"))
+
+
+def _is_dataset(path: str) -> bool:
+    """A directory of Parquet part files (not raw/, the logs)."""
+    if os.path.basename(path) == RAW or not os.path.isdir(path):
+        return False
+    parts = os.listdir(path)
+    return bool(parts) and all(part.endswith(".parquet") for part in parts)
 
 
 def _read_csv(path: str, name: str) -> "pyarrow.Table":

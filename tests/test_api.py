@@ -129,6 +129,11 @@ def test_a_parquet_dataset_directory_loads_like_a_file(demo, tmp_path):
     assert run.table("calls").num_rows == whole.num_rows
     assert run.calls.equals(whole.to_pandas())
     assert "calls" in run.tables
+    # The same directory without the suffix.
+    os.rename(run_dir / "calls.parquet", run_dir / "calls")
+    run = mpigraph.load(run_dir)
+    assert "calls" in run.tables and "raw" not in run.tables
+    assert run.calls.equals(whole.to_pandas())
 
 
 def test_a_table_with_only_a_csv_file_and_any_other_table(demo, tmp_path):
