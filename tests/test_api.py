@@ -278,3 +278,40 @@ def test_the_notebook_runs_on_the_demo(demo):
                             cwd=str(demo.parent), env=mpi_env.base_env())
     assert result.returncode == 0, result.stderr
     assert result.stdout == (demo / "summary.txt").read_text() + "\n"      # the last cell prints the summary
+
+
+# ---- calls.csv and collectives.csv: written for runs up to MAX_CSV_ROWS calls ---------------------
+
+
+def test_calls_csv_made_a_few_rows_at_a_time_is_the_same_file(demo, tmp_path, monkeypatch):
+    from mpi4py import MPI
+
+    from mpigraph.report import writer
+
+    whole = mpigraph.analyze(demo, out_dir=tmp_path / "whole", comm=MPI.COMM_SELF)
+    monkeypatch.setattr(writer, "CALLS_CSV_BLOCK_ROWS", 7)      # 130 calls: 19 blocks, the last of 4 rows
+    pieces = mpigraph.analyze(demo, out_dir=tmp_path / "pieces", comm=MPI.COMM_SELF)
+    for name in ("calls.csv", "calls.parquet"):
+        assert (tmp_path / "pieces" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+    assert pieces.calls.equals(whole.calls)
+
+
+def test_big_runs_get_no_calls_csv(demo, tmp_path, monkeypatch):
+    from mpi4py import MPI
+
+    from mpigraph.report import writer
+
+    monkeypatch.setattr(writer, "MAX_CSV_ROWS", NPROCS * CALLS_PER_RANK - 1)
+    run = mpigraph.analyze(demo, out_dir=tmp_path / "big", comm=MPI.COMM_SELF)
+    names = os.listdir(tmp_path / "big")
+    assert "calls.csv" not in names and "collectives.csv" not in names
+    assert "calls.parquet" in names and "collectives.parquet" in names and "critical_path.csv" in names
+    assert sorted(names) == run.facts["files"]
+    assert run.summary.endswith("\ncalls.csv and collectives.csv not written: the run has %d calls, more than %d "
+                                "(the same rows are in calls.parquet and collectives.parquet)\n"
+                                % (NPROCS * CALLS_PER_RANK, NPROCS * CALLS_PER_RANK - 1))
+    assert len(run.calls) == NPROCS * CALLS_PER_RANK             # from calls.parquet
+    # At the limit they are written, and the summary says nothing of them.
+    monkeypatch.setattr(writer, "MAX_CSV_ROWS", NPROCS * CALLS_PER_RANK)
+    run = mpigraph.analyze(demo, out_dir=tmp_path / "limit", comm=MPI.COMM_SELF)
+    assert "calls.csv" in run.facts["files"] and "not written" not in run.summary

@@ -157,12 +157,21 @@ def write_csv(path, table, columns):
     CSV_THREADS threads make the blocks' text at once (the kernels let go of the GIL), and they
     are written in order.  Fields are quoted as Python's csv module quotes them (QUOTE_MINIMAL)."""
     n = len(table[columns[0].name]) if columns else 0
-    blocks = (slice(a, min(a + CSV_BLOCK_ROWS, n)) for a in range(0, n, CSV_BLOCK_ROWS))
     with open(path, "wb") as f, threads.pool(CSV_THREADS, "mpigraph-csv") as pool:
-        names = _csv_text(_NAMES, np.array([csv_name(c) for c in columns], object), slice(None))
-        f.write((",".join(names.to_pylist()) + "\n").encode())
-        for text in _in_order(pool, lambda rows: _csv_lines(table, columns, rows), blocks, CSV_THREADS):
+        f.write(_csv_header(columns))
+        for text in _in_order(pool, lambda rows: _csv_lines(table, columns, rows), _blocks(n), CSV_THREADS):
             f.write(text)
+
+
+def _blocks(n, size=None):
+    """Slices of `size` rows (default CSV_BLOCK_ROWS, looked up when called) over n rows."""
+    size = size or CSV_BLOCK_ROWS
+    return (slice(a, min(a + size, n)) for a in range(0, n, size))
+
+
+def _csv_header(columns):
+    names = _csv_text(_NAMES, np.array([csv_name(c) for c in columns], object), slice(None))
+    return (",".join(names.to_pylist()) + "\n").encode()
 
 
 # Threads making a CSV's text.  PRK p2p's critical_path.csv (16 M rows, 1.2 GB) took 12.9 s on one.
@@ -523,21 +532,21 @@ def summary_text(info, tables, linked=None, path_lines=()):
     lines += [""] + _rank_section(ranks) + [""] + _function_section(functions, mpi_total)
     if linked is not None:
         lines += linked_sections(ranks, linked)
-        lines += _csv_left_out(_csv_rows(ranks, linked))
+        lines += _csv_left_out(ranks)
     return "\n".join(lines) + "\n"
 
 
-def _csv_rows(ranks, linked):
-    """{CSV file of a big table: its rows}: the files that MAX_CSV_ROWS decides on."""
-    return {CALLS_CSV: int(ranks["calls"].sum()), COLLECTIVES_CSV: len(linked["collectives"]["seq"])}
+def _big_csv_written(ranks):
+    """Whether calls.csv and collectives.csv are written: the run has at most MAX_CSV_ROWS calls."""
+    return int(ranks["calls"].sum()) <= MAX_CSV_ROWS
 
 
-def _csv_left_out(rows):
-    """summary.txt's lines on the CSV files left out for their size (none for most runs)."""
-    lines = ["%s not written: %d rows, more than %d (the same rows are in %s)"
-             % (name, n, MAX_CSV_ROWS, name.replace(".csv", ".parquet")) for name, n in rows.items()
-             if n > MAX_CSV_ROWS]
-    return [""] + lines if lines else []
+def _csv_left_out(ranks):
+    """summary.txt's line on calls.csv and collectives.csv when the run is too big for them."""
+    if _big_csv_written(ranks):
+        return []
+    return ["", "%s and %s not written: the run has %d calls, more than %d (the same rows are in %s and %s)"
+            % (CALLS_CSV, COLLECTIVES_CSV, ranks["calls"].sum(), MAX_CSV_ROWS, CALLS_PARQUET, COLLECTIVES_PARQUET)]
 
 
 # ---- the report ------------------------------------------------------------------
@@ -553,15 +562,14 @@ class _File:
     also: tuple = ()
 
 
-def _linked_files(linked, csv_rows):
+def _linked_files(linked, with_csv):
     """The linked run's tables (mpigraph.metrics.run_tables); calls.parquet pulls its blocks from the
-    other analysis ranks.  calls.csv and collectives.csv when `csv_rows` says they are small enough."""
+    other analysis ranks.  calls.csv and collectives.csv when `with_csv` (a run small enough)."""
     lt = linked_tables
-    calls_csv = csv_rows[CALLS_CSV] <= MAX_CSV_ROWS
-    files = [_File(CALLS_PARQUET, lambda p: _write_calls(p, linked["calls"], calls_csv), True,
-                   (CALLS_CSV,) if calls_csv else ()),
+    files = [_File(CALLS_PARQUET, lambda p: _write_calls(p, linked["calls"], with_csv), True,
+                   (CALLS_CSV,) if with_csv else ()),
              _File(COLLECTIVES_PARQUET, lambda p: write_parquet(p, linked["collectives"], lt.COLLECTIVE_COLUMNS))]
-    if csv_rows[COLLECTIVES_CSV] <= MAX_CSV_ROWS:
+    if with_csv:
         files.append(_File(COLLECTIVES_CSV, lambda p: write_csv(p, linked["collectives"], lt.COLLECTIVE_COLUMNS)))
     return files + [
         _File(WAITSTATES_CSV, lambda p: write_csv(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
@@ -570,17 +578,32 @@ def _linked_files(linked, csv_rows):
         _File(UNMATCHED_PARQUET, lambda p: write_parquet(p, linked["unmatched"], lt.UNMATCHED_COLUMNS))]
 
 
-def _write_calls(path, blocks, with_csv):
-    """calls.parquet from its row blocks (consumed once), then calls.csv read back from it: the
-    blocks come from the other analysis ranks and are not kept, and a CSV is only written for a
-    table small enough (MAX_CSV_ROWS) to read back whole."""
-    import pyarrow.parquet as pq
+# Rows of calls.csv made into text at a time: fewer than CSV_BLOCK_ROWS, since the calls table's
+# block is held meanwhile.  A synthetic run of 4 x 240,000 calls: analysis rank 0's peak RSS was
+# 668 MB without calls.csv and collectives.csv, about 760 MB with them, 980 MB with CSV_BLOCK_ROWS.
+CALLS_CSV_BLOCK_ROWS = 1 << 16
 
-    write_parquet_blocks(path, blocks, linked_tables.CALL_COLUMNS)
-    if with_csv:
-        written = pq.read_table(path)
-        columns = {c.name: written.column(parquet_name(c)).to_numpy() for c in linked_tables.CALL_COLUMNS}
-        write_csv(os.path.join(os.path.dirname(path), CALLS_CSV), columns, linked_tables.CALL_COLUMNS)
+
+def _write_calls(path, blocks, with_csv):
+    """calls.parquet from its row blocks (any iterable, consumed once: they come from the other
+    analysis ranks), and calls.csv from the same blocks as they pass when `with_csv`: no block is
+    kept or read back, so the CSV costs its text's time, not the table's memory."""
+    columns = linked_tables.CALL_COLUMNS
+    if not with_csv:
+        write_parquet_blocks(path, blocks, columns)
+        return
+    with open(os.path.join(os.path.dirname(path), CALLS_CSV), "wb") as f, \
+            threads.pool(CSV_THREADS, "mpigraph-csv") as pool:
+        f.write(_csv_header(columns))
+
+        def passing():
+            for block in blocks:
+                rows = _blocks(len(block[columns[0].name]), CALLS_CSV_BLOCK_ROWS)
+                for text in _in_order(pool, lambda r: _csv_lines(block, columns, r), rows, CSV_THREADS):
+                    f.write(text)
+                yield block
+
+        write_parquet_blocks(path, passing(), columns)
 
 
 def _report_files(info, tables, linked, path, text):
@@ -593,7 +616,7 @@ def _report_files(info, tables, linked, path, text):
         files += [_File(cp.CSV_NAME, lambda p: write_csv(p, path, cp.SEGMENT_COLUMNS)),
                   _File(cp.PARQUET_NAME, lambda p: write_parquet(p, path, cp.SEGMENT_COLUMNS))]
     if linked is not None:
-        files += _linked_files(linked, _csv_rows(tables.ranks, linked))
+        files += _linked_files(linked, _big_csv_written(tables.ranks))
     chart = svg.per_rank_from_table(tables.ranks)
     files.append(_File(svg.SVG_NAME, lambda p: svg.write_rank_chart(os.path.dirname(p), chart)))
     facts = run_facts(info, tables, linked, path, sorted(n for f in files for n in (f.name,) + f.also))
