@@ -3,7 +3,7 @@
     >>> import mpigraph
     >>> run = mpigraph.load("demo-run")           # after: mpigraph demo --out demo-run
     >>> run
-    <mpigraph.Run demo-run: 4 ranks on 1 host, run time 0.527 s, 260 calls, dijkstra; tables: calls, ...>
+    <mpigraph.Run /home/me/demo-run: 4 ranks on 1 host, run time 0.527 s, 260 calls, dijkstra; tables: ...>
     >>> run.ranks[["rank", "mpi_time_ns", "wait_ns"]]         # a pandas DataFrame
     >>> run.critical_path.head()
     >>> run.calls.groupby("function")["wait_before_ns"].sum()
@@ -15,8 +15,7 @@ A table is read on first access and kept.  Its Parquet form is read when there i
 integer ns, columns ending in ``_ns``, exactly as analysed); a table with only a CSV file is read
 from it (times as seconds, columns ending in ``_s``).  ``NAME.parquet`` may be one file or a
 directory of Parquet part files (a Parquet dataset), and so may ``NAME/`` when it holds only
-Parquet files: all read the same way.  The columns of
-every table are in ``mpigraph.schema`` and docs/outputs.md.
+Parquet files: all read the same way.  The columns of every table are in ``mpigraph.schema``.
 
 ``mpigraph.analyze(run_dir)`` runs the analysis (as ``mpigraph analyze`` does) and returns the
 Run.  Nothing heavy is imported with this module: pandas, pyarrow and mpi4py load when a table
@@ -38,9 +37,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 SUMMARY = "summary.txt"       # mpigraph.report.writer's names (not imported: it pulls in numpy)
 RUN_JSON = "run.json"
 RAW = "raw"
-
-# The tables every analysed run has (the report's files), in the order repr lists them.
-TABLES = ("ranks", "functions", "calls", "collectives", "waitstates", "critical_path", "unmatched")
 
 
 class Run:
@@ -69,8 +65,8 @@ class Run:
 
     @property
     def tables(self) -> List[str]:
-        """The names of the tables in the directory: every NAME.parquet (file or dataset
-        directory) and NAME.csv, sorted."""
+        """The names of the tables in the directory, sorted: every NAME.parquet (file or dataset
+        directory), NAME.csv and dataset directory NAME/."""
         names = set()
         for entry in os.listdir(self.run_dir):
             stem, ext = os.path.splitext(entry)

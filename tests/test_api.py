@@ -191,6 +191,7 @@ def test_not_a_directory(tmp_path):
         mpigraph.load(tmp_path / "nothing")
     with pytest.raises(FileNotFoundError, match="analyse the run first"):
         mpigraph.load(tmp_path).summary
+    assert repr(mpigraph.load(tmp_path)) == "<mpigraph.Run %s: no report (KeyError); tables: none>" % tmp_path
 
 
 # ---- analyze ---------------------------------------------------------------------------------
