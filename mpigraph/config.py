@@ -29,7 +29,8 @@ Setting = namedtuple("Setting", "name default help shim_only")
 
 SETTINGS = [
     Setting("MPIGRAPH_OUT", "./mpigraph-<date>-<jobid>",
-            "run directory: the raw logs go to <dir>/raw/, the report to <dir>/", False),
+            "run directory: the raw logs go to <dir>/raw/, the report to <dir>/ (an existing one must be "
+            "empty or hold raw/: other files are never written over)", False),
     Setting("MPIGRAPH_ANALYZE", "on",
             "on|off: analyse the run at MPI_Finalize (off: only write the raw logs)", False),
     Setting("MPIGRAPH_ALGORITHM", "dijkstra",
