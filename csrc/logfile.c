@@ -369,6 +369,26 @@ static int dir_has_logs(const char *dir)
     return found;
 }
 
+/* An existing directory that holds files but no raw/ is not a run directory: it may be the
+ * user's own (its summary.txt or ranks.csv), and the report must not write over it.
+ * mpigraph/report/outdir.py says the same rule for the launcher. */
+static int dir_is_foreign(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;  /* missing: mkdir_p creates it (any other problem shows there) */
+    int files = 0, raw = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        files = 1;
+        raw |= !strcmp(e->d_name, "raw");
+    }
+    closedir(d);
+    return files && !raw;
+}
+
 /* raw/ must be a real directory of this user that no one else can write to:
  * a planted symlink or a shared directory would let others redirect or
  * replace the logs.  (O_EXCL | O_NOFOLLOW guard the files themselves.) */
@@ -415,7 +435,10 @@ void mg_prepare_run_dir(struct mg_run_setup *s)
     }
     char raw[PATH_MAX + 8];
     snprintf(raw, sizeof raw, "%s/raw", s->dir);
-    if (mkdir_p(s->dir, 0755) != 0 || mkdir_p(raw, 0700) != 0)
+    if (dir_is_foreign(s->dir))
+        snprintf(s->error, sizeof s->error, "%s is not an mpigraph run directory (it holds files and no raw/): "
+                 "refusing to write a run over its files (choose a new or empty MPIGRAPH_OUT)", s->dir);
+    else if (mkdir_p(s->dir, 0755) != 0 || mkdir_p(raw, 0700) != 0)
         snprintf(s->error, sizeof s->error, "cannot create %s: %s", raw, strerror(errno));
     else if (raw_dir_is_unsafe(raw, s->error, sizeof s->error))
         ;

@@ -100,7 +100,7 @@ def _raise(error):
     raise error
 
 
-def _metrics(comm, logs, linked, codec, times):
+def _metrics(comm, logs, linked, codec, times, algorithm):
     """Stage metrics: local tables on each rank, combined on rank 0 (None elsewhere).
 
     Returns (metrics.Tables, the linked run's small report tables) on rank 0 (None, None
@@ -110,7 +110,7 @@ def _metrics(comm, logs, linked, codec, times):
     tables = parallel.collectively(comm, metrics.gather_tables, comm, local)
     extra = parallel.collectively(comm, linked_tables.gather, comm, linked, codec)
     if extra is not None:
-        extra["facts"] = {"clock_method": linked.clock.method, "repair": linked.repair}
+        extra["facts"] = {"clock_method": linked.clock.method, "repair": linked.repair, "algorithm": algorithm}
     linked.waits.pack()   # only the report reads them after this: not held whole through the path stage
     return tables, extra
 
@@ -137,8 +137,8 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
 
     Collective over comm.  `config` is a config.Config (default: from the
     environment); `in_job` says the ranks of comm are the run's own ranks.
-    Analysis rank 0 writes the report files into out_dir (default run_dir), prints summary.txt
-    unless config.quiet, and returns the summary text; other ranks return None.
+    Analysis rank 0 writes the report files into out_dir (default run_dir) and returns the
+    summary text (the caller prints it); other ranks return None.
     Raises trace.TraceError for bad logs, node_memory.NotEnoughMemory when a node
     cannot hold the analysis of the records its analysis ranks own (before any
     is read), report.ReportError when the report cannot be written (on the rank
@@ -168,7 +168,7 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
 
     # Every record's (start, end) on rank 0's clock, after the receive-before-send repair.
     times = {rank: calls.record_times() for rank, calls in linked.calls.items()}
-    tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times)
+    tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times, config.algorithm)
     if on_graph:
         times = None      # only toposort's path reads them: not held through the graph's build
     path = progress.run("path", parallel.collectively, comm, paths.path_stage, comm, config, info, logs, linked, times,
@@ -176,7 +176,4 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
 
     text = progress.run("report", parallel.collectively, comm, _write_report, comm, out_dir or info.run_dir, info, tables,
                         path, linked, codec)
-    if comm.rank == 0 and not config.quiet:
-        sys.stdout.write(text)
-        sys.stdout.flush()
     return text

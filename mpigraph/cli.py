@@ -1,17 +1,25 @@
 """The ``mpigraph`` command.
 
     mpigraph lib                          path of the shim library to LD_PRELOAD
-    mpigraph demo [-n 4] [--out DIR]      profile the bundled imbalanced demo
-    mpigraph run -n N [--out DIR] [--algorithm A] [--mpiexec PATH] -- prog args
+    mpigraph demo [-n 4] [--out DIR] [--quiet] [--verbose]
+                                          profile the bundled imbalanced demo
+    mpigraph run -n N [--out DIR] [--algorithm A] [--quiet] [--verbose] [--mpiexec PATH] -- prog args
     mpigraph analyze DIR [--out OUT] [--algorithm A] [--quiet] [--verbose]
                                           analyse saved logs again (serially, or
                                           under mpiexec -n K in parallel)
     mpigraph report DIR                   print DIR/summary.txt again
-    mpigraph view DIR [--perfetto]        write DIR/timeline.html and DIR/ranks.svg
-                                          (and DIR/trace.json for Perfetto UI)
+    mpigraph view DIR [--out OUT] [--perfetto]
+                                          write timeline.html and ranks.svg (and
+                                          trace.json for Perfetto UI) into DIR or OUT
     mpigraph config                       the MPIGRAPH_* settings
     mpigraph model DIR [DIR ...] [--predict P ...]
                                           queuing-network model of run time (seed 002)
+
+The flags that several subcommands have mean the same in each: --out names the directory
+written into (run, demo: the run directory; analyze, view: where the report or the pictures
+go instead of DIR), --quiet prints no summary (and no stage lines), --verbose prints every
+analysis stage with its time on stderr, --algorithm picks the critical-path algorithm.
+An existing --out directory must be empty or mpigraph's own (mpigraph.report.outdir).
 
 Errors the user can fix (bad logs, bad settings, no MPI) print one line
 ``mpigraph: error: ...`` on stderr and exit with status 2.  Subcommands import
@@ -39,10 +47,20 @@ def cmd_lib(args):
 def cmd_demo(args):
     from mpigraph.shim.demo import run_demo
 
-    return run_demo(args.n, args.out)
+    return run_demo(args.n, args.out, options=_switch_options(args))
 
 
 RUN_SETTINGS = [s for s in settings.SETTINGS if s.name != "MPIGRAPH_OUT"]
+
+# Settings that are on/off switches on the command line (flags without a value, as in analyze).
+SWITCHES = {"MPIGRAPH_QUIET": "quiet", "MPIGRAPH_VERBOSE": "verbose"}
+# What `run --quiet 1` gave the switch when it took a value: caught in main, not run as a program.
+_SWITCH_VALUES = ("0", "1", "on", "off", "yes", "no", "true", "false")
+
+
+def _switch_options(args):
+    """{MPIGRAPH_QUIET/VERBOSE: "1"} for the switches given on the command line."""
+    return {name: "1" for name, dest in SWITCHES.items() if getattr(args, dest, False)}
 
 
 def setting_flag(name):
@@ -54,14 +72,16 @@ def cmd_run(args):
     from mpigraph.shim.launcher import run
 
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
-    options = {s.name: getattr(args, s.name) for s in RUN_SETTINGS if getattr(args, s.name) is not None}
+    options = {s.name: getattr(args, s.name) for s in RUN_SETTINGS
+               if s.name not in SWITCHES and getattr(args, s.name) is not None}
+    options.update(_switch_options(args))
     # A bad setting fails here, once, not in every rank at MPI_Finalize.
     settings.from_env(dict(os.environ, **options))
     return run(program, args.n, out=args.out, options=options, mpiexec=args.mpiexec)
 
 
 def cmd_analyze(args):
-    from mpigraph import analysis
+    from mpigraph import run as api
 
     try:
         cfg = settings.from_env().with_overrides(
@@ -70,7 +90,10 @@ def cmd_analyze(args):
         if _analysis_rank() != 0:
             return EXIT_USER_ERROR   # every rank found the same error: rank 0 says it
         raise
-    text = analysis.analyze(args.run_dir, None, cfg, out_dir=args.out)
+    text = api.analyze_text(args.run_dir, None, cfg, out_dir=args.out)
+    if text is not None and not cfg.quiet:      # analysis rank 0 has the text
+        sys.stdout.write(text)
+        sys.stdout.flush()
     # A report of a crashed run is still a report (exit 0), but say so where scripts and people look.
     for line in (text or "").splitlines():
         if line.startswith("warning: "):
@@ -94,7 +117,7 @@ def cmd_report(args):
 def cmd_view(args):
     from mpigraph.view import write_views
 
-    written, notes, seconds = write_views(args.run_dir, perfetto=args.perfetto)
+    written, notes, seconds = write_views(args.run_dir, perfetto=args.perfetto, out_dir=args.out)
     for path, note in written:
         print("%s  (%s)" % (path, note))
     for note in notes:
@@ -104,7 +127,7 @@ def cmd_view(args):
 
 def cmd_config(args):
     sys.stdout.write(settings.settings_table())
-    in_effect = [s.name for s in settings.SETTINGS if os.environ.get(s.name)]
+    in_effect = [s.name for s in settings.SETTINGS + settings.TOOL_SETTINGS if os.environ.get(s.name)]
     if in_effect:
         print("\nset in this environment:")
         for name in in_effect:
@@ -126,25 +149,30 @@ def build_parser():
 
     p = sub.add_parser("demo", help="profile the bundled, deliberately imbalanced MPI program")
     p.add_argument("-n", type=int, default=4, help="ranks (default 4)")
-    p.add_argument("--out", metavar="DIR", help="run directory (default ./mpigraph-<date>-<id>)")
+    _add_out(p, RUN_DIR_HELP)
+    _add_quiet_verbose(p)
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("run", help="run an MPI program under mpigraph: mpigraph run -n N -- ./app args")
     p.add_argument("-n", type=int, required=True, help="ranks")
-    p.add_argument("--out", metavar="DIR", help="run directory (default ./mpigraph-<date>-<id>)")
+    _add_out(p, RUN_DIR_HELP)
     p.add_argument("--mpiexec", metavar="PATH", help="the mpiexec to use (default: from PATH)")
+    _add_quiet_verbose(p)
     # Every other MPIGRAPH_* setting has its flag: MPIGRAPH_CLOCK_SOURCE is --clock-source.
     for s in RUN_SETTINGS:
-        p.add_argument(setting_flag(s.name), metavar="VALUE", dest=s.name, help="%s (default %s)" % (s.help, s.default))
+        if s.name == "MPIGRAPH_ALGORITHM":
+            _add_algorithm(p, dest=s.name)
+        elif s.name not in SWITCHES:
+            p.add_argument(setting_flag(s.name), metavar="VALUE", dest=s.name,
+                           help="%s (default %s)" % (s.help, s.default))
     p.add_argument("program", nargs=argparse.REMAINDER, help="-- the program and its arguments")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("analyze", help="analyse a run directory again (mpiexec -n K mpigraph analyze DIR)")
     p.add_argument("run_dir", metavar="DIR")
-    p.add_argument("--algorithm", choices=settings.ALGORITHMS, help="critical-path algorithm")
-    p.add_argument("--out", metavar="OUT", help="write the report files into OUT (default: DIR itself)")
-    p.add_argument("--quiet", action="store_true", help="do not print the summary")
-    p.add_argument("--verbose", action="store_true", help="print each stage and its time on stderr")
+    _add_algorithm(p, dest="algorithm")
+    _add_out(p, "write the report files into OUT (default: DIR itself)", metavar="OUT")
+    _add_quiet_verbose(p)
     p.set_defaults(func=cmd_analyze)
 
     p = sub.add_parser("report", help="print the summary of an analysed run again")
@@ -153,6 +181,8 @@ def build_parser():
 
     p = sub.add_parser("view", help="write the timeline page (timeline.html) and ranks.svg of a run directory")
     p.add_argument("run_dir", metavar="DIR")
+    _add_out(p, "write the pictures into OUT (default: DIR itself; for a run directory you cannot write to)",
+             metavar="OUT")
     p.add_argument("--perfetto", action="store_true",
                    help="also write trace.json (Chrome trace event format) for Perfetto UI and chrome://tracing")
     p.set_defaults(func=cmd_view)
@@ -165,6 +195,26 @@ def build_parser():
     return parser
 
 
+RUN_DIR_HELP = ("run directory: raw logs and report (default ./mpigraph-<date>-<id>; an existing one must be "
+                "empty or a run directory, holding raw/)")
+
+
+def _add_out(parser, help, metavar="DIR"):
+    parser.add_argument("--out", metavar=metavar, help=help)
+
+
+def _add_quiet_verbose(parser):
+    """--quiet and --verbose, flags with the same meaning in every subcommand (MPIGRAPH_QUIET/VERBOSE=1)."""
+    parser.add_argument("--quiet", action="store_true", help="do not print the summary (MPIGRAPH_QUIET=1)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print each analysis stage and its time on stderr (MPIGRAPH_VERBOSE=1)")
+
+
+def _add_algorithm(parser, dest):
+    parser.add_argument("--algorithm", choices=settings.ALGORITHMS, dest=dest,
+                        help="critical-path algorithm (MPIGRAPH_ALGORITHM; default dijkstra)")
+
+
 def _user_error_types():
     """Errors that mean bad input, not a bug: one line, no traceback.
 
@@ -174,7 +224,8 @@ def _user_error_types():
     types = [settings.ConfigError, FileNotFoundError]
     for module, name in (("mpigraph.trace.logs", "TraceError"), ("mpigraph.shim.launcher", "LauncherError"),
                          ("mpigraph.report.writer", "ReportError"), ("mpigraph.comm.node_memory", "NotEnoughMemory"),
-                         ("mpigraph.model.mva", "ModelError")):
+                         ("mpigraph.model.mva", "ModelError"), ("mpigraph.report.outdir", "OutputDirError"),
+                         ("mpigraph.view", "ViewError")):
         if module in sys.modules:
             types.append(getattr(sys.modules[module], name))
     return tuple(types)
@@ -184,6 +235,9 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     if args.func is cmd_run and not [a for a in args.program if a != "--"]:
         build_parser().error("run: no program given (mpigraph run -n N -- ./app args)")
+    if args.func is cmd_run and args.program[1:2] == ["--"] and args.program[0].lower() in _SWITCH_VALUES:
+        build_parser().error("run: %r before -- is not a program: --quiet and --verbose take no value "
+                             "(mpigraph run -n N --quiet -- ./app args)" % args.program[0])
     try:
         return args.func(args)
     except KeyboardInterrupt:

@@ -29,7 +29,8 @@ Setting = namedtuple("Setting", "name default help shim_only")
 
 SETTINGS = [
     Setting("MPIGRAPH_OUT", "./mpigraph-<date>-<jobid>",
-            "run directory: the raw logs go to <dir>/raw/, the report to <dir>/", False),
+            "run directory: the raw logs go to <dir>/raw/, the report to <dir>/ (an existing one must be "
+            "empty or hold raw/: other files are never written over)", False),
     Setting("MPIGRAPH_ANALYZE", "on",
             "on|off: analyse the run at MPI_Finalize (off: only write the raw logs)", False),
     Setting("MPIGRAPH_ALGORITHM", "dijkstra",
@@ -61,6 +62,16 @@ SETTINGS = [
             "auto|on|off: a helper thread prepares the log's next pages ahead of the wrappers (less time "
             "per call when a core is idle, more CPU in all); auto: on where the rank has a CPU to spare "
             "(its affinity mask holds more CPUs than the threads of the node's ranks sharing that mask)", True),
+]
+
+# Read by the launcher, the demo and the build of the shim (csrc/build.py), not by the analysis or
+# the shim: listed so that `mpigraph config` names every variable mpigraph reads.
+TOOL_SETTINGS = [
+    Setting("MPIGRAPH_MPICC", "mpicc on PATH",
+            "the MPI compiler wrapper: its headers build the shim at pip install, and mpigraph demo compiles "
+            "with it (and runs the mpiexec beside it)", False),
+    Setting("MPIGRAPH_MPIEXEC", "mpiexec on PATH",
+            "the mpiexec that mpigraph run starts the program with (--mpiexec overrides it)", False),
 ]
 
 _ON = ("on", "1", "yes", "true")
@@ -173,11 +184,13 @@ def from_env(environ=None):
 
 
 def settings_table():
-    """The settings as a text table: variable, default, meaning."""
-    width = max(len(s.name) for s in SETTINGS)
-    dwidth = max(len(s.default) for s in SETTINGS)
+    """The settings as a text table: variable, default, meaning (SETTINGS, then TOOL_SETTINGS)."""
+    every = SETTINGS + TOOL_SETTINGS
+    width = max(len(s.name) for s in every)
+    dwidth = max(len(s.default) for s in every)
     lines = ["%-*s  %-*s  %s" % (width, "variable", dwidth, "default", "meaning")]
-    for s in SETTINGS:
-        note = " (read by the shim)" if s.shim_only else ""
+    for s in every:
+        note = " (read by the shim)" if s.shim_only else " (read by the launcher and the build)" \
+            if s in TOOL_SETTINGS else ""
         lines.append("%-*s  %-*s  %s%s" % (width, s.name, dwidth, s.default, s.help, note))
     return "\n".join(lines) + "\n"

@@ -241,10 +241,10 @@ def test_demo_calls_run_demo(monkeypatch):
     import mpigraph.shim.demo
 
     calls = []
-    monkeypatch.setattr(mpigraph.shim.demo, "run_demo", lambda n, out: calls.append((n, out)) or 0)
+    monkeypatch.setattr(mpigraph.shim.demo, "run_demo", lambda n, out, options: calls.append((n, out, options)) or 0)
     assert cli.main(["demo"]) == 0
-    assert cli.main(["demo", "-n", "2", "--out", "d"]) == 0
-    assert calls == [(4, None), (2, "d")]
+    assert cli.main(["demo", "-n", "2", "--out", "d", "--quiet", "--verbose"]) == 0
+    assert calls == [(4, None, {}), (2, "d", {"MPIGRAPH_QUIET": "1", "MPIGRAPH_VERBOSE": "1"})]
 
 
 def test_lib_prints_the_library_path(monkeypatch, capsys):
@@ -260,3 +260,141 @@ def test_lib_prints_the_library_path(monkeypatch, capsys):
     monkeypatch.setattr(mpigraph.shim.lib, "library_path", missing)
     assert cli.main(["lib"]) == 2
     assert capsys.readouterr().err == "mpigraph: error: /x/libmpigraph.so is missing: install mpigraph with pip\n"
+
+
+# ---- flags shared by subcommands, the output directory, view --out, config ----------------------
+
+
+def _subparser(name):
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
+    return sub.choices[name]
+
+
+def _option(parser, flag):
+    return next(a for a in parser._actions if flag in a.option_strings)
+
+
+def test_shared_flags_mean_the_same_in_every_subcommand():
+    for flag in ("--quiet", "--verbose"):
+        actions = [_option(_subparser(name), flag) for name in ("run", "demo", "analyze")]
+        assert {(a.nargs, a.const, a.help) for a in actions} == {(0, True, actions[0].help)}, flag
+    run, analyze = _option(_subparser("run"), "--algorithm"), _option(_subparser("analyze"), "--algorithm")
+    assert run.choices == analyze.choices == config_module().ALGORITHMS and run.help == analyze.help
+    assert {_option(_subparser(name), "--out").metavar for name in ("run", "demo")} == {"DIR"}
+    assert {_option(_subparser(name), "--out").metavar for name in ("analyze", "view")} == {"OUT"}
+
+
+def config_module():
+    from mpigraph import config
+
+    return config
+
+
+def test_run_quiet_and_verbose_are_flags(monkeypatch):
+    import mpigraph.shim.launcher
+
+    calls = []
+    monkeypatch.setattr(mpigraph.shim.launcher, "run", lambda *a, **k: calls.append((a, k)) or 0)
+    assert cli.main(["run", "-n", "2", "--quiet", "--verbose", "--", "./app", "--quiet"]) == 0
+    assert calls == [((["./app", "--quiet"], 2), dict(out=None, options={"MPIGRAPH_QUIET": "1",
+                                                                          "MPIGRAPH_VERBOSE": "1"}, mpiexec=None))]
+
+
+def test_run_quiet_with_the_old_value_is_an_error_not_a_program(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["run", "-n", "2", "--quiet", "1", "--", "./app"])
+    assert info.value.code == 2
+    assert "'1' before -- is not a program: --quiet and --verbose take no value" in capsys.readouterr().err
+
+
+def analysed_run(tmp_path):
+    run_dir = write_run(tmp_path / "run")
+    assert mpigraph_cmd("analyze", run_dir, "--quiet").returncode == 0
+    return run_dir
+
+
+def test_view_out_writes_the_pictures_elsewhere(tmp_path):
+    run_dir = analysed_run(tmp_path)
+    before = sorted(os.listdir(run_dir))
+    result = mpigraph_cmd("view", run_dir, "--out", tmp_path / "pictures", "--perfetto")
+    assert result.returncode == 0, result.stderr
+    assert sorted(os.listdir(tmp_path / "pictures")) == ["ranks.svg", "timeline.html", "trace.json"]
+    assert sorted(os.listdir(run_dir)) == before
+    # Again: a directory of pictures may be written over; one of the user's files may not.
+    assert mpigraph_cmd("view", run_dir, "--out", tmp_path / "pictures").returncode == 0
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "ranks.svg").write_text("my chart")
+    (tmp_path / "mine" / "notes.txt").write_text("my notes")
+    assert_one_clean_error(mpigraph_cmd("view", run_dir, "--out", tmp_path / "mine"),
+                           "%s is not an mpigraph run directory" % (tmp_path / "mine"))
+    assert (tmp_path / "mine" / "ranks.svg").read_text() == "my chart"
+
+
+def test_view_on_a_read_only_run_directory_names_the_fix(tmp_path):
+    run_dir = analysed_run(tmp_path)
+    mount_point = tmp_path / "mnt"
+    mount_point.mkdir()
+    subprocess.run(["mount", "--bind", str(run_dir), str(mount_point)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mount_point)], check=True)
+        error = assert_one_clean_error(mpigraph_cmd("view", mount_point), "cannot write the views")
+        assert error == ("mpigraph: error: cannot write the views into %s: Read-only file system (write them "
+                         "elsewhere: mpigraph view %s --out <another directory>)" % (mount_point, mount_point))
+        result = mpigraph_cmd("view", mount_point, "--out", tmp_path / "pictures")
+        assert result.returncode == 0, result.stderr
+        assert (tmp_path / "pictures" / "timeline.html").is_file()
+    finally:
+        subprocess.run(["umount", str(mount_point)], capture_output=True)
+
+
+@pytest.mark.parametrize("nprocs", [None, 2])
+def test_analyze_out_refuses_a_directory_of_the_users_files(tmp_path, nprocs):
+    run_dir = write_run(tmp_path / "run")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "summary.txt").write_text("my summary")
+    (mine / "ranks.csv").write_text("my ranks")
+    result = mpigraph_cmd("analyze", run_dir, "--out", mine, nprocs=nprocs)
+    assert result.returncode == 2
+    assert_one_clean_error(result, "%s is not an mpigraph run directory (it holds ranks.csv, summary.txt and no "
+                                   "raw/ or mpigraph's run.json): refusing to write a report over its files" % mine)
+    assert sorted(os.listdir(mine)) == ["ranks.csv", "summary.txt"]
+    assert (mine / "summary.txt").read_text() == "my summary"
+    # An earlier report there (its run.json is mpigraph's) may be written over.
+    other = tmp_path / "report"
+    assert mpigraph_cmd("analyze", run_dir, "--out", other, "--quiet").returncode == 0
+    assert mpigraph_cmd("analyze", run_dir, "--out", other, "--quiet", nprocs=nprocs).returncode == 0
+
+
+def test_what_counts_as_a_run_directory(tmp_path):
+    from mpigraph.report import outdir
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "run" / "raw").mkdir(parents=True)
+    (tmp_path / "run" / "summary.txt").write_text("a report next to the logs")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "summary.txt").write_text("mine")
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "run.json").write_text('{"not": "mpigraph"}')
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / "run.json").write_text('{"mpigraph_version": "0.1.0"}')
+    (tmp_path / "report" / "summary.txt").write_text("")
+    (tmp_path / "file").write_text("")
+    for name in ("missing", "empty", "run"):
+        outdir.check_run_dir(str(tmp_path / name))
+        outdir.check_report_dir(str(tmp_path / name))
+    outdir.check_report_dir(str(tmp_path / "report"))
+    for name in ("mine", "fake", "report", "file"):
+        with pytest.raises(outdir.OutputDirError):
+            outdir.check_run_dir(str(tmp_path / name))
+    for name in ("mine", "fake", "file"):
+        with pytest.raises(outdir.OutputDirError):
+            outdir.check_report_dir(str(tmp_path / name))
+
+
+def test_config_lists_the_tool_variables():
+    result = mpigraph_cmd("config", MPIGRAPH_MPICC="/opt/mpi/bin/mpicc")
+    assert result.returncode == 0
+    rows = {line.split()[0]: line for line in result.stdout.splitlines() if line.startswith("MPIGRAPH_")}
+    assert "mpicc on PATH" in rows["MPIGRAPH_MPICC"] and "mpiexec on PATH" in rows["MPIGRAPH_MPIEXEC"]
+    assert "  MPIGRAPH_MPICC=/opt/mpi/bin/mpicc" in result.stdout.splitlines()

@@ -61,8 +61,8 @@ def test_settings_table_lists_every_variable():
     table = config.settings_table()
     lines = table.splitlines()
     assert lines[0].split() == ["variable", "default", "meaning"]
-    assert [line.split()[0] for line in lines[1:]] == [s.name for s in config.SETTINGS]
+    assert [line.split()[0] for line in lines[1:]] == [s.name for s in config.SETTINGS + config.TOOL_SETTINGS]
     for name in ("MPIGRAPH_OUT", "MPIGRAPH_ANALYZE", "MPIGRAPH_ALGORITHM", "MPIGRAPH_CLOCK", "MPIGRAPH_THRESHOLD",
-                 "MPIGRAPH_SPLITS", "MPIGRAPH_COMPRESS", "MPIGRAPH_QUIET"):
+                 "MPIGRAPH_SPLITS", "MPIGRAPH_COMPRESS", "MPIGRAPH_QUIET", "MPIGRAPH_MPICC", "MPIGRAPH_MPIEXEC"):
         assert name in table
     assert "parallel-delta-stepping" in table and "(read by the shim)" in table

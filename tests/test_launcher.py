@@ -58,3 +58,76 @@ def test_run_prints_the_summary_once_after_the_program(program, tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("records done\n")
     assert result.stdout.count("mpigraph %s report" % __import__("mpigraph").__version__) == 1
+
+
+def test_run_quiet_prints_only_the_program(program, tmp_path):
+    out = tmp_path / "run"
+    result = mpigraph("run", "-n", "4", "--quiet", "--out", str(out), "--", program, cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "records done\n" and result.stderr == ""
+    assert (out / "summary.txt").is_file()      # quiet, not idle: the report is there
+
+
+def test_run_verbose_prints_the_stages(program, tmp_path):
+    result = mpigraph("run", "-n", "4", "--verbose", "--out", str(tmp_path / "run"), "--", program,
+                      cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    stages = [line.split()[1] for line in result.stderr.splitlines() if line.startswith("mpigraph: ")
+              and len(line.split()) > 2 and line.split()[2].replace(".", "").isdigit()]
+    assert stages == ["trace", "clock", "match", "metrics", "path", "report"], result.stderr
+    assert result.stdout.count("mpigraph %s report" % __import__("mpigraph").__version__) == 1
+
+
+def users_directory(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "summary.txt").write_text("my summary\n")
+    (mine / "ranks.csv").write_text("my ranks\n")
+    return mine
+
+
+def assert_untouched(mine):
+    assert sorted(os.listdir(mine)) == ["ranks.csv", "summary.txt"]
+    assert (mine / "summary.txt").read_text() == "my summary\n" and (mine / "ranks.csv").read_text() == "my ranks\n"
+
+
+def test_run_refuses_a_directory_of_the_users_files_before_the_program_starts(program, tmp_path):
+    mine = users_directory(tmp_path)
+    result = mpigraph("run", "-n", "4", "--out", str(mine), "--", program, cwd=str(tmp_path))
+    assert result.returncode == 2
+    assert result.stdout == ""       # the program did not run
+    assert result.stderr == ("mpigraph: error: %s is not an mpigraph run directory (it holds ranks.csv, summary.txt "
+                             "and no raw/): refusing to write a run over its files; name a new or empty directory "
+                             "with --out\n" % mine)
+    assert_untouched(mine)
+
+
+def test_the_shim_refuses_a_directory_of_the_users_files_at_mpi_init(program, tmp_path):
+    """MPIGRAPH_OUT set by hand (no launcher): the program runs on without profiling."""
+    import mpi_env
+
+    mine = users_directory(tmp_path)
+    result = mpi_env.mpirun(mpi_env.wheel_mpi(), 4, [program], out=mine)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "records done\n"
+    assert ("rank 0: %s is not an mpigraph run directory (it holds files and no raw/): refusing to write a run "
+            "over its files (choose a new or empty MPIGRAPH_OUT); the program runs on without profiling" % mine
+            in result.stderr), result.stderr
+    assert_untouched(mine)
+
+
+def test_an_empty_or_run_directory_is_used(program, tmp_path):
+    import mpi_env
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = mpi_env.mpirun(mpi_env.wheel_mpi(), 4, [program], out=empty, rank_env={"MPIGRAPH_QUIET": "1"})
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert sorted(os.listdir(empty / "raw")) == ["rank-%d.log" % r for r in range(4)]
+    assert (empty / "summary.txt").is_file()
+    # A run directory whose raw/ is empty (the logs moved away): the next run goes in.
+    for log in os.listdir(empty / "raw"):
+        os.remove(empty / "raw" / log)
+    result = mpigraph("run", "-n", "4", "--quiet", "--out", str(empty), "--", program, cwd=str(tmp_path))
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert len(os.listdir(empty / "raw")) == 4

@@ -258,12 +258,12 @@ def test_schemas_are_documented():
         assert name in report.__doc__, name
 
 
-def test_analyze_prints_summary_unless_quiet(tmp_path, capsys):
+def test_analyze_returns_the_summary_and_prints_nothing(tmp_path, capsys):
+    # The pipeline returns the text; the command (mpigraph analyze, the shim) prints it.
     write_run(tmp_path)
     text = analysis.analyze(str(tmp_path), MPI.COMM_WORLD, config.Config())
-    assert capsys.readouterr().out == text
-    analysis.analyze(str(tmp_path), MPI.COMM_WORLD, QUIET)
     assert capsys.readouterr().out == ""
+    assert text == (tmp_path / "summary.txt").read_text()
 
 
 def test_analyze_progress_when_verbose(tmp_path, capsys):

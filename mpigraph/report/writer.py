@@ -53,7 +53,7 @@ ranks.svg
     incomplete_requests   int     nonblocking operations started and never completed or freed
                                   (cut off by a crash, or never waited for)
 
-functions.csv: one row per MPI function called, the longest time_total first
+functions.csv, functions.parquet: one row per MPI function called, the longest time_total first
     function              str     MPI function name
     function_id           int     mpigraph's function id (mpigraph.trace.functions)
     kind                  str     function kind (send, recv, n_to_n, completion, ...)
@@ -78,13 +78,21 @@ How bytes are counted is in ``mpigraph.metrics.profile``.  ranks.csv also has th
 wait, imbalance, wait-state and clock columns of ``metrics.RANK_COLUMNS`` and
 functions.csv wait_before, wait_after and execution (see mpigraph.metrics.waits).
 
-The tables of the linked run (schemas in ``mpigraph.metrics.run_tables``):
+The tables of the linked run (schemas in ``mpigraph.schema``):
 calls.parquet (one row per call of every rank), collectives.parquet (one row
 per collective instance), waitstates.csv/.parquet (rank, function, wait-state
-kind), unmatched.csv (operations without partner; header only when none).
+kind), unmatched.csv/.parquet (operations without partner; no rows when none).
+calls.csv and collectives.csv hold the same columns when the run has at most
+MAX_CSV_ROWS calls (a CSV of 1e8 calls is gigabytes no one reads as text);
+summary.txt says so when they are left out.
+
+run.json: the facts of the run (job id, ranks, hosts, run time, algorithm,
+clock method, the critical path's length, the table files written), for
+programs (``mpigraph.load(DIR).facts``).
 """
 
 import dataclasses
+import json
 import os
 import sys
 
@@ -105,13 +113,22 @@ SUMMARY = "summary.txt"
 RANKS_CSV = "ranks.csv"
 RANKS_PARQUET = "ranks.parquet"
 FUNCTIONS_CSV = "functions.csv"
+FUNCTIONS_PARQUET = "functions.parquet"
 CALLS_PARQUET = "calls.parquet"
+CALLS_CSV = "calls.csv"
 COLLECTIVES_PARQUET = "collectives.parquet"
+COLLECTIVES_CSV = "collectives.csv"
+RUN_JSON = "run.json"
 WAITSTATES_CSV = "waitstates.csv"
 WAITSTATES_PARQUET = "waitstates.parquet"
 UNMATCHED_CSV = "unmatched.csv"
+UNMATCHED_PARQUET = "unmatched.parquet"
 MAX_COLLECTIVE_ROWS = 10
 MAX_UNMATCHED_ROWS = 10
+
+# calls.csv and collectives.csv are written only for runs of at most this many calls: past it the
+# text is gigabytes (about 100 bytes a call) that no one reads as text; Parquet has every row.
+MAX_CSV_ROWS = 1_000_000
 
 MAX_RANK_ROWS = 64      # summary.txt lists every rank up to this many, then points to ranks.csv
 MAX_FUNCTION_ROWS = 20
@@ -140,12 +157,21 @@ def write_csv(path, table, columns):
     CSV_THREADS threads make the blocks' text at once (the kernels let go of the GIL), and they
     are written in order.  Fields are quoted as Python's csv module quotes them (QUOTE_MINIMAL)."""
     n = len(table[columns[0].name]) if columns else 0
-    blocks = (slice(a, min(a + CSV_BLOCK_ROWS, n)) for a in range(0, n, CSV_BLOCK_ROWS))
     with open(path, "wb") as f, threads.pool(CSV_THREADS, "mpigraph-csv") as pool:
-        names = _csv_text(_NAMES, np.array([csv_name(c) for c in columns], object), slice(None))
-        f.write((",".join(names.to_pylist()) + "\n").encode())
-        for text in _in_order(pool, lambda rows: _csv_lines(table, columns, rows), blocks, CSV_THREADS):
+        f.write(_csv_header(columns))
+        for text in _in_order(pool, lambda rows: _csv_lines(table, columns, rows), _blocks(n), CSV_THREADS):
             f.write(text)
+
+
+def _blocks(n, size=None):
+    """Slices of `size` rows (default CSV_BLOCK_ROWS, looked up when called) over n rows."""
+    size = size or CSV_BLOCK_ROWS
+    return (slice(a, min(a + size, n)) for a in range(0, n, size))
+
+
+def _csv_header(columns):
+    names = _csv_text(_NAMES, np.array([csv_name(c) for c in columns], object), slice(None))
+    return (",".join(names.to_pylist()) + "\n").encode()
 
 
 # Threads making a CSV's text: a CSV of millions of rows is the report's longest file to make.
@@ -505,46 +531,129 @@ def summary_text(info, tables, linked=None, path_lines=()):
     lines += [""] + _rank_section(ranks) + [""] + _function_section(functions, mpi_total)
     if linked is not None:
         lines += linked_sections(ranks, linked)
+        lines += _csv_left_out(ranks)
     return "\n".join(lines) + "\n"
+
+
+def _big_csv_written(ranks):
+    """Whether calls.csv and collectives.csv are written: the run has at most MAX_CSV_ROWS calls."""
+    return int(ranks["calls"].sum()) <= MAX_CSV_ROWS
+
+
+def _csv_left_out(ranks):
+    """summary.txt's line on calls.csv and collectives.csv when the run is too big for them."""
+    if _big_csv_written(ranks):
+        return []
+    return ["", "%s and %s not written: the run has %d calls, more than %d (the same rows are in %s and %s)"
+            % (CALLS_CSV, COLLECTIVES_CSV, ranks["calls"].sum(), MAX_CSV_ROWS, CALLS_PARQUET, COLLECTIVES_PARQUET)]
 
 
 # ---- the report ------------------------------------------------------------------
 
 @dataclasses.dataclass
 class _File:
-    """A report file: its name, what writes it to a path, and whether that talks MPI (then it runs
-    on the calling thread, the only one that does)."""
+    """A report file: its name, what writes it to a path, whether that talks MPI (then it runs
+    on the calling thread, the only one that does), and the names of files it also writes."""
 
     name: str
     write: object
     talks_mpi: bool = False
+    also: tuple = ()
 
 
-def _linked_files(linked):
+def _linked_files(linked, with_csv):
     """The linked run's tables (mpigraph.metrics.run_tables); calls.parquet pulls its blocks from the
-    other analysis ranks."""
+    other analysis ranks.  calls.csv and collectives.csv when `with_csv` (a run small enough)."""
     lt = linked_tables
-    return [_File(CALLS_PARQUET, lambda p: write_parquet_blocks(p, linked["calls"], lt.CALL_COLUMNS), True),
-            _File(COLLECTIVES_PARQUET, lambda p: write_parquet(p, linked["collectives"], lt.COLLECTIVE_COLUMNS)),
-            _File(WAITSTATES_CSV, lambda p: write_csv(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
-            _File(WAITSTATES_PARQUET, lambda p: write_parquet(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
-            _File(UNMATCHED_CSV, lambda p: write_csv(p, linked["unmatched"], lt.UNMATCHED_COLUMNS))]
+    files = [_File(CALLS_PARQUET, lambda p: _write_calls(p, linked["calls"], with_csv), True,
+                   (CALLS_CSV,) if with_csv else ()),
+             _File(COLLECTIVES_PARQUET, lambda p: write_parquet(p, linked["collectives"], lt.COLLECTIVE_COLUMNS))]
+    if with_csv:
+        files.append(_File(COLLECTIVES_CSV, lambda p: write_csv(p, linked["collectives"], lt.COLLECTIVE_COLUMNS)))
+    return files + [
+        _File(WAITSTATES_CSV, lambda p: write_csv(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
+        _File(WAITSTATES_PARQUET, lambda p: write_parquet(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
+        _File(UNMATCHED_CSV, lambda p: write_csv(p, linked["unmatched"], lt.UNMATCHED_COLUMNS)),
+        _File(UNMATCHED_PARQUET, lambda p: write_parquet(p, linked["unmatched"], lt.UNMATCHED_COLUMNS))]
 
 
-def _report_files(tables, linked, path, text):
+# Rows of calls.csv made into text at a time: fewer than CSV_BLOCK_ROWS, since the calls table's
+# block is held meanwhile.  A synthetic run of 4 x 240,000 calls: analysis rank 0's peak RSS was
+# 668 MB without calls.csv and collectives.csv, about 760 MB with them, 980 MB with CSV_BLOCK_ROWS.
+CALLS_CSV_BLOCK_ROWS = 1 << 16
+
+
+def _write_calls(path, blocks, with_csv):
+    """calls.parquet from its row blocks (any iterable, consumed once: they come from the other
+    analysis ranks), and calls.csv from the same blocks as they pass when `with_csv`: no block is
+    kept or read back, so the CSV costs its text's time, not the table's memory."""
+    columns = linked_tables.CALL_COLUMNS
+    if not with_csv:
+        write_parquet_blocks(path, blocks, columns)
+        return
+    with open(os.path.join(os.path.dirname(path), CALLS_CSV), "wb") as f, \
+            threads.pool(CSV_THREADS, "mpigraph-csv") as pool:
+        f.write(_csv_header(columns))
+
+        def passing():
+            for block in blocks:
+                rows = _blocks(len(block[columns[0].name]), CALLS_CSV_BLOCK_ROWS)
+                for text in _in_order(pool, lambda r: _csv_lines(block, columns, r), rows, CSV_THREADS):
+                    f.write(text)
+                yield block
+
+        write_parquet_blocks(path, passing(), columns)
+
+
+def _report_files(info, tables, linked, path, text):
     """Every report file; summary.txt last: its presence means the report is complete."""
     files = [_File(RANKS_CSV, lambda p: write_csv(p, tables.ranks, metrics.RANK_COLUMNS)),
              _File(RANKS_PARQUET, lambda p: write_parquet(p, tables.ranks, metrics.RANK_COLUMNS)),
-             _File(FUNCTIONS_CSV, lambda p: write_csv(p, tables.functions, metrics.FUNCTION_COLUMNS))]
+             _File(FUNCTIONS_CSV, lambda p: write_csv(p, tables.functions, metrics.FUNCTION_COLUMNS)),
+             _File(FUNCTIONS_PARQUET, lambda p: write_parquet(p, tables.functions, metrics.FUNCTION_COLUMNS))]
     if path is not None:
         files += [_File(cp.CSV_NAME, lambda p: write_csv(p, path, cp.SEGMENT_COLUMNS)),
                   _File(cp.PARQUET_NAME, lambda p: write_parquet(p, path, cp.SEGMENT_COLUMNS))]
     if linked is not None:
-        files += _linked_files(linked)
+        files += _linked_files(linked, _big_csv_written(tables.ranks))
     chart = svg.per_rank_from_table(tables.ranks)
-    files += [_File(svg.SVG_NAME, lambda p: svg.write_rank_chart(os.path.dirname(p), chart)),
+    files.append(_File(svg.SVG_NAME, lambda p: svg.write_rank_chart(os.path.dirname(p), chart)))
+    facts = run_facts(info, tables, linked, path, sorted(n for f in files for n in (f.name,) + f.also))
+    files += [_File(RUN_JSON, lambda p: _write_text(p, json.dumps(facts, indent=1) + "\n")),
               _File(SUMMARY, lambda p: _write_text(p, text))]
     return files
+
+
+def run_facts(info, tables, linked=None, path=None, files=()):
+    """The facts of the run that run.json holds: a dict of JSON values (times in integer ns).
+
+    The same numbers as summary.txt's head (run time: first MPI_Init to last MPI_Finalize), plus
+    what the analysis chose (algorithm, clock method) and the report's file names (`files`)."""
+    ranks = tables.ranks
+    facts = linked["facts"] if linked is not None else {}
+    repair = facts.get("repair")
+    n = len(ranks["rank"])
+    return {
+        "mpigraph_version": __version__,
+        "run_dir": info.run_dir,
+        "job_id": info.job_id,
+        "ranks": int(info.world_size),
+        "finalized": int(ranks["finalized"].sum()),
+        "hosts": sorted(set(ranks["host"].tolist())),
+        "run_time_ns": int(ranks["program_end"].max() - ranks["program_start"].min()) if n else 0,
+        "program_time_ns": int(ranks["program_time"].sum()),
+        "mpi_time_ns": int(ranks["mpi_time"].sum()),
+        "calls": int(ranks["calls"].sum()),
+        "records": int(ranks["records"].sum()),
+        "algorithm": facts.get("algorithm"),
+        "clock_method": facts.get("clock_method"),
+        "receive_before_send": None if repair is None else {
+            "found": int(repair.found), "repaired": int(repair.repaired), "rounds": int(repair.rounds),
+            "remaining": int(repair.remaining)},
+        "critical_path_ns": None if path is None else int(np.asarray(path["duration"]).sum()),
+        "critical_path_segments": None if path is None else len(path["rank"]),
+        "files": sorted(set(files) | {RUN_JSON, SUMMARY}),
+    }
 
 
 def write_path(run_dir, path):
@@ -569,13 +678,13 @@ def write_report(out_dir, info, tables, linked=None, path=None, path_lines=()):
     """
     tables = metrics.with_path(tables, path)
     text = summary_text(info, tables, linked, path_lines)
-    files = _report_files(tables, linked, path, text)
+    files = _report_files(info, tables, linked, path, text)
     try:
         os.makedirs(out_dir, exist_ok=True)
         _write_at_once(out_dir, files[:-1])
         _write_one(out_dir, files[-1])
     except OSError as e:
-        _remove([os.path.join(out_dir, f.name) for f in files])
+        _remove([os.path.join(out_dir, name) for f in files for name in (f.name,) + f.also])
         raise ReportError("cannot write the report: %s: %s (the raw logs in %s are intact: mpigraph analyze "
                           "%s --out <another directory>)" % (e.filename or out_dir, e.strerror or e,
                                                              raw_dir_of(info), info.run_dir)) from None

@@ -36,10 +36,11 @@ def build_demo(mpicc=None):
     return exe
 
 
-def run_demo(n=4, out=None, iterations=None):
-    """Build and run the demo on `n` ranks under mpigraph; returns its exit code."""
+def run_demo(n=4, out=None, iterations=None, options=None):
+    """Build and run the demo on `n` ranks under mpigraph (`options`: MPIGRAPH_* variables for the
+    ranks, as launcher.run takes them); returns its exit code."""
     exe = build_demo()
     # The demo's mpiexec must come from the same MPI as the mpicc that built it.
     mpiexec = os.path.join(os.path.dirname(find_mpi_tool("mpicc")), "mpiexec")
     args = [exe] + ([str(iterations)] if iterations else [])
-    return run(args, n, out=out, mpiexec=mpiexec if os.path.exists(mpiexec) else None)
+    return run(args, n, out=out, options=options, mpiexec=mpiexec if os.path.exists(mpiexec) else None)

@@ -61,9 +61,12 @@ def _analyse(run_dir):
         print("mpigraph: analysing with the Python of %s, mpigraph from %s"
               % (sys.prefix, os.path.dirname(os.path.abspath(mpigraph.__file__))), file=sys.stderr)
     try:
-        analysis.analyze(run_dir, comm, settings, in_job=True)
+        text = analysis.analyze(run_dir, comm, settings, in_job=True)
     finally:
         comm.Free()
+    if text is not None and not settings.quiet:      # analysis rank 0; `mpigraph run` sets quiet and prints it
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
 
 def analyse_at_finalize(run_dir):

@@ -13,6 +13,7 @@ import sys
 import time
 
 from mpigraph import config
+from mpigraph.report import outdir
 
 
 class LauncherError(Exception):
@@ -71,20 +72,29 @@ def rank_environment(out, options=None):
     return env
 
 
+def _settings(options):
+    """The settings in effect for the run: the environment's, with `options` over them."""
+    return config.from_env(dict(os.environ, **(options or {})))
+
+
 def analysis_wanted(options):
-    return config.from_env(dict(os.environ, **(options or {}))).analyze
+    return _settings(options).analyze
 
 
 def run(argv_prog, nprocs, out=None, options=None, mpiexec=None):
     """Run `argv_prog` on `nprocs` ranks under the shim; returns the program's exit code.
 
     `options` are extra MPIGRAPH_* variables for the ranks.  The report goes to
-    `out` (default ./mpigraph-<date>-<id>); its summary is printed afterwards.
+    `out` (default ./mpigraph-<date>-<id>); its summary is printed afterwards unless
+    MPIGRAPH_QUIET is set (in `options` or the environment: ``mpigraph run --quiet``).
+    Raises outdir.OutputDirError, before the program starts, when `out` is an existing directory
+    holding files and no raw/ (not a run directory: the user's own files are never written over).
     """
     if not argv_prog:
         raise LauncherError("no program to run: mpigraph run -n N -- ./app args")
     mpiexec = find_mpi_tool("mpiexec", mpiexec)
     out = os.path.abspath(out or default_run_dir())
+    outdir.check_run_dir(out, "with --out")
     cmd = command_line(mpiexec, launcher_flavour(mpiexec), nprocs, rank_environment(out, options), argv_prog)
     try:
         code = subprocess.call(cmd)
@@ -92,9 +102,10 @@ def run(argv_prog, nprocs, out=None, options=None, mpiexec=None):
         raise LauncherError("cannot start %s: %s" % (mpiexec, e))
     summary = os.path.join(out, "summary.txt")
     if os.path.exists(summary):
-        with open(summary) as f:
-            sys.stdout.write(f.read())
-        print("mpigraph: report in %s" % out)
+        if not _settings(options).quiet:
+            with open(summary) as f:
+                sys.stdout.write(f.read())
+            print("mpigraph: report in %s" % out)
     elif not analysis_wanted(options):
         print("mpigraph: raw logs in %s/raw (analysis off; run: mpigraph analyze %s)" % (out, out), file=sys.stderr)
     else:
