@@ -10,6 +10,10 @@
     mpigraph view DIR [--perfetto]        write DIR/timeline.html and DIR/ranks.svg
                                           (and DIR/trace.json for Perfetto UI)
     mpigraph config                       the MPIGRAPH_* settings
+    mpiexec -n 2 mpigraph calibrate [--out params.csv]
+                                          latency and per-byte time per protocol
+    mpigraph netprobe --simulate fattree:8,3 | --topology T.json
+                                          every node pair's latency (seed 001)
 
 Errors the user can fix (bad logs, bad settings, no MPI) print one line
 ``mpigraph: error: ...`` on stderr and exit with status 2.  Subcommands import
@@ -157,6 +161,9 @@ def build_parser():
 
     p = sub.add_parser("config", help="list the MPIGRAPH_* settings and their defaults")
     p.set_defaults(func=cmd_config)
+
+    from mpigraph.network.cli import add_parser as add_network_parsers   # calibrate, netprobe
+    add_network_parsers(sub)
     return parser
 
 
@@ -168,7 +175,8 @@ def _user_error_types():
     """
     types = [settings.ConfigError, FileNotFoundError]
     for module, name in (("mpigraph.trace", "TraceError"), ("mpigraph.launcher", "LauncherError"),
-                         ("mpigraph.report", "ReportError"), ("mpigraph.node_memory", "NotEnoughMemory")):
+                         ("mpigraph.report", "ReportError"), ("mpigraph.node_memory", "NotEnoughMemory"),
+                         ("mpigraph.network", "NetworkError")):
         if module in sys.modules:
             types.append(getattr(sys.modules[module], name))
     return tuple(types)
