@@ -37,7 +37,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--seed", type=int, default=1, help="random orders, oversampling, truth (default 1)")
     p.add_argument("--noise", type=float, default=0.0, help="--simulate: one-sided multiplicative noise (0.02 = 2%%)")
     p.add_argument("--repeats", type=int, metavar="K",
-                   help="ping-pongs per pair, the minimum kept (default 1 simulated, 30 real)")
+                   help="ping-pongs per pair, the minimum kept (default 1 simulated, 60 real)")
+    p.add_argument("--passes", type=int, default=3,
+                   help="real runs: the schedule runs this many times, the repeats spread over them (default 3)")
     p.add_argument("--warmup", type=int, default=5, help="untimed ping-pongs before each pair's (default 5)")
     p.add_argument("--oversample", type=float, default=1.0, metavar="F",
                    help="measure about F x rank(S) pairs: the minimal set plus random others (default 1)")
@@ -89,7 +91,8 @@ def _real(args, topo) -> int:
     from mpigraph.network import outputs, runner
 
     result = runner.run(topo, orders=args.orders, oversample=args.oversample, seed=args.seed, emulate=args.emulate,
-                        warmup=args.warmup, repeats=args.repeats or 30, validate=args.validate)
+                        warmup=args.warmup, repeats=args.repeats or 60, validate=args.validate,
+                        passes=args.passes)
     if result is None:
         return 0
     plan, table, aggregates, solution = result
