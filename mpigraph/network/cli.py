@@ -78,7 +78,8 @@ def _simulate(args, topo) -> int:
     aggregates = aggregated_links(sim.S[sim.plan.measured], sim.solution)
     paths = outputs.write(args.out, sim.plan, table, aggregates, topo.links)
     error = sim.relative_error
-    print(outputs.summary(topo.description, topo.n, topo.m, sim.plan, sim.solution.residual_rms))
+    print(outputs.summary(topo.description, topo.n, topo.m, sim.plan, sim.solution.residual_rms,
+                          sim.solution.condition))
     print("  simulated: link latencies U(%.2g, %.2g) s, noise %g (one-sided), min of %d repeats"
           % (LOW, HIGH, args.noise, args.repeats or 1))
     print("  error of every pair's RTT against the truth: median %.3g%%, max %.3g%%"
@@ -97,7 +98,7 @@ def _real(args, topo) -> int:
         return 0
     plan, table, aggregates, solution = result
     paths = outputs.write(args.out, plan, table, aggregates, topo.links)
-    print(outputs.summary(topo.description, plan.n, topo.m, plan, solution.residual_rms))
+    print(outputs.summary(topo.description, plan.n, topo.m, plan, solution.residual_rms, solution.condition))
     if args.emulate:
         print("  emulated: link latencies U(%.0f, %.0f) us added by the responders"
               % (runner.EMULATED_LOW * 1e6, runner.EMULATED_HIGH * 1e6))

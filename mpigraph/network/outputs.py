@@ -80,7 +80,7 @@ def _write_csv(path, header, rows) -> None:
         writer.writerows(rows)
 
 
-def summary(description: str, n: int, m: int, plan: Plan, residual_rms: float) -> str:
+def summary(description: str, n: int, m: int, plan: Plan, residual_rms: float, condition: float) -> str:
     """The plan's figures: pairs, rank(S), rounds against the bound, the orders tried."""
     pairs = n * (n - 1) // 2
     lines = [
@@ -91,6 +91,8 @@ def summary(description: str, n: int, m: int, plan: Plan, residual_rms: float) -
         % (plan.mmset_rounds, plan.bound, plan.order, plan.n_rounds),
         "  orders tried: " + ", ".join("%s %d (bound %d)" % (t.name, t.rounds, t.bound) for t in plan.tried),
     ]
+    lines.append("  condition number of the measured set: %.3g (noise in a measurement can reach the "
+                 "predictions amplified up to this much; oversampling lowers it)" % condition)
     if np.isfinite(residual_rms):
         lines.append("  residual RMS of the measurements: %.3g us" % (residual_rms * 1e6))
     return "\n".join(lines)

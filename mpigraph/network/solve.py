@@ -29,6 +29,8 @@ class Solution:
     beta: np.ndarray             # minimum-norm link latencies
     rank: int
     residual_rms: float          # NaN when the measurements are exactly determined
+    condition: float             # largest / smallest nonzero singular value of C: how much
+                                 # the measurements' noise can be amplified in the predictions
     sigma: np.ndarray            # the standard error used for each measurement
     pinv: np.ndarray             # C^+ (links x measurements)
 
@@ -58,7 +60,8 @@ def solve(C: sp.csr_matrix, O: np.ndarray, sigma: Optional[np.ndarray] = None) -
     residual_rms = float(np.sqrt(np.sum((D @ beta - O) ** 2) / dof)) if dof > 0 else float("nan")
     own = np.zeros(len(O)) if sigma is None else np.nan_to_num(np.asarray(sigma, dtype=float))
     used = np.maximum(own, residual_rms if dof > 0 else 0.0)
-    return Solution(beta, rank, residual_rms, used, pinv)
+    condition = float(s[0] / s[rank - 1]) if rank else float("nan")
+    return Solution(beta, rank, residual_rms, condition, used, pinv)
 
 
 @dataclass

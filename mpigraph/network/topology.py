@@ -18,7 +18,7 @@ the route padded with -1.  Two kinds exist:
   A link without a name is called "l<i>" (i from 1, in file order).  With "routes", a
   pair missing from the table takes the reverse of its partner's route; with
   "routing": "shortest" every route is a fewest-hop path found by breadth-first search
-  (ties go to the link listed first), right for trees, where the path is unique; with
+  (ties to the node listed first), right for trees, where the path is unique; with
   {"fattree": [p, q]} as the whole file, the generator below.
 
 Routing must be static: adaptive routing breaks the additive model (seed 001, 3.1).
@@ -26,12 +26,13 @@ docs/network.md says how to get a description on a real cluster (ibnetdiscover, 
 routing dumps, Slurm's topology.conf).
 """
 
-import collections
 import json
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Sequence
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse import csgraph
 
 from mpigraph.network import NetworkError
 
@@ -225,39 +226,44 @@ def _route_table(routes: Dict[str, List[str]], terminals, link_names, name) -> n
 
 
 def _shortest_routes(terminals, nodes, ends) -> np.ndarray:
-    """Fewest-hop routes by breadth-first search from every terminal (one search per terminal)."""
+    """Fewest-hop routes: a breadth-first search from every terminal (scipy's csgraph), each
+    route read back from the predecessors for all targets at once, one hop per step.
+
+    Ties between equally short routes go to the neighbour found first (the lower node
+    number: terminals, then switches, as listed); of parallel links between two nodes the
+    first listed carries the route.
+    """
     index = {v: i for i, v in enumerate(nodes)}
-    adjacency = collections.defaultdict(list)
-    for link, (a, b) in enumerate(ends):
-        adjacency[index[a]].append((index[b], link))
-        adjacency[index[b]].append((index[a], link))
+    u = np.array([index[a] for a, _ in ends])
+    v = np.array([index[b] for _, b in ends])
+    uu, vv = np.concatenate([u, v]), np.concatenate([v, u])
+    link = np.tile(np.arange(len(ends)), 2)
+    _, first = np.unique(uu * len(nodes) + vv, return_index=True)   # first listed of parallel links
+    graph = sp.csr_matrix((np.ones(len(first)), (uu[first], vv[first])), shape=(len(nodes),) * 2)
+    link_of = sp.csr_matrix((link[first] + 1.0, (uu[first], vv[first])), shape=(len(nodes),) * 2)
     n = len(terminals)
-    paths = []
+    targets = np.arange(n)
+    rows = []
     for source in range(n):
-        parent = {source: None}
-        queue = collections.deque([source])
-        while queue:
-            v = queue.popleft()
-            for w, link in adjacency[v]:
-                if w not in parent:
-                    parent[w] = (v, link)
-                    queue.append(w)
-        row = []
-        for target in range(n):
-            if target != source and target not in parent:
-                raise NetworkError("terminal %s cannot reach %s: the links do not connect them" % (terminals[source], terminals[target]))
-            hops, v = [], target
-            while parent.get(v) is not None:
-                v, link = parent[v]
-                hops.append(link)
-            row.append(hops[::-1])
-        paths.append(row)
-    width = max(1, max(len(p) for row in paths for p in row))
-    table = np.full((n, n, width), NO_LINK, dtype=np.int64)
-    for x in range(n):
-        for y in range(n):
-            table[x, y, :len(paths[x][y])] = paths[x][y]
-    return table
+        _, pred = csgraph.breadth_first_order(graph, source, directed=False, return_predecessors=True)
+        unreachable = np.nonzero((pred[:n] < 0) & (targets != source))[0]
+        if len(unreachable):
+            raise NetworkError("terminal %s cannot reach %s: the links do not connect them"
+                               % (terminals[source], terminals[unreachable[0]]))
+        backwards, cur = [], targets.copy()          # hops from each target back to the source
+        while (cur != source).any():
+            going = cur != source
+            prev = np.where(going, pred[cur], source)
+            backwards.append(np.where(going, np.asarray(link_of[prev, cur]).ravel() - 1, NO_LINK).astype(np.int64))
+            cur = prev
+        back = np.array(backwards).reshape(-1, n).T if backwards else np.zeros((n, 0), dtype=np.int64)
+        length = (back != NO_LINK).sum(axis=1)
+        # route[t, j] = back[t, length_t - 1 - j] for j < length_t: the hops source -> target
+        j = np.arange(back.shape[1])
+        take = np.clip(length[:, None] - 1 - j, 0, None)
+        rows.append(np.where(j < length[:, None], np.take_along_axis(back, take, axis=1), NO_LINK))
+    width = max(1, max(r.shape[1] for r in rows))
+    return np.stack([np.pad(r, ((0, 0), (0, width - r.shape[1])), constant_values=NO_LINK) for r in rows])
 
 
 def fig2_toy() -> dict:
