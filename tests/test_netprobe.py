@@ -13,8 +13,7 @@ import mpi_env
 from mpigraph.network import NetworkError
 from mpigraph.network import topology as T
 from mpigraph.network.outputs import AGREE_FRACTION, AGREE_SIGMAS
-from mpigraph.network.plan import (all_pairs, conflict_graph, lower_bound, make_plan, mmset, path_matrix,
-                                   round_robin_order, welsh_powell)
+from mpigraph.network.plan import all_pairs, make_plan, mmset, path_matrix, round_robin_order
 from mpigraph.network.simulate import simulate
 from mpigraph.network.solve import aggregated_links, describe, solve
 

@@ -5,10 +5,10 @@
     mpiexec -n 4 mpigraph netprobe --topology T.json [--emulate] [--out netprobe]
 """
 
-import argparse
 import sys
 
-import numpy as np
+# No numpy here: mpigraph/cli.py builds every subcommand's parser on each call, and
+# `mpigraph lib` must stay fast; the commands import what they need when they run.
 
 
 def add_parser(subparsers) -> None:
@@ -66,6 +66,8 @@ def cmd_netprobe(args) -> int:
 
 
 def _simulate(args, topo) -> int:
+    import numpy as np
+
     from mpigraph.network import outputs
     from mpigraph.network.simulate import HIGH, LOW, simulate
     from mpigraph.network.solve import aggregated_links
