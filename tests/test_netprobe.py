@@ -224,3 +224,11 @@ def test_emulate_on_4_ranks_predicts_held_out_pairs(tmp_path, wheel):
         assert abs(predicted - measured) <= max(AGREE_SIGMAS * se, AGREE_FRACTION * measured), p
     with open(out / "links.csv") as f:
         assert "ld+up" in {row["links"] for row in csv.DictReader(f)}
+
+
+def test_ranks_on_one_host_without_emulate_is_one_user_error(tmp_path, wheel):
+    topo_path = tmp_path / "t.json"
+    topo_path.write_text(json.dumps(EMULATED))
+    result = mpi_env.mpigraph(["netprobe", "--topology", topo_path, "--out", tmp_path / "np"], nprocs=2, mpi=wheel)
+    assert result.returncode == 2
+    assert result.stderr.count("mpigraph: error:") == 1 and "--emulate" in result.stderr

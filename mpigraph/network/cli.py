@@ -96,8 +96,8 @@ def _real(args, topo) -> int:
     result = runner.run(topo, orders=args.orders, oversample=args.oversample, seed=args.seed, emulate=args.emulate,
                         warmup=args.warmup, repeats=args.repeats or 60, validate=args.validate,
                         passes=args.passes)
-    if result is None:
-        return 0
+    if result is None or result is False:
+        return 0 if result is None else 2     # rank 0 says what went wrong
     plan, table, aggregates, solution = result
     paths = outputs.write(args.out, plan, table, aggregates, topo.links)
     print(outputs.summary(topo.description, plan.n, topo.m, plan, solution.residual_rms, solution.condition))

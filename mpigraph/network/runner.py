@@ -48,9 +48,9 @@ def map_ranks(names: list, topology: Topology, emulate: bool) -> np.ndarray:
     unknown = sorted(set(n for n in names if n not in index))
     if unknown or len(set(names)) != len(names):
         raise NetworkError(
-            "ranks must run one per node on nodes named as the topology's terminals (processor names %s); "
-            "start one rank per node (mpiexec -ppn 1), name terminals by host name, or use --emulate on one host"
-            % ", ".join(unknown or sorted(names)[:4]))
+            "the ranks' processor names (%s) are not distinct terminals of the topology: start one rank "
+            "per node (mpiexec -ppn 1) and name the terminals by host name, or use --emulate on one host"
+            % ", ".join(sorted(set(names))[:4]))
     return np.array([index[n] for n in names])
 
 
@@ -131,7 +131,9 @@ def _respond(comm, MPI, peer, buf, count, spin) -> None:
 
 def run(topology: Topology, orders: int, oversample: float, seed: int, emulate: bool, warmup: int,
         repeats: int, validate: int, passes: int = 3):
-    """The whole MPI run.  On rank 0 returns (plan, PairTable, aggregates, truth); None elsewhere."""
+    """The whole MPI run.  On rank 0 returns (plan, PairTable, aggregates, Solution); None
+    elsewhere.  A user error raises NetworkError on rank 0 only (one message, not one per
+    rank); the other ranks return False."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -150,7 +152,9 @@ def run(topology: Topology, orders: int, oversample: float, seed: int, emulate: 
     # Only the schedule travels: the pairs x links matrix stays on rank 0, which solves.
     schedule = comm.bcast(schedule, root=0)
     if isinstance(schedule, NetworkError):
-        raise schedule
+        if comm.Get_rank() == 0:
+            raise schedule
+        return False
     results = ping_pongs(comm, schedule, warmup, repeats, passes)
     gathered = comm.gather(results, root=0)
     if comm.Get_rank() != 0:
