@@ -13,7 +13,9 @@ import mpi_env
 from mpigraph.network import NetworkError
 from mpigraph.network import topology as T
 from mpigraph.network.outputs import AGREE_FRACTION, AGREE_SIGMAS
-from mpigraph.network.plan import all_pairs, make_plan, mmset, path_matrix, round_robin_order
+import scipy.sparse as sp
+
+from mpigraph.network.plan import all_pairs, make_plan, mmset, path_matrix, round_robin_order, welsh_powell
 from mpigraph.network.simulate import simulate
 from mpigraph.network.solve import aggregated_links, describe, solve
 
@@ -68,6 +70,23 @@ def test_rounds_are_a_proper_colouring(toy):
     for r in range(plan.n_rounds):
         in_round = links_used[plan.rounds == r]
         assert (in_round.sum(axis=0) <= 1).all(), "two paths of round %d share a link" % r
+
+
+def _graph(n, edges):
+    a, b = np.array(edges).T
+    return sp.csr_matrix((np.ones(2 * len(a)), (np.r_[a, b], np.r_[b, a])), shape=(n, n))
+
+
+@pytest.mark.parametrize("n,edges,colours", [
+    (5, [(i, (i + 1) % 5) for i in range(5)], 3),                    # odd cycle
+    (6, [(i, (i + 1) % 6) for i in range(6)], 2),                    # even cycle
+    (4, [(i, j) for i in range(4) for j in range(i + 1, 4)], 4),     # K4
+    (7, [(0, i) for i in range(1, 7)], 2),                           # star
+])
+def test_welsh_powell_colours_known_graphs(n, edges, colours):
+    colour = welsh_powell(_graph(n, edges))
+    a, b = np.array(edges).T
+    assert (colour[a] != colour[b]).all() and colour.max() + 1 == colours
 
 
 @pytest.mark.parametrize("ports,levels,n,m,pairs,rank", FAT_TREES)
