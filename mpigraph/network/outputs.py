@@ -89,7 +89,8 @@ def summary(description: str, n: int, m: int, plan: Plan, residual_rms: float, c
         % (pairs, plan.rank, pairs / max(plan.rank, 1), len(plan.measured)),
         "  rounds: minimal set %d (lower bound %d, order: %s), with the oversampled pairs %d"
         % (plan.mmset_rounds, plan.bound, plan.order, plan.n_rounds),
-        "  orders tried: " + ", ".join("%s %d (bound %d)" % (t.name, t.rounds, t.bound) for t in plan.tried),
+        "  orders tried (rounds, their bound, condition number of the minimal set): "
+        + ", ".join("%s %d (%d, %.3g)" % (t.name, t.rounds, t.bound, t.condition) for t in plan.tried),
     ]
     lines.append("  condition number of the measured set: %.3g (noise in a measurement can reach the "
                  "predictions amplified up to this much; oversampling lowers it)" % condition)
