@@ -59,7 +59,8 @@ def mmset(S: sp.csr_matrix, order: np.ndarray) -> np.ndarray:
     block B of the next rows, P = B Q^T, and the Gram matrix of B's residuals against Q is
     G = B B^T - P P^T (no dense residuals needed).  In-order pivoted Cholesky of G keeps a
     row when its residual against Q and the earlier kept rows of the block is not zero; the
-    kept rows' residuals B_k - P_k Q are orthonormalised (twice, against Q and by QR) into Q.
+    kept rows' residuals B_k - P_k Q are projected off Q once more and orthonormalised by
+    Cholesky QR (twice) into Q (_Basis.add).
     Stops early once the rank equals the number of links.  Cost O(m^2 rank), like the paper's.
     """
     m = S.shape[1]
