@@ -98,12 +98,14 @@ def _real(args, topo) -> int:
                         passes=args.passes)
     if result is None or result is False:
         return 0 if result is None else 2     # rank 0 says what went wrong
-    plan, table, aggregates, solution = result
+    plan, table, aggregates, solution, notes = result
     paths = outputs.write(args.out, plan, table, aggregates, topo.links)
     print(outputs.summary(topo.description, plan.n, topo.m, plan, solution.residual_rms, solution.condition))
     if args.emulate:
-        print("  emulated: link latencies U(%.0f, %.0f) us added by the responders"
+        print("  emulated: link latencies U(%g, %g) us added by the responders"
               % (runner.EMULATED_LOW * 1e6, runner.EMULATED_HIGH * 1e6))
+    for note in notes:
+        print("  note: " + note)
     print("\n".join(outputs.held_out_lines(table)))
     print("  wrote " + ", ".join(paths))
     sys.stdout.flush()

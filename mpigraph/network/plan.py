@@ -148,8 +148,21 @@ def _in_order_pivots(G: np.ndarray, norms: np.ndarray) -> np.ndarray:
     return np.array(chosen, dtype=np.int64)
 
 
+def with_endpoints(C: sp.csr_matrix, x: np.ndarray, y: np.ndarray, n: int) -> sp.csr_matrix:
+    """C's link columns and n more, one per terminal, marking each path's two ends.
+
+    A terminal answers one ping-pong at a time: two paths from the same node conflict even
+    where the topology gives no link of their own to the terminals (a hand-written route
+    table may leave the host's link out).
+    """
+    rows = np.repeat(np.arange(len(x)), 2)
+    ends = sp.csr_matrix((np.ones(2 * len(x)), (rows, np.stack([x, y], axis=1).ravel())), shape=(len(x), n))
+    return sp.hstack([C != 0, ends], format="csr")
+
+
 def conflict_graph(C: sp.csr_matrix) -> sp.csr_matrix:
-    """Adjacency of the paths (rows of C) that share a link: (C C^T > 0) without the diagonal."""
+    """Adjacency of the paths (rows of C) that share a column (a link, or an end when C
+    comes from with_endpoints): (C C^T > 0) without the diagonal."""
     used = (C != 0).astype(np.int32)
     A = (used @ used.T).tocsr()
     A.setdiag(0)
@@ -173,7 +186,7 @@ def welsh_powell(A: sp.csr_matrix) -> np.ndarray:
 
 
 def lower_bound(C: sp.csr_matrix) -> int:
-    """The most paths (rows of C) through one link: no plan has fewer rounds."""
+    """The most paths (rows of C) through one link (or end): no plan has fewer rounds."""
     return int(np.asarray((C != 0).sum(axis=0)).max()) if C.shape[0] else 0
 
 
@@ -244,8 +257,9 @@ def make_plan(topology: Topology, terminals: Optional[np.ndarray] = None, orders
     for name, order in candidates:
         rows = mmset(S, order)
         C = S[rows]
-        colours = welsh_powell(conflict_graph(C))
-        entry = OrderTried(name, len(rows), int(colours.max()) + 1 if len(rows) else 0, lower_bound(C),
+        E = with_endpoints(C, x[rows], y[rows], n)
+        colours = welsh_powell(conflict_graph(E))
+        entry = OrderTried(name, len(rows), int(colours.max()) + 1 if len(rows) else 0, lower_bound(E),
                            _condition(C) if 0 < C.shape[1] <= CONDITION_UP_TO else float("nan"))
         tried.append(entry)
         if best is None or entry.rounds < best[0].rounds:
@@ -253,7 +267,7 @@ def make_plan(topology: Topology, terminals: Optional[np.ndarray] = None, orders
     entry, rows = best
     extra = _oversample(len(x), rows, oversample, rng)
     measured = np.concatenate([rows, extra])
-    colours = welsh_powell(conflict_graph(S[measured]))
+    colours = welsh_powell(conflict_graph(with_endpoints(S[measured], x[measured], y[measured], n)))
     return Plan(n, entry.rank, rows, measured, colours, entry.bound, entry.rounds, entry.name, tried)
 
 

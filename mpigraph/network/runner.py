@@ -11,22 +11,24 @@
     on one host the RTT is (emulated latency + the shared-memory round trip) and the
     solution must recover the emulated links; the shared-memory time is the same for every
     pair and goes into the terminal links (every round trip crosses exactly two of them,
-    twice each)
+    twice each); on a host with fewer cores than ranks the pairs of a round take turns
 """
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from mpigraph.network import NetworkError
 from mpigraph.network.outputs import PairTable
-from mpigraph.network.plan import all_pairs, conflict_graph, make_plan, path_matrix, welsh_powell
+from mpigraph.network.plan import all_pairs, conflict_graph, make_plan, path_matrix, welsh_powell, with_endpoints
 from mpigraph.network.solve import aggregated_links, solve
 from mpigraph.network.topology import Topology
 
-# An emulated link's latency: far above a shared-memory round trip (a few us) and the
-# scheduler's hiccups on an oversubscribed host, which the minimum of repeats removes.
-EMULATED_LOW, EMULATED_HIGH = 100e-6, 300e-6
+# An emulated link's latency: far above a shared-memory round trip (a few us) and above the
+# delays the minimum of repeats cannot remove on a host shared with other jobs (a waiting
+# rank woken late, seen up to 0.5 ms on 2 cores with 10 other runnable processes).
+EMULATED_LOW, EMULATED_HIGH = 0.5e-3, 1.5e-3
 MESSAGE = 8                                  # bytes per ping-pong (seed 001 measures latency only)
 
 
@@ -54,18 +56,31 @@ def map_ranks(names: list, topology: Topology, emulate: bool) -> np.ndarray:
     return np.array([index[n] for n in names])
 
 
-def build_schedule(topology: Topology, terminals: np.ndarray, plan, emulate: bool, validate: int, rng):
-    """The plan's rounds and the held-out pairs' rounds (coloured the same way), and the spins."""
+def build_schedule(topology: Topology, terminals: np.ndarray, plan, emulate: bool, validate: int, rng,
+                   one_at_a_time: bool = False):
+    """The plan's rounds and the held-out pairs' rounds (coloured the same way), and the spins;
+    with one_at_a_time every round is split into rounds of one ping-pong."""
     x, y = all_pairs(len(terminals))
     S = path_matrix(topology, terminals[x], terminals[y])
     spare = np.setdiff1d(np.arange(len(x)), plan.measured)
     held = rng.choice(spare, size=min(validate, len(spare)), replace=False) if len(spare) else spare
     rounds, pair_ids = _rounds(plan.measured, plan.rounds, x, y)
     if len(held):
-        more, more_ids = _rounds(held, welsh_powell(conflict_graph(S[held])), x, y)
+        more, more_ids = _rounds(held, welsh_powell(conflict_graph(with_endpoints(S[held], x[held], y[held], len(terminals)))), x, y)
         rounds, pair_ids = rounds + more, pair_ids + more_ids
+    if one_at_a_time:
+        pair_ids = [ids[i:i + 1] for ids in pair_ids for i in range(len(ids))]
+        rounds = [pairs[i:i + 1] for pairs in rounds for i in range(len(pairs))]
     truth = rng.uniform(EMULATED_LOW, EMULATED_HIGH, size=topology.m) if emulate else np.zeros(topology.m)
     return Schedule(rounds, pair_ids, S @ truth), S, held, truth
+
+
+def cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def _rounds(pairs, colours, x, y):
@@ -79,10 +94,14 @@ def _rounds(pairs, colours, x, y):
 
 def ping_pongs(comm, schedule: Schedule, warmup: int, repeats: int, passes: int) -> dict:
     """Run every round `passes` times, repeats/passes timed round trips a time; returns
-    {pair index: (min RTT, gap to the second smallest)} of the pairs this rank initiated.
+    {pair index: (min RTT, its error)} of the pairs this rank initiated.
 
     Passes spread a pair's round trips over the run: a burst of load from other processes
     that lasts the length of one pair's measurement cannot spoil all of that pair's samples.
+    The error of the minimum is the larger of the gap between the two smallest samples and
+    the gap between the two smallest of the passes' own minima: when the load on the host
+    changes during the run, the minimum each pass finds changes with it (one bad pass,
+    though, does not count).
     """
     from mpi4py import MPI
 
@@ -104,7 +123,9 @@ def ping_pongs(comm, schedule: Schedule, warmup: int, repeats: int, passes: int)
     out = {}
     for pair, chunks in times.items():
         ordered = np.sort(np.concatenate(chunks))
-        out[pair] = (ordered[0], ordered[1] - ordered[0] if len(ordered) > 1 else 0.0)
+        gap = ordered[1] - ordered[0] if len(ordered) > 1 else 0.0
+        lows = np.sort([c.min() for c in chunks])
+        out[pair] = (ordered[0], max(gap, lows[1] - lows[0] if len(lows) > 1 else 0.0))
     return out
 
 
@@ -131,7 +152,7 @@ def _respond(comm, MPI, peer, buf, count, spin) -> None:
 
 def run(topology: Topology, orders: int, oversample: float, seed: int, emulate: bool, warmup: int,
         repeats: int, validate: int, passes: int = 3):
-    """The whole MPI run.  On rank 0 returns (plan, PairTable, aggregates, Solution); None
+    """The whole MPI run.  On rank 0 returns (plan, PairTable, aggregates, Solution, notes); None
     elsewhere.  A user error raises NetworkError on rank 0 only (one message, not one per
     rank); the other ranks return False."""
     from mpi4py import MPI
@@ -146,7 +167,11 @@ def run(topology: Topology, orders: int, oversample: float, seed: int, emulate: 
             rng = np.random.default_rng(seed)
             terminals = map_ranks(names, topology, emulate)
             plan = make_plan(topology, terminals, orders=orders, oversample=oversample, seed=seed)
-            schedule, S, held, truth = build_schedule(topology, terminals, plan, emulate, validate, rng)
+            # On one host with fewer cores than ranks, concurrent ping-pongs (their responders
+            # busy-spinning) would take turns on the cores and measure the scheduler: there,
+            # emulated rounds run one ping-pong at a time.  A real network's rounds stay parallel.
+            serial = emulate and cores() < comm.Get_size()
+            schedule, S, held, truth = build_schedule(topology, terminals, plan, emulate, validate, rng, serial)
         except NetworkError as error:
             schedule = error
     # Only the schedule travels: the pairs x links matrix stays on rank 0, which solves.
@@ -172,4 +197,6 @@ def run(topology: Topology, orders: int, oversample: float, seed: int, emulate: 
     status[plan.measured] = "plan"
     status[held] = "held_out"
     table = PairTable([topology.terminals[t] for t in terminals], x, y, status, rtt, predicted, se, S @ truth if emulate else None)
-    return plan, table, aggregated_links(S[plan.measured], solution), solution
+    notes = ["the rounds ran one ping-pong at a time: %d cores for %d ranks" % (cores(), comm.Get_size())] \
+        if serial else []
+    return plan, table, aggregated_links(S[plan.measured], solution), solution, notes
