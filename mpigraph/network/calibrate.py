@@ -29,6 +29,7 @@ FULL_REPEATS_UP_TO = 64 << 10
 MIN_REPEATS = 10
 WARMUP = 5
 PASSES = 3           # sweeps over the sizes (measure())
+SETTLE = 500         # untimed 0-byte round trips before the first size
 TAG = 11
 
 
@@ -48,7 +49,8 @@ def parse_sizes(text: str) -> List[int]:
             raise NetworkError("--sizes %s: write bytes separated by commas, K and M allowed (0,8,1K,64K,1M)" % text)
         sizes.append(int(match.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20}[match.group(2).lower()])
     if len(set(sizes)) < 2 * 2:
-        raise NetworkError("--sizes: give at least 4 different sizes (a line per protocol needs 2)")
+        raise NetworkError("--sizes: give at least 4 different sizes, 6 or more to find the protocols' threshold "
+                           "(3 a side)")
     return sorted(set(sizes))
 
 
@@ -95,9 +97,10 @@ def ping_pong(comm, peer: int, initiator: bool, size: int, count: int) -> np.nda
 def measure(comm, sizes: List[int], repeats: int, passes: int = PASSES) -> Dict[str, Dict[int, np.ndarray]]:
     """On rank 0: {host_pair: {size: one-way times}}; {} elsewhere.  The other ranks wait.
 
-    The sizes are swept `passes` times, a share of each size's repeats per sweep: a burst
-    of load from other processes then spreads over many sizes a little instead of making
-    a run of neighbouring sizes slow, which would look like a protocol's jump.
+    The sizes are swept `passes` times, each time in another order, a share of each size's
+    repeats per sweep: a burst of load from other processes then spreads over many sizes a
+    little instead of making a run of neighbouring sizes slow, which would look like a
+    protocol's jump.
     """
     from mpi4py import MPI
 
@@ -105,8 +108,15 @@ def measure(comm, sizes: List[int], repeats: int, passes: int = PASSES) -> Dict[
     me = comm.Get_rank()
     out: Dict[str, Dict[int, list]] = {}
     for host_pair, a, b in choose_pairs(names):
+        if me in (a, b):
+            # Both ranks busy for a while before the first timing: the first size must not
+            # pay for page faults, connection setup or a rank still being scheduled in.
+            ping_pong(comm, b if me == a else a, me == a, 0, SETTLE)
         for sweep in range(passes):
-            for size in sizes:
+            # Each sweep in its own (seeded, so every rank's same) order: a slow spell of the
+            # host then hits scattered sizes, not a run of neighbours that looks like a jump.
+            for size in np.random.default_rng(sweep).permutation(sizes):
+                size = int(size)
                 total = repeats_for(size, repeats)
                 count = total // passes + (1 if sweep < total % passes else 0)
                 if count == 0:

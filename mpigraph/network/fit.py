@@ -12,7 +12,8 @@ likelihood of its eq. 7 under uniform priors) with bootstrap intervals.
     line:         t(N) = alpha + beta N by weighted least squares, weights w_i = 1/sigma_i^2:
                   beta = (W Swxy - Swx Swy) / (W Swxx - Swx^2), alpha = (Swy - beta Swx) / W
     threshold:    sizes sorted; every split k (eager = the first k sizes, rendezvous = the
-                  rest, at least MIN_POINTS each) fitted by two lines; the split with the
+                  rest, at least MIN_POINTS each) fitted by two lines, neither falling
+                  (beta >= 0: a split that needs a falling line fits noise); the split with the
                   smallest total weighted residual sum(w_i r_i^2) wins, unless one line does
                   as well by BIC (chi2 + parameters * ln K: 2 parameters against 5).
                   S = the smallest size of the rendezvous side: the jump lies in
@@ -28,7 +29,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 OUTLIER = 5.0         # robust standard deviations above the median: interference, dropped
-MIN_POINTS = 2        # sizes on each side of a threshold: a line needs two
+MIN_POINTS = 3        # sizes on each side of a threshold: a line needs two, a check one more
 SIGMA_FLOOR = 1e-12   # s: a size whose samples are all equal (synthetic) still gets a finite weight
 
 
@@ -110,9 +111,13 @@ def find_threshold(stats: SizeStats) -> Optional[int]:
     _, _, chi_one = wls(x, y, s)
     best, best_chi = None, np.inf
     for k in range(MIN_POINTS, K - MIN_POINTS + 1):
-        chi = wls(x[:k], y[:k], s[:k])[2] + wls(x[k:], y[k:], s[k:])[2]
-        if chi < best_chi:
-            best, best_chi = k, chi
+        _, beta_eager, chi_eager = wls(x[:k], y[:k], s[:k])
+        _, beta_rdv, chi_rdv = wls(x[k:], y[k:], s[k:])
+        # A byte never takes negative time: a split that needs a falling line fits noise.
+        if beta_eager < 0 or beta_rdv < 0:
+            continue
+        if chi_eager + chi_rdv < best_chi:
+            best, best_chi = k, chi_eager + chi_rdv
     if best is None or chi_one + 2 * np.log(K) <= best_chi + 5 * np.log(K):
         return None
     return best
