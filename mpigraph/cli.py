@@ -14,6 +14,10 @@
     mpigraph config                       the MPIGRAPH_* settings
     mpigraph model DIR [DIR ...] [--predict P ...]
                                           queuing-network model of run time (seed 002)
+    mpiexec -n 2 mpigraph calibrate [--out params.csv]
+                                          latency and per-byte time per protocol
+    mpigraph netprobe --simulate fattree:8,3 | --topology T.json
+                                          every node pair's latency (seed 001)
 
 The flags that several subcommands have mean the same in each: --out names the directory
 written into (run, demo: the run directory; analyze, view: where the report or the pictures
@@ -192,6 +196,9 @@ def build_parser():
 
     from mpigraph.model.cli import add_parser as add_model_parser
     add_model_parser(sub)
+
+    from mpigraph.network.cli import add_parser as add_network_parsers   # calibrate, netprobe
+    add_network_parsers(sub)
     return parser
 
 
@@ -225,7 +232,7 @@ def _user_error_types():
     for module, name in (("mpigraph.trace.logs", "TraceError"), ("mpigraph.shim.launcher", "LauncherError"),
                          ("mpigraph.report.writer", "ReportError"), ("mpigraph.comm.node_memory", "NotEnoughMemory"),
                          ("mpigraph.model.mva", "ModelError"), ("mpigraph.report.outdir", "OutputDirError"),
-                         ("mpigraph.view", "ViewError")):
+                         ("mpigraph.view", "ViewError"), ("mpigraph.network", "NetworkError")):
         if module in sys.modules:
             types.append(getattr(sys.modules[module], name))
     return tuple(types)

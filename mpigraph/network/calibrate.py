@@ -1,0 +1,193 @@
+"""`mpiexec -n 2 mpigraph calibrate`: ping-pong over message sizes, fitted per protocol.
+
+    pairs     ranks grouped by MPI_Get_processor_name: one pair on one host (same-host)
+              and one pair on two hosts (other-host), each where the ranks allow it
+    sizes     0 B .. 4 MiB: the powers of two and the midpoints between them (3 * 2^(k-1)),
+              so the eager/rendezvous jump is bracketed within a factor 1.5
+    repeats   `repeats` timed round trips per size up to 64 KiB, proportionally fewer above
+              (at least MIN_REPEATS): the large sizes' times vary less, relatively; spread
+              over PASSES sweeps of all sizes
+    a sample  one round trip's time / 2 (MPI_Wtime), after WARMUP untimed round trips
+    fit       fit.py: the threshold S from the data, alpha + beta N per protocol, bootstrap
+              intervals; written to params.csv (params.py) and printed, per size the mean +-
+              spread against the fit
+"""
+
+import os
+import re
+import sys
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from mpigraph.network import NetworkError
+from mpigraph.network.fit import Fit, fit
+from mpigraph.network.params import ProtocolParams, write_params
+
+MAX_SIZE = 4 << 20
+FULL_REPEATS_UP_TO = 64 << 10
+MIN_REPEATS = 10
+WARMUP = 5
+PASSES = 3           # sweeps over the sizes (measure())
+SETTLE = 500         # untimed 0-byte round trips before the first size
+TAG = 11
+
+
+def default_sizes() -> List[int]:
+    """0, 1, 2, 3, 4, 6, 8, 12, ... 3 MiB, 4 MiB."""
+    powers = [1 << k for k in range(23)]
+    middles = [3 << (k - 1) for k in range(1, 22)]
+    return sorted(set([0] + powers + middles))
+
+
+def parse_sizes(text: str) -> List[int]:
+    """'0,8,1K,64K,1M' -> bytes (K = 1024, M = 1024^2)."""
+    sizes = []
+    for item in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*([kKmM]?)\s*", item)
+        if not match:
+            raise NetworkError("--sizes %s: write bytes separated by commas, K and M allowed (0,8,1K,64K,1M)" % text)
+        sizes.append(int(match.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20}[match.group(2).lower()])
+    if len(set(sizes)) < 2 * 2:
+        raise NetworkError("--sizes: give at least 4 different sizes, 6 or more to find the protocols' threshold "
+                           "(3 a side)")
+    return sorted(set(sizes))
+
+
+def repeats_for(size: int, repeats: int) -> int:
+    return max(MIN_REPEATS, int(repeats * min(1.0, FULL_REPEATS_UP_TO / max(size, 1))))
+
+
+def choose_pairs(names: List[str]) -> List[Tuple[str, int, int]]:
+    """[(host_pair, rank a, rank b)]: the first two ranks sharing a host, and rank 0 with the
+    first rank on another host."""
+    pairs = []
+    seen: Dict[str, int] = {}
+    for rank, name in enumerate(names):
+        if name in seen:
+            pairs.append(("same-host", seen[name], rank))
+            break
+        seen[name] = rank
+    other = [r for r, name in enumerate(names) if name != names[0]]
+    if other:
+        pairs.append(("other-host", 0, other[0]))
+    return pairs
+
+
+def ping_pong(comm, peer: int, initiator: bool, size: int, count: int) -> np.ndarray:
+    """One-way times (round trip / 2) of `count` timed round trips after WARMUP untimed ones."""
+    from mpi4py import MPI
+
+    buf = np.zeros(max(size, 1), dtype=np.uint8)
+    message = [buf, size, MPI.BYTE]
+    times = np.empty(count)
+    for i in range(WARMUP + count):
+        if initiator:
+            start = MPI.Wtime()
+            comm.Send(message, dest=peer, tag=TAG)
+            comm.Recv(message, source=peer, tag=TAG)
+            if i >= WARMUP:
+                times[i - WARMUP] = (MPI.Wtime() - start) / 2
+        else:
+            comm.Recv(message, source=peer, tag=TAG)
+            comm.Send(message, dest=peer, tag=TAG)
+    return times
+
+
+def measure(comm, sizes: List[int], repeats: int, passes: int = PASSES) -> Dict[str, Dict[int, np.ndarray]]:
+    """On rank 0: {host_pair: {size: one-way times}}; {} elsewhere.  The other ranks wait.
+
+    The sizes are swept `passes` times, each time in another order, a share of each size's
+    repeats per sweep: a burst of load from other processes then spreads over many sizes a
+    little instead of making a run of neighbouring sizes slow, which would look like a
+    protocol's jump.
+    """
+    from mpi4py import MPI
+
+    names = comm.allgather(MPI.Get_processor_name())
+    me = comm.Get_rank()
+    out: Dict[str, Dict[int, list]] = {}
+    for host_pair, a, b in choose_pairs(names):
+        if me in (a, b):
+            # Both ranks busy for a while before the first timing: the first size must not
+            # pay for page faults, connection setup or a rank still being scheduled in.
+            ping_pong(comm, b if me == a else a, me == a, 0, SETTLE)
+        for sweep in range(passes):
+            # Each sweep in its own (seeded, so every rank's same) order: a slow spell of the
+            # host then hits scattered sizes, not a run of neighbours that looks like a jump.
+            for size in np.random.default_rng(sweep).permutation(sizes):
+                size = int(size)
+                total = repeats_for(size, repeats)
+                count = total // passes + (1 if sweep < total % passes else 0)
+                if count == 0:
+                    continue
+                times = None
+                if me in (a, b):
+                    times = ping_pong(comm, b if me == a else a, me == a, size, count)
+                if a != 0 and me == a:
+                    comm.Send(times, dest=0, tag=TAG + 1)
+                if me == 0:
+                    if a != 0:
+                        times = np.empty(count)
+                        comm.Recv(times, source=a, tag=TAG + 1)
+                    out.setdefault(host_pair, {}).setdefault(size, []).append(times)
+                comm.Barrier()
+    return {h: {s: np.concatenate(t) for s, t in by_size.items()} for h, by_size in out.items()}
+
+
+def to_rows(host_pair: str, result: Fit) -> List[ProtocolParams]:
+    return [ProtocolParams(line.protocol, line.alpha, line.beta, line.alpha_lo, line.alpha_hi, line.beta_lo,
+                           line.beta_hi, result.threshold, host_pair) for line in result.lines]
+
+
+def report(host_pair: str, result: Fit, level: float = 0.95) -> str:
+    """The table per protocol with intervals, then per size mean +- spread against the fit."""
+    st = result.stats
+    lines = ["%s:" % host_pair]
+    if result.threshold is None:
+        lines.append("  one protocol over %d .. %d B (no jump found)" % (st.sizes[0], st.sizes[-1]))
+    else:
+        lines.append("  threshold S = %d B: eager below, rendezvous from S (the jump lies in (%d, %d] B)"
+                     % (result.threshold, result.last_eager, result.threshold))
+    lines.append("  %-11s %-30s %-34s %s" % ("protocol", "latency us [%d%% interval]" % (level * 100),
+                                             "per-byte ns/B [%d%% interval]" % (level * 100), "bandwidth GB/s"))
+    for line in result.lines:
+        lines.append("  %-11s %-30s %-34s %.3g" % (
+            line.protocol, "%.3f [%.3f, %.3f]" % (line.alpha * 1e6, line.alpha_lo * 1e6, line.alpha_hi * 1e6),
+            "%.5f [%.5f, %.5f]" % (line.beta * 1e9, line.beta_lo * 1e9, line.beta_hi * 1e9),
+            1e-9 / line.beta if line.beta > 0 else float("inf")))
+    fitted = result.predict(st.sizes)
+    within = np.abs(fitted - st.mean) <= st.spread
+    lines.append("  %10s %-10s %5s %12s %10s %12s %10s %s" % ("size B", "protocol", "n", "mean us", "+- spread",
+                                                              "fit us", "fit-mean", "within spread"))
+    protocol = np.where(st.sizes >= result.threshold, "rendezvous", "eager") if result.threshold is not None \
+        else np.full(len(st.sizes), "eager")
+    for i in range(len(st.sizes)):
+        lines.append("  %10d %-10s %5d %12.3f %10.3f %12.3f %+10.3f %s" % (
+            st.sizes[i], protocol[i], st.n[i], st.mean[i] * 1e6, st.spread[i] * 1e6, fitted[i] * 1e6,
+            (fitted[i] - st.mean[i]) * 1e6, "yes" if within[i] else "NO"))
+    lines.append("  the fit lies within one spread of the mean at %d of %d sizes" % (int(within.sum()), len(within)))
+    return "\n".join(lines)
+
+
+def main(out: str, sizes: List[int], repeats: int, bootstrap: int = 400, seed: int = 1) -> int:
+    """The command: measure on every rank, fit and write on rank 0."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    if comm.Get_size() < 2:
+        raise NetworkError("calibrate needs two ranks or more: mpiexec -n 2 mpigraph calibrate "
+                           "(on two nodes for the network, e.g. mpiexec -n 2 -ppn 1)")
+    samples = measure(comm, sizes, repeats)
+    if comm.Get_rank() != 0:
+        return 0
+    rows, texts = [], []
+    for host_pair, by_size in samples.items():
+        result = fit(by_size, bootstrap=bootstrap, seed=seed)
+        rows += to_rows(host_pair, result)
+        texts.append(report(host_pair, result))
+    write_params(out, rows)
+    print("\n\n".join(texts))
+    print("\nwrote %s (one-way time = latency_s + per_byte_s * bytes, per protocol)" % os.path.abspath(out))
+    sys.stdout.flush()
+    return 0

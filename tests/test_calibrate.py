@@ -1,0 +1,125 @@
+"""calibrate: the threshold and per-protocol lines on synthetic ping-pong data with known
+answers, the params file, and a real 2-rank run.  Run with -s to see the figures."""
+
+import csv
+
+import numpy as np
+import pytest
+
+import mpi_env
+from mpigraph.network import NetworkError
+from mpigraph.network.calibrate import choose_pairs, default_sizes, parse_sizes, report
+from mpigraph.network.fit import fit, wls
+from mpigraph.network.params import COLUMNS, read_params
+
+# A synthetic network: eager 1.5 us + 0.1 ns/B below S = 64 KiB, rendezvous 8 us + 0.08 ns/B
+# from S on (a jump of 6.5 - 1.3 = 5.2 us at S): the shape of MPICH's shared-memory times.
+EAGER, RENDEZVOUS, S = (1.5e-6, 0.1e-9), (8e-6, 0.08e-9), 64 << 10
+
+
+def synthetic(seed, sizes=None, n=200, relative=0.05, preempted=0.03):
+    """{size: one-way times}: the known line times (1 + N(0, relative)), the spread growing
+    with the time, and a fraction `preempted` of the samples 20-500 us late (another process
+    ran): the fit must drop those."""
+    rng = np.random.default_rng(seed)
+    sizes = sizes or [s for s in default_sizes() if s <= 1 << 20]
+    out = {}
+    for size in sizes:
+        alpha, beta = RENDEZVOUS if size >= S else EAGER
+        times = (alpha + beta * size) * (1 + relative * rng.standard_normal(n))
+        late = rng.random(n) < preempted
+        out[size] = times + late * rng.uniform(20e-6, 500e-6, n)
+    return out
+
+
+def test_wls_recovers_an_exact_line_and_fits_rows_at_once():
+    x = np.array([0.0, 10, 20, 40])
+    y = 3.0 + 0.5 * x
+    alpha, beta, chi = wls(x, y, np.ones(4))
+    assert (alpha, beta, chi) == pytest.approx((3.0, 0.5, 0.0), abs=1e-12)
+    alphas, betas, _ = wls(x, np.stack([y, 2 * y]), np.ones((2, 4)))
+    assert alphas == pytest.approx([3.0, 6.0]) and betas == pytest.approx([0.5, 1.0])
+
+
+def test_threshold_and_lines_of_known_data():
+    result = fit(synthetic(seed=1), bootstrap=400, seed=1)
+    print("\n" + report("synthetic", result))
+    assert result.threshold == S and result.last_eager == 49152
+    eager, rendezvous = result.lines
+    for line, (alpha, beta) in ((eager, EAGER), (rendezvous, RENDEZVOUS)):
+        # One calibration's 95% intervals miss a true value now and then (the next test
+        # counts how often); the estimates themselves are within 2%, inside their intervals.
+        assert line.alpha_lo <= line.alpha <= line.alpha_hi and line.beta_lo <= line.beta <= line.beta_hi
+        assert line.alpha == pytest.approx(alpha, rel=0.02) and line.beta == pytest.approx(beta, rel=0.02)
+
+
+def test_bootstrap_intervals_cover_the_truth_most_of_the_time():
+    """95% intervals over 40 synthetic calibrations: the truth inside at least 80% of the
+    time for each of the four parameters (binomial(40, 0.95) is below 32 with p < 0.001)."""
+    hits = np.zeros(4)
+    trials = 40
+    for seed in range(trials):
+        result = fit(synthetic(seed + 100, n=60), bootstrap=300, seed=seed)
+        assert result.threshold == S
+        e, r = result.lines
+        hits += [e.alpha_lo <= EAGER[0] <= e.alpha_hi, e.beta_lo <= EAGER[1] <= e.beta_hi,
+                 r.alpha_lo <= RENDEZVOUS[0] <= r.alpha_hi, r.beta_lo <= RENDEZVOUS[1] <= r.beta_hi]
+    print("\ncoverage of the 95%% intervals (eager alpha, beta, rendezvous alpha, beta): %s" % (hits / trials))
+    assert (hits >= 0.8 * trials).all()
+
+
+def test_one_protocol_when_there_is_no_jump():
+    rng = np.random.default_rng(3)
+    samples = {s: (2e-6 + 0.1e-9 * s) * (1 + 0.05 * rng.standard_normal(100)) for s in default_sizes() if s <= 8192}
+    result = fit(samples, bootstrap=100)
+    assert result.threshold is None and [l.protocol for l in result.lines] == ["eager"]
+
+
+def test_params_file_round_trip(tmp_path):
+    from mpigraph.network.calibrate import to_rows
+    from mpigraph.network.params import write_params
+
+    result = fit(synthetic(seed=2), bootstrap=100)
+    path = tmp_path / "params.csv"
+    write_params(str(path), to_rows("same-host", result))
+    with open(path) as f:
+        assert next(csv.reader(f)) == COLUMNS
+    params = read_params(str(path))
+    assert params.host_pairs() == ["same-host"] and params.threshold() == S
+    sizes = np.array([0, 1024, S - 1, S, 1 << 20])
+    assert list(params.protocol_of(sizes)) == ["eager"] * 3 + ["rendezvous"] * 2
+    assert params.time(sizes) == pytest.approx(result.predict(sizes), rel=1e-5)
+    path.write_text("protocol,latency_s\neager,1e-6\n")
+    with pytest.raises(NetworkError, match="mpigraph calibrate"):
+        read_params(str(path))
+
+
+def test_sizes_and_pairs():
+    assert parse_sizes("0, 8,1K,64k,1M") == [0, 8, 1024, 65536, 1 << 20]
+    with pytest.raises(NetworkError):
+        parse_sizes("8,1G")
+    sizes = default_sizes()
+    assert sizes[:8] == [0, 1, 2, 3, 4, 6, 8, 12] and sizes[-1] == 4 << 20
+    assert choose_pairs(["a", "a"]) == [("same-host", 0, 1)]
+    assert choose_pairs(["a", "b", "b"]) == [("same-host", 1, 2), ("other-host", 0, 1)]
+
+
+def test_real_calibrate_on_2_ranks(tmp_path, wheel):
+    out = tmp_path / "params.csv"
+    result = mpi_env.mpigraph(["calibrate", "--out", out, "--sizes", "0,8,64,512,4K,32K,128K,512K,1M",
+                               "--repeats", "60", "--bootstrap", "100"], nprocs=2, mpi=wheel)
+    print("\n" + result.stdout)
+    assert result.returncode == 0, result.stderr
+    params = read_params(str(out))
+    assert params.host_pairs() == ["same-host"]
+    eager = params.get("eager")
+    assert 0 < eager.latency_s < 1e-3 and eager.latency_lo_s <= eager.latency_s <= eager.latency_hi_s
+    # The summary line says at how many sizes the fit lies within one spread of the mean.
+    line = [l for l in result.stdout.splitlines() if "within one spread" in l][0]
+    within, total = (int(w) for w in line.split(" at ")[1].split(" sizes")[0].split(" of "))
+    assert total == 9 and within >= 5
+
+
+def test_calibrate_needs_two_ranks(tmp_path):
+    result = mpi_env.mpigraph(["calibrate", "--out", tmp_path / "p.csv", "--sizes", "0,8,64,512"])
+    assert result.returncode == 2 and "mpiexec -n 2" in result.stderr
