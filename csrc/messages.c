@@ -78,7 +78,10 @@ int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Sta
     mg_depth++;
     MPI_Status local, *st = status == MPI_STATUS_IGNORE ? &local : status;
     int64_t t0 = mg_now();
+    mg_comm *c = mg_comm_of(comm);
+    int fl = mg_begin(MG_ID_MPI_Mprobe, t0, mg_world_peer(c, source), mg_tag(tag), c->id, 0, MG_ROOT_NONE, 0);
     int rc = PMPI_Mprobe(source, tag, comm, message, st);
+    mg_end(fl);
     int64_t t1 = mg_now();
     log_probe(MG_ID_MPI_Mprobe, t0, t1, rc, comm, source, tag, 1, st, *message);
     mg_depth--;

@@ -134,3 +134,17 @@ SEGMENT_COLUMNS = [
     Column("end", "time", "segment end, from the run's start"),
     Column("duration", "time", "end - start"),
 ]
+
+# Calls in flight when the run ended (mpigraph.trace.inflight): a run that hung, was killed or aborted.
+INFLIGHT_COLUMNS = [
+    Column("rank", "int", "MPI_COMM_WORLD rank"),
+    Column("thread", "int", "thread slot within the rank (0: the thread that called MPI_Init)"),
+    Column("function", "str", "the MPI call it was in"),
+    Column("peer", "int", "its peer as a world rank (-1 none, -2 MPI_PROC_NULL, -3 any source)"),
+    Column("tag", "int", "its tag (-1 none, -2 any tag; MPI_Abort: the error code)"),
+    Column("comm", "int", "communicator id"),
+    Column("seq", "int", "collective sequence number on comm (0 for none)"),
+    Column("requests", "int", "requests waited for (Wait family), else 0"),
+    Column("since", "time", "when the call began, from the end of the rank's MPI_Init (its own clock)"),
+    Column("deadlock", "int", "the deadlock cycle the rank is in (from 0), -1 for none"),
+]
