@@ -2,7 +2,8 @@
  * shared file with MPI_File_write_at_all and MPI_File_write_all, then ITERATIONS times puts its
  * rank into its right neighbour's window between two fences, with a busy loop before each
  * epoch's closing fence on the last rank (so the others wait in that fence).
- * Usage: io_rma <file>.  Prints "io_rma: rank R sum S" (the values it received). */
+ * Usage: io_rma <file>.  Prints "io_rma: rank R sum S spin T" (the values it received, and the
+ * seconds it spent in its busy loops by MPI_Wtime). */
 #include <mpi.h>
 #include <stdio.h>
 
@@ -38,18 +39,22 @@ int main(int argc, char **argv)
 
     /* 2: a window of one int; each epoch: fence, put into the right neighbour, fence */
     int cell = -1, sum = 0;
+    double spun = 0;
     MPI_Win win;
     MPI_Win_create(&cell, sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
     MPI_Win_fence(0, win);
     for (int it = 0; it < ITERATIONS; it++) {
         MPI_Put(&rank, 1, MPI_INT, (rank + 1) % size, 0, 1, MPI_INT, win);
-        if (rank == size - 1)
+        if (rank == size - 1) {
+            double t = MPI_Wtime();
             spin(20000000);
+            spun += MPI_Wtime() - t;
+        }
         MPI_Win_fence(0, win);
         sum += cell;
     }
     MPI_Win_free(&win);
-    printf("io_rma: rank %d sum %d\n", rank, sum);
+    printf("io_rma: rank %d sum %d spin %.6f\n", rank, sum, spun);
     MPI_Finalize();
     return 0;
 }
