@@ -374,8 +374,8 @@ def pmpi_names():
         if f.params is None:
             continue
         short = f.name[len("MPI_"):]
-        if short not in names:
-            names.append(short)
+        if short not in names and short not in large:
+            (names if f.since < 4 else large).append(short)
         if large_count_params(parse_params(f.params)) is not None:
             large.append(short + "_c")
     return names, large
@@ -425,7 +425,7 @@ def generate():
         if f.params is None:
             continue
         params = parse_params(f.params)
-        chunks.append(wrapper(f, params, False))
+        (chunks if f.since < 4 else large).append(wrapper(f, params, False))
         lc = large_count_params(params)
         if lc is not None:
             large.append(wrapper(f, lc, True))

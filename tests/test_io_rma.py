@@ -98,3 +98,24 @@ def test_fence_time_is_mpi_time_spent_waiting_for_the_computing_rank(runs):
         assert r["mpi_time_ns"][rank] >= r["wait_nxn_ns"][rank] >= 0.5 * late * 1e9, (rank, late)
         assert r["compute_ns"][rank] < r["wait_nxn_ns"][rank]
     assert r["compute_ns"][NPROCS - 1] >= 0.5 * late * 1e9
+
+
+def test_fortran_2008_fences_and_window_free_are_recorded(tmp_path):
+    """rma_f08.f90 (use mpi_f08): MPICH's f08 MPI_Win_fence and MPI_Win_free call PMPI directly;
+    the shim's bindings (csrc/fortran.c) record them.  Counts only: what the program prints
+    is compared plain against shimmed."""
+    mpi = mpi_env.debian_mpich()
+    if mpi is None or mpi.mpif90 is None:
+        pytest.skip("Debian's MPICH with gfortran is not installed (apt-get install mpich libmpich-dev gfortran)")
+    exe = mpi_env.Builder(str(tmp_path)).build("rma_f08.f90", mpi.mpif90)
+    plain = mpi_env.mpirun(mpi, 2, [exe])
+    assert plain.returncode == 0, plain.stderr
+    out = tmp_path / "run"
+    shimmed = mpi_env.mpirun(mpi, 2, [exe], out=out)
+    assert shimmed.returncode == 0, shimmed.stderr
+    lines = lambda text: sorted(line for line in text.splitlines() if line.startswith("rma_f08:"))  # noqa: E731
+    assert lines(shimmed.stdout) == lines(plain.stdout)
+    counts = mpi_env.read_functions_csv(out / "functions.csv")
+    iterations = 5      # as in rma_f08.f90
+    assert counts["MPI_Win_create"] == 2 and counts["MPI_Win_free"] == 2
+    assert counts["MPI_Win_fence"] == 2 * (1 + iterations) and counts["MPI_Put"] == 2 * iterations

@@ -64,11 +64,13 @@ COLLECTIVE_KINDS = frozenset({N_TO_N, ONE_TO_N, N_TO_ONE, SCAN, COMM_CREATE, COM
 # Calls numbered on their communicator (seq), in the order MPI requires all members to call them.
 SEQUENCED_KINDS = COLLECTIVE_KINDS | {NEIGHBOR, COLL_INIT}
 
-MPIFunction = namedtuple("MPIFunction", "id name kind params nonblocking")
+# since: the MPI standard version that introduced the function (the shim wraps it only when
+# compiled against an mpi.h of that version or later: Open MPI 4 and 5 say 3.1).
+MPIFunction = namedtuple("MPIFunction", "id name kind params nonblocking since")
 
 
-def _f(id, name, kind, params=None, nonblocking=False):
-    return MPIFunction(id, name, kind, params, nonblocking)
+def _f(id, name, kind, params=None, nonblocking=False, since=3):
+    return MPIFunction(id, name, kind, params, nonblocking, since)
 
 
 _P2P_SEND = "const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm"
@@ -304,20 +306,21 @@ FUNCTIONS += [_f(290 + i, "MPI_" + name, NEIGHBOR, params) for i, (name, params)
 FUNCTIONS += [_f(295 + i, "MPI_I" + name.lower(), NEIGHBOR, params + _REQ, True)
               for i, (name, params) in enumerate(_NEIGHBOR)]
 # Persistent collectives (MPI-4): "<collective>_init"; each MPI_Start of one is an instance.
-FUNCTIONS += [_f(300 + i, "MPI_%s_init" % name, COLL_INIT, params + _INFO + _REQ, True)
+FUNCTIONS += [_f(300 + i, "MPI_%s_init" % name, COLL_INIT, params + _INFO + _REQ, True, since=4)
               for i, (name, _, params) in enumerate(_COLLECTIVES)]
-FUNCTIONS += [_f(320 + i, "MPI_%s_init" % name, COLL_INIT, params + _INFO + _REQ, True)
+FUNCTIONS += [_f(320 + i, "MPI_%s_init" % name, COLL_INIT, params + _INFO + _REQ, True, since=4)
               for i, (name, params) in enumerate(_NEIGHBOR)]
 FUNCTIONS += [
     # Partitioned communication (MPI-4): one message per activation, like a persistent send/receive.
     _f(330, "MPI_Psend_init", SEND_INIT, "const void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, "
-                                         "int dest, int tag, MPI_Comm comm" + _INFO + _REQ, True),
+                                         "int dest, int tag, MPI_Comm comm" + _INFO + _REQ, True, since=4),
     _f(331, "MPI_Precv_init", RECV_INIT, "void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, "
-                                         "int source, int tag, MPI_Comm comm" + _INFO + _REQ, True),
-    _f(332, "MPI_Pready", PARTITION, "int partition, MPI_Request request"),
-    _f(333, "MPI_Pready_range", PARTITION, "int partition_low, int partition_high, MPI_Request request"),
-    _f(334, "MPI_Pready_list", PARTITION, "int length, const int array_of_partitions[], MPI_Request request"),
-    _f(335, "MPI_Parrived", PARTITION, "MPI_Request request, int partition, int *flag"),
+                                         "int source, int tag, MPI_Comm comm" + _INFO + _REQ, True, since=4),
+    _f(332, "MPI_Pready", PARTITION, "int partition, MPI_Request request", since=4),
+    _f(333, "MPI_Pready_range", PARTITION, "int partition_low, int partition_high, MPI_Request request", since=4),
+    _f(334, "MPI_Pready_list", PARTITION, "int length, const int array_of_partitions[], MPI_Request request",
+       since=4),
+    _f(335, "MPI_Parrived", PARTITION, "MPI_Request request, int partition, int *flag", since=4),
     _f(340, "MPI_Abort", ABORT),
 ]
 
