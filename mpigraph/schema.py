@@ -79,6 +79,8 @@ CALL_COLUMNS = [
     Column("comm", "int", "communicator id (0 = MPI_COMM_WORLD)"),
     Column("bytes", "int", "bytes of the call (see metrics: how bytes are counted)"),
     Column("root", "int", "root of a rooted collective as a world rank (-1 none)"),
+    Column("calls", "int", "calls the row stands for: 1, or more for failed polls of the same arguments "
+                           "merged into one record (MPIGRAPH_POLL_GAP_NS)"),
     Column("wait_before", "time", "wait before (collective: max start - start; point-to-point: late sender "
                                   "or receiver)"),
     Column("wait_after", "time", "wait after (collective: end - min end)"),

@@ -130,3 +130,12 @@ def test_merge_runs_keeps_other_ranks_and_messages_apart():
                         np.array(["MPI_Send", "MPI_Recv", "MPI_Recv"], object), [0, 4, 6], [4, 6, 8],
                         peer=[-1, 0, -1])
     assert len(table["rank"]) == 3
+
+
+def test_calls_parquet_rows_count_their_calls(compacted):
+    own, out = compacted
+    calls = pq.read_table(out / "calls.parquet").to_pydict()
+    function, n = np.array(calls["function"], object), np.array(calls["calls"])
+    for name in ("MPI_Iprobe", "MPI_Test"):
+        assert n[function == name].sum() == sum(o[name] for o in own.values())
+    assert (np.array(calls["seq"])[n > 1] == 0).all()      # a merged poll has no collective number
