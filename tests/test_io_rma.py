@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+import count_calls
 import mpi_env
 
 NPROCS = 4
@@ -38,7 +39,9 @@ def runs(tmp_path_factory):
     plain = mpi_env.mpirun(mpi, NPROCS, [exe, str(base / "plain.dat")])
     assert plain.returncode == 0, plain.stderr
     out = base / "run"
-    shimmed = mpi_env.mpirun(mpi, NPROCS, [exe, str(base / "shimmed.dat")], out=out)
+    counter = count_calls.build(builder, mpi)
+    shimmed = mpi_env.mpirun(mpi, NPROCS, [exe, str(base / "shimmed.dat")], out=out,
+                             rank_env=count_calls.preload(counter))
     assert shimmed.returncode == 0, shimmed.stderr
     return plain, shimmed, out, base
 
@@ -55,10 +58,14 @@ def test_program_output_and_file_are_unchanged(runs):
 
 
 def test_counts_are_exact(runs):
-    _, _, out, _ = runs
+    _, shimmed, out, _ = runs
     counts = mpi_env.read_functions_csv(out / "functions.csv")
     for name, n in expected_counts(NPROCS).items():
         assert counts.get(name) == n, (name, counts.get(name), n)
+    # The independent counter preloaded before the shim saw the same calls.
+    independent = count_calls.totals(shimmed.stderr)
+    assert set(independent) == set(expected_counts(NPROCS)), independent
+    assert all(counts.get(name) == n for name, n in independent.items()), (independent, counts)
 
 
 def test_collective_file_writes_count_their_bytes(runs):

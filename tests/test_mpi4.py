@@ -9,6 +9,7 @@ change).  The counts below follow the program's numbered steps.
 import numpy as np
 import pytest
 
+import count_calls
 import mpi_env
 from mpigraph.trace import functions as F
 from mpigraph.trace import logs
@@ -34,11 +35,13 @@ def expected_counts(nranks):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     mpi = mpi_env.wheel_mpi()
-    exe = mpi_env.Builder(str(tmp_path_factory.mktemp("build"))).build("mpi4.c", mpi.mpicc)
+    builder = mpi_env.Builder(str(tmp_path_factory.mktemp("build")))
+    exe = builder.build("mpi4.c", mpi.mpicc)
     plain = mpi_env.mpirun(mpi, NPROCS, [exe])
     assert plain.returncode == 0, plain.stderr
     out = tmp_path_factory.mktemp("mpi4") / "run"
-    shimmed = mpi_env.mpirun(mpi, NPROCS, [exe], out=out)
+    shimmed = mpi_env.mpirun(mpi, NPROCS, [exe], out=out,
+                             rank_env=count_calls.preload(count_calls.build(builder, mpi)))
     assert shimmed.returncode == 0, shimmed.stderr
     return plain, shimmed, out
 
@@ -50,10 +53,14 @@ def test_output_is_unchanged(runs):
 
 
 def test_counts_are_exact(runs):
-    _, _, out = runs
+    _, shimmed, out = runs
     counts = mpi_env.read_functions_csv(out / "functions.csv")
     for name, n in expected_counts(NPROCS).items():
         assert counts.get(name) == n, (name, counts.get(name), n)
+    # The independent counter preloaded before the shim saw the same calls.
+    independent = count_calls.totals(shimmed.stderr)
+    assert set(independent) == set(expected_counts(NPROCS)), independent
+    assert all(counts.get(name) == n for name, n in independent.items()), (independent, counts)
 
 
 def test_partitioned_messages_are_matched(runs):

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+import count_calls
 import mpi_env
 from mpigraph.paths import segments as cp
 from mpigraph.trace import functions as F
@@ -30,19 +31,24 @@ TESTS = 100_000
 def program(tmp_path_factory):
     mpi = mpi_env.wheel_mpi()
     builder = mpi_env.Builder(str(tmp_path_factory.mktemp("build")))
-    return mpi, builder.build("polling.c", mpi.mpicc)
+    return mpi, builder.build("polling.c", mpi.mpicc), count_calls.build(builder, mpi)
 
 
 def run(program, out, probes, tests, **rank_env):
-    mpi, exe = program
-    result = mpi_env.mpirun(mpi, NPROCS, [exe, str(probes), str(tests)], out=out, rank_env=rank_env)
+    """The program's own counts per rank; the independent counter's totals must equal them."""
+    mpi, exe, counter = program
+    result = mpi_env.mpirun(mpi, NPROCS, [exe, str(probes), str(tests)], out=out,
+                            rank_env={**count_calls.preload(counter), **rank_env})
     assert result.returncode == 0, result.stderr
+    independent = count_calls.totals(result.stderr)
     own = {}
     for m in re.finditer(r"polling: rank (\d+) MPI_Iprobe (\d+) MPI_Test (\d+) got (-?\d+)", result.stdout):
         rank, iprobe, test, got = (int(g) for g in m.groups())
         assert got == 1 - rank
         own[rank] = {"MPI_Iprobe": iprobe, "MPI_Test": test}
     assert sorted(own) == list(range(NPROCS)), result.stdout
+    for name in ("MPI_Iprobe", "MPI_Test"):
+        assert independent[name] == sum(o[name] for o in own.values()), (name, independent)
     return own
 
 
