@@ -268,7 +268,8 @@ def _group_create(f, params, plain):
     return [
         "    mg_depth++;",
         "    int64_t t0 = mg_now();",
-        "    int fl = mg_begin(MG_ID_%s, t0, MG_PEER_NONE, MG_TAG_NONE, mg_comm_of(comm)->id, 0, MG_ROOT_NONE, 0);"
+        "    mg_comm *pc = mg_comm_of(comm); /* its call takes the parent's next number */",
+        "    int fl = mg_begin(MG_ID_%s, t0, MG_PEER_NONE, MG_TAG_NONE, pc->id, pc->seq + 1, MG_ROOT_NONE, 0);"
         % f.name,
         "    int rc = %s;" % plain,
         "    mg_end(fl);",
@@ -299,8 +300,9 @@ def wrapper(f, params, large):
         out += [
             "    mg_depth++;",
             "    int64_t t0 = mg_now();",
-            "    int fl = mg_begin(MG_ID_%s, t0, MG_PEER_NONE, MG_TAG_NONE, mg_comm_of(%s)->id, 0, MG_ROOT_NONE, 0);"
-            % (f.name, comm_param(names)),
+            "    mg_comm *pc = mg_comm_of(%s); /* its call takes the parent's next number */" % comm_param(names),
+            "    int fl = mg_begin(MG_ID_%s, t0, MG_PEER_NONE, MG_TAG_NONE, pc->id, pc->seq + 1, MG_ROOT_NONE, 0);"
+            % f.name,
             "    int rc = %s;" % plain,
             "    mg_end(fl);",
             "    int64_t t1 = mg_now();",

@@ -66,21 +66,46 @@ def read_inflight_csv(run_dir):
 
 # ---- the wait-for graph, by hand -------------------------------------------------------
 
-def test_cycles_of_the_wait_for_graph():
-    # 0 -> 1 -> 0, 2 -> 3 -> 4 -> 2, 5 -> none, 6 -> 5 (a chain into a rank that waits for nobody)
-    assert inflight.cycles(np.array([1, 0, 3, 4, 2, -1, 5])) == [[0, 1], [2, 3, 4]]
-    # a chain that ends in a cycle: only the cycle's ranks are deadlocked
-    assert inflight.cycles(np.array([1, 2, 3, 2])) == [[2, 3]]
-    assert inflight.cycles(np.array([-1, -1])) == []
+def edges(pairs):
+    src, dst = zip(*pairs) if pairs else ((), ())
+    return np.array(src, np.int64), np.array(dst, np.int64)
 
 
-def test_collective_and_any_source_calls_are_no_edges():
-    recv, barrier = F.BY_NAME["MPI_Recv"].id, F.BY_NAME["MPI_Barrier"].id
-    rank, peer = np.array([0, 1, 2]), np.array([1, R.PEER_ANY, R.PEER_NONE])
-    row_cycle, found = inflight.deadlocks(rank, peer, np.array([recv, recv, barrier]), 3)
-    assert found == [] and row_cycle.tolist() == [-1, -1, -1]
-    row_cycle, found = inflight.deadlocks(np.array([0, 1]), np.array([1, 0]), np.array([recv, recv]), 2)
-    assert found == [[0, 1]] and row_cycle.tolist() == [0, 0]
+def test_deadlocks_are_ranks_waiting_for_each_other():
+    # 0 <-> 1, 2 -> 3 -> 4 -> 2, 6 -> 5 (5 waits for nobody), 7 -> 7 (a receive from itself)
+    src, dst = edges([(0, 1), (1, 0), (2, 3), (3, 4), (4, 2), (6, 5), (7, 7)])
+    rows = np.array([0, 1, 2, 3, 4, 6, 7])
+    row_deadlock, found = inflight.deadlocks(rows, src, dst, 8)
+    assert found == [[0, 1], [2, 3, 4], [7]]
+    assert row_deadlock.tolist() == [0, 0, 1, 1, 1, -1, 2]
+    # a chain into a cycle: only the cycle is deadlocked, the rank behind it waits on it
+    row_deadlock, found = inflight.deadlocks(np.array([0, 1, 2, 3]), *edges([(0, 1), (1, 2), (2, 3), (3, 2)]), 4)
+    assert found == [[2, 3]] and row_deadlock.tolist() == [-1, -1, 0, 0]
+    assert inflight.deadlocks(np.array([0]), *edges([]), 2)[1] == []
+
+
+def table(rows):
+    """An in-flight table from (rank, function, peer, comm, seq, root) rows."""
+    names = ("rank", "function", "peer", "comm", "seq", "root")
+    t = {n: np.array([r[i] for r in rows], object if n == "function" else np.int64) for i, n in enumerate(names)}
+    t["func"] = np.array([F.BY_NAME[f].id for f in t["function"]], np.int64)
+    return t
+
+
+def test_wait_edges_of_point_to_point_and_collective_calls():
+    world = {0: np.arange(4)}
+    # rank 0 in MPI_Recv from 1; ranks 1 and 2 in the same barrier (#3 on world); rank 3 computes
+    src, dst = inflight.wait_edges(table([(0, "MPI_Recv", 1, 0, 0, -1), (1, "MPI_Barrier", -1, 0, 3, -1),
+                                          (2, "MPI_Barrier", -1, 0, 3, -1)]), world)
+    assert sorted(zip(src.tolist(), dst.tolist())) == [(0, 1), (1, 0), (1, 3), (2, 0), (2, 3)]
+    # a non-root in a broadcast waits for its root only; the root of a reduce for the others
+    src, dst = inflight.wait_edges(table([(1, "MPI_Bcast", -1, 0, 2, 0), (0, "MPI_Reduce", -1, 0, 5, 0),
+                                          (2, "MPI_Reduce", -1, 0, 5, 0)]), world)
+    assert sorted(zip(src.tolist(), dst.tolist())) == [(0, 1), (0, 3), (1, 0)]
+    # any source, a scan, a communicator whose members are unknown: no edge
+    src, dst = inflight.wait_edges(table([(0, "MPI_Recv", R.PEER_ANY, 0, 0, -1), (1, "MPI_Scan", -1, 0, 4, -1),
+                                          (2, "MPI_Barrier", -1, 77, 1, -1)]), world)
+    assert len(src) == 0
 
 
 # ---- real runs ---------------------------------------------------------------------------
@@ -132,3 +157,26 @@ def test_abort_names_the_rank_and_its_error_code(wheel, tmp_path):
     # The ranks the abort took down: each in its receive from rank 1, when they were still alive to show it.
     for row in read_inflight_csv(out) if (out / inflight.CSV_NAME).exists() else []:
         assert (row["function"], row["peer"], row["tag"]) == ("MPI_Recv", "1", "5"), row
+
+
+def test_deadlock_through_a_barrier(wheel, tmp_path):
+    """deadlock_coll.c: rank 0 in MPI_Recv from 1, ranks 1 and 2 in a barrier rank 0 never joins."""
+    mpi, builder = wheel
+    exe = builder.build("deadlock_coll.c", mpi.mpicc)
+    out = tmp_path / "run"
+    job = launch(mpi, exe, 3, out)
+    try:
+        wait_for(lambda: in_flight(out, 0) == ["MPI_Recv"] and in_flight(out, 1) == ["MPI_Barrier"]
+                 and in_flight(out, 2) == ["MPI_Barrier"], "rank 0 in MPI_Recv, ranks 1 and 2 in MPI_Barrier")
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.communicate()
+    result = mpi_env.mpigraph(["analyze", out, "--quiet"])
+    assert result.returncode == 0, result.stderr
+    summary = (out / "summary.txt").read_text()
+    assert "deadlock: 0 -> 1 -> 0" in summary, summary
+    rows = {r["rank"]: r for r in read_inflight_csv(out)}
+    assert (rows["0"]["function"], rows["0"]["peer"], rows["0"]["deadlock"]) == ("MPI_Recv", "1", "0")
+    assert (rows["1"]["function"], rows["1"]["seq"], rows["1"]["deadlock"]) == ("MPI_Barrier", "1", "0")
+    # rank 2 waits for rank 0 too, but no one waits for it: blocked behind the deadlock, not in it
+    assert (rows["2"]["function"], rows["2"]["deadlock"]) == ("MPI_Barrier", "-1")

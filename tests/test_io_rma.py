@@ -93,8 +93,8 @@ def test_fences_and_file_operations_are_collective_instances(runs):
 
 def test_fence_time_is_mpi_time_spent_waiting_for_the_computing_rank(runs):
     _, shimmed, out, _ = runs
-    spin = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"io_rma: rank (\d+) sum \S+ spin (\S+)",
-                                                                      shimmed.stdout)}
+    pattern = r"io_rma: rank (\d+) sum \S+ spin (\S+)"
+    spin = {int(m.group(1)): float(m.group(2)) for m in re.finditer(pattern, shimmed.stdout)}
     late = spin[NPROCS - 1]
     assert late > 0
     r = pq.read_table(out / "ranks.parquet").to_pydict()

@@ -214,8 +214,8 @@ _FILE_OPS = [
     ("File_open", COMM_CREATE, "MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh"),
     ("File_close", COMM_FREE, "MPI_File *fh"),
     ("File_delete", IO, "const char *filename, MPI_Info info"),
-    ("File_set_view", N_TO_N, _FH + ", MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype, "
-                              "const char *datarep, MPI_Info info"),
+    ("File_set_view", N_TO_N,
+     _FH + ", MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype, const char *datarep, MPI_Info info"),
     ("File_set_size", N_TO_N, _FH + ", MPI_Offset size"),
     ("File_preallocate", N_TO_N, _FH + ", MPI_Offset size"),
     ("File_sync", N_TO_N, _FH),
