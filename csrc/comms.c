@@ -87,6 +87,18 @@ static mg_comm *register_comm(MPI_Comm handle, int agree)
     return c;
 }
 
+/* A window's or file's group (windows.c): `parent`'s members under a new agreed id; collective
+ * over parent, like the window's creation that calls it. */
+mg_comm *mg_comm_derived(mg_comm *parent)
+{
+    mg_comm *c = calloc(1, sizeof *c);
+    *c = *parent;   /* the rank tables are shared: the parent's are never freed */
+    c->seq = 0;
+    int lowest = c->world ? min_of(c->world, c->size, INT_MAX) : 0;
+    c->id = (agree_on_number(c) << 32) | (uint32_t)lowest;
+    return c;
+}
+
 mg_comm *mg_comm_lookup_slow(MPI_Comm comm)
 {
     if (comm == MPI_COMM_SELF)

@@ -304,4 +304,85 @@ void mpi_testsome_f08_(MPI_Fint *incount, MPI_Fint *requests, MPI_Fint *outcount
     some_f08(0, incount, requests, outcount, indices, statuses, ierror);
 }
 
+/* One-sided synchronisation, file close/sync, abort: MPICH's f08 routines for these have no
+ * buffer argument and call PMPI directly, so the shim binds them to its C wrappers here. */
+void mpi_win_fence_f08_(MPI_Fint *assert, MPI_Fint *win, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Win_fence(*assert, MPI_Win_f2c(*win)));
+}
+
+void mpi_win_free_f08_(MPI_Fint *win, MPI_Fint *ierror)
+{
+    MPI_Win w = MPI_Win_f2c(*win);
+    set_ierror(ierror, MPI_Win_free(&w));
+    *win = MPI_Win_c2f(w);
+}
+
+void mpi_win_lock_f08_(MPI_Fint *lock_type, MPI_Fint *rank, MPI_Fint *assert, MPI_Fint *win, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Win_lock(*lock_type, *rank, *assert, MPI_Win_f2c(*win)));
+}
+
+void mpi_win_unlock_f08_(MPI_Fint *rank, MPI_Fint *win, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Win_unlock(*rank, MPI_Win_f2c(*win)));
+}
+
+void mpi_win_lock_all_f08_(MPI_Fint *assert, MPI_Fint *win, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Win_lock_all(*assert, MPI_Win_f2c(*win)));
+}
+
+void mpi_win_unlock_all_f08_(MPI_Fint *win, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Win_unlock_all(MPI_Win_f2c(*win)));
+}
+
+void mpi_win_flush_f08_(MPI_Fint *rank, MPI_Fint *win, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Win_flush(*rank, MPI_Win_f2c(*win)));
+}
+
+void mpi_win_flush_all_f08_(MPI_Fint *win, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Win_flush_all(MPI_Win_f2c(*win)));
+}
+
+void mpi_win_post_f08_(MPI_Fint *group, MPI_Fint *assert, MPI_Fint *win, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Win_post(MPI_Group_f2c(*group), *assert, MPI_Win_f2c(*win)));
+}
+
+void mpi_win_start_f08_(MPI_Fint *group, MPI_Fint *assert, MPI_Fint *win, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Win_start(MPI_Group_f2c(*group), *assert, MPI_Win_f2c(*win)));
+}
+
+void mpi_win_complete_f08_(MPI_Fint *win, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Win_complete(MPI_Win_f2c(*win)));
+}
+
+void mpi_win_wait_f08_(MPI_Fint *win, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Win_wait(MPI_Win_f2c(*win)));
+}
+
+void mpi_file_close_f08_(MPI_Fint *fh, MPI_Fint *ierror)
+{
+    MPI_File f = MPI_File_f2c(*fh);
+    set_ierror(ierror, MPI_File_close(&f));
+    *fh = MPI_File_c2f(f);
+}
+
+void mpi_file_sync_f08_(MPI_Fint *fh, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_File_sync(MPI_File_f2c(*fh)));
+}
+
+void mpi_abort_f08_(MPI_Fint *comm, MPI_Fint *errorcode, MPI_Fint *ierror)
+{
+    set_ierror(ierror, MPI_Abort(MPI_Comm_f2c(*comm), *errorcode));
+}
+
 #endif /* MPI_VERSION >= 4 */

@@ -34,6 +34,7 @@ _LARGE_COUNT_TYPES = {
     "count": "MPI_Count", "sendcount": "MPI_Count", "recvcount": "MPI_Count",
     "sendcounts": "MPI_Count", "recvcounts": "MPI_Count",
     "displs": "MPI_Aint", "sdispls": "MPI_Aint", "rdispls": "MPI_Aint",
+    "origin_count": "MPI_Count", "target_count": "MPI_Count", "result_count": "MPI_Count",
 }
 
 
@@ -53,8 +54,9 @@ def large_count_params(params):
     out = []
     for decl, name in params:
         if name in _LARGE_COUNT_TYPES:
-            decl = re.sub(r"\bint\b", _LARGE_COUNT_TYPES[name], decl, count=1)
-            changed = True
+            new = re.sub(r"\bint\b", _LARGE_COUNT_TYPES[name], decl, count=1)
+            changed |= new != decl     # MPI_Psend_init's count is an MPI_Count already: no _c twin
+            decl = new
         out.append((decl, name))
     return out if changed else None
 
@@ -62,6 +64,8 @@ def large_count_params(params):
 # --- what each kind records ---------------------------------------------------
 
 def _bytes_p2p(names):
+    if "partitions" in names:
+        return "(int64_t)partitions * count * mg_type_size(datatype)"
     if "count" in names:
         return "(int64_t)count * mg_type_size(datatype)"
     return "(int64_t)sendcount * mg_type_size(sendtype)"
@@ -75,15 +79,36 @@ _COLLECTIVE_NAMES = {name for name, _, _ in T._COLLECTIVES}
 
 
 def collective_base(name):
-    """'MPI_Iallreduce' -> 'allreduce', 'MPI_Allreduce' -> 'allreduce'."""
+    """'MPI_Iallreduce' -> 'allreduce', 'MPI_Allreduce' -> 'allreduce', 'MPI_Allreduce_init' -> 'allreduce'."""
     short = name[len("MPI_"):]
+    if short.endswith("_init"):
+        short = short[:-len("_init")]
     if short not in _COLLECTIVE_NAMES and short.startswith("I"):
         short = short[1:]
     return short.lower()
 
 
+def _polls(f, names):
+    """An Iprobe-like call: unsuccessful calls in a row are merged into one record (shim.h)."""
+    return f.kind == T.PROBE and "flag" in names
+
+
+def _blocks(f, names):
+    """The call may block: its start goes into the in-flight slot while it runs."""
+    return f.kind in T.BLOCKING_KINDS and not f.nonblocking and "flag" not in names
+
+
+def _requests(f, names):
+    return "request" in names and f.kind in (T.IO, T.RMA, T.NEIGHBOR, T.COLL_INIT, T.N_TO_N)
+
+
+def _seq_counted(f):
+    """Calls that take a sequence number on their communicator (the collectives' order)."""
+    return f.kind in T.SEQUENCED_KINDS and f.kind != T.COMM_CREATE
+
+
 def body(f, names, large):
-    """The C statements run after the PMPI call; `r` is the reserved record."""
+    """(statements before the record, flags, statements filling `r`, records) after the PMPI call."""
     k = f.kind
     lines = []
     if k in (T.SEND, T.ISEND, T.SEND_INIT):
@@ -126,20 +151,63 @@ def body(f, names, large):
         rec = ["if (%s) { r->flags |= MG_MATCHED; mg_fill_from_status(r, c, st); }" % cond,
                "else { r->peer = mg_world_peer(c, source); r->tag = mg_tag(tag); }"]
         return lines, "0", rec, 1
-    if k in (T.N_TO_N, T.ONE_TO_N, T.N_TO_ONE, T.SCAN):
-        lines.append("int64_t bytes = %s;" % _bytes_collective_for(f, large))
+    if k in (T.N_TO_N, T.ONE_TO_N, T.N_TO_ONE, T.SCAN, T.NEIGHBOR, T.COLL_INIT, T.COMM_FREE):
+        lines.append("int64_t bytes = %s;" % _bytes_collective_for(f, names, large))
         rec = ["r->seq = seq;", "r->bytes = bytes;"]
         if "root" in names:
             rec.append("r->root = mg_world_root(c, root);")
-        if f.nonblocking:
+        if "request" in names:
+            flags = "MG_PERSISTENT | MG_COLLECTIVE" if k == T.COLL_INIT else "0"
             lines.append("int64_t req = rc == MPI_SUCCESS ? "
-                         "mg_request_new(*request, request, c, MG_PEER_NONE, MG_TAG_NONE, bytes, 0, seq) : 0;")
+                         "mg_request_new(*request, request, c, MG_PEER_NONE, MG_TAG_NONE, bytes, %s, %s) : 0;"
+                         % (flags, "0" if k == T.COLL_INIT else "seq"))
+            rec.append("r->request = req;")
+        return lines, "0", rec, 1
+    if k in (T.IO, T.RMA, T.RMA_SYNC, T.PARTITION):
+        lines.append("int32_t peer = %s;" % _peer_before(f, names))
+        lines.append("int64_t bytes = %s;" % _bytes_other(names))
+        rec = ["r->peer = peer;", "r->bytes = bytes;"]
+        if _requests(f, names):
+            lines.append("int64_t req = rc == MPI_SUCCESS ? "
+                         "mg_request_new(*request, request, c, peer, MG_TAG_NONE, bytes, 0, 0) : 0;")
             rec.append("r->request = req;")
         return lines, "0", rec, 1
     raise ValueError("no generated wrapper for kind %r (%s)" % (k, f.name))
 
 
-def _bytes_collective_for(f, large):
+def _bytes_other(names):
+    """Bytes of a file or one-sided operation: the origin's (or the file buffer's) data."""
+    if "origin_count" in names:
+        return "(int64_t)origin_count * mg_type_size(origin_datatype)"
+    if "count" in names and "datatype" in names:
+        return "(int64_t)count * mg_type_size(datatype)"
+    if "datatype" in names:       # Fetch_and_op, Compare_and_swap: one element
+        return "mg_type_size(datatype)"
+    return "0"
+
+
+def _peer_before(f, names):
+    """The call's peer as a world rank, computable before the call (for the in-flight slot)."""
+    for name in ("source", "target_rank", "rank", "dest"):
+        if name in names and (name != "rank" or "win" in names):
+            return "mg_world_peer(c, %s)" % name
+    return "MG_PEER_NONE"
+
+
+def _tag_before(names):
+    for name in ("tag", "recvtag"):
+        if name in names:
+            return "mg_tag(%s)" % name
+    return "MG_TAG_NONE"
+
+
+def _bytes_collective_for(f, names, large):
+    if f.kind == T.NEIGHBOR or (f.kind == T.COLL_INIT and "Neighbor" in f.name):
+        # The neighbours' number is not known without a topology query per call: not recorded.
+        return "0"
+    if f.kind in (T.N_TO_N, T.COMM_FREE) and collective_base(f.name) not in _BYTES_OF_BASE:
+        # Fences, window free, file operations: the data of a collective file access
+        return "(int64_t)count * mg_type_size(datatype)" if "count" in names else "0"
     n = _group_size()
     sum_counts = "mg_sum_counts_c" if large else "mg_sum_counts"
     sum_w = "mg_sum_counts_types_c" if large else "mg_sum_counts_types"
@@ -167,11 +235,48 @@ def _bytes_collective_for(f, large):
     }[collective_base(f.name)]
 
 
+_BYTES_OF_BASE = {name.lower() for name in _COLLECTIVE_NAMES}
+
+
 def comm_param(names):
     for candidate in ("comm", "comm_old", "local_comm", "intercomm"):
         if candidate in names:
             return candidate
     raise ValueError("no communicator parameter in %s" % names)
+
+
+def comm_of(params):
+    """The C expression of the call's mg_comm (before the call), or None when it has none."""
+    decls = dict((n, d) for d, n in params)
+    if "win" in decls:
+        return "mg_comm_of_win(%swin)" % ("*" if "*" in decls["win"] else "")
+    if "fh" in decls and "MPI_Comm comm" not in decls.values():
+        return "mg_comm_of_file(%sfh)" % ("*" if "*" in decls["fh"] else "")
+    names = list(decls)
+    if any(n in names for n in ("comm", "comm_old", "local_comm", "intercomm")):
+        return "mg_comm_of(%s)" % comm_param(names)
+    if "filename" in names:
+        return "&mg.self"           # MPI_File_delete: no communicator
+    return None
+
+
+def _group_create(f, params, plain):
+    """Win_create, File_open, ...: a collective over comm that makes a window's or file's group."""
+    names = [n for _, n in params]
+    is_file = "fh" in names
+    handle = "fh" if is_file else "win"
+    return [
+        "    mg_depth++;",
+        "    int64_t t0 = mg_now();",
+        "    mg_comm *pc = mg_comm_of(comm); /* its call takes the parent's next number */",
+        "    int fl = mg_begin(MG_ID_%s, t0, MG_PEER_NONE, MG_TAG_NONE, pc->id, pc->seq + 1, MG_ROOT_NONE, 0);"
+        % f.name,
+        "    int rc = %s;" % plain,
+        "    mg_end(fl);",
+        "    int64_t t1 = mg_now();",
+        "    mg_%s_created(MG_ID_%s, t0, t1, rc, comm, rc == MPI_SUCCESS ? *%s : %s);"
+        % ("file" if is_file else "win", f.name, handle, "MPI_FILE_NULL" if is_file else "MPI_WIN_NULL"),
+        "    mg_depth--;", "    return rc;", "}", ""]
 
 
 def wrapper(f, params, large):
@@ -187,12 +292,19 @@ def wrapper(f, params, large):
     extra = "MG_LARGE_COUNT" if large else "0"
     out = ["int %s(%s)" % (name, decl), "{",
            "    if (!mg_should_record())", "        return %s;" % plain]
+    comm = comm_of(params)
+    if f.kind == T.COMM_CREATE and ("win" in names or "fh" in names):
+        return "\n".join(out + _group_create(f, params, plain))
     if f.kind == T.COMM_CREATE:
         newcomm = [n for d, n in params if d.startswith("MPI_Comm *")][-1]
         out += [
             "    mg_depth++;",
             "    int64_t t0 = mg_now();",
+            "    mg_comm *pc = mg_comm_of(%s); /* its call takes the parent's next number */" % comm_param(names),
+            "    int fl = mg_begin(MG_ID_%s, t0, MG_PEER_NONE, MG_TAG_NONE, pc->id, pc->seq + 1, MG_ROOT_NONE, 0);"
+            % f.name,
             "    int rc = %s;" % plain,
+            "    mg_end(fl);",
             "    int64_t t1 = mg_now();",
             "    mg_comm_created(MG_ID_%s, t0, t1, rc, %s, rc == MPI_SUCCESS ? *%s : MPI_COMM_NULL);"
             % (f.name, comm_param(names), newcomm),
@@ -202,24 +314,46 @@ def wrapper(f, params, large):
     if has_status:
         out += ["    MPI_Status st_local;",
                 "    MPI_Status *st = status == MPI_STATUS_IGNORE ? &st_local : status;"]
-    if f.kind in T.COLLECTIVE_KINDS:
-        out.append("    mg_comm *c = mg_comm_of(%s);" % comm_param(names))
+    if comm:
+        out.append("    mg_comm *c = %s;" % comm)
+    if _seq_counted(f):
         out.append("    uint32_t seq = ++c->seq;")
-    out += ["    int64_t t0 = mg_now();",
-            "    int rc = %s;" % pcall,
-            "    int64_t t1 = mg_now();"]
-    if f.kind not in T.COLLECTIVE_KINDS:
-        out.append("    mg_comm *c = mg_comm_of(%s);" % comm_param(names))
+    if f.kind == T.COMM_FREE:     # the handle is gone after the call: remember it
+        handle = "fh" if "fh" in names else "win"
+        out.append("    %s saved = *%s;" % ("MPI_File" if handle == "fh" else "MPI_Win", handle))
+    out.append("    int64_t t0 = mg_now();")
+    blocks = _blocks(f, names)
+    if blocks:
+        out.append("    int fl = mg_begin(MG_ID_%s, t0, %s, %s, %s, %s, %s, 0);"
+                   % (f.name, _peer_before(f, names) if comm else "MG_PEER_NONE", _tag_before(names),
+                      "c->id" if comm else "0", "seq" if _seq_counted(f) else "0",
+                      "mg_world_root(c, root)" if "root" in names else "MG_ROOT_NONE"))
+    out.append("    int rc = %s;" % pcall)
+    if blocks:
+        out.append("    mg_end(fl);")
+    out.append("    int64_t t1 = mg_now();")
+    if f.kind == T.COMM_FREE:
+        out.append("    if (rc == MPI_SUCCESS) mg_%s_freed(saved);" % ("file" if "fh" in names else "win"))
+    if _polls(f, names):
+        # The arguments of a poll: source, tag and communicator.
+        out += ["    uint64_t args = mg_hash_args(mg_hash_args(mg_hash_args(0, (uint64_t)source), (uint64_t)tag), "
+                "(uint64_t)c->id);",
+                "    int missed = rc == MPI_SUCCESS && !*flag;",
+                "    if (missed && mg_poll_repeat(MG_ID_%s, args, t0, t1)) {" % f.name,
+                "        mg_depth--;", "        return rc;", "    }"]
     pre, flags, rec, n_records = body(f, names, large)
     out += ["    " + line for line in pre]
     out += ["    uint16_t extra_flags = %s | (rc == MPI_SUCCESS ? 0 : MG_ERROR);" % extra,
             "    mg_record *r = mg_reserve(%d);" % n_records,
             "    if (r) {",
-            "        mg_fill(r, MG_ID_%s, t0, t1, %s | extra_flags);" % (f.name, flags),
-            "        r->comm = c->id;"]
+            "        mg_fill(r, MG_ID_%s, t0, t1, %s | extra_flags);" % (f.name, flags)]
+    if comm:
+        out.append("        r->comm = c->id;")
     out += ["        " + line for line in rec]
-    out += ["        mg_publish(%d);" % n_records, "    }",
-            "    mg_depth--;", "    return rc;", "}", ""]
+    out += ["        mg_publish(%d);" % n_records]
+    if _polls(f, names):
+        out.append("        if (missed) mg_poll_note(args);")
+    out += ["    }", "    mg_depth--;", "    return rc;", "}", ""]
     return "\n".join(out)
 
 
@@ -229,7 +363,7 @@ _CORE_PMPI = [
     "Testany", "Testsome", "Start", "Startall", "Request_free", "Comm_free",
     "Comm_rank", "Comm_size", "Comm_group", "Comm_test_inter", "Comm_remote_size", "Comm_remote_group",
     "Group_translate_ranks", "Group_free", "Type_size", "Get_count", "Allreduce", "Bcast",
-    "Mprobe", "Improbe", "Mrecv", "Imrecv",
+    "Mprobe", "Improbe", "Mrecv", "Imrecv", "Abort",
 ]
 # MPI-4 functions: the large-count variants and the f08 status conversions.
 _CORE_PMPI_MPI4 = ["Get_count_c", "Mrecv_c", "Imrecv_c", "Status_f082c", "Status_c2f08"]
@@ -242,8 +376,8 @@ def pmpi_names():
         if f.params is None:
             continue
         short = f.name[len("MPI_"):]
-        if short not in names:
-            names.append(short)
+        if short not in names and short not in large:
+            (names if f.since < 4 else large).append(short)
         if large_count_params(parse_params(f.params)) is not None:
             large.append(short + "_c")
     return names, large
@@ -293,7 +427,7 @@ def generate():
         if f.params is None:
             continue
         params = parse_params(f.params)
-        chunks.append(wrapper(f, params, False))
+        (chunks if f.since < 4 else large).append(wrapper(f, params, False))
         lc = large_count_params(params)
         if lc is not None:
             large.append(wrapper(f, lc, True))

@@ -79,7 +79,10 @@ int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Sta
     mg_depth++;
     MPI_Status local, *st = status == MPI_STATUS_IGNORE ? &local : status;
     int64_t t0 = mg_now();
+    mg_comm *c = mg_comm_of(comm);
+    int fl = mg_begin(MG_ID_MPI_Mprobe, t0, mg_world_peer(c, source), mg_tag(tag), c->id, 0, MG_ROOT_NONE, 0);
     int rc = PMPI_Mprobe(source, tag, comm, message, st);
+    mg_end(fl);
     int64_t t1 = mg_now();
     log_probe(MG_ID_MPI_Mprobe, t0, t1, rc, comm, source, tag, 1, st, *message);
     mg_depth--;
@@ -95,7 +98,15 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *mess
     int64_t t0 = mg_now();
     int rc = PMPI_Improbe(source, tag, comm, flag, message, st);
     int64_t t1 = mg_now();
-    log_probe(MG_ID_MPI_Improbe, t0, t1, rc, comm, source, tag, *flag, st, *message);
+    /* A failed Improbe is a poll like a failed Iprobe: merged with the one before (shim.h). */
+    int missed = rc == MPI_SUCCESS && !*flag;
+    uint64_t args = missed ? mg_hash_args(mg_hash_args(mg_hash_args(0, (uint64_t)source), (uint64_t)tag),
+                                          (uint64_t)mg_comm_of(comm)->id) : 0;
+    if (!missed || !mg_poll_repeat(MG_ID_MPI_Improbe, args, t0, t1)) {
+        log_probe(MG_ID_MPI_Improbe, t0, t1, rc, comm, source, tag, *flag, st, *message);
+        if (missed)
+            mg_poll_note(args);
+    }
     mg_depth--;
     return rc;
 }

@@ -17,7 +17,9 @@
 #define MG_PERSISTENT 0x0010
 #define MG_FORTRAN 0x0020
 #define MG_ERROR 0x0040
-#define MG_MATCHED 0x0080 /* a probe found a message: peer, tag, bytes are its status's */
+#define MG_REPEAT 0x0080     /* one record for `seq` consecutive unsuccessful polls (shim.h) */
+#define MG_COLLECTIVE 0x0100 /* a request of a persistent collective (MPI_Allreduce_init, ...) */
+#define MG_MATCHED 0x0200 /* a probe found a message: peer, tag, bytes are its status's */
 
 /* Special field values. */
 #define MG_PEER_NONE (-1)
@@ -31,6 +33,10 @@
 #define MG_HEADER_FINALIZED 0x1
 #define MG_HEADER_RECORDING_DROPPED 0x2
 #define MG_HEADER_LOG_HELPER 0x4
+#define MG_HEADER_ABORTED 0x8 /* the rank called MPI_Abort (error code in abort_code) */
+
+/* Threads whose blocking call in progress the header shows (the first ones to call MPI). */
+#define MG_N_INFLIGHT 8
 
 /* Clock sources. */
 #define MG_CLOCK_MONOTONIC 0
@@ -89,6 +95,12 @@ typedef struct mg_header {
     int32_t sync_pingpongs;
     mg_sync sync_init;
     mg_sync sync_final;
+    int32_t abort_code;     /* MPI_Abort's error code (MG_HEADER_ABORTED) */
+    int32_t n_inflight;     /* MG_N_INFLIGHT: slots below */
+    /* Per thread slot: the blocking call it is in, written before the call
+     * blocks and cleared (func = 0) when it returns, so a run that hangs or is
+     * killed shows where each rank was (t_end is 0). */
+    mg_record inflight[MG_N_INFLIGHT];
 } mg_header;
 
 _Static_assert(sizeof(mg_record) == 64, "record must be 64 bytes");

@@ -103,6 +103,66 @@ int64_t mg_request_new(MPI_Request handle, const void *slot, mg_comm *comm, int3
     return q->id;
 }
 
+int mg_request_describe(MPI_Request handle, const void *slot, int32_t *peer, int32_t *tag, int64_t *comm)
+{
+    if (handle == MPI_REQUEST_NULL)
+        return 0;
+    if (mg.threaded)
+        mg_lock();
+    mg_request *q = request_lookup(handle, slot, 1);
+    if (q) {
+        *peer = q->peer;
+        *tag = q->tag;
+        *comm = q->comm->id;
+    }
+    if (mg.threaded)
+        mg_unlock();
+    return q != NULL;
+}
+
+/* The in-flight slot of a Wait family call on `count` requests: their peer, tag and
+ * communicator when the first SMALL requests the shim knows all share them (so a cycle of
+ * ranks waiting on each other can be named), else none; bytes holds the count. */
+static int begin_wait(int func, int64_t t0, int count, const MPI_Request *requests)
+{
+    int32_t peer = MG_PEER_NONE, tag = MG_TAG_NONE;
+    int64_t comm = 0;
+    int known = 0;
+    for (int i = 0; i < count && i < SMALL; i++) {
+        int32_t p, t;
+        int64_t c;
+        if (!mg_request_describe(requests[i], &requests[i], &p, &t, &c))
+            continue;
+        if (known++ == 0)
+            peer = p, tag = t, comm = c;
+        else if (p != peer || c != comm) {
+            peer = MG_PEER_NONE, tag = MG_TAG_NONE;
+            break;
+        } else if (t != tag)
+            tag = MG_TAG_NONE;
+    }
+    return mg_begin(func, t0, peer, tag, comm, 0, MG_ROOT_NONE, count);
+}
+
+/* The arguments of an unsuccessful Test family call: its request handles. */
+static uint64_t poll_args(int count, const MPI_Request *requests)
+{
+    uint64_t h = mg_hash_args(0, (uint64_t)count);
+    for (int i = 0; i < count; i++)
+        h = mg_hash_args(h, HANDLE_KEY(requests[i]));
+    return h;
+}
+
+/* An unsuccessful poll merged into the previous one (1), or to be recorded and noted (0). */
+static int poll_merged(int func, int rc, int missed, int count, const MPI_Request *saved, int64_t t0, int64_t t1,
+                       uint64_t *args)
+{
+    if (rc != MPI_SUCCESS || !missed)
+        return 0;
+    *args = poll_args(count, saved);
+    return mg_poll_repeat(func, *args, t0, t1);
+}
+
 /* One part record per request a Wait/Test call completed.  Completion j is
  * the request saved[i] stored in slots[i], i = done ? done[j] : j; its status
  * is statuses[j]. */
@@ -194,7 +254,9 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status)
     MPI_Status local, *st = status == MPI_STATUS_IGNORE ? &local : status;
     MPI_Request saved = *request;
     int64_t t0 = mg_now();
+    int fl = begin_wait(MG_ID_MPI_Wait, t0, 1, request);
     int rc = PMPI_Wait(request, st);
+    mg_end(fl);
     int64_t t1 = mg_now();
     log_completions(MG_ID_MPI_Wait, t0, t1, rc, &saved, request, 1, NULL, st);
     mg_depth--;
@@ -209,7 +271,12 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
     int64_t t0 = mg_now();
     int rc = PMPI_Test(request, flag, st);
     int64_t t1 = mg_now();
-    log_completions(MG_ID_MPI_Test, t0, t1, rc, &saved, request, *flag ? 1 : 0, NULL, st);
+    uint64_t args = 0;
+    if (!poll_merged(MG_ID_MPI_Test, rc, !*flag, 1, &saved, t0, t1, &args)) {
+        log_completions(MG_ID_MPI_Test, t0, t1, rc, &saved, request, *flag ? 1 : 0, NULL, st);
+        if (rc == MPI_SUCCESS && !*flag)
+            mg_poll_note(args);
+    }
     mg_depth--;
     return rc;
 }
@@ -220,7 +287,9 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
     scratch s;
     scratch_init(&s, count, requests, statuses);
     int64_t t0 = mg_now();
+    int fl = begin_wait(MG_ID_MPI_Waitall, t0, count, requests);
     int rc = PMPI_Waitall(count, requests, s.st);
+    mg_end(fl);
     int64_t t1 = mg_now();
     log_completions(MG_ID_MPI_Waitall, t0, t1, rc, s.saved, requests, count, NULL, s.st);
     scratch_free(&s, statuses);
@@ -236,7 +305,12 @@ int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuse
     int64_t t0 = mg_now();
     int rc = PMPI_Testall(count, requests, flag, s.st);
     int64_t t1 = mg_now();
-    log_completions(MG_ID_MPI_Testall, t0, t1, rc, s.saved, requests, *flag ? count : 0, NULL, s.st);
+    uint64_t args = 0;
+    if (!poll_merged(MG_ID_MPI_Testall, rc, !*flag, count, s.saved, t0, t1, &args)) {
+        log_completions(MG_ID_MPI_Testall, t0, t1, rc, s.saved, requests, *flag ? count : 0, NULL, s.st);
+        if (rc == MPI_SUCCESS && !*flag)
+            mg_poll_note(args);
+    }
     scratch_free(&s, statuses);
     mg_depth--;
     return rc;
@@ -249,13 +323,20 @@ static int any_wrapper(int func, int count, MPI_Request requests[], int *index, 
     MPI_Status local, *st = status == MPI_STATUS_IGNORE ? &local : status;
     int done_flag = 1;
     int64_t t0 = mg_now();
+    int fl = func == MG_ID_MPI_Waitany ? begin_wait(func, t0, count, requests) : -1;
     int rc = func == MG_ID_MPI_Waitany ? PMPI_Waitany(count, requests, index, st)
                                   : PMPI_Testany(count, requests, index, &done_flag, st);
+    mg_end(fl);
     int64_t t1 = mg_now();
     if (flag)
         *flag = done_flag;
     int completed = done_flag && *index != MPI_UNDEFINED && rc == MPI_SUCCESS;
-    log_completions(func, t0, t1, rc, s.saved, requests, completed, index, st);
+    uint64_t args = 0;
+    if (!poll_merged(func, rc, !done_flag, count, s.saved, t0, t1, &args)) {
+        log_completions(func, t0, t1, rc, s.saved, requests, completed, index, st);
+        if (rc == MPI_SUCCESS && !done_flag)
+            mg_poll_note(args);
+    }
     scratch_free(&s, MPI_STATUSES_IGNORE);
     return rc;
 }
@@ -282,11 +363,19 @@ static int some_wrapper(int func, int incount, MPI_Request requests[], int *outc
     scratch s;
     scratch_init(&s, incount, requests, statuses);
     int64_t t0 = mg_now();
+    int fl = func == MG_ID_MPI_Waitsome ? begin_wait(func, t0, incount, requests) : -1;
     int rc = func == MG_ID_MPI_Waitsome ? PMPI_Waitsome(incount, requests, outcount, indices, s.st)
                                    : PMPI_Testsome(incount, requests, outcount, indices, s.st);
+    mg_end(fl);
     int64_t t1 = mg_now();
     int n = *outcount == MPI_UNDEFINED ? 0 : *outcount;
-    log_completions(func, t0, t1, rc, s.saved, requests, n, indices, s.st);
+    uint64_t args = 0;
+    int missed = func == MG_ID_MPI_Testsome && *outcount == 0;
+    if (!poll_merged(func, rc, missed, incount, s.saved, t0, t1, &args)) {
+        log_completions(func, t0, t1, rc, s.saved, requests, n, indices, s.st);
+        if (rc == MPI_SUCCESS && missed)
+            mg_poll_note(args);
+    }
     scratch_free(&s, statuses);
     return rc;
 }
@@ -323,6 +412,8 @@ static void log_starts(int func, int64_t t0, int64_t t1, int rc, int count, cons
             if (!q)
                 continue;
             q->active = rc == MPI_SUCCESS;
+            if (q->flags & MG_COLLECTIVE) /* each start of a persistent collective is an instance */
+                q->seq = ++q->comm->seq;
             mg_record *p = r + 1 + parts++;
             mg_fill(p, func, t0, t1, MG_PART | q->flags | err);
             p->request = q->id;
@@ -330,6 +421,7 @@ static void log_starts(int func, int64_t t0, int64_t t1, int rc, int count, cons
             p->peer = q->peer;
             p->tag = q->tag;
             p->bytes = q->bytes;
+            p->seq = q->seq;
         }
         mg_publish(1 + parts);
     }

@@ -64,6 +64,8 @@ static int env_is_off(const char *name)
     return v && (!strcmp(v, "0") || !strcasecmp(v, "off") || !strcasecmp(v, "no") || !strcasecmp(v, "false"));
 }
 
+static void mg_choose_poll_gap(void);
+
 void mg_start_recording(int func, int64_t t0, int provided)
 {
     if (env_is_off("MPIGRAPH_RECORD"))
@@ -112,6 +114,7 @@ void mg_start_recording(int func, int64_t t0, int provided)
     while (mg_monotonic_ns() < until)
         ;
     mg_calibrate(MG_CALIB_INIT_B);
+    mg_choose_poll_gap();
 
     /* mpi4py finalises MPI after the interpreter is gone: analyse at exit instead. */
     mg_python_host = Py_IsInitialized();
@@ -128,6 +131,46 @@ void mg_start_recording(int func, int64_t t0, int provided)
     mg_start_log_helper(spare_cpu);
     mg_phase = MG_RECORDING;
     mg.recording = 1;
+}
+
+/* MPIGRAPH_POLL_GAP_NS (default 1000): unsuccessful polls of the same arguments closer than this
+ * share one record (shim.h: mg_poll_repeat); 0 turns the merging off.  A program polling with
+ * no work between its polls leaves gaps of tens of ns; a microsecond keeps a poll loop that
+ * does real work between its polls (or is preempted) on separate records, so that work stays compute. */
+static void mg_choose_poll_gap(void)
+{
+    const char *want = getenv("MPIGRAPH_POLL_GAP_NS");
+    double gap_ns = want && *want ? atof(want) : 1000.0;
+    const mg_header *h = mg.header;
+    double ns = (double)(h->calib_ns[MG_CALIB_INIT_B] - h->calib_ns[MG_CALIB_INIT_A]);
+    double ticks = (double)(h->calib_ticks[MG_CALIB_INIT_B] - h->calib_ticks[MG_CALIB_INIT_A]);
+    mg.poll_gap_ticks = gap_ns > 0 && ns > 0 ? (int64_t)(gap_ns * ticks / ns) : 0;
+    mg.poll_index = -1;
+}
+
+/* MPI_Abort: a record (tag: the error code) and the header's mark, written before the call,
+ * which does not return: the report names the rank that aborted. */
+int MPI_Abort(MPI_Comm comm, int errorcode)
+{
+    if (!mg_should_record())
+        return PMPI_Abort(comm, errorcode);
+    mg_depth++;
+    mg_comm *c = mg_comm_of(comm);
+    int64_t t0 = mg_now();
+    mg.header->abort_code = errorcode;
+    mg.header->flags |= MG_HEADER_ABORTED;
+    mg_record *r = mg_reserve(1);
+    if (r) {
+        mg_fill(r, MG_ID_MPI_Abort, t0, t0, 0);
+        r->comm = c->id;
+        r->tag = errorcode;
+        mg_publish(1);
+    }
+    int fl = mg_begin(MG_ID_MPI_Abort, t0, MG_PEER_NONE, errorcode, c->id, 0, MG_ROOT_NONE, 0);
+    int rc = PMPI_Abort(comm, errorcode);
+    mg_end(fl);
+    mg_depth--;
+    return rc;
 }
 
 /* Threads other than the first get their slot when they first log. */

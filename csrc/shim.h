@@ -64,6 +64,10 @@ struct mg_state {
     mg_comm world;
     mg_comm self;
     int64_t next_request_id;
+    /* Polling compaction (mg_poll_repeat): the last unsuccessful poll's record. */
+    int64_t poll_gap_ticks;   /* the largest gap between two polls merged; 0: never merge */
+    int64_t poll_index;       /* its index, -1 for none */
+    uint64_t poll_args;       /* its arguments, hashed */
 };
 
 extern struct mg_state mg;
@@ -130,6 +134,76 @@ static inline void mg_fill(mg_record *r, int func, int64_t t0, int64_t t1, uint1
     *r = (mg_record){.t_start = t0, .t_end = t1, .peer = MG_PEER_NONE, .tag = MG_TAG_NONE,
                      .root = MG_ROOT_NONE, .func = (uint16_t)func, .flags = flags,
                      .thread = (uint32_t)mg_thread_slot};
+}
+
+/* ---- in-flight calls ----------------------------------------------------------
+ * A blocking call's start goes into the header's slot of its thread before the
+ * call, and is cleared after: a run that hangs or is killed shows where each
+ * rank was.  The header, not the next record slot, because the record stream
+ * stays append-only (the reader needs no rule for a half-written record) and
+ * a thread's slot is its own (no lock held across a call that blocks).  Cost:
+ * one 64-byte store before and one 2-byte store after, in a page the call
+ * touches anyway. */
+static inline int mg_begin(int func, int64_t t0, int32_t peer, int32_t tag, int64_t comm, uint32_t seq,
+                           int32_t root, int64_t bytes)
+{
+    int slot = mg_thread_slot;
+    if (__builtin_expect(slot < 0, 0)) {
+        mg_assign_thread_slot();
+        slot = mg_thread_slot;
+    }
+    if ((unsigned)slot >= MG_N_INFLIGHT)
+        return -1;
+    mg.header->inflight[slot] = (mg_record){.t_start = t0, .bytes = bytes, .comm = comm, .peer = peer, .tag = tag,
+                                            .root = root, .seq = seq, .func = (uint16_t)func,
+                                            .thread = (uint32_t)slot};
+    return slot;
+}
+
+static inline void mg_end(int slot)
+{
+    if (slot >= 0 && mg.header)
+        mg.header->inflight[slot].func = 0;
+}
+
+/* ---- polling compaction -------------------------------------------------------
+ * An unsuccessful poll (Iprobe or Test* that found nothing) with the same
+ * arguments as the unsuccessful poll just before it, no record in between and
+ * a gap below poll_gap_ticks since it ended, extends that poll's record
+ * instead of writing one: its end moves to t1 and its count (seq, with flag
+ * MG_REPEAT) grows by one.  A polling loop costs a few records instead of one
+ * per call; the gaps merged (under MPIGRAPH_POLL_GAP_NS each) count as MPI
+ * time.  Returns 1 when merged. */
+static inline int mg_poll_repeat(int func, uint64_t args, int64_t t0, int64_t t1)
+{
+    if (mg.threaded)
+        mg_lock();
+    int merged = 0;
+    if (mg.poll_index == mg.n - 1 && mg.poll_args == args) {
+        mg_record *r = mg.records + mg.poll_index;
+        if (r->func == func && r->thread == (uint32_t)mg_thread_slot && t0 - r->t_end <= mg.poll_gap_ticks
+            && t0 >= r->t_end && r->seq < UINT32_MAX) {
+            r->t_end = t1;
+            r->seq = (r->flags & MG_REPEAT) ? r->seq + 1 : 2;
+            r->flags |= MG_REPEAT;
+            merged = 1;
+        }
+    }
+    if (mg.threaded)
+        mg_unlock();
+    return merged;
+}
+
+/* The record just published (at index n - 1) is an unsuccessful poll of `args`. */
+static inline void mg_poll_note(uint64_t args)
+{
+    mg.poll_index = mg.n - 1;
+    mg.poll_args = args;
+}
+
+static inline uint64_t mg_hash_args(uint64_t h, uint64_t v)
+{
+    return (h ^ v) * 0x100000001b3ULL;
 }
 
 mg_comm *mg_comm_lookup_slow(MPI_Comm comm);
@@ -277,6 +351,22 @@ int64_t mg_request_new(MPI_Request handle, const void *slot, mg_comm *comm, int3
                        int64_t bytes, uint16_t flags, uint32_t seq);
 
 void mg_types_setup(void);
+
+/* The peer, tag and communicator of an active request, for the in-flight slot
+ * of a Wait; 0 when the shim does not know the request. */
+int mg_request_describe(MPI_Request handle, const void *slot, int32_t *peer, int32_t *tag, int64_t *comm);
+
+/* Windows and files (windows.c): a pseudo-communicator per window or file,
+ * with an id agreed by its members, so fences and collective file operations
+ * are grouped into collective instances like any collective. */
+mg_comm *mg_comm_of_win(MPI_Win win);
+mg_comm *mg_comm_of_file(MPI_File fh);
+void mg_win_created(int func, int64_t t0, int64_t t1, int rc, MPI_Comm parent, MPI_Win win);
+void mg_file_created(int func, int64_t t0, int64_t t1, int rc, MPI_Comm parent, MPI_File fh);
+void mg_win_freed(MPI_Win win);
+void mg_file_freed(MPI_File fh);
+/* A new communicator-like group of `parent`'s members with an id they agree on (comms.c). */
+mg_comm *mg_comm_derived(mg_comm *parent);
 
 /* Status of a receive: the real source, tag and byte count. */
 void mg_fill_from_status(mg_record *r, const mg_comm *c, const MPI_Status *st);

@@ -62,6 +62,9 @@ SETTINGS = [
             "auto|on|off: a helper thread prepares the log's next pages ahead of the wrappers (less time "
             "per call when a core is idle, more CPU in all); auto: on where the rank has a CPU to spare "
             "(its affinity mask holds more CPUs than the threads of the node's ranks sharing that mask)", True),
+    Setting("MPIGRAPH_POLL_GAP_NS", "1000",
+            "ns: failed polls (MPI_Iprobe, MPI_Improbe, MPI_Test*) of the same arguments closer than this share "
+            "one record with a count; the gaps merged count as MPI time (0: a record per call)", True),
 ]
 
 # Read by the launcher, the demo and the build of the shim (csrc/build.py), not by the analysis or

@@ -79,6 +79,8 @@ CALL_COLUMNS = [
     Column("comm", "int", "communicator id (0 = MPI_COMM_WORLD)"),
     Column("bytes", "int", "bytes of the call (see metrics: how bytes are counted)"),
     Column("root", "int", "root of a rooted collective as a world rank (-1 none)"),
+    Column("calls", "int", "calls the row stands for: 1, or more for failed polls of the same arguments "
+                           "merged into one record (MPIGRAPH_POLL_GAP_NS)"),
     Column("wait_before", "time", "wait before (collective: max start - start; point-to-point: late sender "
                                   "or receiver)"),
     Column("wait_after", "time", "wait after (collective: end - min end)"),
@@ -135,4 +137,18 @@ SEGMENT_COLUMNS = [
     Column("start", "time", "segment start, from the run's start"),
     Column("end", "time", "segment end, from the run's start"),
     Column("duration", "time", "end - start"),
+]
+
+# Calls in flight when the run ended (mpigraph.trace.inflight): a run that hung, was killed or aborted.
+INFLIGHT_COLUMNS = [
+    Column("rank", "int", "MPI_COMM_WORLD rank"),
+    Column("thread", "int", "thread slot within the rank (0: the thread that called MPI_Init)"),
+    Column("function", "str", "the MPI call it was in"),
+    Column("peer", "int", "its peer as a world rank (-1 none, -2 MPI_PROC_NULL, -3 any source)"),
+    Column("tag", "int", "its tag (-1 none, -2 any tag; MPI_Abort: the error code)"),
+    Column("comm", "int", "communicator id"),
+    Column("seq", "int", "collective sequence number on comm (0 for none)"),
+    Column("requests", "int", "requests waited for (Wait family), else 0"),
+    Column("since", "time", "when the call began, from the end of the rank's MPI_Init (its own clock)"),
+    Column("deadlock", "int", "the deadlock cycle the rank is in (from 0), -1 for none"),
 ]

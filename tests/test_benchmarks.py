@@ -73,7 +73,9 @@ def test_bench_intercept_prints_both_calls_with_and_without_the_helper(wheel):
                       "added process CPU ns"]
     assert [(row[0], row[1]) for row in rows] == [
         ("MPI_Iprobe on MPI_COMM_SELF", "shim"), ("MPI_Iprobe on MPI_COMM_SELF", "shim, helper off"),
-        ("0-byte MPI_Sendrecv on MPI_COMM_SELF", "shim"), ("0-byte MPI_Sendrecv on MPI_COMM_SELF", "shim, helper off")]
+        ("MPI_Iprobe on MPI_COMM_SELF", "shim, polls not merged"),
+        ("0-byte MPI_Sendrecv on MPI_COMM_SELF", "shim"), ("0-byte MPI_Sendrecv on MPI_COMM_SELF", "shim, helper off"),
+        ("0-byte MPI_Sendrecv on MPI_COMM_SELF", "shim, polls not merged")]
     for row in rows:
         # The log header says whether the helper ran: never with MPIGRAPH_LOG_HELPER=off.
         assert row[2] == "off" if row[1] == "shim, helper off" else row[2] in ("on", "off")

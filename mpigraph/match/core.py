@@ -199,7 +199,7 @@ def _take_into(values, rows, out):
 
 KINDS = (mf.INIT, mf.FINALIZE, mf.SEND, mf.RECV, mf.SENDRECV, mf.ISEND, mf.IRECV, mf.SEND_INIT, mf.RECV_INIT,
          mf.START, mf.REQUEST_FREE, mf.COMPLETION, mf.PROBE, mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN,
-         mf.COMM_CREATE, mf.COMM_FREE)
+         mf.COMM_CREATE, mf.COMM_FREE) + mf.RECORDED_ONLY_KINDS
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 
 

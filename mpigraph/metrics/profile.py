@@ -7,7 +7,8 @@ order of its schema below; times are int64 ns.
 
 What the columns count (docs/outputs.md says it to users):
 
-- calls: call records (records without the PART flag); Init and Finalize included;
+- calls: call records (records without the PART flag), a merged run of polls (flag REPEAT) counting
+  its seq calls; Init and Finalize included;
 - MPI time of a rank: the summed duration of its calls except MPI_Init* and
   MPI_Finalize (in threaded programs calls may overlap and this may exceed
   the program time);
@@ -104,7 +105,10 @@ def function_partials(log, start_ns, end_ns, waits=None):
     flags = log.column("flags")
     part = (flags & record.PART) != 0
     key = (func.astype(np.uint32) << 3) | _CATEGORY[flags]
-    count = np.bincount(key, minlength=N_IDS * 8).reshape(N_IDS, 8)
+    count = np.bincount(key, minlength=N_IDS * 8)
+    repeated = np.flatnonzero(flags & record.REPEAT)     # a merged run of polls: seq calls (trace/record.py)
+    np.add.at(count, key[repeated], records["seq"][repeated].astype(np.int64) - 1)
+    count = count.reshape(N_IDS, 8)
     nbytes = np.zeros(N_IDS * 8, np.int64)
     np.add.at(nbytes, key, records["bytes"])
     nbytes = nbytes.reshape(N_IDS, 8)

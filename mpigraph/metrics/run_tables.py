@@ -45,6 +45,10 @@ def call_rows(linked, ranks=None, piece=slice(None)):
         out["call"][rows] = np.arange(which.start, which.stop, which.step)
         for name in ("seq", "peer", "tag", "comm", "bytes", "root"):
             out[name][rows] = records[name][index]
+        # A merged run of polls keeps its count in seq (trace/record.py): no collective number.
+        repeated = (records["flags"][index] & record.REPEAT) != 0
+        out["calls"][rows] = np.where(repeated, records["seq"][index], 1)
+        out["seq"][rows] = np.where(repeated, 0, out["seq"][rows])
         out["function"][rows] = calls.func[piece]
         out["start"][rows], out["end"][rows] = calls.start_ns[piece], calls.end_ns[piece]
         for name in ("wait_before", "wait_after", "execution", "wait_state", "wait_state_time", "other_state_time"):

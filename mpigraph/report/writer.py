@@ -108,6 +108,7 @@ from mpigraph import schema
 from mpigraph.paths import segments as cp
 from mpigraph.view import svg
 from mpigraph.trace import functions as mf
+from mpigraph.trace import inflight
 
 SUMMARY = "summary.txt"
 RANKS_CSV = "ranks.csv"
@@ -503,9 +504,10 @@ def linked_sections(ranks, linked):
             + _unmatched_section(linked["unmatched"]) + [""] + _clock_section(ranks, linked["facts"]))
 
 
-def summary_text(info, tables, linked=None, path_lines=()):
+def summary_text(info, tables, linked=None, path_lines=(), in_flight=None):
     """The text of summary.txt; `info` is a trace.RunInfo, `tables` a metrics.Tables, `linked` the
-    linked run's tables (or None), `path_lines` the critical path in words (from the path stage)."""
+    linked run's tables (or None), `path_lines` the critical path in words (from the path stage),
+    `in_flight` the calls in flight when the run ended (trace.inflight.read; None: all finalised)."""
     ranks, functions = tables.ranks, tables.functions
     hosts = sorted(set(ranks["host"].tolist()))
     program_total = int(ranks["program_time"].sum())
@@ -526,6 +528,8 @@ def summary_text(info, tables, linked=None, path_lines=()):
         "calls          %d (%d records)" % (ranks["calls"].sum(), ranks["records"].sum()),
     ]
     lines += _warnings(ranks)
+    if in_flight is not None:
+        lines += inflight.summary_lines(in_flight)
     if path_lines:
         lines += [""] + list(path_lines)
     lines += [""] + _rank_section(ranks) + [""] + _function_section(functions, mpi_total)
@@ -677,8 +681,13 @@ def write_report(out_dir, info, tables, linked=None, path=None, path_lines=()):
     never touched.
     """
     tables = metrics.with_path(tables, path)
-    text = summary_text(info, tables, linked, path_lines)
+    # Only a run that did not end well can have calls in flight: its headers are read again for them.
+    in_flight = None if tables.ranks["finalized"].all() else inflight.read(info.run_dir, info.world_size)
+    text = summary_text(info, tables, linked, path_lines, in_flight)
     files = _report_files(info, tables, linked, path, text)
+    if in_flight is not None and len(in_flight["table"]["rank"]):
+        files.insert(-1, _File(inflight.CSV_NAME,
+                               lambda p: write_csv(p, in_flight["table"], schema.INFLIGHT_COLUMNS)))
     try:
         os.makedirs(out_dir, exist_ok=True)
         _write_at_once(out_dir, files[:-1])

@@ -47,13 +47,30 @@ SCAN = "scan"                  # Scan, Exscan: rank i waits for ranks < i
 COMM_CREATE = "comm_create"    # collective over the parent, writes a part with the new comm
 COMM_FREE = "comm_free"
 
+# Recorded for their time (MPI time, named in the report), not matched (yet):
+IO = "io"                      # MPI-IO calls of one rank (read, write, seek, ... on its own)
+RMA = "rma"                    # one-sided communication: Put, Get, Accumulate, ... (peer: the target)
+RMA_SYNC = "rma_sync"          # passive/general active target synchronisation: lock, flush, post, start, ...
+NEIGHBOR = "neighbor"          # neighbourhood collectives (comm and seq recorded, not grouped)
+COLL_INIT = "coll_init"        # persistent collective initialisation (MPI_Allreduce_init, ...)
+PARTITION = "partition"        # MPI_Pready*, MPI_Parrived
+ABORT = "abort"                # MPI_Abort: tag is the error code
+# Fences, collective file operations, window creation/free and file open/close use the
+# collective kinds above (N_TO_N, COMM_CREATE, COMM_FREE) on a pseudo-communicator per
+# window or file (csrc/windows.c), so the matcher groups them into instances by (comm, seq).
+RECORDED_ONLY_KINDS = (IO, RMA, RMA_SYNC, NEIGHBOR, COLL_INIT, PARTITION, ABORT)
+
 COLLECTIVE_KINDS = frozenset({N_TO_N, ONE_TO_N, N_TO_ONE, SCAN, COMM_CREATE, COMM_FREE})
+# Calls numbered on their communicator (seq), in the order MPI requires all members to call them.
+SEQUENCED_KINDS = COLLECTIVE_KINDS | {NEIGHBOR, COLL_INIT}
 
-MPIFunction = namedtuple("MPIFunction", "id name kind params nonblocking")
+# since: the MPI standard version that introduced the function (the shim wraps it only when
+# compiled against an mpi.h of that version or later: Open MPI 4 and 5 say 3.1).
+MPIFunction = namedtuple("MPIFunction", "id name kind params nonblocking since")
 
 
-def _f(id, name, kind, params=None, nonblocking=False):
-    return MPIFunction(id, name, kind, params, nonblocking)
+def _f(id, name, kind, params=None, nonblocking=False, since=3):
+    return MPIFunction(id, name, kind, params, nonblocking, since)
 
 
 _P2P_SEND = "const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm"
@@ -184,6 +201,133 @@ FUNCTIONS += [
     _f(100 + i, "MPI_I" + name.lower(), kind, params + _REQ, True)
     for i, (name, kind, params) in enumerate(_COLLECTIVES)
 ]
+
+# ---- MPI-IO, one-sided, neighbourhood, persistent collectives, partitioned (ids 200..) ----
+_FH = "MPI_File fh"
+_IO_BUF = "const void *buf, int count, MPI_Datatype datatype"
+_IO_RBUF = "void *buf, int count, MPI_Datatype datatype"
+_AT = "MPI_Offset offset, "
+_ST = ", MPI_Status *status"
+
+# (name, kind, params): individual (IO) and collective (N_TO_N on the file's group) file operations.
+_FILE_OPS = [
+    ("File_open", COMM_CREATE, "MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh"),
+    ("File_close", COMM_FREE, "MPI_File *fh"),
+    ("File_delete", IO, "const char *filename, MPI_Info info"),
+    ("File_set_view", N_TO_N,
+     _FH + ", MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype, const char *datarep, MPI_Info info"),
+    ("File_set_size", N_TO_N, _FH + ", MPI_Offset size"),
+    ("File_preallocate", N_TO_N, _FH + ", MPI_Offset size"),
+    ("File_sync", N_TO_N, _FH),
+    ("File_seek", IO, _FH + ", MPI_Offset offset, int whence"),
+    ("File_seek_shared", N_TO_N, _FH + ", MPI_Offset offset, int whence"),
+    ("File_read", IO, _FH + ", " + _IO_RBUF + _ST),
+    ("File_write", IO, _FH + ", " + _IO_BUF + _ST),
+    ("File_read_at", IO, _FH + ", " + _AT + _IO_RBUF + _ST),
+    ("File_write_at", IO, _FH + ", " + _AT + _IO_BUF + _ST),
+    ("File_read_shared", IO, _FH + ", " + _IO_RBUF + _ST),
+    ("File_write_shared", IO, _FH + ", " + _IO_BUF + _ST),
+    ("File_read_all", N_TO_N, _FH + ", " + _IO_RBUF + _ST),
+    ("File_write_all", N_TO_N, _FH + ", " + _IO_BUF + _ST),
+    ("File_read_at_all", N_TO_N, _FH + ", " + _AT + _IO_RBUF + _ST),
+    ("File_write_at_all", N_TO_N, _FH + ", " + _AT + _IO_BUF + _ST),
+    ("File_read_ordered", N_TO_N, _FH + ", " + _IO_RBUF + _ST),
+    ("File_write_ordered", N_TO_N, _FH + ", " + _IO_BUF + _ST),
+]
+# Nonblocking file operations: a request completed by Wait/Test.
+_FILE_IOPS = [
+    ("File_iread", IO, _FH + ", " + _IO_RBUF + _REQ),
+    ("File_iwrite", IO, _FH + ", " + _IO_BUF + _REQ),
+    ("File_iread_at", IO, _FH + ", " + _AT + _IO_RBUF + _REQ),
+    ("File_iwrite_at", IO, _FH + ", " + _AT + _IO_BUF + _REQ),
+    ("File_iread_shared", IO, _FH + ", " + _IO_RBUF + _REQ),
+    ("File_iwrite_shared", IO, _FH + ", " + _IO_BUF + _REQ),
+    ("File_iread_all", N_TO_N, _FH + ", " + _IO_RBUF + _REQ),
+    ("File_iwrite_all", N_TO_N, _FH + ", " + _IO_BUF + _REQ),
+    ("File_iread_at_all", N_TO_N, _FH + ", " + _AT + _IO_RBUF + _REQ),
+    ("File_iwrite_at_all", N_TO_N, _FH + ", " + _AT + _IO_BUF + _REQ),
+]
+
+_ORIGIN = "const void *origin_addr, int origin_count, MPI_Datatype origin_datatype"
+_TARGET = "int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype"
+_RESULT = "void *result_addr, int result_count, MPI_Datatype result_datatype"
+_WIN = "MPI_Win win"
+_ONE_SIDED = [
+    ("Win_create", COMM_CREATE, "void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win"),
+    ("Win_allocate", COMM_CREATE, "MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr, "
+                                  "MPI_Win *win"),
+    ("Win_allocate_shared", COMM_CREATE, "MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, "
+                                         "void *baseptr, MPI_Win *win"),
+    ("Win_create_dynamic", COMM_CREATE, "MPI_Info info, MPI_Comm comm, MPI_Win *win"),
+    ("Win_free", COMM_FREE, "MPI_Win *win"),
+    ("Win_fence", N_TO_N, "int assert, " + _WIN),
+    ("Win_lock", RMA_SYNC, "int lock_type, int rank, int assert, " + _WIN),
+    ("Win_unlock", RMA_SYNC, "int rank, " + _WIN),
+    ("Win_lock_all", RMA_SYNC, "int assert, " + _WIN),
+    ("Win_unlock_all", RMA_SYNC, _WIN),
+    ("Win_flush", RMA_SYNC, "int rank, " + _WIN),
+    ("Win_flush_all", RMA_SYNC, _WIN),
+    ("Win_flush_local", RMA_SYNC, "int rank, " + _WIN),
+    ("Win_flush_local_all", RMA_SYNC, _WIN),
+    ("Win_sync", RMA_SYNC, _WIN),
+    ("Win_post", RMA_SYNC, "MPI_Group group, int assert, " + _WIN),
+    ("Win_start", RMA_SYNC, "MPI_Group group, int assert, " + _WIN),
+    ("Win_complete", RMA_SYNC, _WIN),
+    ("Win_wait", RMA_SYNC, _WIN),
+    ("Put", RMA, _ORIGIN + ", " + _TARGET + ", " + _WIN),
+    ("Get", RMA, _ORIGIN.replace("const void", "void") + ", " + _TARGET + ", " + _WIN),
+    ("Accumulate", RMA, _ORIGIN + ", " + _TARGET + ", MPI_Op op, " + _WIN),
+    ("Get_accumulate", RMA, _ORIGIN + ", " + _RESULT + ", " + _TARGET + ", MPI_Op op, " + _WIN),
+    ("Fetch_and_op", RMA, "const void *origin_addr, void *result_addr, MPI_Datatype datatype, int target_rank, "
+                          "MPI_Aint target_disp, MPI_Op op, " + _WIN),
+    ("Compare_and_swap", RMA, "const void *origin_addr, const void *compare_addr, void *result_addr, "
+                              "MPI_Datatype datatype, int target_rank, MPI_Aint target_disp, " + _WIN),
+    ("Rput", RMA, _ORIGIN + ", " + _TARGET + ", " + _WIN + _REQ),
+    ("Rget", RMA, _ORIGIN.replace("const void", "void") + ", " + _TARGET + ", " + _WIN + _REQ),
+    ("Raccumulate", RMA, _ORIGIN + ", " + _TARGET + ", MPI_Op op, " + _WIN + _REQ),
+    ("Rget_accumulate", RMA, _ORIGIN + ", " + _RESULT + ", " + _TARGET + ", MPI_Op op, " + _WIN + _REQ),
+]
+
+_NEIGHBOR = [
+    ("Neighbor_allgather", _ALLGATHER),
+    ("Neighbor_allgatherv", _ALLGATHERV),
+    ("Neighbor_alltoall", _ALLGATHER),
+    ("Neighbor_alltoallv", _ALLTOALLV),
+    ("Neighbor_alltoallw", _ALLTOALLW.replace("const int sdispls[]", "const MPI_Aint sdispls[]")
+     .replace("const int rdispls[]", "const MPI_Aint rdispls[]")),
+]
+_INFO = ", MPI_Info info"
+
+FUNCTIONS += [_f(200 + i, "MPI_" + name, kind, params) for i, (name, kind, params) in enumerate(_FILE_OPS)]
+FUNCTIONS += [_f(230 + i, "MPI_" + name, kind, params, True) for i, (name, kind, params) in enumerate(_FILE_IOPS)]
+FUNCTIONS += [_f(250 + i, "MPI_" + name, kind, params, name.startswith("R"))
+              for i, (name, kind, params) in enumerate(_ONE_SIDED)]
+FUNCTIONS += [_f(290 + i, "MPI_" + name, NEIGHBOR, params) for i, (name, params) in enumerate(_NEIGHBOR)]
+FUNCTIONS += [_f(295 + i, "MPI_I" + name.lower(), NEIGHBOR, params + _REQ, True)
+              for i, (name, params) in enumerate(_NEIGHBOR)]
+# Persistent collectives (MPI-4): "<collective>_init"; each MPI_Start of one is an instance.
+FUNCTIONS += [_f(300 + i, "MPI_%s_init" % name, COLL_INIT, params + _INFO + _REQ, True, since=4)
+              for i, (name, _, params) in enumerate(_COLLECTIVES)]
+FUNCTIONS += [_f(320 + i, "MPI_%s_init" % name, COLL_INIT, params + _INFO + _REQ, True, since=4)
+              for i, (name, params) in enumerate(_NEIGHBOR)]
+FUNCTIONS += [
+    # Partitioned communication (MPI-4): one message per activation, like a persistent send/receive.
+    _f(330, "MPI_Psend_init", SEND_INIT, "const void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, "
+                                         "int dest, int tag, MPI_Comm comm" + _INFO + _REQ, True, since=4),
+    _f(331, "MPI_Precv_init", RECV_INIT, "void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, "
+                                         "int source, int tag, MPI_Comm comm" + _INFO + _REQ, True, since=4),
+    _f(332, "MPI_Pready", PARTITION, "int partition, MPI_Request request", since=4),
+    _f(333, "MPI_Pready_range", PARTITION, "int partition_low, int partition_high, MPI_Request request", since=4),
+    _f(334, "MPI_Pready_list", PARTITION, "int length, const int array_of_partitions[], MPI_Request request",
+       since=4),
+    _f(335, "MPI_Parrived", PARTITION, "MPI_Request request, int partition, int *flag", since=4),
+    _f(340, "MPI_Abort", ABORT),
+]
+
+# Kinds whose calls may block: their wrappers show the call in the header's in-flight slot
+# while it runs (mpigraph.trace.inflight).  Nonblocking functions and polls never block.
+BLOCKING_KINDS = frozenset({SEND, RECV, SENDRECV, PROBE, COMPLETION, N_TO_N, ONE_TO_N, N_TO_ONE, SCAN,
+                            COMM_CREATE, COMM_FREE, IO, RMA_SYNC, NEIGHBOR, FINALIZE, ABORT})
 
 BY_ID = {f.id: f for f in FUNCTIONS}
 BY_NAME = {f.name: f for f in FUNCTIONS}

@@ -26,7 +26,16 @@ right after it (flag ``PART``), which share the call's func and times:
 - communicator creation: one part per new communicator, with ``comm`` the new
   communicator's id, ``tag`` this rank's rank in it and ``bytes`` its size.
 
-Counting the records without ``PART`` gives the number of calls per function.
+Counting the records without ``PART`` gives the number of calls per function,
+once ``REPEAT`` records are weighed by their count (``call_counts``): the shim
+writes one record with flag ``REPEAT`` for a run of consecutive unsuccessful
+polls (MPI_Iprobe, MPI_Test*) of the same arguments with gaps below
+MPIGRAPH_POLL_GAP_NS between them; it spans the first call's start to the last
+call's end, and its ``seq`` is the number of calls it stands for.
+
+The header's ``inflight`` slots show the blocking call each thread is in while
+it is in it (a run that hangs or is killed keeps them): see
+``mpigraph.trace.inflight``.
 """
 
 import numpy as np
@@ -44,7 +53,9 @@ RECV = 0x0008          # this record describes data this rank received
 PERSISTENT = 0x0010    # the request is persistent (Send_init, Recv_init, ...)
 FORTRAN = 0x0020       # the call came through a Fortran binding wrapper
 ERROR = 0x0040         # the MPI call returned an error code
-MATCHED = 0x0080       # a probe found a message: peer, tag and bytes are its status's (Iprobe flag 1, Probe)
+REPEAT = 0x0080        # one call record for `seq` consecutive unsuccessful polls (see module doc)
+COLLECTIVE = 0x0100    # a request of a persistent collective (MPI_Allreduce_init, ...)
+MATCHED = 0x0200       # a probe found a message: peer, tag and bytes are its status's (Iprobe flag 1, Probe)
 
 # Special values of the peer field (world ranks are >= 0).
 PEER_NONE = -1         # the call has no peer
@@ -60,6 +71,9 @@ ROOT_NONE = -1
 HEADER_FINALIZED = 0x1   # the rank reached MPI_Finalize and closed its log
 HEADER_RECORDING_DROPPED = 0x2  # the shim could not grow the file: records were dropped
 HEADER_LOG_HELPER = 0x4   # a helper thread prepared the log's pages (MPIGRAPH_LOG_HELPER)
+HEADER_ABORTED = 0x8     # the rank called MPI_Abort (its error code: abort_code)
+
+N_INFLIGHT = 8           # thread slots whose blocking call in progress the header shows
 
 # Clock sources.
 CLOCK_MONOTONIC = 0      # ticks are CLOCK_MONOTONIC nanoseconds
@@ -125,6 +139,11 @@ HEADER_DTYPE = np.dtype(
         ("sync_pingpongs", "<i4"), # ping-pongs per measurement (at least; csrc/clock_sync.c)
         ("sync_init", SYNC_DTYPE),
         ("sync_final", SYNC_DTYPE),
+        ("abort_code", "<i4"),     # MPI_Abort's error code (HEADER_ABORTED)
+        ("n_inflight", "<i4"),     # N_INFLIGHT
+        # Per thread slot: the blocking call in progress (func 0: none), written before the call
+        # blocks, cleared when it returns; t_end is 0.  Logs of older shims hold zeros here.
+        ("inflight", RECORD_DTYPE, (N_INFLIGHT,)),
     ]
 )
 assert HEADER_DTYPE.itemsize <= HEADER_SIZE
@@ -156,3 +175,9 @@ def write_log(path, header, records):
     with open(path, "wb") as f:
         f.write(page.tobytes())
         f.write(np.ascontiguousarray(records, RECORD_DTYPE).tobytes())
+
+
+def call_counts(flags, seq):
+    """Calls each record stands for: 0 for a part, ``seq`` for a REPEAT record, else 1 (int64)."""
+    flags = np.asarray(flags)
+    return np.where((flags & PART) != 0, 0, np.where((flags & REPEAT) != 0, np.asarray(seq, np.int64), 1))
