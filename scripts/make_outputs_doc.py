@@ -40,6 +40,11 @@ TABLES = {
                           "Sends never received, receives never matched, completions of unknown requests, "
                           "requests never completed, collectives not every member of the communicator "
                           "took part in."),
+    "INFLIGHT_COLUMNS": ("inflight", "one row per call a rank was in when the run ended (written only when "
+                         "a rank did not finalise)",
+                         "A blocking call's start is on disk before it blocks, so a run that hung, was "
+                         "killed or aborted shows where each rank was; ranks blocked on each other share a "
+                         "`deadlock` number."),
     "SEGMENT_COLUMNS": ("critical_path", "one row per segment of the critical path, in path order",
                         "Written when a path was computed. The segments cover the run from the first "
                         "rank's start to the end, without gaps: their durations add up to the run time."),
@@ -95,9 +100,10 @@ def load():
     from mpigraph import schema
     from mpigraph.report import writer
     from mpigraph.paths import segments
+    from mpigraph.trace import inflight
 
     files = {}
-    for module in (writer, segments):
+    for module in (writer, segments, inflight):
         for value in vars(module).values():
             if isinstance(value, str) and value.endswith((".csv", ".parquet")) and "/" not in value:
                 stem = value.rsplit(".", 1)[0]
