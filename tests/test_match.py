@@ -226,7 +226,11 @@ def test_report_files_of_the_hand_built_run(tmp_path):
     assert any(calls["on_path"]) and not all(calls["on_path"])
     inst = pq.read_table(run_dir / "collectives.parquet").to_pydict()
     assert inst["function"] == ["MPI_Allreduce"] and inst["members"] == [2] and inst["last_rank"] == [1]
-    assert inst["wait_total_ns"] == [2100] and inst["imbalance"] == [pytest.approx(2100 / 2000)]
+    # Allreduce 6000-9000 and 8000-9100: rank 0 waits 2000 before, rank 1 100 after, of 3000 + 1100;
+    # the seed's columns keep its formula, 2100 / (2 members * (9000 - 8000)), over 100%.
+    assert inst["wait_total_ns"] == [2100] and inst["time_total_ns"] == [4100]
+    assert inst["imbalance"] == [pytest.approx(2100 / 4100)] and inst["execution_ns"] == [2000]
+    assert inst["seed_wait_total_ns"] == [2100] and inst["seed_imbalance"] == [pytest.approx(2100 / 2000)]
     with open(run_dir / "waitstates.csv") as f:
         rows = {(r["rank"], r["function"], r["kind"]): r["time_s"] for r in csv.DictReader(f)}
     assert rows[("0", "MPI_Waitall", "late_sender")] == "0.000001800"
@@ -467,7 +471,7 @@ def test_group_instances_releases_like_the_rules_say():
             start = int(rng.integers(0, 4)) * 100       # few values: many ties
             for name, value in (("comm", comm), ("seq", seq), ("rank", rank), ("comm_rank", rank),
                                 ("comm_size", size), ("call", 2 * seq + (comm != 0)), ("func", func), ("root", root),
-                                ("start", start), ("end", 1000 + rank)):
+                                ("start", start), ("end", 1000 + rank), ("done_call", 2 * seq + (comm != 0))):
                 rows[name].append(value)
     rows = {name: np.array(v, dtype) for (name, v), dtype in zip(rows.items(), collectives.MEMBER_DTYPES.values())}
     _, m = collectives.group_instances(rows)
@@ -510,7 +514,8 @@ def _random_members(rng, n_instances=300):
                 continue
             for name, value in (("comm", comm), ("seq", seq), ("rank", rank), ("comm_rank", rank),
                                 ("comm_size", size), ("call", 2 * seq + (comm != 0)), ("func", func), ("root", root),
-                                ("start", int(rng.integers(0, 4)) * 100), ("end", 1000 + int(rng.integers(0, 5)) * 10)):
+                                ("start", int(rng.integers(0, 4)) * 100), ("end", 1000 + int(rng.integers(0, 5)) * 10),
+                                ("done_call", 2 * seq + (comm != 0))):
                 rows[name].append(value)
     rows = {name: np.array(v, dtype) for (name, v), dtype in zip(rows.items(), collectives.MEMBER_DTYPES.values())}
     order = np.argsort(rows["rank"], kind="stable")

@@ -1,14 +1,17 @@
-"""Collective instances: the members of every blocking collective, grouped by (comm, seq).
+"""Collective instances: the members of every collective, grouped by (comm, seq).
 
-Each rank's collective call records become *member* rows.  ``group_instances``
+Each rank's collective call records become *member* rows, blocking and nonblocking alike
+(MPI_Iallreduce, MPI_Ibarrier, ...: the shim numbers both on one sequence per communicator).
+A member arrives when its call starts (``call``, ``start``) and is released in the call that
+completed it (``done_call``): the call itself when blocking, the Wait/Test that completed the
+request of a nonblocking one (-1: never completed); ``end`` is that call's end.  ``group_instances``
 computes the instance's statistics (DESIGN.md: max start, min end, the last
 arriver, the root) and every member's releasing member from all rows of an
 instance; ``match_collectives`` gives the same answer across analysis ranks
 without moving the members: each analysis rank reduces its members of an
 instance to one partial row, the partials meet on an analysis rank chosen by a
 hash of (comm, seq), and the combined answer travels back to the analysis ranks
-that sent them.  Nonblocking collectives (MPI_Iallreduce, ...) are not members here:
-their waits happen in Wait/Test calls, not in the call itself.
+that sent them.
 """
 
 import dataclasses
@@ -18,7 +21,7 @@ import numpy as np
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
 from mpigraph.match.core import (COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, FUNC_KIND, KIND_CODE,
-                            NONBLOCKING, SCAN, CallIndex, group_key, kind_is, route, sort_rows)
+                            NONBLOCKING, SCAN, CallIndex, group_key, kind_is, pair_occurrences, route, sort_rows)
 
 # Pattern of who releases whom, per function kind (-1: no dependency, e.g. Comm_free).
 _PATTERN = {mf.N_TO_N: COLLECTIVE_N_TO_N, mf.COMM_CREATE: COLLECTIVE_N_TO_N, mf.ONE_TO_N: COLLECTIVE_ONE_TO_N,
@@ -53,23 +56,23 @@ def comm_table(rank_calls, world_size, is_part, func):
 # call, and these columns are copied several times over while instances are grouped.
 MEMBER_DTYPES = {"comm": np.int64, "seq": np.uint32, "rank": np.int32, "comm_rank": np.int32,
                  "comm_size": np.int32, "call": np.int64, "func": np.uint16, "root": np.int32, "start": np.int64,
-                 "end": np.int64}
+                 "end": np.int64, "done_call": np.int64}
 
 
 # The columns of a member the later steps use (waits, causality, the dependency edges): the
 # input's MEMBER_COLUMNS and the instance's results; only these travel back to the members' owners.
-MEMBER_COLUMNS = ("rank", "call", "func", "root", "start", "end")
+MEMBER_COLUMNS = ("rank", "call", "func", "root", "start", "end", "done_call")
 MEMBER_RESULTS = MEMBER_COLUMNS + ("max_start", "min_end", "release_rank", "release_call", "release_start")
 
 
 def members(rank_calls, world_size):
-    """Member rows of one rank: its blocking collective call records with a sequence number."""
+    """Member rows of one rank: its collective call records with a sequence number."""
     # A plain view of the log: a field of a memmap goes through numpy.memmap's slow __getitem__.
     records = np.asarray(rank_calls.records)
     # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
     is_part = (rank_calls.field("flags") & record.PART) != 0
     func = rank_calls.field("func")
-    rows = np.flatnonzero(_BLOCKING_COLLECTIVE[func] & ~is_part)
+    rows = np.flatnonzero(_COLLECTIVE[func] & ~is_part)
     seq = records["seq"][rows]
     rows, seq = rows[seq > 0], seq[seq > 0]
     comm = records["comm"][rows]
@@ -77,24 +80,45 @@ def members(rank_calls, world_size):
     at = np.minimum(np.searchsorted(ids, comm), len(ids) - 1)
     known = ids[at] == comm
     call = rank_calls.record_call[rows]
+    done_call = completing_calls(rank_calls, rows, is_part, func)
+    end_call = np.where(done_call >= 0, done_call, call)
     return {
         "comm": comm, "seq": seq,
         "rank": np.full(len(rows), rank_calls.rank, np.int32),
         "comm_rank": np.where(known, ranks[at], -1), "comm_size": np.where(known, sizes[at], -1),
         "call": call, "func": func[rows], "root": records["root"][rows],
-        "start": rank_calls.start_ns[call], "end": rank_calls.end_ns[call],
+        "start": rank_calls.start_ns[call], "end": rank_calls.end_ns[end_call], "done_call": done_call,
     }
 
 
-def _blocking_collective_table():
-    """Per function id: a blocking collective (or communicator creation/free), a member when it
-    has a sequence number."""
-    ids = np.arange(len(NONBLOCKING))
-    collective = kind_is(ids, mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN, mf.COMM_CREATE, mf.COMM_FREE)
-    return collective & ~NONBLOCKING
+def completing_calls(rank_calls, rows, is_part, func):
+    """The call that completed each collective call record `rows`: the call itself when blocking;
+    for a nonblocking one the Wait/Test whose part record carries its request id (the k-th post
+    of a request id with the k-th completion of it, as p2p.request_pairs pairs them), -1 when none."""
+    records = np.asarray(rank_calls.records)
+    done_call = rank_calls.record_call[rows].astype(np.int64)
+    nonblocking = NONBLOCKING[func[rows]]
+    if not nonblocking.any():
+        return done_call
+    posts = rows[nonblocking]
+    post_request = records["request"][posts]
+    # The completions of collective requests: part records with neither SEND nor RECV (a
+    # point-to-point request's parts have one of them).
+    moves = (rank_calls.field("flags") & (record.SEND | record.RECV)) != 0
+    done = np.flatnonzero(is_part & ~moves & kind_is(func, mf.COMPLETION))
+    done_request = records["request"][done]
+    has = post_request != 0
+    ip, ic = pair_occurrences(post_request[has], done_request[done_request != 0])
+    completion = np.full(len(posts), -1, np.int64)
+    completion[np.flatnonzero(has)[ip]] = rank_calls.record_call[done[done_request != 0][ic]]
+    done_call[nonblocking] = completion
+    return done_call
 
 
-_BLOCKING_COLLECTIVE = _blocking_collective_table()
+# Per function id: a collective, blocking or not (or communicator creation/free), a member when
+# it has a sequence number.
+_COLLECTIVE = kind_is(np.arange(len(NONBLOCKING)), mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN, mf.COMM_CREATE,
+                      mf.COMM_FREE)
 
 
 def instance_owner(comm_ids, seq, n_owners):
@@ -239,9 +263,11 @@ class LocalGroups:
     def retimed(self, calls_by_rank):
         """The same groups with start and end taken again from the calls (after a repair moved them)."""
         index = CallIndex(calls_by_rank)
-        at = index.of(self.members["rank"], self.members["call"])
-        members = dict(self.members, start=index.column(calls_by_rank, "start_ns")[at],
-                       end=index.column(calls_by_rank, "end_ns")[at])
+        m = self.members
+        at = index.of(m["rank"], m["call"])
+        end_at = index.of(m["rank"], np.where(m["done_call"] >= 0, m["done_call"], m["call"]))
+        members = dict(m, start=index.column(calls_by_rank, "start_ns")[at],
+                       end=index.column(calls_by_rank, "end_ns")[end_at])
         return dataclasses.replace(self, members=members)
 
 
@@ -409,3 +435,26 @@ def match_collectives(comm, groups, codec=None):
     instances, reply = combine_partials(here)
     back = route(comm, reply, reply["src"], codec)
     return instances, _member_results(groups.members, groups.group, groups.start_idx, back)
+
+
+def instance_waits(comm, groups, wait, time, instances, codec=None):
+    """`instances` (grouped on this analysis rank) with their members' waits by pattern summed.
+
+    `wait`, `time`: per member of `groups` (a LocalGroups; waits.member_totals of the member
+    results, in the same order).  Each analysis rank sums its members of an instance to one
+    row and sends it to the instance's owner, like the partials.  Returns the instances with
+    seed_wait_total (combine_partials' barrier-like wait_total), wait_total and time_total."""
+    n = len(groups.group)
+    sums = {"comm": groups.instance["comm"].astype(np.int64), "seq": groups.instance["seq"].astype(np.int64)}
+    for name, values in (("wait", wait), ("time", time)):
+        sums[name] = np.add.reduceat(np.asarray(values, np.int64), groups.start_idx) if n else np.zeros(0, np.int64)
+    here = route(comm, sums, instance_owner(sums["comm"], sums["seq"], comm.Get_size()), codec)
+    n_inst = len(instances["comm"])
+    key = group_key([np.concatenate([instances["comm"], here["comm"]]), np.concatenate([instances["seq"], here["seq"]])])
+    order = np.argsort(key[:n_inst], kind="stable")
+    at = order[np.searchsorted(key[:n_inst][order], key[n_inst:])] if n_inst else np.zeros(0, np.int64)
+    out = dict(instances, seed_wait_total=instances["wait_total"])
+    for name, column in (("wait_total", "wait"), ("time_total", "time")):
+        out[name] = np.zeros(n_inst, np.int64)
+        np.add.at(out[name], at, here[column])
+    return out

@@ -14,8 +14,9 @@ from mpigraph.clock import repair as causality
 from mpigraph.clock import models as clock
 from mpigraph.match import collectives
 from mpigraph.match import p2p
-from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, Dependencies, rank_calls)
-from mpigraph.metrics.waits import owned_waits
+from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, NONBLOCKING, Dependencies,
+                                 rank_calls)
+from mpigraph.metrics.waits import member_totals, owned_waits
 
 
 @dataclasses.dataclass
@@ -124,7 +125,7 @@ def _repair_loop(comm, ownership, calls, ops, world_size, codec):
             repair.found = n
         if n == 0 or repair.rounds == causality.MAX_ROUNDS:
             repair.remaining = n
-            return messages, pairs.unmatched, instances, members, repair
+            return messages, pairs.unmatched, instances, members, repair, groups
         causality.apply(calls, rank, call, need, repair)
         repair.repaired += n
         repair.rounds += 1
@@ -135,17 +136,21 @@ def dependency_edges(to_me, from_me, members):
     done = to_me["r_done_call"] >= 0
     # Only a send call that ended after the receive was posted may have waited for it.
     waited = (from_me["s_done_call"] >= 0) & (from_me["r_post_start"] <= from_me["s_done_end"])
-    released = members["release_rank"] >= 0
+    # Into the call that completed each member: the call itself, or the Wait/Test of a
+    # nonblocking collective's request (none when it never completed).
+    completed = members["done_call"] >= 0
+    released = completed & (members["release_rank"] >= 0)
     pattern = collectives.pattern_of(members["func"])
     assert (pattern[released] >= COLLECTIVE_N_TO_N).all()
-    # The last arriver of an N-to-N instance releases itself too: with that edge the path
-    # stage sees every member of the instance, which a global synchronisation point needs.
-    last = ~released & (pattern == COLLECTIVE_N_TO_N)
+    # The last arriver of a blocking N-to-N instance releases itself too: with that edge the path
+    # stage sees every member of the instance, which a global synchronisation point needs.  A
+    # nonblocking one is no such point (its members' calls are not where they wait).
+    last = ~released & completed & (pattern == COLLECTIVE_N_TO_N) & ~NONBLOCKING[members["func"]]
     return Dependencies.picked([
         (done, to_me["s_rank"], to_me["s_post_call"], to_me["r_rank"], to_me["r_done_call"], MESSAGE_LATE_SENDER),
         (waited, from_me["r_rank"], from_me["r_post_call"], from_me["s_rank"], from_me["s_done_call"],
          MESSAGE_LATE_RECEIVER),
-        (released, members["release_rank"], members["release_call"], members["rank"], members["call"], pattern),
+        (released, members["release_rank"], members["release_call"], members["rank"], members["done_call"], pattern),
         (last, members["rank"], members["call"], members["rank"], members["call"], COLLECTIVE_N_TO_N),
     ])
 
@@ -154,9 +159,11 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=
     """Stage match (see the module doc); collective over comm.  Without `with_edges` the
     dependency edges (only the graph's critical path reads them) are not made."""
     ops, orphans = _owned_ops(calls)
-    messages, unmatched, instances, members, repair = _repair_loop(comm, ownership, calls, ops, world_size, codec)
+    messages, unmatched, instances, members, repair, groups = _repair_loop(comm, ownership, calls, ops, world_size,
+                                                                           codec)
     from_me = p2p.to_senders(comm, ownership, messages, calls, codec)
     waits = owned_waits(calls, messages, from_me, members)
+    instances = collectives.instance_waits(comm, groups, *member_totals(calls, members), instances, codec)
     dependencies = dependency_edges(messages, from_me, members) if with_edges else None
     return Linked(calls, dependencies, waits, instances, unmatched, orphans, _incomplete(ops, calls), repair,
                   clock_info)

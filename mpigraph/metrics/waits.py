@@ -1,8 +1,25 @@
 """Wait before, wait after and execution time of every call; wait states by kind.
 
-Collectives (DESIGN.md, seed 004 section 5.2), per member i of an instance:
-    wait_before = max_j start_j - start_i,  wait_after = end_i - min_j end_j,
-    execution   = min_j end_j - max_j start_j   (negative: no implicit barrier).
+Every wait is clamped to its call: 0 <= wait_before + wait_after <= duration, so
+execution = duration - wait_before - wait_after is never negative and a rank's
+waits never exceed its MPI time.
+
+Collectives, per member i of an instance, by the pattern of its function
+(who waits for whom; the same rule makes the graph's edges, link.dependency_edges):
+    N-to-N (Allreduce, Barrier, Alltoall, ..., communicator creation): every member
+        waits for the last to arrive;  wait_before = clamp(max_j start_j - start_i),
+        wait_after = clamp(end_i - min_j end_j) (others left earlier: the seed's wait
+        after, within what is left of the call);
+    1-to-N (Bcast, Scatter(v)): a non-root member waits for the root (late broadcast),
+        wait_before = clamp(root start - start_i); the root does not wait;
+    N-to-1 (Reduce, Gather(v)): the root waits for the last other member (early
+        reduce), wait_before = clamp(max_j start_j - root start); the others do not;
+    Scan, Exscan: the member of rank i waits for the latest of the ranks < i (early
+        scan), wait_before = clamp(max_{j<i} start_j - start_i);
+where clamp(x) = min(max(x, 0), duration).  A nonblocking collective (MPI_Iallreduce,
+MPI_Ibarrier, ...) arrives when its call starts and waits in the Wait/Test call that
+completed its request: that call's wait_before is clamp(releasing start - its start)
+within its own duration; the nonblocking call itself is all execution.
 Point-to-point (seed 003 equations 1-4), per message:
     late sender   = max(0, send start - start of the call the receive completed in)
                     (the Recv itself, or the Wait/Test of a deferred receive),
@@ -10,20 +27,19 @@ Point-to-point (seed 003 equations 1-4), per message:
     late receiver = max(0, receive post - start of the call the send completed in),
                     only when that call ended after the receive was posted
                     (an eager send that returned before is not waiting).
-A call that completed several messages (Waitall) waited for them at the same
-time: its wait_before is the largest of them, and its wait state the kind of
-that largest one.  A point-to-point call has wait_after 0 and execution =
-duration - wait_before (transfer and MPI stack).  Other calls: execution =
-duration.
+A call that completed several messages or collectives (Waitall) waited for them at
+the same time: its wait_before is the largest of them, and its wait state the kind of
+that largest one (point-to-point first on a tie).  Only N-to-N blocking collectives have
+a wait_after.  Other calls: execution = duration.
 
-Wait states (Scalasca's names): the synchronisation part of the wait, the
-time until the releasing event, of each call:
+Wait states (Scalasca's names): the wait before of each call, by kind:
     late_sender, late_receiver   as above;
     wait_nxn      N-to-N collectives but Barrier (and communicator creation):
                   until the last member arrived;
-    wait_barrier  the same for MPI_Barrier;
+    wait_barrier  the same for MPI_Barrier (and MPI_Ibarrier);
     late_broadcast  1-to-N non-root members: until the root arrived;
-    early_reduce    N-to-1 root: until the last member arrived.
+    early_reduce    N-to-1 root: until the last member arrived;
+    early_scan      Scan, Exscan: until the latest lower rank arrived.
 """
 
 import collections.abc
@@ -32,10 +48,12 @@ import numpy as np
 
 from mpigraph.comm import codec as codec_module
 from mpigraph.match.collectives import PATTERN_OF_FUNC
-from mpigraph.match.core import BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, CallIndex
+from mpigraph.match.core import (BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, NONBLOCKING,
+                                  SCAN, CallIndex)
+from mpigraph.trace import functions as mf
 from mpigraph.schema import WAIT_STATES  # noqa: F401  (the kinds, in the order of the codes below)
 
-LATE_SENDER, LATE_RECEIVER, WAIT_NXN, WAIT_BARRIER, LATE_BROADCAST, EARLY_REDUCE = range(6)
+LATE_SENDER, LATE_RECEIVER, WAIT_NXN, WAIT_BARRIER, LATE_BROADCAST, EARLY_REDUCE, EARLY_SCAN = range(7)
 NO_STATE = -1
 
 
@@ -101,7 +119,9 @@ def _collective_state_table():
     funcs = np.arange(len(PATTERN_OF_FUNC))
     table = np.full((len(funcs), 2), NO_STATE, np.int8)
     nxn = PATTERN_OF_FUNC == COLLECTIVE_N_TO_N
-    table[nxn, :] = np.where(funcs[nxn] == BARRIER_ID, WAIT_BARRIER, WAIT_NXN)[:, None]
+    barrier = (funcs == BARRIER_ID) | (funcs == mf.BY_NAME["MPI_Ibarrier"].id)
+    table[nxn, :] = np.where(barrier[nxn], WAIT_BARRIER, WAIT_NXN)[:, None]
+    table[PATTERN_OF_FUNC == SCAN, :] = EARLY_SCAN
     table[PATTERN_OF_FUNC == COLLECTIVE_ONE_TO_N, 0] = LATE_BROADCAST
     table[PATTERN_OF_FUNC == COLLECTIVE_N_TO_ONE, 1] = EARLY_REDUCE
     return table
@@ -113,6 +133,30 @@ _COLLECTIVE_STATE = _collective_state_table()
 def collective_state(func, is_root):
     """Wait-state code of each member call (one lookup by function and root, not a pass per state)."""
     return _COLLECTIVE_STATE[func, np.asarray(is_root).view(np.uint8)]     # is_root an index, not a mask
+
+
+def member_waits(index, start_ns, end_ns, members):
+    """Per collective member (rows of `members`): where its wait is charged and how long.
+
+    Returns {"done": the completing call in `index`'s numbering (-1: never completed),
+    "wait_before", "wait_after", "duration" (of the completing call), "state"}; see the
+    module doc for the rules.  `start_ns`, `end_ns`: index.column of the calls' times."""
+    has = members["done_call"] >= 0
+    done = np.where(has, index.of(members["rank"], np.maximum(members["done_call"], 0)), -1)
+    at = np.maximum(done, 0)
+    start, end = start_ns[at], end_ns[at]
+    duration = np.where(has, end - start, 0)
+    released = has & (members["release_rank"] >= 0)
+    before = _clip(members["release_start"] - start, duration.copy())
+    before[~released] = 0
+    state = collective_state(members["func"], members["rank"] == members["root"])
+    before[state < 0] = 0
+    # The seed's wait after, for blocking N-to-N members only, within what the wait before left.
+    nxn = has & (PATTERN_OF_FUNC[members["func"]] == COLLECTIVE_N_TO_N) & ~NONBLOCKING[members["func"]]
+    after = _clip(end - members["min_end"], duration - before)
+    after[~nxn] = 0
+    return {"done": done, "wait_before": before, "wait_after": after, "duration": duration,
+            "state": np.where(before > 0, state, np.int8(NO_STATE)).astype(np.int8)}
 
 
 def owned_waits(calls_by_rank, to_me, from_me, members):
@@ -131,28 +175,34 @@ def owned_waits(calls_by_rank, to_me, from_me, members):
     np.maximum.at(ls, index.of(rank, call), ns)
     rank, call, ns = late_receiver(from_me)
     np.maximum.at(lr, index.of(rank, call), ns)
-    wait_before = np.maximum(ls, lr)
+    p2p = np.maximum(ls, lr)
     # int8 all along: the wait states of millions of calls without int64 temporaries
-    state = np.where(wait_before == 0, np.int8(NO_STATE),
-                     np.where(ls >= lr, np.int8(LATE_SENDER), np.int8(LATE_RECEIVER)))
+    state = np.where(p2p == 0, np.int8(NO_STATE), np.where(ls >= lr, np.int8(LATE_SENDER), np.int8(LATE_RECEIVER)))
     del ls, lr
-    state_time = wait_before.copy()
+
+    m = member_waits(index, start_ns, end_ns, members)
+    charged = np.flatnonzero(m["done"] >= 0)
+    done = m["done"][charged]
+    collective = np.zeros(n, np.int64)
+    np.maximum.at(collective, done, m["wait_before"][charged])
+    # The state of the member with the largest wait of its call; point-to-point wins a tie.
+    top = charged[(m["wait_before"][charged] == collective[done]) & (collective[done] > p2p[done])]
+    state[m["done"][top]] = m["state"][top]
+    wait_before = np.maximum(p2p, collective)
+    del p2p, collective
     wait_after = np.zeros(n, np.int64)
+    wait_after[done] = m["wait_after"][charged]          # blocking members: a call has one at most
     execution = np.subtract(end_ns, start_ns, out=end_ns)      # the duration, in the concatenated copy
     execution -= wait_before
-
-    call = index.of(members["rank"], members["call"])
-    start, end = members["start"], members["end"]
-    max_start, min_end = members["max_start"], members["min_end"]
-    wait_before[call] = max_start - start
-    wait_after[call] = end - min_end
-    execution[call] = min_end - max_start
-    released = members["release_rank"] >= 0
-    sync = _clip(members["release_start"] - start, end - start)
-    sync[~released] = 0
-    member_state = collective_state(members["func"], members["rank"] == members["root"])
-    state[call] = np.where(sync > 0, member_state, np.int8(NO_STATE))
-    sync[member_state < 0] = 0
-    state_time[call] = sync
+    execution -= wait_after
+    state_time = np.where(state >= 0, wait_before, 0)
     return CallWaits(index, {"wait_before": wait_before, "wait_after": wait_after, "execution": execution,
                              "wait_state": state, "wait_state_time": state_time})
+
+
+def member_totals(calls_by_rank, members):
+    """(wait, time) per collective member: its wait before + after, and the duration of the call
+    it is charged to (0, 0 when it never completed): an instance's sums make its imbalance."""
+    index = CallIndex(calls_by_rank)
+    m = member_waits(index, index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns"), members)
+    return m["wait_before"] + m["wait_after"], m["duration"]
