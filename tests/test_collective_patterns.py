@@ -193,11 +193,22 @@ def test_every_graph_algorithm_gives_the_same_path(run, tmp_path):
         analyse_copy(run_dir, tmp_path / "parallel-toposort", "parallel-toposort")
 
 
-def analyse_copy(run_dir, where, algorithm):
-    """`mpigraph analyze` on a copy of the raw logs; returns the path rows."""
+@pytest.mark.parametrize("run", ["scan", "iallreduce"], indirect=True)
+def test_two_analysis_ranks_give_the_same_tables(run, tmp_path):
+    """The members of an instance meet on its owner as partials and their waits as sums: the
+    tables of 2 analysis ranks (rank 0's trace ranks on one, the others on the other) are those of 1."""
+    _, run_dir, _ = run
+    analyse_copy(run_dir, tmp_path / "one", "dijkstra")
+    analyse_copy(run_dir, tmp_path / "two", "dijkstra", nprocs=2)
+    for name in ("calls.parquet", "collectives.parquet", "waitstates.parquet", "ranks.parquet"):
+        assert pq.read_table(tmp_path / "two" / name).equals(pq.read_table(tmp_path / "one" / name)), name
+
+
+def analyse_copy(run_dir, where, algorithm, clock="none", nprocs=None):
+    """`mpigraph analyze` on a copy of the raw logs (with the run's clock method); returns the path rows."""
     shutil.copytree(run_dir / "raw", where / "raw")
-    result = mpi_env.mpigraph(["analyze", where, "--algorithm", algorithm, "--quiet"],
-                              env_extra={"MPIGRAPH_CLOCK": "none"})
+    result = mpi_env.mpigraph(["analyze", where, "--algorithm", algorithm, "--quiet"], nprocs=nprocs,
+                              env_extra={"MPIGRAPH_CLOCK": clock})
     assert result.returncode == 0, result.stdout + result.stderr
     return read_csv(where / critical_path.CSV_NAME)
 
@@ -233,3 +244,59 @@ def check_user_tables(run_dir):
         assert len(percent) == len(body) and all(0 <= p <= 100 for p in percent), (title, body)
         exec_col = header.index("execution s")
         assert all(float(row[exec_col + (len(row) - len(header))]) >= 0 for row in body), (title, body)
+
+
+# ---- the other test programs and the demo ---------------------------------------------------
+
+# program: (ranks, arguments); calls.c has every collective kind, MPI_Ibarrier among them.
+OTHER_PROGRAMS = {"calls.c": (3, []), "slow_phases.c": (3, [4]), "unreceived.c": (2, [])}
+
+
+@pytest.fixture(scope="module")
+def other_runs(tmp_path_factory):
+    mpi = mpi_env.wheel_mpi()
+    assert mpi, "no mpicc/mpiexec found: install with pip install '.[mpich,test]'"
+    builder = mpi_env.Builder(str(tmp_path_factory.mktemp("other_programs")))
+    runs = {}
+    for source, (ranks, args) in OTHER_PROGRAMS.items():
+        out = tmp_path_factory.mktemp("runs") / source.replace(".", "_")
+        result = mpi_env.mpirun(mpi, ranks, [builder.build(source, mpi.mpicc)] + args, out=out,
+                                rank_env={"MPIGRAPH_QUIET": "1"})
+        assert result.returncode == 0, result.stdout + result.stderr
+        runs[source] = out
+    out = tmp_path_factory.mktemp("runs") / "demo"
+    result = mpi_env.mpigraph(["demo", "--out", out])
+    assert result.returncode == 0, result.stdout + result.stderr
+    runs["demo"] = out
+    return runs
+
+
+@pytest.mark.parametrize("name", list(OTHER_PROGRAMS) + ["demo"])
+def test_other_programs_hold_no_negative_execution_and_shares_within_0_to_100(other_runs, name):
+    check_user_tables(other_runs[name])
+
+
+def test_the_nonblocking_barrier_of_calls_c_is_an_instance_completed_in_its_wait(other_runs):
+    """calls.c step 10: MPI_Ibarrier then MPI_Wait on every rank: one complete instance, whose
+    wait is charged to the Waits (wait states of a barrier), none to the MPI_Ibarrier calls."""
+    run_dir = other_runs["calls.c"]
+    inst = pq.read_table(run_dir / "collectives.parquet").to_pydict()
+    ibarrier = [i for i, f in enumerate(inst["function"]) if f == "MPI_Ibarrier"]
+    assert len(ibarrier) == 1 and inst["members"][ibarrier[0]] == 3 and inst["complete"][ibarrier[0]]
+    calls = pq.read_table(run_dir / "calls.parquet").to_pydict()
+    rows = [i for i, f in enumerate(calls["function"]) if f == "MPI_Ibarrier"]
+    assert all(calls["wait_before_ns"][i] == 0 and calls["wait_state"][i] == "" for i in rows)
+    # The Wait right after each rank's MPI_Ibarrier completed it: its wait, if any, is a barrier's.
+    waits = [i + 1 for i in rows]
+    assert all(calls["function"][i] == "MPI_Wait" for i in waits)
+    assert all(calls["wait_state"][i] in ("", "wait_barrier") for i in waits)
+    assert sum(calls["wait_before_ns"][i] for i in waits) == inst["wait_total_ns"][ibarrier[0]]
+
+
+@pytest.mark.parametrize("name", ["calls.c"])
+def test_every_graph_algorithm_gives_the_same_path_on_other_programs(other_runs, tmp_path, name):
+    run_dir = other_runs[name]
+    want = read_csv(run_dir / critical_path.CSV_NAME)
+    for algorithm in ALGORITHMS[1:]:
+        got = analyse_copy(run_dir, tmp_path / algorithm, algorithm, clock="pingpong")
+        assert got == want, algorithm

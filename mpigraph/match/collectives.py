@@ -440,7 +440,7 @@ def match_collectives(comm, groups, codec=None):
 def instance_waits(comm, groups, wait, time, instances, codec=None):
     """`instances` (grouped on this analysis rank) with their members' waits by pattern summed.
 
-    `wait`, `time`: per member of `groups` (a LocalGroups; waits.member_totals of the member
+    `wait`, `time`: per member of `groups` (a LocalGroups; waits.waits_and_member_totals of the member
     results, in the same order).  Each analysis rank sums its members of an instance to one
     row and sends it to the instance's owner, like the partials.  Returns the instances with
     seed_wait_total (combine_partials' barrier-like wait_total), wait_total and time_total."""

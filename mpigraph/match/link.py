@@ -16,7 +16,7 @@ from mpigraph.match import collectives
 from mpigraph.match import p2p
 from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, NONBLOCKING, Dependencies,
                                  rank_calls)
-from mpigraph.metrics.waits import member_totals, owned_waits
+from mpigraph.metrics.waits import waits_and_member_totals
 
 
 @dataclasses.dataclass
@@ -162,8 +162,8 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=
     messages, unmatched, instances, members, repair, groups = _repair_loop(comm, ownership, calls, ops, world_size,
                                                                            codec)
     from_me = p2p.to_senders(comm, ownership, messages, calls, codec)
-    waits = owned_waits(calls, messages, from_me, members)
-    instances = collectives.instance_waits(comm, groups, *member_totals(calls, members), instances, codec)
+    waits, (member_wait, member_time) = waits_and_member_totals(calls, messages, from_me, members)
+    instances = collectives.instance_waits(comm, groups, member_wait, member_time, instances, codec)
     dependencies = dependency_edges(messages, from_me, members) if with_edges else None
     return Linked(calls, dependencies, waits, instances, unmatched, orphans, _incomplete(ops, calls), repair,
                   clock_info)

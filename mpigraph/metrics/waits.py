@@ -15,7 +15,8 @@ Collectives, per member i of an instance, by the pattern of its function
     N-to-1 (Reduce, Gather(v)): the root waits for the last other member (early
         reduce), wait_before = clamp(max_j start_j - root start); the others do not;
     Scan, Exscan: the member of rank i waits for the latest of the ranks < i (early
-        scan), wait_before = clamp(max_{j<i} start_j - start_i);
+        scan), wait_before = clamp(max_{j<i} start_j - start_i); ranks in MPI_COMM_WORLD's
+        order (on a communicator that orders its ranks otherwise, that order is not used);
 where clamp(x) = min(max(x, 0), duration).  A nonblocking collective (MPI_Iallreduce,
 MPI_Ibarrier, ...) arrives when its call starts and waits in the Wait/Test call that
 completed its request: that call's wait_before is clamp(releasing start - its start)
@@ -166,6 +167,13 @@ def owned_waits(calls_by_rank, to_me, from_me, members):
     senders' owner; `members`: collective member results of the owned ranks.
     All owned ranks are done at once in one call numbering (match.CallIndex).
     """
+    return waits_and_member_totals(calls_by_rank, to_me, from_me, members)[0]
+
+
+def waits_and_member_totals(calls_by_rank, to_me, from_me, members):
+    """(owned_waits, (wait, time) per collective member): the member's wait before + after, and
+    the duration of the call it is charged to (0, 0 when it never completed); an instance's sums
+    of them make its wait and imbalance (collectives.instance_waits)."""
     index = CallIndex(calls_by_rank)
     start_ns, end_ns = index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns")
     n = len(index)
@@ -196,13 +204,6 @@ def owned_waits(calls_by_rank, to_me, from_me, members):
     execution -= wait_before
     execution -= wait_after
     state_time = np.where(state >= 0, wait_before, 0)
-    return CallWaits(index, {"wait_before": wait_before, "wait_after": wait_after, "execution": execution,
-                             "wait_state": state, "wait_state_time": state_time})
-
-
-def member_totals(calls_by_rank, members):
-    """(wait, time) per collective member: its wait before + after, and the duration of the call
-    it is charged to (0, 0 when it never completed): an instance's sums make its imbalance."""
-    index = CallIndex(calls_by_rank)
-    m = member_waits(index, index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns"), members)
-    return m["wait_before"] + m["wait_after"], m["duration"]
+    waits = CallWaits(index, {"wait_before": wait_before, "wait_after": wait_after, "execution": execution,
+                              "wait_state": state, "wait_state_time": state_time})
+    return waits, (m["wait_before"] + m["wait_after"], m["duration"])
