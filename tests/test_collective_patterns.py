@@ -24,8 +24,10 @@ estimate is not what these tests test.
 """
 
 import csv
+import os
 import re
 import shutil
+import sys
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -249,7 +251,7 @@ def check_user_tables(run_dir):
 # ---- the other test programs and the demo ---------------------------------------------------
 
 # program: (ranks, arguments); calls.c has every collective kind, MPI_Ibarrier among them.
-OTHER_PROGRAMS = {"calls.c": (3, []), "slow_phases.c": (3, [4]), "unreceived.c": (2, [])}
+OTHER_PROGRAMS = {"calls.c": (3, []), "slow_phases.c": (3, [4]), "unreceived.c": (2, []), "calls_py.py": (3, [])}
 
 
 @pytest.fixture(scope="module")
@@ -260,7 +262,9 @@ def other_runs(tmp_path_factory):
     runs = {}
     for source, (ranks, args) in OTHER_PROGRAMS.items():
         out = tmp_path_factory.mktemp("runs") / source.replace(".", "_")
-        result = mpi_env.mpirun(mpi, ranks, [builder.build(source, mpi.mpicc)] + args, out=out,
+        argv = [sys.executable, os.path.join(mpi_env.PROGRAMS, source)] if source.endswith(".py") \
+            else [builder.build(source, mpi.mpicc)]
+        result = mpi_env.mpirun(mpi, ranks, argv + args, out=out,
                                 rank_env={"MPIGRAPH_QUIET": "1"})
         assert result.returncode == 0, result.stdout + result.stderr
         runs[source] = out
