@@ -80,8 +80,8 @@ def members(rank_calls, world_size):
     at = np.minimum(np.searchsorted(ids, comm), len(ids) - 1)
     known = ids[at] == comm
     call = rank_calls.record_call[rows]
-    done_call = completing_calls(rank_calls, rows, is_part, func)
-    end_call = np.where(done_call >= 0, done_call, call)
+    done_call = completing_calls(rank_calls, rows, call, is_part, func)
+    end_call = call if done_call is call else np.where(done_call >= 0, done_call, call)
     return {
         "comm": comm, "seq": seq,
         "rank": np.full(len(rows), rank_calls.rank, np.int32),
@@ -91,15 +91,16 @@ def members(rank_calls, world_size):
     }
 
 
-def completing_calls(rank_calls, rows, is_part, func):
-    """The call that completed each collective call record `rows`: the call itself when blocking;
-    for a nonblocking one the Wait/Test whose part record carries its request id (the k-th post
-    of a request id with the k-th completion of it, as p2p.request_pairs pairs them), -1 when none."""
-    records = np.asarray(rank_calls.records)
-    done_call = rank_calls.record_call[rows].astype(np.int64)
+def completing_calls(rank_calls, rows, call, is_part, func):
+    """The call that completed each collective call record `rows` (calls `call`): the call itself
+    when blocking; for a nonblocking one the Wait/Test whose part record carries its request id
+    (the k-th post of a request id with the k-th completion of it, as p2p.request_pairs pairs
+    them), -1 when none.  `call` itself when every one is blocking."""
     nonblocking = NONBLOCKING[func[rows]]
     if not nonblocking.any():
-        return done_call
+        return call
+    records = np.asarray(rank_calls.records)
+    done_call = call.astype(np.int64)
     posts = rows[nonblocking]
     post_request = records["request"][posts]
     # The completions of collective requests: part records with neither SEND nor RECV (a

@@ -136,28 +136,42 @@ def collective_state(func, is_root):
     return _COLLECTIVE_STATE[func, np.asarray(is_root).view(np.uint8)]     # is_root an index, not a mask
 
 
+def _wait_after_table():
+    """Per function id: a member has a wait after (the blocking N-to-N collectives)."""
+    return (PATTERN_OF_FUNC == COLLECTIVE_N_TO_N) & ~NONBLOCKING[:len(PATTERN_OF_FUNC)]
+
+
+_HAS_WAIT_AFTER = _wait_after_table()
+
+
 def member_waits(index, start_ns, end_ns, members):
     """Per collective member (rows of `members`): where its wait is charged and how long.
 
     Returns {"done": the completing call in `index`'s numbering (-1: never completed),
     "wait_before", "wait_after", "duration" (of the completing call), "state"}; see the
     module doc for the rules.  `start_ns`, `end_ns`: index.column of the calls' times."""
-    has = members["done_call"] >= 0
-    done = np.where(has, index.of(members["rank"], np.maximum(members["done_call"], 0)), -1)
-    at = np.maximum(done, 0)
-    start, end = start_ns[at], end_ns[at]
-    duration = np.where(has, end - start, 0)
-    released = has & (members["release_rank"] >= 0)
-    before = _clip(members["release_start"] - start, duration.copy())
-    before[~released] = 0
-    state = collective_state(members["func"], members["rank"] == members["root"])
-    before[state < 0] = 0
+    done_call = members["done_call"]
+    completed = done_call >= 0
+    every = bool(completed.all())            # blocking collectives: always
+    done = index.of(members["rank"], done_call if every else np.maximum(done_call, 0))
+    start = start_ns[done]
+    duration = end_ns[done]
+    duration -= start
+    if not every:
+        duration[~completed] = 0
+        done[~completed] = -1
+    # Released members only: the others' release_start is -1, far before their start.
+    before = _clip(members["release_start"] - start, duration)       # duration >= 0: left as it is
+    before[members["release_rank"] < 0] = 0
+    func = members["func"]
     # The seed's wait after, for blocking N-to-N members only, within what the wait before left.
-    nxn = has & (PATTERN_OF_FUNC[members["func"]] == COLLECTIVE_N_TO_N) & ~NONBLOCKING[members["func"]]
-    after = _clip(end - members["min_end"], duration - before)
-    after[~nxn] = 0
-    return {"done": done, "wait_before": before, "wait_after": after, "duration": duration,
-            "state": np.where(before > 0, state, np.int8(NO_STATE)).astype(np.int8)}
+    after = end_ns[done]
+    after -= members["min_end"]
+    _clip(after, duration - before)
+    after[~_HAS_WAIT_AFTER[func]] = 0
+    state = collective_state(func, members["rank"] == members["root"])
+    state[before == 0] = NO_STATE
+    return {"done": done, "wait_before": before, "wait_after": after, "duration": duration, "state": state}
 
 
 def owned_waits(calls_by_rank, to_me, from_me, members):
@@ -189,17 +203,22 @@ def waits_and_member_totals(calls_by_rank, to_me, from_me, members):
     del ls, lr
 
     m = member_waits(index, start_ns, end_ns, members)
-    charged = np.flatnonzero(m["done"] >= 0)
-    done = m["done"][charged]
+    charged = m["done"] >= 0
+    every = bool(charged.all())
+    done = m["done"] if every else m["done"][charged]
+    member_before = m["wait_before"] if every else m["wait_before"][charged]
     collective = np.zeros(n, np.int64)
-    np.maximum.at(collective, done, m["wait_before"][charged])
+    if NONBLOCKING[members["func"]].any():      # a Wait/Test may complete several members
+        np.maximum.at(collective, done, member_before)
+    else:                                        # a blocking member is its own call: one each
+        collective[done] = member_before
     # The state of the member with the largest wait of its call; point-to-point wins a tie.
-    top = charged[(m["wait_before"][charged] == collective[done]) & (collective[done] > p2p[done])]
-    state[m["done"][top]] = m["state"][top]
+    top = (member_before == collective[done]) & (member_before > p2p[done])
+    state[done[top]] = (m["state"] if every else m["state"][charged])[top]
     wait_before = np.maximum(p2p, collective)
     del p2p, collective
     wait_after = np.zeros(n, np.int64)
-    wait_after[done] = m["wait_after"][charged]          # blocking members: a call has one at most
+    wait_after[done] = m["wait_after"] if every else m["wait_after"][charged]   # blocking: one per call
     execution = np.subtract(end_ns, start_ns, out=end_ns)      # the duration, in the concatenated copy
     execution -= wait_before
     execution -= wait_after
