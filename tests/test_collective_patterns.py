@@ -13,6 +13,8 @@ the program, not from the trace: a member waits for the rank its pattern names,
     Iallreduce + compute + Wait (rank 2 late): the Wait of rank i waits max(0, latest
                                            Iallreduce call - own Wait call), the
                                            Iallreduce itself 0;
+    Ibcast + Wait (root 1 late): the Wait of a non-root waits max(0, root's Ibcast call -
+                                           own Wait call), the root's 0;
 each within the call's duration.  The program's clock reading and the shim's differ by
 the shim's overhead (microseconds) unless a rank is descheduled in between, which a loaded
 machine does now and then: the waits must agree within TOLERANCE (a tenth of the delay) for
@@ -52,6 +54,7 @@ MODES = {
     "gather": ("MPI_Gather", 2, 0, "early_reduce", [0], [1, 2]),
     "scan": ("MPI_Scan", 1, -1, "early_scan", [2], [0, 1]),
     "iallreduce": ("MPI_Wait", 2, -1, "wait_nxn", [0, 1], [2]),
+    "ibcast": ("MPI_Wait", 1, 1, "late_broadcast", [0, 2], [1]),
     # A late member of a 1-to-N collective, a late root of an N-to-1: nobody waits about the
     # delay (a barrier's rule, as before, had the others wait for the late rank).
     "bcast_late_member": ("MPI_Bcast", 2, 1, "late_broadcast", [], [1, 2]),
@@ -123,6 +126,9 @@ def expected_waits(mode, times):
     elif mode in ("reduce", "gather", "reduce_late_root"):
         others = np.delete(call, root, axis=1)
         expect[:, root] = others.max(axis=1) - call[:, root]
+    elif mode == "ibcast":      # the Wait of a non-root waits for the root's MPI_Ibcast
+        expect = call[:, [root]] - times["wait"]
+        expect[:, root] = 0
     elif mode == "scan":
         for i in range(1, RANKS):
             expect[:, i] = call[:, :i].max(axis=1) - call[:, i]

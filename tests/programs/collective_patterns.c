@@ -15,6 +15,8 @@
  *   bcast_late_member   MPI_Bcast, root 1, rank 2 late: nobody waits (a barrier's rule
  *                       would have the root and rank 0 wait DELAY_MS)
  *   reduce_late_root    MPI_Reduce, root 0, the root late: nobody waits
+ *   ibcast   MPI_Ibcast then MPI_Wait at once, root 1, the root late: the non-roots'
+ *            MPI_Wait waits DELAY_MS, the root's 0
  *
  *   iallreduce  no Barrier: MPI_Iallreduce, COMPUTE_MS of compute, MPI_Wait; the last
  *               rank computes IDELAY_MS before its MPI_Iallreduce, the others nothing:
@@ -58,7 +60,7 @@ static double spin(double ms, double x)
 
 static int late_rank(const char *mode, int size)
 {
-    if (!strcmp(mode, "bcast") || !strcmp(mode, "scatter") || !strcmp(mode, "scan"))
+    if (!strcmp(mode, "bcast") || !strcmp(mode, "scatter") || !strcmp(mode, "scan") || !strcmp(mode, "ibcast"))
         return 1;
     if (!strcmp(mode, "reduce_late_root"))
         return 0;
@@ -117,6 +119,12 @@ int main(int argc, char **argv)
             MPI_Gather(in, 1, MPI_DOUBLE, out, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
         else if (!strcmp(mode, "scan"))
             MPI_Scan(in, out, 8, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        else if (!strcmp(mode, "ibcast")) {
+            MPI_Request request;
+            MPI_Ibcast(in, 8, MPI_DOUBLE, 1, MPI_COMM_WORLD, &request);
+            wait_ns[it] = now() * 1e9;
+            MPI_Wait(&request, MPI_STATUS_IGNORE);
+        }
         else {
             if (rank == 0)
                 fprintf(stderr, "collective_patterns: unknown mode %s\n", mode);
