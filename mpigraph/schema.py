@@ -104,7 +104,8 @@ COLLECTIVE_COLUMNS = [
     Column("comm_size", "int", "size of the communicator (-1 unknown)"),
     Column("complete", "bool", "members == comm_size"),
     Column("max_start", "time", "latest start: when the last member arrived"),
-    Column("min_end", "time", "earliest end"),
+    Column("min_end", "time", "earliest end (of a nonblocking collective: of the Wait/Test calls that completed "
+                              "it)"),
     Column("time_total", "time", "summed duration of the members' calls (of a nonblocking collective: the "
                                   "Wait/Test calls that completed it)"),
     Column("wait_total", "time", "summed wait (before + after) of the members, by the collective's pattern, as "
