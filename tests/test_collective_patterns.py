@@ -197,6 +197,8 @@ def test_every_graph_algorithm_gives_the_same_path(run, tmp_path):
     want = read_csv(run_dir / critical_path.CSV_NAME)
     for algorithm in ALGORITHMS[1:]:
         assert analyse_copy(run_dir, tmp_path / algorithm, algorithm) == want, algorithm
+    # Global synchronisation points (the Barriers) split the graph or not: the same path.
+    assert analyse_copy(run_dir, tmp_path / "no-splits", "dijkstra", splits="off") == want
     assert analyse_copy(run_dir, tmp_path / "toposort", "toposort") == \
         analyse_copy(run_dir, tmp_path / "parallel-toposort", "parallel-toposort")
 
@@ -212,11 +214,11 @@ def test_two_analysis_ranks_give_the_same_tables(run, tmp_path):
         assert pq.read_table(tmp_path / "two" / name).equals(pq.read_table(tmp_path / "one" / name)), name
 
 
-def analyse_copy(run_dir, where, algorithm, clock="none", nprocs=None):
+def analyse_copy(run_dir, where, algorithm, clock="none", nprocs=None, splits="on"):
     """`mpigraph analyze` on a copy of the raw logs (with the run's clock method); returns the path rows."""
     shutil.copytree(run_dir / "raw", where / "raw")
     result = mpi_env.mpigraph(["analyze", where, "--algorithm", algorithm, "--quiet"], nprocs=nprocs,
-                              env_extra={"MPIGRAPH_CLOCK": clock})
+                              env_extra={"MPIGRAPH_CLOCK": clock, "MPIGRAPH_SPLITS": splits})
     assert result.returncode == 0, result.stdout + result.stderr
     return read_csv(where / critical_path.CSV_NAME)
 
