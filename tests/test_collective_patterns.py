@@ -9,7 +9,8 @@ the program, not from the trace: a member waits for the rank its pattern names,
                                            the root 0;
     N-to-1 (Reduce, Gather, root 0, rank 2 late): the root waits max(0, latest other call -
                                            own call), the others 0;
-    Scan (rank 1 late): rank i waits max(0, latest call of ranks < i - own call);
+    Scan (rank 1 late): rank i waits max(0, latest call of ranks < i - own call), the ranks
+                        of the communicator (one that reverses the world ranks too);
     Iallreduce + compute + Wait (rank 2 late): the Wait of rank i waits max(0, latest
                                            Iallreduce call - own Wait call), the
                                            Iallreduce itself 0;
@@ -53,6 +54,8 @@ MODES = {
     "reduce": ("MPI_Reduce", 2, 0, "early_reduce", [0], [1, 2]),
     "gather": ("MPI_Gather", 2, 0, "early_reduce", [0], [1, 2]),
     "scan": ("MPI_Scan", 1, -1, "early_scan", [2], [0, 1]),
+    # Scan on a communicator whose rank order is MPI_COMM_WORLD's reversed: its order counts.
+    "scan_reversed": ("MPI_Scan", 1, -1, "early_scan", [0], [1, 2]),
     "iallreduce": ("MPI_Wait", 2, -1, "wait_nxn", [0, 1], [2]),
     "ibcast": ("MPI_Wait", 1, 1, "late_broadcast", [0, 2], [1]),
     # A late member of a 1-to-N collective, a late root of an N-to-1: nobody waits about the
@@ -132,6 +135,9 @@ def expected_waits(mode, times):
     elif mode == "scan":
         for i in range(1, RANKS):
             expect[:, i] = call[:, :i].max(axis=1) - call[:, i]
+    elif mode == "scan_reversed":      # world rank r is rank RANKS - 1 - r there: the ranks after it go first
+        for i in range(RANKS - 1):
+            expect[:, i] = call[:, i + 1:].max(axis=1) - call[:, i]
     else:       # the Wait of each rank waits for the last MPI_Iallreduce
         expect = call.max(axis=1, keepdims=True) - times["wait"]
     return np.maximum(expect, 0)

@@ -61,7 +61,7 @@ MEMBER_DTYPES = {"comm": np.int64, "seq": np.uint32, "rank": np.int32, "comm_ran
 
 # The columns of a member the later steps use (waits, causality, the dependency edges): the
 # input's MEMBER_COLUMNS and the instance's results; only these travel back to the members' owners.
-MEMBER_COLUMNS = ("rank", "call", "func", "root", "start", "end", "done_call")
+MEMBER_COLUMNS = ("rank", "comm_rank", "call", "func", "root", "start", "end", "done_call")
 MEMBER_RESULTS = MEMBER_COLUMNS + ("max_start", "min_end", "release_rank", "release_call", "release_start")
 
 
@@ -152,16 +152,49 @@ def _exclusive_prefix_argmax(values, group_of):
     return np.where(valid, inverse[np.maximum(prev, 0) % n], -1)
 
 
-def _scan_release(start, group, scan):
-    """_exclusive_prefix_argmax of the `scan` rows, computed on the instances with a scan member only."""
-    best = np.full(len(start), -1, np.int64)
-    if scan.any():
-        with_scan = np.zeros(group[-1] + 1, bool)
-        with_scan[group[scan]] = True
-        rows = np.flatnonzero(with_scan[group])
-        prefix = _exclusive_prefix_argmax(start[rows], group[rows])
-        best[rows] = np.where(prefix >= 0, rows[np.maximum(prefix, 0)], -1)
-    return best[scan]
+# ---- Scan and Exscan: rank i waits for the latest of the ranks before it in the communicator --
+#
+# The communicator's order need not be MPI_COMM_WORLD's (a Comm_split's key may reverse it), so
+# unlike the other patterns a member's release is not combined from per-analysis-rank partials
+# in world-rank order: the scan members themselves go to their instance's owner (Scans are few).
+
+_SCAN_DTYPES = {"comm": np.int64, "seq": np.int64, "comm_rank": np.int64, "rank": np.int64, "call": np.int64,
+                "start": np.int64, "src": np.int64, "row": np.int64}
+
+
+def scan_rows(comm_ids, seq, members, rows, src):
+    """The scan members `rows` of `members` (MEMBER_COLUMNS) as rows for their instances' owners
+    (columns _SCAN_DTYPES; `row`: their index in `members`, `src`: the analysis rank they come from)."""
+    columns = {"comm": comm_ids, "seq": seq, "src": np.full(len(rows), src), "row": rows}
+    columns.update({name: members[name][rows] for name in ("comm_rank", "rank", "call", "start")})
+    return {name: np.asarray(columns[name], dtype) for name, dtype in _SCAN_DTYPES.items()}
+
+
+def scan_releases(rows):
+    """Per scan member row (_SCAN_DTYPES, whole instances): the latest member before it in
+    communicator-rank order (the last among equal starts), as src, row, release_rank,
+    release_call, release_start (-1: the first member, nobody to wait for)."""
+    instance = group_key([rows["comm"], rows["seq"]])
+    order = sort_rows([instance, rows["comm_rank"], rows["rank"]])
+    sorted_instance = instance[order]
+    n = len(order)
+    group = np.cumsum(np.r_[True, sorted_instance[1:] != sorted_instance[:-1]]) - 1 if n else np.zeros(0, np.int64)
+    prev = _exclusive_prefix_argmax(rows["start"][order], group)
+    has = prev >= 0
+    at = order[np.maximum(prev, 0)] if n else np.zeros(0, np.int64)
+    out = {"src": rows["src"], "row": rows["row"]}
+    for name in ("rank", "call", "start"):
+        out["release_" + name] = np.full(n, -1, np.int64)
+        out["release_" + name][order] = np.where(has, rows[name][at], -1)
+    return out
+
+
+def _with_scan_releases(results, releases):
+    """Member results with the scan members' releases (scan_releases' rows for them) filled in."""
+    row = releases["row"]
+    for name in ("release_rank", "release_call", "release_start"):
+        results[name][row] = releases[name].astype(results[name].dtype)
+    return results
 
 
 def group_instances(rows):
@@ -199,13 +232,15 @@ def group_instances(rows):
     n_to_one = (pattern == COLLECTIVE_N_TO_ONE) & is_root
     release[n_to_one] = g_last[n_to_one]
     scan = pattern == SCAN
-    release[scan] = _scan_release(m["start"], group, scan)
+    # (filled in below, in communicator-rank order)
     release[release == np.arange(n)] = -1            # nobody waits for itself
     has = release >= 0
     at = np.maximum(release, 0)
     m.update(max_start=max_start[group], min_end=min_end[group],
              release_rank=np.where(has, m["rank"][at], -1), release_call=np.where(has, m["call"][at], -1),
              release_start=np.where(has, m["start"][at], -1))
+    scan = np.flatnonzero(scan)
+    _with_scan_releases(m, scan_releases(scan_rows(rows["comm"][order][scan], rows["seq"][order][scan], m, scan, 0)))
     member_wait = (m["max_start"] - m["start"]) + (m["end"] - m["min_end"])
     wait_total = np.add.reduceat(member_wait, start_idx) if n else np.zeros(0, np.int64)
     instances = {"comm": rows["comm"][first], "seq": rows["seq"][first], "func": rows["func"][first],
@@ -225,15 +260,16 @@ def group_instances(rows):
 # the owner's per-instance answer travels back to the ranks that sent a partial.  Because an
 # analysis rank owns a contiguous block of trace ranks, the members of an instance sorted by
 # (rank, comm rank), as group_instances sorts them, are the partials' members in the order of
-# their analysis ranks: "the last among equals", the first member, the root and the scan prefix
-# all combine in that order.  The result is group_instances', row for row.
+# their analysis ranks: "the last among equals", the first member and the root all combine in
+# that order.  Scan members go to the owner themselves (scan_rows above).  The result is
+# group_instances', row for row.
 
 _PARTIAL_DTYPES = {"comm": np.int64, "seq": np.int64, "group": np.int64, "src": np.int64, "func": np.int64,
                    "comm_size": np.int64, "root": np.int64, "count": np.int64, "max_start": np.int64,
                    "last_rank": np.int64, "last_call": np.int64, "min_end": np.int64, "sum_start": np.int64,
                    "sum_end": np.int64, "root_rank": np.int64, "root_call": np.int64, "root_start": np.int64}
 _REPLY_COLUMNS = ("group", "max_start", "min_end", "last_rank", "last_call", "root_rank", "root_call",
-                  "root_start", "prev_rank", "prev_call", "prev_start")
+                  "root_start")
 
 
 # An instance's columns that its partial row carries, taken from its first member.
@@ -260,6 +296,12 @@ class LocalGroups:
         instance = {name: rows[name][first] for name in _INSTANCE_COLUMNS}
         members = {name: rows[name][order] for name in MEMBER_COLUMNS}
         return cls(members, start_idx, group, instance)
+
+    def scan_rows(self, src):
+        """This analysis rank's scan members as rows for their instances' owners (scan_rows)."""
+        scan = np.flatnonzero(_IS_SCAN[self.members["func"]])
+        group = self.group[scan]
+        return scan_rows(self.instance["comm"][group], self.instance["seq"][group], self.members, scan, src)
 
     def retimed(self, calls_by_rank):
         """The same groups with start and end taken again from the calls (after a repair moved them)."""
@@ -355,9 +397,6 @@ def combine_partials(parts):
     root_part = np.full(len(start_idx), -1, np.int64)
     has_root = p["root_rank"] >= 0
     np.maximum.at(root_part, group[has_root], np.flatnonzero(has_root))
-    prev = _exclusive_prefix_argmax(p["max_start"], group)      # scan: the latest arrival before
-    has_prev = prev >= 0
-    prev = np.maximum(prev, 0)
     instances = {"comm": p["comm"][start_idx], "seq": p["seq"][start_idx], "func": p["func"][start_idx],
                  "members": count, "comm_size": p["comm_size"][start_idx], "max_start": max_start,
                  "min_end": min_end, "last_rank": p["last_rank"][last], "root": p["root"][start_idx],
@@ -369,10 +408,7 @@ def combine_partials(parts):
              "last_rank": p["last_rank"][g_last], "last_call": p["last_call"][g_last],
              "root_rank": np.where(g_has_root, p["root_rank"][g_root], -1),
              "root_call": np.where(g_has_root, p["root_call"][g_root], -1),
-             "root_start": np.where(g_has_root, p["root_start"][g_root], -1),
-             "prev_rank": np.where(has_prev, p["last_rank"][prev], -1),
-             "prev_call": np.where(has_prev, p["last_call"][prev], -1),
-             "prev_start": np.where(has_prev, p["max_start"][prev], -1)}
+             "root_start": np.where(g_has_root, p["root_start"][g_root], -1)}
     return instances, reply
 
 
@@ -407,15 +443,6 @@ def _member_results(m, group, start_idx, reply):
     rel_call = np.concatenate([none, r["last_call"], r["root_call"]])[at]
     rel_start = np.concatenate([none, r["max_start"], r["root_start"]])[at]
     g = {name: r[name][group] for name in ("max_start", "min_end")}
-    scan = _IS_SCAN[m["func"]]
-    if scan.any():
-        local = _scan_release(m["start"], group, scan)           # the latest arrival before, here
-        at = np.maximum(local, 0)
-        prev = {name: r["prev_" + name][group[scan]] for name in ("rank", "call", "start")}
-        use_local = (local >= 0) & ((prev["rank"] < 0) | (m["start"][at] >= prev["start"]))
-        rel_rank[scan] = np.where(use_local, m["rank"][at], prev["rank"])
-        rel_call[scan] = np.where(use_local, m["call"][at], prev["call"])
-        rel_start[scan] = np.where(use_local, m["start"][at], prev["start"])
     itself = np.flatnonzero((rel_rank == m["rank"]) & (rel_call == m["call"]))     # nobody waits for itself
     rel_rank[itself], rel_call[itself], rel_start[itself] = -1, -1, -1
     return dict(m, max_start=g["max_start"], min_end=g["min_end"], release_rank=rel_rank, release_call=rel_call,
@@ -435,7 +462,13 @@ def match_collectives(comm, groups, codec=None):
     here = route(comm, parts, instance_owner(parts["comm"], parts["seq"], comm.Get_size()), codec)
     instances, reply = combine_partials(here)
     back = route(comm, reply, reply["src"], codec)
-    return instances, _member_results(groups.members, groups.group, groups.start_idx, back)
+    results = _member_results(groups.members, groups.group, groups.start_idx, back)
+    rows = groups.scan_rows(comm.Get_rank())
+    if comm.allreduce(len(rows["row"])):        # the scan members to their owners and back
+        here = route(comm, rows, instance_owner(rows["comm"], rows["seq"], comm.Get_size()), codec)
+        releases = scan_releases(here)
+        _with_scan_releases(results, route(comm, releases, releases["src"], codec))
+    return instances, results
 
 
 def instance_waits(comm, groups, wait, time, instances, codec=None):

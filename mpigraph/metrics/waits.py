@@ -15,8 +15,8 @@ Collectives, per member i of an instance, by the pattern of its function
     N-to-1 (Reduce, Gather(v)): the root waits for the last other member (early
         reduce), wait_before = clamp(max_j start_j - root start); the others do not;
     Scan, Exscan: the member of rank i waits for the latest of the ranks < i (early
-        scan), wait_before = clamp(max_{j<i} start_j - start_i); ranks in MPI_COMM_WORLD's
-        order (on a communicator that orders its ranks otherwise, that order is not used);
+        scan), wait_before = clamp(max_{j<i} start_j - start_i), i and j ranks of the
+        communicator (whose order may differ from MPI_COMM_WORLD's);
 where clamp(x) = min(max(x, 0), duration).  A nonblocking collective (MPI_Iallreduce,
 MPI_Ibarrier, ...) arrives when its call starts and waits in the Wait/Test call that
 completed its request: that call's wait_before is clamp(releasing start - its start)

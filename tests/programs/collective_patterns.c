@@ -12,6 +12,8 @@
  *   reduce   MPI_Reduce, root 0, rank 2 late:     the root waits DELAY_MS, ranks 1 and 2 wait 0
  *   gather   MPI_Gather, root 0, rank 2 late:     the same
  *   scan     MPI_Scan, rank 1 late:               rank 2 waits DELAY_MS, ranks 0 and 1 wait 0
+ *   scan_reversed  MPI_Scan on a communicator that reverses the ranks (Comm_split, key
+ *            size - 1 - rank), rank 1 late: rank 0, the last there, waits DELAY_MS, ranks 1 and 2 0
  *   bcast_late_member   MPI_Bcast, root 1, rank 2 late: nobody waits (a barrier's rule
  *                       would have the root and rank 0 wait DELAY_MS)
  *   reduce_late_root    MPI_Reduce, root 0, the root late: nobody waits
@@ -60,7 +62,7 @@ static double spin(double ms, double x)
 
 static int late_rank(const char *mode, int size)
 {
-    if (!strcmp(mode, "bcast") || !strcmp(mode, "scatter") || !strcmp(mode, "scan") || !strcmp(mode, "ibcast"))
+    if (!strcmp(mode, "bcast") || !strcmp(mode, "scatter") || !strncmp(mode, "scan", 4) || !strcmp(mode, "ibcast"))
         return 1;
     if (!strcmp(mode, "reduce_late_root"))
         return 0;
@@ -83,6 +85,8 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     int late = late_rank(mode, size);
+    MPI_Comm reversed;
+    MPI_Comm_split(MPI_COMM_WORLD, 0, size - 1 - rank, &reversed);
     for (int i = 0; i < 64; i++)
         in[i] = rank + i;
     MPI_Barrier(MPI_COMM_WORLD);
@@ -119,6 +123,8 @@ int main(int argc, char **argv)
             MPI_Gather(in, 1, MPI_DOUBLE, out, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
         else if (!strcmp(mode, "scan"))
             MPI_Scan(in, out, 8, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        else if (!strcmp(mode, "scan_reversed"))
+            MPI_Scan(in, out, 8, MPI_DOUBLE, MPI_SUM, reversed);
         else if (!strcmp(mode, "ibcast")) {
             MPI_Request request;
             MPI_Ibcast(in, 8, MPI_DOUBLE, 1, MPI_COMM_WORLD, &request);
@@ -137,6 +143,7 @@ int main(int argc, char **argv)
     if (x < 0)
         printf("%f\n", x);      /* keep the compute */
     fflush(stdout);
+    MPI_Comm_free(&reversed);
     MPI_Finalize();
     return 0;
 }
