@@ -231,15 +231,14 @@ def group_instances(rows):
     release[one_to_n] = g_root[one_to_n]
     n_to_one = (pattern == COLLECTIVE_N_TO_ONE) & is_root
     release[n_to_one] = g_last[n_to_one]
-    scan = pattern == SCAN
-    # (filled in below, in communicator-rank order)
     release[release == np.arange(n)] = -1            # nobody waits for itself
     has = release >= 0
     at = np.maximum(release, 0)
     m.update(max_start=max_start[group], min_end=min_end[group],
              release_rank=np.where(has, m["rank"][at], -1), release_call=np.where(has, m["call"][at], -1),
              release_start=np.where(has, m["start"][at], -1))
-    scan = np.flatnonzero(scan)
+    # Scan members: the latest member before them in communicator-rank order.
+    scan = np.flatnonzero(pattern == SCAN)
     _with_scan_releases(m, scan_releases(scan_rows(rows["comm"][order][scan], rows["seq"][order][scan], m, scan, 0)))
     member_wait = (m["max_start"] - m["start"]) + (m["end"] - m["min_end"])
     wait_total = np.add.reduceat(member_wait, start_idx) if n else np.zeros(0, np.int64)
@@ -484,7 +483,8 @@ def instance_waits(comm, groups, wait, time, instances, codec=None):
         sums[name] = np.add.reduceat(np.asarray(values, np.int64), groups.start_idx) if n else np.zeros(0, np.int64)
     here = route(comm, sums, instance_owner(sums["comm"], sums["seq"], comm.Get_size()), codec)
     n_inst = len(instances["comm"])
-    key = group_key([np.concatenate([instances["comm"], here["comm"]]), np.concatenate([instances["seq"], here["seq"]])])
+    key = group_key([np.concatenate([instances["comm"], here["comm"]]),
+                     np.concatenate([instances["seq"], here["seq"]])])
     order = np.argsort(key[:n_inst], kind="stable")
     at = order[np.searchsorted(key[:n_inst][order], key[n_inst:])] if n_inst else np.zeros(0, np.int64)
     out = dict(instances, seed_wait_total=instances["wait_total"])

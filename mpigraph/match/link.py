@@ -14,8 +14,8 @@ from mpigraph.clock import repair as causality
 from mpigraph.clock import models as clock
 from mpigraph.match import collectives
 from mpigraph.match import p2p
-from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, NONBLOCKING, Dependencies,
-                                 rank_calls)
+from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, NONBLOCKING,
+                                 Dependencies, rank_calls)
 from mpigraph.metrics.waits import waits_and_member_totals
 
 
