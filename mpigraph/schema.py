@@ -8,7 +8,8 @@ from collections import namedtuple
 Column = namedtuple("Column", "name kind help")
 
 # The wait-state kinds, in the order of their codes (mpigraph.metrics.waits).
-WAIT_STATES = ("late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce")
+WAIT_STATES = ("late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce",
+               "early_scan")
 
 RANK_COLUMNS = [
     Column("rank", "int", "MPI_COMM_WORLD rank"),
@@ -20,18 +21,23 @@ RANK_COLUMNS = [
     Column("program_time", "time", "program_end - program_start"),
     Column("mpi_time", "time", "summed duration of the rank's MPI calls, Init and Finalize excluded"),
     Column("mpi_fraction", "float", "mpi_time / program_time"),
-    Column("execution", "time", "summed execution time of its calls (waits.py), Init and Finalize excluded"),
-    Column("wait_before", "time", "summed wait before its calls (waiting for other ranks to arrive)"),
+    Column("execution", "time", "summed execution time of its calls (duration - wait_before - wait_after, never "
+                                "negative: mpigraph.metrics.waits), Init and Finalize excluded"),
+    Column("wait_before", "time", "summed wait before its calls (waiting for other ranks to arrive; a collective "
+                                  "by its pattern: N-to-N the last member, 1-to-N the root, N-to-1 the root for "
+                                  "the last member, Scan the lower ranks)"),
     Column("wait_after", "time", "summed wait after its calls (collectives: others left earlier)"),
     Column("wait", "time", "wait_before + wait_after"),
     Column("compute", "time", "time between its MPI calls (compute edges of the graph)"),
-    Column("imbalance", "float", "wait / (execution + compute) (seed 004, imbalance_process)"),
+    Column("imbalance", "float", "share of the rank's time spent waiting for other ranks: wait / (wait + "
+                                 "execution + compute), from 0 to 1 (0: never waited)"),
     Column("late_sender", "time", "wait state: receives waiting for a late send"),
     Column("late_receiver", "time", "wait state: sends waiting for a late receive (rendezvous)"),
     Column("wait_nxn", "time", "wait state: N-to-N collectives (not Barrier) waiting for the last member"),
     Column("wait_barrier", "time", "wait state: MPI_Barrier waiting for the last member"),
     Column("late_broadcast", "time", "wait state: 1-to-N members waiting for the root"),
     Column("early_reduce", "time", "wait state: N-to-1 root waiting for the last member"),
+    Column("early_scan", "time", "wait state: Scan/Exscan member waiting for the latest lower rank"),
     Column("clock_offset", "time", "clock correction applied: offset to rank 0 at MPI_Init"),
     Column("clock_drift_ppm", "float", "clock correction applied: drift against rank 0, parts per million"),
     Column("clock_shift", "time", "forward shift at its end from the receive-before-send repair"),
@@ -81,10 +87,12 @@ CALL_COLUMNS = [
     Column("root", "int", "root of a rooted collective as a world rank (-1 none)"),
     Column("calls", "int", "calls the row stands for: 1, or more for failed polls of the same arguments "
                            "merged into one record (MPIGRAPH_POLL_GAP_NS)"),
-    Column("wait_before", "time", "wait before (collective: max start - start; point-to-point: late sender "
-                                  "or receiver)"),
-    Column("wait_after", "time", "wait after (collective: end - min end)"),
-    Column("execution", "time", "execution time (collective: min end - max start, may be negative)"),
+    Column("wait_before", "time", "wait before, within the call's duration (collective: until the member it "
+                                  "waits for by its pattern arrived; a nonblocking collective's in the Wait/Test "
+                                  "that completed it; point-to-point: late sender or receiver)"),
+    Column("wait_after", "time", "wait after (blocking N-to-N collective: end - min end, within the duration "
+                                 "left)"),
+    Column("execution", "time", "execution time: duration - wait_before - wait_after (never negative)"),
     Column("wait_state", "str", "wait-state kind of the call (empty: none)"),
     Column("wait_state_time", "time", "time of that wait state"),
     Column("other_state_time", "time", "point-to-point: the part of the wait charged to the other kind "
@@ -100,12 +108,23 @@ COLLECTIVE_COLUMNS = [
     Column("comm_size", "int", "size of the communicator (-1 unknown)"),
     Column("complete", "bool", "members == comm_size"),
     Column("max_start", "time", "latest start: when the last member arrived"),
-    Column("min_end", "time", "earliest end"),
-    Column("execution", "time", "min_end - max_start"),
-    Column("wait_total", "time", "summed wait before + wait after of the members"),
-    Column("imbalance", "float", "wait_total / (members * execution); empty when execution <= 0"),
-    Column("last_rank", "int", "the member that arrived last (everyone waited for it)"),
+    Column("min_end", "time", "earliest end (of a nonblocking collective: of the Wait/Test calls that completed "
+                              "it)"),
+    Column("time_total", "time", "summed duration of the members' calls (of a nonblocking collective: the "
+                                  "Wait/Test calls that completed it)"),
+    Column("wait_total", "time", "summed wait (before + after) of the members, by the collective's pattern, as "
+                                 "in calls.parquet"),
+    Column("execution", "time", "time_total - wait_total (never negative)"),
+    Column("imbalance", "float", "share of the members' time spent waiting: wait_total / time_total, from 0 to "
+                                 "1; empty when time_total is 0"),
+    Column("last_rank", "int", "the member that arrived last"),
     Column("root", "int", "root (-1 none)"),
+    Column("seed_execution", "time", "seed 004's instance execution: min_end - max_start (negative when a "
+                                     "member left before the last arrived, as rooted collectives may)"),
+    Column("seed_wait_total", "time", "seed 004's wait: sum over the members of (max_start - start) + (end - "
+                                      "min_end), as if every collective were a barrier"),
+    Column("seed_imbalance", "float", "seed 004's imbalance: seed_wait_total / (members * seed_execution); "
+                                      "empty when seed_execution <= 0; not a share (may exceed 1)"),
 ]
 
 WAITSTATE_COLUMNS = [

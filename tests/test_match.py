@@ -226,7 +226,11 @@ def test_report_files_of_the_hand_built_run(tmp_path):
     assert any(calls["on_path"]) and not all(calls["on_path"])
     inst = pq.read_table(run_dir / "collectives.parquet").to_pydict()
     assert inst["function"] == ["MPI_Allreduce"] and inst["members"] == [2] and inst["last_rank"] == [1]
-    assert inst["wait_total_ns"] == [2100] and inst["imbalance"] == [pytest.approx(2100 / 2000)]
+    # Allreduce 6000-9000 and 8000-9100: rank 0 waits 2000 before, rank 1 100 after, of 3000 + 1100;
+    # the seed's columns keep its formula, 2100 / (2 members * (9000 - 8000)), over 100%.
+    assert inst["wait_total_ns"] == [2100] and inst["time_total_ns"] == [4100]
+    assert inst["imbalance"] == [pytest.approx(2100 / 4100)] and inst["execution_ns"] == [2000]
+    assert inst["seed_wait_total_ns"] == [2100] and inst["seed_imbalance"] == [pytest.approx(2100 / 2000)]
     with open(run_dir / "waitstates.csv") as f:
         rows = {(r["rank"], r["function"], r["kind"]): r["time_s"] for r in csv.DictReader(f)}
     # The Waitall's 1800 ns, charged per message by the airport rule (metrics.message_kinds): the
@@ -469,9 +473,10 @@ def test_group_instances_releases_like_the_rules_say():
         func, root = int(rng.choice(funcs)), int(rng.integers(0, size))
         for rank in rng.permutation(size):            # rows arrive in any order
             start = int(rng.integers(0, 4)) * 100       # few values: many ties
-            for name, value in (("comm", comm), ("seq", seq), ("rank", rank), ("comm_rank", rank),
+            comm_rank = rank if comm == 0 else size - 1 - rank      # a communicator that reverses them
+            for name, value in (("comm", comm), ("seq", seq), ("rank", rank), ("comm_rank", comm_rank),
                                 ("comm_size", size), ("call", 2 * seq + (comm != 0)), ("func", func), ("root", root),
-                                ("start", start), ("end", 1000 + rank)):
+                                ("start", start), ("end", 1000 + rank), ("done_call", 2 * seq + (comm != 0))):
                 rows[name].append(value)
     rows = {name: np.array(v, dtype) for (name, v), dtype in zip(rows.items(), collectives.MEMBER_DTYPES.values())}
     _, m = collectives.group_instances(rows)
@@ -483,14 +488,15 @@ def test_group_instances_releases_like_the_rules_say():
     for i in range(len(m["rank"])):
         same = m["call"] == m["call"][i]                  # the call number names the instance here
         members = sorted(zip(m["rank"][same].tolist(), m["start"][same].tolist()))
+        by_comm_rank = sorted(zip(m["comm_rank"][same].tolist(), m["rank"][same].tolist(), m["start"][same].tolist()))
         rank, func, root = int(m["rank"][i]), int(m["func"][i]), int(m["root"][i])
         name = mf.BY_ID[func].name
         if func == funcs[0] or (func == funcs[2] and rank == root):
             release = last_arriver(members)
         elif func == funcs[1]:
             release = root
-        elif func == funcs[3]:
-            earlier = [(r, s) for r, s in members if r < rank]
+        elif func == funcs[3]:      # the ranks before it in the communicator, last among equals in that order
+            earlier = [(r, s) for c, r, s in by_comm_rank if c < int(m["comm_rank"][i])]
             release = last_arriver(earlier) if earlier else -1
         else:
             release = -1
@@ -512,9 +518,11 @@ def _random_members(rng, n_instances=300):
         for rank in rng.permutation(size):
             if rng.random() < 0.1:
                 continue
-            for name, value in (("comm", comm), ("seq", seq), ("rank", rank), ("comm_rank", rank),
+            comm_rank = rank if comm == 0 else size - 1 - rank      # a communicator that reverses them
+            for name, value in (("comm", comm), ("seq", seq), ("rank", rank), ("comm_rank", comm_rank),
                                 ("comm_size", size), ("call", 2 * seq + (comm != 0)), ("func", func), ("root", root),
-                                ("start", int(rng.integers(0, 4)) * 100), ("end", 1000 + int(rng.integers(0, 5)) * 10)):
+                                ("start", int(rng.integers(0, 4)) * 100), ("end", 1000 + int(rng.integers(0, 5)) * 10),
+                                ("done_call", 2 * seq + (comm != 0))):
                 rows[name].append(value)
     rows = {name: np.array(v, dtype) for (name, v), dtype in zip(rows.items(), collectives.MEMBER_DTYPES.values())}
     order = np.argsort(rows["rank"], kind="stable")
@@ -539,24 +547,29 @@ def test_local_groups_order_is_group_instances_order():
 @pytest.mark.parametrize("seed", range(8))
 def test_collective_partials_give_group_instances_answer(seed):
     """match_collectives moves one partial row per instance and analysis rank, not the members:
-    over any split of the ranks into contiguous blocks its answer is group_instances' on all rows."""
+    over any split of the ranks into contiguous blocks its answer is group_instances' on all rows
+    (the scan members travel themselves: their order is the communicator's)."""
     from mpigraph.match import collectives as c
 
     rows = _random_members(np.random.default_rng(seed))
     want_instances, want = c.group_instances(rows)
     for cuts in ([0, 100], [0, 3, 100], [0, 2, 5, 100], [0, 1, 2, 3, 4, 5, 6, 7, 100]):
-        local, parts = [], []
+        local, parts, scans = [], [], []
         for src, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
             mine = (rows["rank"] >= a) & (rows["rank"] < b)
             r = {name: col[mine] for name, col in rows.items()}
             groups = c.LocalGroups.of(r)
             local.append((groups.members, groups.group, groups.start_idx))
             parts.append(c._partials(groups, src))
+            scans.append(groups.scan_rows(src))
         instances, reply = c.combine_partials({name: np.concatenate([p[name] for p in parts]) for name in parts[0]})
         for name, col in want_instances.items():
             assert np.array_equal(instances[name], col) and instances[name].dtype == col.dtype, (cuts, name)
-        got = [c._member_results(m, group, start_idx, {name: col[reply["src"] == src] for name, col in reply.items()})
-               for src, (m, group, start_idx) in enumerate(local)]
+        releases = c.scan_releases({name: np.concatenate([p[name] for p in scans]) for name in scans[0]})
+        got = [c._with_scan_releases(
+            c._member_results(m, group, start_idx, {name: col[reply["src"] == src] for name, col in reply.items()}),
+            {name: col[releases["src"] == src] for name, col in releases.items()})
+            for src, (m, group, start_idx) in enumerate(local)]
         got = {name: np.concatenate([g[name] for g in got]) for name in got[0]}
         assert list(got) == list(c.MEMBER_RESULTS)
         # each analysis rank's members are in instance order; all of them: in (rank, call) order

@@ -37,10 +37,12 @@ def violations(messages, members):
     """
     has_done = messages["r_done_call"] >= 0
     late_msg = has_done & (messages["r_done_end"] < messages["s_post_start"])
-    released = members["release_rank"] >= 0
+    # A member is released in the call that completed it (a nonblocking collective's Wait/Test),
+    # whose end is the member's end.
+    released = (members["release_rank"] >= 0) & (members["done_call"] >= 0)
     late_member = released & (members["end"] < members["release_start"])
     rank = np.concatenate([messages["r_rank"][late_msg], members["rank"][late_member]])
-    call = np.concatenate([messages["r_done_call"][late_msg], members["call"][late_member]])
+    call = np.concatenate([messages["r_done_call"][late_msg], members["done_call"][late_member]])
     need = np.concatenate([messages["s_post_start"][late_msg], members["release_start"][late_member]])
     return rank, call, need
 

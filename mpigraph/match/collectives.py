@@ -1,14 +1,17 @@
-"""Collective instances: the members of every blocking collective, grouped by (comm, seq).
+"""Collective instances: the members of every collective, grouped by (comm, seq).
 
-Each rank's collective call records become *member* rows.  ``group_instances``
+Each rank's collective call records become *member* rows, blocking and nonblocking alike
+(MPI_Iallreduce, MPI_Ibarrier, ...: the shim numbers both on one sequence per communicator).
+A member arrives when its call starts (``call``, ``start``) and is released in the call that
+completed it (``done_call``): the call itself when blocking, the Wait/Test that completed the
+request of a nonblocking one (-1: never completed); ``end`` is that call's end.  ``group_instances``
 computes the instance's statistics (docs/design.md, "Matching": max start, min end, the last
 arriver, the root) and every member's releasing member from all rows of an
 instance; ``match_collectives`` gives the same answer across analysis ranks
 without moving the members: each analysis rank reduces its members of an
 instance to one partial row, the partials meet on an analysis rank chosen by a
 hash of (comm, seq), and the combined answer travels back to the analysis ranks
-that sent them.  Nonblocking collectives (MPI_Iallreduce, ...) are not members here:
-their waits happen in Wait/Test calls, not in the call itself.
+that sent them.
 """
 
 import dataclasses
@@ -18,7 +21,7 @@ import numpy as np
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
 from mpigraph.match.core import (COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, FUNC_KIND, KIND_CODE,
-                            NONBLOCKING, SCAN, CallIndex, group_key, kind_is, route, sort_rows)
+                            NONBLOCKING, SCAN, CallIndex, group_key, kind_is, pair_occurrences, route, sort_rows)
 
 # Pattern of who releases whom, per function kind (-1: no dependency, e.g. Comm_free).
 _PATTERN = {mf.N_TO_N: COLLECTIVE_N_TO_N, mf.COMM_CREATE: COLLECTIVE_N_TO_N, mf.ONE_TO_N: COLLECTIVE_ONE_TO_N,
@@ -53,23 +56,23 @@ def comm_table(rank_calls, world_size, is_part, func):
 # call, and these columns are copied several times over while instances are grouped.
 MEMBER_DTYPES = {"comm": np.int64, "seq": np.uint32, "rank": np.int32, "comm_rank": np.int32,
                  "comm_size": np.int32, "call": np.int64, "func": np.uint16, "root": np.int32, "start": np.int64,
-                 "end": np.int64}
+                 "end": np.int64, "done_call": np.int64}
 
 
 # The columns of a member the later steps use (waits, causality, the dependency edges): the
 # input's MEMBER_COLUMNS and the instance's results; only these travel back to the members' owners.
-MEMBER_COLUMNS = ("rank", "call", "func", "root", "start", "end")
+MEMBER_COLUMNS = ("rank", "comm_rank", "call", "func", "root", "start", "end", "done_call")
 MEMBER_RESULTS = MEMBER_COLUMNS + ("max_start", "min_end", "release_rank", "release_call", "release_start")
 
 
 def members(rank_calls, world_size):
-    """Member rows of one rank: its blocking collective call records with a sequence number."""
+    """Member rows of one rank: its collective call records with a sequence number."""
     # A plain view of the log: a field of a memmap goes through numpy.memmap's slow __getitem__.
     records = np.asarray(rank_calls.records)
     # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
     is_part = (rank_calls.field("flags") & record.PART) != 0
     func = rank_calls.field("func")
-    rows = np.flatnonzero(_BLOCKING_COLLECTIVE[func] & ~is_part)
+    rows = np.flatnonzero(_COLLECTIVE[func] & ~is_part)
     seq = records["seq"][rows]
     rows, seq = rows[seq > 0], seq[seq > 0]
     comm = records["comm"][rows]
@@ -77,24 +80,46 @@ def members(rank_calls, world_size):
     at = np.minimum(np.searchsorted(ids, comm), len(ids) - 1)
     known = ids[at] == comm
     call = rank_calls.record_call[rows]
+    done_call = completing_calls(rank_calls, rows, call, is_part, func)
+    end_call = call if done_call is call else np.where(done_call >= 0, done_call, call)
     return {
         "comm": comm, "seq": seq,
         "rank": np.full(len(rows), rank_calls.rank, np.int32),
         "comm_rank": np.where(known, ranks[at], -1), "comm_size": np.where(known, sizes[at], -1),
         "call": call, "func": func[rows], "root": records["root"][rows],
-        "start": rank_calls.start_ns[call], "end": rank_calls.end_ns[call],
+        "start": rank_calls.start_ns[call], "end": rank_calls.end_ns[end_call], "done_call": done_call,
     }
 
 
-def _blocking_collective_table():
-    """Per function id: a blocking collective (or communicator creation/free), a member when it
-    has a sequence number."""
-    ids = np.arange(len(NONBLOCKING))
-    collective = kind_is(ids, mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN, mf.COMM_CREATE, mf.COMM_FREE)
-    return collective & ~NONBLOCKING
+def completing_calls(rank_calls, rows, call, is_part, func):
+    """The call that completed each collective call record `rows` (calls `call`): the call itself
+    when blocking; for a nonblocking one the Wait/Test whose part record carries its request id
+    (the k-th post of a request id with the k-th completion of it, as p2p.request_pairs pairs
+    them), -1 when none.  `call` itself when every one is blocking."""
+    nonblocking = NONBLOCKING[func[rows]]
+    if not nonblocking.any():
+        return call
+    records = np.asarray(rank_calls.records)
+    done_call = call.astype(np.int64)
+    posts = rows[nonblocking]
+    post_request = records["request"][posts]
+    # The completions of collective requests: part records with neither SEND nor RECV (a
+    # point-to-point request's parts have one of them).
+    moves = (rank_calls.field("flags") & (record.SEND | record.RECV)) != 0
+    done = np.flatnonzero(is_part & ~moves & kind_is(func, mf.COMPLETION))
+    done_request = records["request"][done]
+    has = post_request != 0
+    ip, ic = pair_occurrences(post_request[has], done_request[done_request != 0])
+    completion = np.full(len(posts), -1, np.int64)
+    completion[np.flatnonzero(has)[ip]] = rank_calls.record_call[done[done_request != 0][ic]]
+    done_call[nonblocking] = completion
+    return done_call
 
 
-_BLOCKING_COLLECTIVE = _blocking_collective_table()
+# Per function id: a collective, blocking or not (or communicator creation/free), a member when
+# it has a sequence number.
+_COLLECTIVE = kind_is(np.arange(len(NONBLOCKING)), mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN, mf.COMM_CREATE,
+                      mf.COMM_FREE)
 
 
 def instance_owner(comm_ids, seq, n_owners):
@@ -127,16 +152,49 @@ def _exclusive_prefix_argmax(values, group_of):
     return np.where(valid, inverse[np.maximum(prev, 0) % n], -1)
 
 
-def _scan_release(start, group, scan):
-    """_exclusive_prefix_argmax of the `scan` rows, computed on the instances with a scan member only."""
-    best = np.full(len(start), -1, np.int64)
-    if scan.any():
-        with_scan = np.zeros(group[-1] + 1, bool)
-        with_scan[group[scan]] = True
-        rows = np.flatnonzero(with_scan[group])
-        prefix = _exclusive_prefix_argmax(start[rows], group[rows])
-        best[rows] = np.where(prefix >= 0, rows[np.maximum(prefix, 0)], -1)
-    return best[scan]
+# ---- Scan and Exscan: rank i waits for the latest of the ranks before it in the communicator --
+#
+# The communicator's order need not be MPI_COMM_WORLD's (a Comm_split's key may reverse it), so
+# unlike the other patterns a member's release is not combined from per-analysis-rank partials
+# in world-rank order: the scan members themselves go to their instance's owner (Scans are few).
+
+_SCAN_DTYPES = {"comm": np.int64, "seq": np.int64, "comm_rank": np.int64, "rank": np.int64, "call": np.int64,
+                "start": np.int64, "src": np.int64, "row": np.int64}
+
+
+def scan_rows(comm_ids, seq, members, rows, src):
+    """The scan members `rows` of `members` (MEMBER_COLUMNS) as rows for their instances' owners
+    (columns _SCAN_DTYPES; `row`: their index in `members`, `src`: the analysis rank they come from)."""
+    columns = {"comm": comm_ids, "seq": seq, "src": np.full(len(rows), src), "row": rows}
+    columns.update({name: members[name][rows] for name in ("comm_rank", "rank", "call", "start")})
+    return {name: np.asarray(columns[name], dtype) for name, dtype in _SCAN_DTYPES.items()}
+
+
+def scan_releases(rows):
+    """Per scan member row (_SCAN_DTYPES, whole instances): the latest member before it in
+    communicator-rank order (the last among equal starts), as src, row, release_rank,
+    release_call, release_start (-1: the first member, nobody to wait for)."""
+    instance = group_key([rows["comm"], rows["seq"]])
+    order = sort_rows([instance, rows["comm_rank"], rows["rank"]])
+    sorted_instance = instance[order]
+    n = len(order)
+    group = np.cumsum(np.r_[True, sorted_instance[1:] != sorted_instance[:-1]]) - 1 if n else np.zeros(0, np.int64)
+    prev = _exclusive_prefix_argmax(rows["start"][order], group)
+    has = prev >= 0
+    at = order[np.maximum(prev, 0)] if n else np.zeros(0, np.int64)
+    out = {"src": rows["src"], "row": rows["row"]}
+    for name in ("rank", "call", "start"):
+        out["release_" + name] = np.full(n, -1, np.int64)
+        out["release_" + name][order] = np.where(has, rows[name][at], -1)
+    return out
+
+
+def _with_scan_releases(results, releases):
+    """Member results with the scan members' releases (scan_releases' rows for them) filled in."""
+    row = releases["row"]
+    for name in ("release_rank", "release_call", "release_start"):
+        results[name][row] = releases[name].astype(results[name].dtype)
+    return results
 
 
 def group_instances(rows):
@@ -173,14 +231,15 @@ def group_instances(rows):
     release[one_to_n] = g_root[one_to_n]
     n_to_one = (pattern == COLLECTIVE_N_TO_ONE) & is_root
     release[n_to_one] = g_last[n_to_one]
-    scan = pattern == SCAN
-    release[scan] = _scan_release(m["start"], group, scan)
     release[release == np.arange(n)] = -1            # nobody waits for itself
     has = release >= 0
     at = np.maximum(release, 0)
     m.update(max_start=max_start[group], min_end=min_end[group],
              release_rank=np.where(has, m["rank"][at], -1), release_call=np.where(has, m["call"][at], -1),
              release_start=np.where(has, m["start"][at], -1))
+    # Scan members: the latest member before them in communicator-rank order.
+    scan = np.flatnonzero(pattern == SCAN)
+    _with_scan_releases(m, scan_releases(scan_rows(rows["comm"][order][scan], rows["seq"][order][scan], m, scan, 0)))
     member_wait = (m["max_start"] - m["start"]) + (m["end"] - m["min_end"])
     wait_total = np.add.reduceat(member_wait, start_idx) if n else np.zeros(0, np.int64)
     instances = {"comm": rows["comm"][first], "seq": rows["seq"][first], "func": rows["func"][first],
@@ -200,15 +259,16 @@ def group_instances(rows):
 # the owner's per-instance answer travels back to the ranks that sent a partial.  Because an
 # analysis rank owns a contiguous block of trace ranks, the members of an instance sorted by
 # (rank, comm rank), as group_instances sorts them, are the partials' members in the order of
-# their analysis ranks: "the last among equals", the first member, the root and the scan prefix
-# all combine in that order.  The result is group_instances', row for row.
+# their analysis ranks: "the last among equals", the first member and the root all combine in
+# that order.  Scan members go to the owner themselves (scan_rows above).  The result is
+# group_instances', row for row.
 
 _PARTIAL_DTYPES = {"comm": np.int64, "seq": np.int64, "group": np.int64, "src": np.int64, "func": np.int64,
                    "comm_size": np.int64, "root": np.int64, "count": np.int64, "max_start": np.int64,
                    "last_rank": np.int64, "last_call": np.int64, "min_end": np.int64, "sum_start": np.int64,
                    "sum_end": np.int64, "root_rank": np.int64, "root_call": np.int64, "root_start": np.int64}
 _REPLY_COLUMNS = ("group", "max_start", "min_end", "last_rank", "last_call", "root_rank", "root_call",
-                  "root_start", "prev_rank", "prev_call", "prev_start")
+                  "root_start")
 
 
 # An instance's columns that its partial row carries, taken from its first member.
@@ -236,12 +296,20 @@ class LocalGroups:
         members = {name: rows[name][order] for name in MEMBER_COLUMNS}
         return cls(members, start_idx, group, instance)
 
+    def scan_rows(self, src):
+        """This analysis rank's scan members as rows for their instances' owners (scan_rows)."""
+        scan = np.flatnonzero(_IS_SCAN[self.members["func"]])
+        group = self.group[scan]
+        return scan_rows(self.instance["comm"][group], self.instance["seq"][group], self.members, scan, src)
+
     def retimed(self, calls_by_rank):
         """The same groups with start and end taken again from the calls (after a repair moved them)."""
         index = CallIndex(calls_by_rank)
-        at = index.of(self.members["rank"], self.members["call"])
-        members = dict(self.members, start=index.column(calls_by_rank, "start_ns")[at],
-                       end=index.column(calls_by_rank, "end_ns")[at])
+        m = self.members
+        at = index.of(m["rank"], m["call"])
+        end_at = index.of(m["rank"], np.where(m["done_call"] >= 0, m["done_call"], m["call"]))
+        members = dict(m, start=index.column(calls_by_rank, "start_ns")[at],
+                       end=index.column(calls_by_rank, "end_ns")[end_at])
         return dataclasses.replace(self, members=members)
 
 
@@ -328,9 +396,6 @@ def combine_partials(parts):
     root_part = np.full(len(start_idx), -1, np.int64)
     has_root = p["root_rank"] >= 0
     np.maximum.at(root_part, group[has_root], np.flatnonzero(has_root))
-    prev = _exclusive_prefix_argmax(p["max_start"], group)      # scan: the latest arrival before
-    has_prev = prev >= 0
-    prev = np.maximum(prev, 0)
     instances = {"comm": p["comm"][start_idx], "seq": p["seq"][start_idx], "func": p["func"][start_idx],
                  "members": count, "comm_size": p["comm_size"][start_idx], "max_start": max_start,
                  "min_end": min_end, "last_rank": p["last_rank"][last], "root": p["root"][start_idx],
@@ -342,10 +407,7 @@ def combine_partials(parts):
              "last_rank": p["last_rank"][g_last], "last_call": p["last_call"][g_last],
              "root_rank": np.where(g_has_root, p["root_rank"][g_root], -1),
              "root_call": np.where(g_has_root, p["root_call"][g_root], -1),
-             "root_start": np.where(g_has_root, p["root_start"][g_root], -1),
-             "prev_rank": np.where(has_prev, p["last_rank"][prev], -1),
-             "prev_call": np.where(has_prev, p["last_call"][prev], -1),
-             "prev_start": np.where(has_prev, p["max_start"][prev], -1)}
+             "root_start": np.where(g_has_root, p["root_start"][g_root], -1)}
     return instances, reply
 
 
@@ -380,15 +442,6 @@ def _member_results(m, group, start_idx, reply):
     rel_call = np.concatenate([none, r["last_call"], r["root_call"]])[at]
     rel_start = np.concatenate([none, r["max_start"], r["root_start"]])[at]
     g = {name: r[name][group] for name in ("max_start", "min_end")}
-    scan = _IS_SCAN[m["func"]]
-    if scan.any():
-        local = _scan_release(m["start"], group, scan)           # the latest arrival before, here
-        at = np.maximum(local, 0)
-        prev = {name: r["prev_" + name][group[scan]] for name in ("rank", "call", "start")}
-        use_local = (local >= 0) & ((prev["rank"] < 0) | (m["start"][at] >= prev["start"]))
-        rel_rank[scan] = np.where(use_local, m["rank"][at], prev["rank"])
-        rel_call[scan] = np.where(use_local, m["call"][at], prev["call"])
-        rel_start[scan] = np.where(use_local, m["start"][at], prev["start"])
     itself = np.flatnonzero((rel_rank == m["rank"]) & (rel_call == m["call"]))     # nobody waits for itself
     rel_rank[itself], rel_call[itself], rel_start[itself] = -1, -1, -1
     return dict(m, max_start=g["max_start"], min_end=g["min_end"], release_rank=rel_rank, release_call=rel_call,
@@ -408,4 +461,34 @@ def match_collectives(comm, groups, codec=None):
     here = route(comm, parts, instance_owner(parts["comm"], parts["seq"], comm.Get_size()), codec)
     instances, reply = combine_partials(here)
     back = route(comm, reply, reply["src"], codec)
-    return instances, _member_results(groups.members, groups.group, groups.start_idx, back)
+    results = _member_results(groups.members, groups.group, groups.start_idx, back)
+    rows = groups.scan_rows(comm.Get_rank())
+    if comm.allreduce(len(rows["row"])):        # the scan members to their owners and back
+        here = route(comm, rows, instance_owner(rows["comm"], rows["seq"], comm.Get_size()), codec)
+        releases = scan_releases(here)
+        _with_scan_releases(results, route(comm, releases, releases["src"], codec))
+    return instances, results
+
+
+def instance_waits(comm, groups, wait, time, instances, codec=None):
+    """`instances` (grouped on this analysis rank) with their members' waits by pattern summed.
+
+    `wait`, `time`: per member of `groups` (a LocalGroups; waits.waits_and_member_totals of the member
+    results, in the same order).  Each analysis rank sums its members of an instance to one
+    row and sends it to the instance's owner, like the partials.  Returns the instances with
+    seed_wait_total (combine_partials' barrier-like wait_total), wait_total and time_total."""
+    n = len(groups.group)
+    sums = {"comm": groups.instance["comm"].astype(np.int64), "seq": groups.instance["seq"].astype(np.int64)}
+    for name, values in (("wait", wait), ("time", time)):
+        sums[name] = np.add.reduceat(np.asarray(values, np.int64), groups.start_idx) if n else np.zeros(0, np.int64)
+    here = route(comm, sums, instance_owner(sums["comm"], sums["seq"], comm.Get_size()), codec)
+    n_inst = len(instances["comm"])
+    key = group_key([np.concatenate([instances["comm"], here["comm"]]),
+                     np.concatenate([instances["seq"], here["seq"]])])
+    order = np.argsort(key[:n_inst], kind="stable")
+    at = order[np.searchsorted(key[:n_inst][order], key[n_inst:])] if n_inst else np.zeros(0, np.int64)
+    out = dict(instances, seed_wait_total=instances["wait_total"])
+    for name, column in (("wait_total", "wait"), ("time_total", "time")):
+        out[name] = np.zeros(n_inst, np.int64)
+        np.add.at(out[name], at, here[column])
+    return out

@@ -42,6 +42,13 @@ stored with their vertex owner), as equal-length numpy columns:
       4 collective_n_to_one    last arriver's start -> the root's end
       5 scan                   last arriver among lower ranks of the
                                communicator -> member's end (Scan, Exscan)
+    A nonblocking collective's member (MPI_Iallreduce, ...) arrives at the start
+    of its call and is released at the end of the Wait/Test call that completed
+    its request: kinds 2-5 go from the releasing member's (nonblocking) call's
+    start to that completing call's end, and the last arriver of a nonblocking
+    N-to-N instance has no edge to itself (it is no global synchronisation point).
+    Only the latest releasing member has an edge: the others' would have more
+    slack, so the path never takes them (and a Scan's would be quadratic).
 Every edge u -> E(c) satisfies t(u) <= t(E(c)) after the repair, so slacks
 max(0, t(S(c)) - t(u)) are >= 0 and the graph is acyclic in time.
 

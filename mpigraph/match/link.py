@@ -15,8 +15,9 @@ from mpigraph.clock import models as clock
 from mpigraph.match import collectives
 from mpigraph.match import p2p
 from mpigraph.match import probes
-from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, Dependencies, rank_calls)
-from mpigraph.metrics.waits import owned_waits
+from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, NONBLOCKING,
+                                 Dependencies, rank_calls)
+from mpigraph.metrics.waits import waits_and_member_totals
 
 
 @dataclasses.dataclass
@@ -128,7 +129,7 @@ def _repair_loop(comm, ownership, calls, ops, world_size, codec):
             repair.found = n
         if n == 0 or repair.rounds == causality.MAX_ROUNDS:
             repair.remaining = n
-            return messages, pairs, instances, members, repair
+            return messages, pairs, instances, members, repair, groups
         causality.apply(calls, rank, call, need, repair)
         repair.repaired += n
         repair.rounds += 1
@@ -140,17 +141,21 @@ def dependency_edges(to_me, from_me, members, probe_edges=None):
     done = to_me["r_done_call"] >= 0
     # Only a send call that ended after the receive was posted may have waited for it.
     waited = (from_me["s_done_call"] >= 0) & (from_me["r_post_start"] <= from_me["s_done_end"])
-    released = members["release_rank"] >= 0
+    # Into the call that completed each member: the call itself, or the Wait/Test of a
+    # nonblocking collective's request (none when it never completed).
+    completed = members["done_call"] >= 0
+    released = completed & (members["release_rank"] >= 0)
     pattern = collectives.pattern_of(members["func"])
     assert (pattern[released] >= COLLECTIVE_N_TO_N).all()
-    # The last arriver of an N-to-N instance releases itself too: with that edge the path
-    # stage sees every member of the instance, which a global synchronisation point needs.
-    last = ~released & (pattern == COLLECTIVE_N_TO_N)
+    # The last arriver of a blocking N-to-N instance releases itself too: with that edge the path
+    # stage sees every member of the instance, which a global synchronisation point needs.  A
+    # nonblocking one is no such point (its members' calls are not where they wait).
+    last = ~released & completed & (pattern == COLLECTIVE_N_TO_N) & ~NONBLOCKING[members["func"]]
     return Dependencies.picked([
         (done, to_me["s_rank"], to_me["s_post_call"], to_me["r_rank"], to_me["r_done_call"], MESSAGE_LATE_SENDER),
         (waited, from_me["r_rank"], from_me["r_post_call"], from_me["s_rank"], from_me["s_done_call"],
          MESSAGE_LATE_RECEIVER),
-        (released, members["release_rank"], members["release_call"], members["rank"], members["call"], pattern),
+        (released, members["release_rank"], members["release_call"], members["rank"], members["done_call"], pattern),
         (last, members["rank"], members["call"], members["rank"], members["call"], COLLECTIVE_N_TO_N),
     ] + ([(np.ones(len(probe_edges[0]), bool), *probe_edges, MESSAGE_LATE_SENDER)] if probe_edges else []))
 
@@ -159,10 +164,11 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=
     """Stage match (see the module doc); collective over comm.  Without `with_edges` the
     dependency edges (only the graph's critical path reads them) are not made."""
     ops, orphans = _owned_ops(calls)
-    messages, pairs, instances, members, repair = _repair_loop(comm, ownership, calls, ops, world_size, codec)
+    messages, pairs, instances, members, repair, groups = _repair_loop(comm, ownership, calls, ops, world_size, codec)
     from_me = p2p.to_senders(comm, ownership, messages, calls, codec)
     probe_waits, probe_edges, path_ends = _probe_links(calls, ops, pairs, messages)
-    waits = owned_waits(calls, messages, from_me, members, probe_waits)
+    waits, (member_wait, member_time) = waits_and_member_totals(calls, messages, from_me, members, probe_waits)
+    instances = collectives.instance_waits(comm, groups, member_wait, member_time, instances, codec)
     dependencies = dependency_edges(messages, from_me, members, probe_edges) if with_edges else None
     return Linked(calls, dependencies, waits, instances, pairs.unmatched, orphans, _incomplete(ops, calls), repair,
                   clock_info, path_ends)

@@ -177,8 +177,10 @@ def wait_row(call_start, call_end, func, waits):
 
 
 def imbalance(wait, execution, compute):
-    """wait / (execution + compute), NaN where the denominator is not positive (vectorised)."""
-    denominator = np.asarray(execution + compute, np.float64)
+    """The share of a rank's time spent waiting: wait / (wait + execution + compute), NaN where the
+    denominator is not positive (vectorised).  Every wait is within its call (waits.py), so this is
+    from 0 to 1: wait + execution is the rank's MPI time, compute the time between its calls."""
+    denominator = np.asarray(wait + execution + compute, np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(denominator > 0, np.asarray(wait, np.float64) / np.where(denominator > 0, denominator, 1),
                         np.nan)

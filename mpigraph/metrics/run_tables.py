@@ -69,8 +69,8 @@ def _call_records(calls, piece):
 def collective_rows(linked):
     inst = linked.instances
     return {name: np.asarray(inst[name], np.int64) for name in
-            ("comm", "seq", "func", "members", "comm_size", "max_start", "min_end", "wait_total", "last_rank",
-             "root")}
+            ("comm", "seq", "func", "members", "comm_size", "max_start", "min_end", "wait_total", "time_total",
+             "seed_wait_total", "last_rank", "root")}
 
 
 def waitstate_rows(linked):
@@ -204,17 +204,26 @@ def call_block(rows):
 _WAIT_STATE_NAMES = np.array([""] + list(waits.WAIT_STATES), dtype=object)
 
 
+def _share(part, whole):
+    """part / whole as float, NaN where whole <= 0."""
+    whole = np.asarray(whole, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(whole > 0, np.asarray(part, np.float64) / np.where(whole > 0, whole, 1), np.nan)
+
+
 def finish(tables):
     """Names for ids, derived columns, sorted rows: the small tables as the report writes them."""
     names = mf.names_array()
     inst = dict(tables["collectives"])
     inst["function"] = names[inst.pop("func")]
     inst["complete"] = inst["members"] == inst["comm_size"]
-    inst["execution"] = inst["min_end"] - inst["max_start"]
-    denominator = (inst["members"] * inst["execution"]).astype(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        inst["imbalance"] = np.where(denominator > 0, inst["wait_total"] / np.where(denominator > 0, denominator, 1),
-                                     np.nan)
+    # By the collective's pattern (schema.COLLECTIVE_COLUMNS): each member's wait is within its
+    # call, so execution >= 0 and the imbalance is a share from 0 to 1.
+    inst["execution"] = inst["time_total"] - inst["wait_total"]
+    inst["imbalance"] = _share(inst["wait_total"], inst["time_total"])
+    # The seed's instance formulas, kept as documented extra columns.
+    inst["seed_execution"] = inst["min_end"] - inst["max_start"]
+    inst["seed_imbalance"] = _share(inst["seed_wait_total"], inst["members"] * inst["seed_execution"])
     order = np.lexsort((inst["seq"], inst["comm"]))
     inst = {name: col[order] for name, col in inst.items()}
 

@@ -1,8 +1,26 @@
 """Wait before, wait after and execution time of every call; wait states by kind.
 
-Collectives (docs/concepts.md; seed 004 section 5.2), per member i of an instance:
-    wait_before = max_j start_j - start_i,  wait_after = end_i - min_j end_j,
-    execution   = min_j end_j - max_j start_j   (negative: no implicit barrier).
+Every wait is clamped to its call: 0 <= wait_before + wait_after <= duration, so
+execution = duration - wait_before - wait_after is never negative and a rank's
+waits never exceed its MPI time.
+
+Collectives, per member i of an instance, by the pattern of its function
+(who waits for whom; the same rule makes the graph's edges, link.dependency_edges):
+    N-to-N (Allreduce, Barrier, Alltoall, ..., communicator creation): every member
+        waits for the last to arrive;  wait_before = clamp(max_j start_j - start_i),
+        wait_after = clamp(end_i - min_j end_j) (others left earlier: the seed's wait
+        after, within what is left of the call);
+    1-to-N (Bcast, Scatter(v)): a non-root member waits for the root (late broadcast),
+        wait_before = clamp(root start - start_i); the root does not wait;
+    N-to-1 (Reduce, Gather(v)): the root waits for the last other member (early
+        reduce), wait_before = clamp(max_j start_j - root start); the others do not;
+    Scan, Exscan: the member of rank i waits for the latest of the ranks < i (early
+        scan), wait_before = clamp(max_{j<i} start_j - start_i), i and j ranks of the
+        communicator (whose order may differ from MPI_COMM_WORLD's);
+where clamp(x) = min(max(x, 0), duration).  A nonblocking collective (MPI_Iallreduce,
+MPI_Ibarrier, ...) arrives when its call starts and waits in the Wait/Test call that
+completed its request: that call's wait_before is clamp(releasing start - its start)
+within its own duration; the nonblocking call itself is all execution.
 Point-to-point (seed 003 equations 1-4), per message:
     late sender   = max(0, send start - start of the call the receive completed in)
                     (the Recv itself, or the Wait/Test of a deferred receive),
@@ -10,23 +28,22 @@ Point-to-point (seed 003 equations 1-4), per message:
     late receiver = max(0, receive post - start of the call the send completed in),
                     only when that call ended after the receive was posted
                     (an eager send that returned before is not waiting).
-A call that completed several messages (Waitall) waited for them at the same
-time: its wait_before is the largest of them, charged to late sender and late
-receiver message by message (metrics.message_kinds: the airport rule), and its
-wait state is the kind charged more.  Probes (match.probes): a probe that found
-a message, and the probes that found nothing right before it, waited for that
-message's send: late sender.  A point-to-point call has wait_after 0 and execution =
-duration - wait_before (transfer and MPI stack).  Other calls: execution =
-duration.
+A call that completed several messages or collectives (Waitall) waited for them at
+the same time: its wait_before is the largest of them.  Its point-to-point part is charged
+to late sender and late receiver message by message (metrics.message_kinds: the airport
+rule); when a collective's wait is the largest, the call's wait state is that collective's.
+Probes (match.probes): a probe that found a message, and the probes that found nothing right
+before it, waited for that message's send: late sender.  Only N-to-N blocking collectives
+have a wait_after.  Other calls: execution = duration.
 
-Wait states (Scalasca's names): the synchronisation part of the wait, the
-time until the releasing event, of each call:
+Wait states (Scalasca's names): the wait before of each call, by kind:
     late_sender, late_receiver   as above;
     wait_nxn      N-to-N collectives but Barrier (and communicator creation):
                   until the last member arrived;
-    wait_barrier  the same for MPI_Barrier;
+    wait_barrier  the same for MPI_Barrier (and MPI_Ibarrier);
     late_broadcast  1-to-N non-root members: until the root arrived;
-    early_reduce    N-to-1 root: until the last member arrived.
+    early_reduce    N-to-1 root: until the last member arrived;
+    early_scan      Scan, Exscan: until the latest lower rank arrived.
 """
 
 import collections.abc
@@ -36,10 +53,12 @@ import numpy as np
 from mpigraph.comm import codec as codec_module
 from mpigraph.metrics import message_kinds
 from mpigraph.match.collectives import PATTERN_OF_FUNC
-from mpigraph.match.core import BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, CallIndex
+from mpigraph.match.core import (BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, NONBLOCKING,
+                                  SCAN, CallIndex)
+from mpigraph.trace import functions as mf
 from mpigraph.schema import WAIT_STATES  # noqa: F401  (the kinds, in the order of the codes below)
 
-LATE_SENDER, LATE_RECEIVER, WAIT_NXN, WAIT_BARRIER, LATE_BROADCAST, EARLY_REDUCE = range(6)
+LATE_SENDER, LATE_RECEIVER, WAIT_NXN, WAIT_BARRIER, LATE_BROADCAST, EARLY_REDUCE, EARLY_SCAN = range(7)
 NO_STATE = -1
 
 
@@ -106,7 +125,9 @@ def _collective_state_table():
     funcs = np.arange(len(PATTERN_OF_FUNC))
     table = np.full((len(funcs), 2), NO_STATE, np.int8)
     nxn = PATTERN_OF_FUNC == COLLECTIVE_N_TO_N
-    table[nxn, :] = np.where(funcs[nxn] == BARRIER_ID, WAIT_BARRIER, WAIT_NXN)[:, None]
+    barrier = (funcs == BARRIER_ID) | (funcs == mf.BY_NAME["MPI_Ibarrier"].id)
+    table[nxn, :] = np.where(barrier[nxn], WAIT_BARRIER, WAIT_NXN)[:, None]
+    table[PATTERN_OF_FUNC == SCAN, :] = EARLY_SCAN
     table[PATTERN_OF_FUNC == COLLECTIVE_ONE_TO_N, 0] = LATE_BROADCAST
     table[PATTERN_OF_FUNC == COLLECTIVE_N_TO_ONE, 1] = EARLY_REDUCE
     return table
@@ -129,6 +150,44 @@ def charged_states(w):
     return np.concatenate([state, other]), np.concatenate([w["wait_state_time"], w["other_state_time"]])
 
 
+def _wait_after_table():
+    """Per function id: a member has a wait after (the blocking N-to-N collectives)."""
+    return (PATTERN_OF_FUNC == COLLECTIVE_N_TO_N) & ~NONBLOCKING[:len(PATTERN_OF_FUNC)]
+
+
+_HAS_WAIT_AFTER = _wait_after_table()
+
+
+def member_waits(index, start_ns, end_ns, members):
+    """Per collective member (rows of `members`): where its wait is charged and how long.
+
+    Returns {"done": the completing call in `index`'s numbering (-1: never completed),
+    "wait_before", "wait_after", "duration" (of the completing call), "state"}; see the
+    module doc for the rules.  `start_ns`, `end_ns`: index.column of the calls' times."""
+    done_call = members["done_call"]
+    completed = done_call >= 0
+    every = bool(completed.all())            # blocking collectives: always
+    done = index.of(members["rank"], done_call if every else np.maximum(done_call, 0))
+    start = start_ns[done]
+    duration = end_ns[done]
+    duration -= start
+    if not every:
+        duration[~completed] = 0
+        done[~completed] = -1
+    # Released members only: the others' release_start is -1, far before their start.
+    before = _clip(members["release_start"] - start, duration)       # duration >= 0: left as it is
+    before[members["release_rank"] < 0] = 0
+    func = members["func"]
+    # The seed's wait after, for blocking N-to-N members only, within what the wait before left.
+    after = end_ns[done]
+    after -= members["min_end"]
+    _clip(after, duration - before)
+    after[~_HAS_WAIT_AFTER[func]] = 0
+    state = collective_state(func, members["rank"] == members["root"])
+    state[before == 0] = NO_STATE
+    return {"done": done, "wait_before": before, "wait_after": after, "duration": duration, "state": state}
+
+
 def owned_waits(calls_by_rank, to_me, from_me, members, probe_waits=None):
     """{owned rank: per-call columns wait_before, wait_after, execution, wait_state, wait_state_time,
     other_state_time}.
@@ -141,6 +200,13 @@ def owned_waits(calls_by_rank, to_me, from_me, members, probe_waits=None):
     per message (metrics.message_kinds): wait_state_time is its kind's part,
     other_state_time the other kind's.
     """
+    return waits_and_member_totals(calls_by_rank, to_me, from_me, members, probe_waits)[0]
+
+
+def waits_and_member_totals(calls_by_rank, to_me, from_me, members, probe_waits=None):
+    """(owned_waits, (wait, time) per collective member): the member's wait before + after, and
+    the duration of the call it is charged to (0, 0 when it never completed); an instance's sums
+    of them make its wait and imbalance (collectives.instance_waits)."""
     index = CallIndex(calls_by_rank)
     start_ns, end_ns = index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns")
     n = len(index)
@@ -148,29 +214,36 @@ def owned_waits(calls_by_rank, to_me, from_me, members, probe_waits=None):
     position = np.concatenate([index.of(rank, call) for rank, call, _ in parts])
     ns = np.concatenate([ns for _, _, ns in parts])
     is_receiver = np.repeat(np.arange(len(parts)) == 1, [len(ns) for _, _, ns in parts])
-    wait_before, ls, lr = message_kinds.charged(position, ns, is_receiver, n)
+    p2p, ls, lr = message_kinds.charged(position, ns, is_receiver, n)
     del position, ns, is_receiver
     # int8 all along: the wait states of millions of calls without int64 temporaries
-    state, state_time, other_time = message_kinds.state_of(wait_before, ls, lr, np.int8(LATE_SENDER),
+    state, state_time, other_time = message_kinds.state_of(p2p, ls, lr, np.int8(LATE_SENDER),
                                                            np.int8(LATE_RECEIVER), np.int8(NO_STATE))
     del ls, lr
+
+    m = member_waits(index, start_ns, end_ns, members)
+    charged = m["done"] >= 0
+    every = bool(charged.all())
+    done = m["done"] if every else m["done"][charged]
+    member_before = m["wait_before"] if every else m["wait_before"][charged]
+    collective = np.zeros(n, np.int64)
+    if NONBLOCKING[members["func"]].any():      # a Wait/Test may complete several members
+        np.maximum.at(collective, done, member_before)
+    else:                                        # a blocking member is its own call: one each
+        collective[done] = member_before
+    # The state of the member with the largest wait of its call; point-to-point wins a tie.
+    top = (member_before == collective[done]) & (member_before > p2p[done])
+    state[done[top]] = (m["state"] if every else m["state"][charged])[top]
+    # Where a collective's wait is the call's, the call's state time is all of it.
+    state_time[done[top]] = member_before[top]
+    other_time[done[top]] = 0
+    wait_before = np.maximum(p2p, collective)
+    del p2p, collective
     wait_after = np.zeros(n, np.int64)
+    wait_after[done] = m["wait_after"] if every else m["wait_after"][charged]   # blocking: one per call
     execution = np.subtract(end_ns, start_ns, out=end_ns)      # the duration, in the concatenated copy
     execution -= wait_before
-
-    call = index.of(members["rank"], members["call"])
-    start, end = members["start"], members["end"]
-    max_start, min_end = members["max_start"], members["min_end"]
-    wait_before[call] = max_start - start
-    wait_after[call] = end - min_end
-    execution[call] = min_end - max_start
-    released = members["release_rank"] >= 0
-    sync = _clip(members["release_start"] - start, end - start)
-    sync[~released] = 0
-    member_state = collective_state(members["func"], members["rank"] == members["root"])
-    state[call] = np.where(sync > 0, member_state, np.int8(NO_STATE))
-    sync[member_state < 0] = 0
-    state_time[call] = sync
-    other_time[call] = 0
-    return CallWaits(index, {"wait_before": wait_before, "wait_after": wait_after, "execution": execution,
-                             "wait_state": state, "wait_state_time": state_time, "other_state_time": other_time})
+    execution -= wait_after
+    waits = CallWaits(index, {"wait_before": wait_before, "wait_after": wait_after, "execution": execution,
+                              "wait_state": state, "wait_state_time": state_time, "other_state_time": other_time})
+    return waits, (m["wait_before"] + m["wait_after"], m["duration"])

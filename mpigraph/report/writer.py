@@ -24,13 +24,14 @@ ranks.csv, ranks.parquet: one row per rank, in rank order
     wait_after_s/_ns      time    summed wait after its calls
     wait_s/_ns            time    wait_before + wait_after
     compute_s/_ns         time    time between its MPI calls (compute edges)
-    imbalance             float   wait / (execution + compute)
+    imbalance             float   wait / (wait + execution + compute), 0 to 1
     late_sender_s/_ns     time    wait states (mpigraph.metrics.waits): receives waiting for a late send,
     late_receiver_s/_ns   time      sends waiting for a late receive, N-to-N collectives and
     wait_nxn_s/_ns        time      barriers waiting for the last member, 1-to-N members waiting
-    wait_barrier_s/_ns    time      for the root, the N-to-1 root waiting for the last member
-    late_broadcast_s/_ns  time
+    wait_barrier_s/_ns    time      for the root, the N-to-1 root waiting for the last member,
+    late_broadcast_s/_ns  time      Scan members waiting for the latest lower rank
     early_reduce_s/_ns    time
+    early_scan_s/_ns      time
     clock_offset_s/_ns    time    clock correction applied: offset to rank 0 at MPI_Init
     clock_drift_ppm       float   clock correction applied: drift against rank 0 (ppm)
     clock_shift_s/_ns     time    forward shift at its end from the receive-before-send repair
@@ -445,8 +446,8 @@ def _list(ranks, limit=16):
 def _wait_section(ranks):
     """Per-process imbalance table (seed 004's example output) with totals and the program's imbalance."""
     header = ["rank", "program s", "MPI s", "execution s", "compute s", "wait s", "imbalance", "late sender",
-              "late recv", "wait NxN", "barrier", "late bcast", "early red", "calls"]
-    kinds = ["late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce"]
+              "late recv", "wait NxN", "barrier", "late bcast", "early red", "early scan", "calls"]
+    kinds = ["late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce", "early_scan"]
 
     def cells(label, values, imbalance):
         return ([label] + [_seconds(values[k]) for k in ("program_time", "mpi_time", "execution", "compute", "wait")]
@@ -457,8 +458,8 @@ def _wait_section(ranks):
             for i in range(min(n, MAX_RANK_ROWS))]
     totals = {k: ranks[k].sum() for k in ranks if ranks[k].dtype.kind in "iu"}
     rows.append(cells("total", totals, metrics.imbalance(totals["wait"], totals["execution"], totals["compute"])))
-    return (["Imbalance and wait states per process (imbalance = wait / (execution + compute); "
-             "total row: the program's imbalance)"] + _text_table(header, rows))
+    return (["Imbalance and wait states per process (imbalance = wait / (wait + execution + compute): the share "
+             "of its time a rank waited; total row: the program's)"] + _text_table(header, rows))
 
 
 def _collective_section(collectives):

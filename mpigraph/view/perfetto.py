@@ -5,7 +5,8 @@
 - one process per rank (pid = rank, named "rank r"), one thread "MPI calls";
 - a complete event (ph "X") per MPI call: ts and dur in microseconds (three
   decimals: exact to the ns), args: bytes, peer, tag, comm, and the waits and
-  imbalance when calls.parquet gave them; then nested X events "wait before",
+  imbalance (the share of the call spent waiting) when calls.parquet gave them; then
+  nested X events "wait before",
   "execution", "wait after" inside the call;
 - a flow (ph "s" at the send's start, ph "f" with bp "e" at the start of the
   call that completed the receive) per matched point-to-point message;
@@ -78,7 +79,9 @@ def _call_events(data, lo, hi):
     chunks = []
     if data.has_waits:
         wb, wa, ex = c["wait_before"][sl], c["wait_after"][sl], c["execution"][sl]
-        imbalance = np.where(ex > 0, (wb + wa) / np.maximum(ex, 1), np.nan)
+        # The share of the call spent waiting, 0 to 1 (waits are within the call: metrics.waits).
+        duration = end - start
+        imbalance = np.where(duration > 0, (wb + wa) / np.maximum(duration, 1), np.nan)
         args = _cat(args, ',"wait_before_us":', _us(wb, False), ',"wait_after_us":', _us(wa, False), ',"execution_us":', _us(ex, False),
                     ',"imbalance":', np.where(np.isnan(imbalance), "null", np.char.mod("%.4f", imbalance)))
         # Nested slices: wait before, execution, wait after (shown widths clipped to the call).
