@@ -1,0 +1,407 @@
+"""T(L): the run time of a model graph as a function of the network latency, exactly.
+
+The model graph (spec whatif.md, seed 000 eq. 3): a DAG whose edge e has weight
+    w_e = c_e + m_e * L + b_e * G          (m_e messages, b_e bytes, both >= 0)
+and t(v) = max(start_v, max over in-edges (t(u) + w_e)); T = t(sink).  Every path
+is a line a * L + C in L (a = its messages), so T(L) is the upper envelope of
+lines: convex, nondecreasing, piecewise linear with integer slopes.
+
+No LP is needed (lp.py keeps one as the tests' reference):
+
+- ``Model.evaluate``: one forward pass in topological order, vectorised by
+  topological level (every level's edges in a few numpy operations, several
+  values of the parameter at once as columns), gives T and its right and left
+  slopes: the max and the min of (slope of t(u) + m_e) over the tight in-edges
+  (the right derivative of a max is the max of the active ones' right
+  derivatives, the left one the min of their left derivatives).
+- ``Model.envelope``: Eisner-Severance breakpoint search: intersect the lines at
+  an interval's ends; if T there lies on them it is the breakpoint, else split
+  there.  All open intervals of a round are evaluated in one pass.
+- ``Model.tolerance``: L_x = max{L : T(L) <= target} by Newton steps from the
+  right (convexity: the step on the left slope never passes the root and lands
+  on it after at most as many steps as pieces).
+
+The same machinery sweeps G at fixed L (``param="G"``): then the slopes are
+bytes on the critical path (lambda_G), not integers.
+"""
+
+import dataclasses
+
+import numpy as np
+
+# Relative tolerance for "tight" (t(u) + w_e == t(v)) in float64 sums of ns-sized terms.
+REL_EPS = 1e-11
+# Columns (parameter values) per forward pass: more amortises the per-level numpy calls,
+# fewer keeps the (vertices x columns) time table small.
+MAX_COLUMNS = 16
+
+
+@dataclasses.dataclass
+class Edges:
+    """A model graph's edges (any order) and vertices (0..n_vertices-1)."""
+
+    n_vertices: int
+    src: np.ndarray
+    dst: np.ndarray
+    c: np.ndarray                # constant weight
+    m: np.ndarray                # messages (latency coefficient)
+    b: np.ndarray                # bytes (per-byte-time coefficient)
+    start: np.ndarray            # per vertex: earliest time (-inf: none)
+    sink: int
+    kind: np.ndarray = None      # optional per-edge label (the builder's edge kinds)
+
+    def __post_init__(self):
+        self.src = np.ascontiguousarray(self.src, np.int64)
+        self.dst = np.ascontiguousarray(self.dst, np.int64)
+        self.c = np.ascontiguousarray(self.c, np.float64)
+        self.m = np.ascontiguousarray(self.m, np.float64)
+        self.b = np.ascontiguousarray(self.b, np.float64)
+        self.start = np.ascontiguousarray(self.start, np.float64)
+        if not len(self.src) == len(self.dst) == len(self.c) == len(self.m) == len(self.b):
+            raise ValueError("edge columns differ in length")
+        if len(self.start) != self.n_vertices:
+            raise ValueError("start: one value per vertex")
+        if (self.m < 0).any() or (self.b < 0).any():
+            raise ValueError("message and byte counts must be >= 0")
+
+
+def topological_levels(n, src, dst):
+    """Level of each vertex: 0 without in-edges, else 1 + the largest level of its sources
+    (Kahn's algorithm one whole frontier at a time).  ValueError on a cycle."""
+    order = np.argsort(src, kind="stable")
+    out_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=out_ptr[1:])
+    out_dst = dst[order]
+    indeg = np.bincount(dst, minlength=n)
+    level = np.full(n, -1, np.int64)
+    frontier = np.flatnonzero(indeg == 0)
+    lev = 0
+    while len(frontier):
+        level[frontier] = lev
+        lo, hi = out_ptr[frontier], out_ptr[frontier + 1]
+        counts = hi - lo
+        if counts.sum() == 0:
+            break
+        # positions of all out-edges of the frontier: lo[i], lo[i]+1, ..., hi[i]-1
+        pos = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        targets = out_dst[pos]
+        hit, n_hit = np.unique(targets, return_counts=True)
+        indeg[hit] -= n_hit
+        frontier = hit[indeg[hit] == 0]
+        lev += 1
+    if (level < 0).any():
+        raise ValueError("the model graph has a cycle")
+    return level
+
+
+@dataclasses.dataclass
+class Pass:
+    """What a forward pass gives for each parameter value (arrays over the values)."""
+
+    T: np.ndarray
+    right: np.ndarray            # right slope dT/dp+
+    left: np.ndarray             # left slope dT/dp-
+    other: np.ndarray            # the other coefficient summed along the critical path (right slope's)
+
+
+@dataclasses.dataclass
+class Piece:
+    """T(p) = slope * p + intercept for lo <= p <= hi."""
+
+    lo: float
+    hi: float
+    slope: float
+    intercept: float
+
+    def at(self, p):
+        return self.slope * p + self.intercept
+
+
+class Model:
+    """A model graph prepared for forward passes: edges sorted by (level of dst, dst)."""
+
+    def __init__(self, edges: Edges):
+        self.edges = edges
+        n = edges.n_vertices
+        level = topological_levels(n, edges.src, edges.dst)
+        order = np.lexsort((edges.dst, level[edges.dst]))
+        self.order = order
+        self.src = edges.src[order]
+        self.dst = edges.dst[order]
+        self.c, self.m, self.b = edges.c[order], edges.m[order], edges.b[order]
+        # segments: runs of equal dst; a level's segments are contiguous
+        new = np.r_[True, self.dst[1:] != self.dst[:-1]] if len(order) else np.zeros(0, bool)
+        self.seg_start = np.flatnonzero(new)
+        self.seg_dst = self.dst[self.seg_start]
+        self.seg_len = np.diff(np.r_[self.seg_start, len(order)])
+        seg_level = level[self.seg_dst]
+        n_levels = int(level.max()) + 1 if n else 0
+        self.level_seg = np.searchsorted(seg_level, np.arange(n_levels + 1))
+        self.level_edge = np.r_[self.seg_start, len(order)][self.level_seg]
+        self.n_levels = n_levels
+        self.level = level
+        scale = max(float(np.abs(edges.c).max(initial=0)) * max(n_levels, 1),
+                    float(np.abs(edges.start[np.isfinite(edges.start)]).max(initial=0)), 1.0)
+        self.eps_abs = REL_EPS * scale
+
+    # ---- one forward pass --------------------------------------------------------------
+
+    def _weights(self, param, values, fixed):
+        """(w: edges x K weights, k: the swept coefficient, o: the other one) for `param`."""
+        if param == "L":
+            k, o = self.m, self.b
+        elif param == "G":
+            k, o = self.b, self.m
+        else:
+            raise ValueError("param: L or G")
+        base = self.c + o * fixed
+        return base[:, None] + k[:, None] * values[None, :], k, o
+
+    def forward(self, values, param="L", fixed=0.0, keep=False):
+        """A Pass at each of `values` of `param` (the other parameter at `fixed`).
+
+        With keep=True also returns (t, pred) of the last column: each vertex's time and
+        the sorted-edge index of its critical in-edge (-1: its start), to walk the path."""
+        values = np.atleast_1d(np.asarray(values, np.float64))
+        out = [self._forward(values[i:i + MAX_COLUMNS], param, fixed, keep and i + MAX_COLUMNS >= len(values))
+               for i in range(0, len(values), MAX_COLUMNS)]
+        result = Pass(*(np.concatenate([getattr(o[0], f) for o in out]) for f in ("T", "right", "left", "other")))
+        return (result, out[-1][1]) if keep else result
+
+    def _forward(self, values, param, fixed, keep):
+        n, K = self.edges.n_vertices, len(values)
+        w, k, o = self._weights(param, values, fixed)
+        start = self.edges.start
+        t = np.repeat(start[:, None], K, axis=1)
+        right = np.zeros((n, K))
+        left = np.zeros((n, K))
+        other = np.zeros((n, K))
+        pred = np.full(n, -1, np.int64) if keep else None
+        eps = self.eps_abs
+        for lev in range(1, self.n_levels):
+            e0, e1 = self.level_edge[lev], self.level_edge[lev + 1]
+            s0, s1 = self.level_seg[lev], self.level_seg[lev + 1]
+            if e0 == e1:
+                continue
+            src = self.src[e0:e1]
+            cand = t[src] + w[e0:e1]
+            segs = self.seg_start[s0:s1] - e0
+            lens = self.seg_len[s0:s1]
+            dst = self.seg_dst[s0:s1]
+            best = np.maximum.reduceat(cand, segs, axis=0)
+            t_start = t[dst]
+            from_start = t_start >= best - eps           # the vertex's own start is active
+            t_new = np.maximum(best, t_start)
+            tight = cand >= np.repeat(t_new, lens, axis=0) - eps
+            kk = k[e0:e1, None]
+            r = np.where(tight, right[src] + kk, -np.inf)
+            r_best = np.maximum.reduceat(r, segs, axis=0)
+            l_best = np.minimum.reduceat(np.where(tight, left[src] + kk, np.inf), segs, axis=0)
+            # the other coefficient along a tight in-edge of the largest right slope
+            on = tight & (r >= np.repeat(r_best, lens, axis=0))
+            ob = np.maximum.reduceat(np.where(on, other[src] + o[e0:e1, None], -np.inf), segs, axis=0)
+            t[dst] = t_new
+            right[dst] = np.where(from_start, np.maximum(r_best, 0), r_best)
+            left[dst] = np.where(from_start, np.minimum(l_best, 0), l_best)
+            other[dst] = np.where(from_start & (r_best <= 0), 0, ob)
+            if keep:
+                # the critical in-edge of the last column: the first tight one of largest right slope
+                last = on[:, -1] & ~np.repeat(from_start[:, -1] & (r_best[:, -1] <= 0), lens)
+                idx = np.where(last, np.arange(e0, e1), e1)
+                first = np.minimum.reduceat(idx, segs)
+                pred[dst] = np.where(first < e1, first, -1)
+        sink = self.edges.sink
+        result = Pass(t[sink].copy(), right[sink].copy(), left[sink].copy(), other[sink].copy())
+        return result, ((t[:, -1].copy(), pred) if keep else None)
+
+    def critical_edges(self, value, param="L", fixed=0.0):
+        """Indices (into the Edges given) of the edges on the critical path at `value`: the
+        path of tight in-edges of the largest right slope, walked back from the sink."""
+        _, (t, pred) = self.forward([value], param, fixed, keep=True)
+        on = np.zeros(self.edges.n_vertices, bool)
+        on[self.edges.sink] = True
+        picked = []
+        # walk back level by level: a vertex is on the path when its successor's critical edge
+        # comes from it (vectorised per level, not per vertex)
+        for lev in range(self.n_levels - 1, 0, -1):
+            s0, s1 = self.level_seg[lev], self.level_seg[lev + 1]
+            dst = self.seg_dst[s0:s1]
+            here = dst[on[dst]]
+            e = pred[here]
+            e = e[e >= 0]
+            on[self.src[e]] = True
+            picked.append(e)
+        sorted_idx = np.concatenate(picked) if picked else np.zeros(0, np.int64)
+        return np.sort(self.order[sorted_idx])
+
+    # ---- the whole envelope ---------------------------------------------------------------
+
+    def envelope(self, lo, hi, param="L", fixed=0.0):
+        """The pieces of T(p) on [lo, hi], in order (Eisner-Severance search, a round per depth)."""
+        ends = self.forward([lo, hi], param, fixed)
+        # open intervals: (a, T(a), right slope at a, b, T(b), left slope at b)
+        todo = [(lo, ends.T[0], ends.right[0], hi, ends.T[1], ends.left[1])]
+        pieces = []
+        while todo:
+            queries, waiting = [], []
+            for a, ta, sa, b, tb, sb in todo:
+                if b - a <= 0 or sa >= sb - self._slope_eps(sa, sb):
+                    pieces.append(Piece(a, b, sa, ta - sa * a))
+                    continue
+                x = ((tb - sb * b) - (ta - sa * a)) / (sa - sb)
+                x = min(max(x, a), b)
+                queries.append(x)
+                waiting.append((a, ta, sa, b, tb, sb, x))
+            if not queries:
+                break
+            got = self.forward(np.array(queries), param, fixed)
+            todo = []
+            for i, (a, ta, sa, b, tb, sb, x) in enumerate(waiting):
+                on_lines = ta + sa * (x - a)
+                if got.T[i] <= on_lines + self._t_eps(on_lines):
+                    pieces += [Piece(a, x, sa, ta - sa * a), Piece(x, b, sb, tb - sb * b)]
+                else:
+                    todo += [(a, ta, sa, x, got.T[i], got.left[i]), (x, got.T[i], got.right[i], b, tb, sb)]
+        return merge_pieces(pieces)
+
+    def _t_eps(self, t):
+        return self.eps_abs + REL_EPS * abs(t)
+
+    @staticmethod
+    def _slope_eps(a, b):
+        return 1e-9 * max(abs(a), abs(b), 1.0)
+
+    # ---- tolerance -------------------------------------------------------------------------
+
+    def tolerance(self, p0, fractions, param="L", fixed=0.0, max_steps=10_000):
+        """(p_x for each fraction x: the largest p with T(p) <= (1 + x) T(p0), T(p0)).
+
+        Newton from the right: start where the steepest line of all (the slope at p -> inf)
+        reaches the target, then p -= (T(p) - target) / left slope until T(p) == target.
+        inf where no path carries the parameter (T never grows)."""
+        fractions = np.asarray(fractions, np.float64)
+        t0 = float(self.forward([p0], param, fixed).T[0])
+        target = (1 + fractions) * t0
+        far = self.asymptote(param, fixed)
+        if far[0] <= 0:
+            return np.full(len(fractions), np.inf), t0
+        p = np.maximum((target - far[1]) / far[0], p0)
+        done = np.zeros(len(p), bool)
+        for _ in range(max_steps):
+            got = self.forward(p, param, fixed)
+            over = got.T - target
+            done |= over <= self._t_eps(target)
+            if done.all():
+                break
+            step = np.where(done, 0, over / np.where(got.left > 0, got.left, 1))
+            p = np.maximum(p - step, p0)
+        return p, t0
+
+    def asymptote(self, param="L", fixed=0.0):
+        """(a, C) of the steepest line of T (its right slope far out; C its intercept)."""
+        # A value so large that every path's a*p dominates any difference of constants.
+        span = float(np.abs(self.edges.c).sum()) + float(np.abs(self.edges.start[np.isfinite(self.edges.start)])
+                                                          .max(initial=0)) + 1.0
+        coef = self.m if param == "L" else self.b
+        nz = coef[coef > 0]
+        big = 4 * span / (float(nz.min()) if len(nz) else 1.0)
+        got = self.forward([big], param, fixed)
+        a = float(got.right[0])
+        return a, float(got.T[0]) - a * big
+
+
+def merge_pieces(pieces):
+    """Pieces in order with equal neighbours (same slope) joined, empty ones dropped."""
+    pieces = sorted((p for p in pieces if p.hi > p.lo or len(pieces) == 1), key=lambda p: p.lo)
+    out = []
+    for p in pieces:
+        if out and abs(out[-1].slope - p.slope) <= 1e-9 * max(abs(p.slope), 1.0):
+            out[-1] = Piece(out[-1].lo, p.hi, out[-1].slope, out[-1].intercept)
+        else:
+            out.append(p)
+    return out
+
+
+def evaluate_pieces(pieces, p):
+    """T at p (array) from pieces (the max of their lines: exact for a convex envelope)."""
+    p = np.asarray(p, np.float64)
+    return np.max([pc.slope * p + pc.intercept for pc in pieces], axis=0)
+
+
+def add_pieces(a, b):
+    """The pieces of the sum of two piecewise-linear functions on the same interval."""
+    cuts = sorted({x for pc in a + b for x in (pc.lo, pc.hi)})
+    out = []
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        mid = 0.5 * (lo + hi)
+        pa = next(pc for pc in a if pc.lo <= mid <= pc.hi)
+        pb = next(pc for pc in b if pc.lo <= mid <= pc.hi)
+        out.append(Piece(lo, hi, pa.slope + pb.slope, pa.intercept + pb.intercept))
+    return merge_pieces(out)
+
+
+# ---- splitting at global synchronisation points ---------------------------------------------
+
+def split(edges, cuts):
+    """The model graph cut at vertices every source-to-sink path crosses, in order: a list of
+    Edges, piece i from cut i-1 (its source, start 0) to cut i (its sink; the last piece ends
+    at the graph's sink).  T of the whole = the sum of the pieces' T, for every L and G.
+
+    `cuts`: candidate vertices (hubs of collectives over all ranks), in topological order;
+    a candidate that some path passes around (an edge from before it to after it: an
+    outstanding nonblocking message, say) is dropped, so what is returned is exact.
+    Also returns the cuts kept."""
+    cuts = np.asarray(cuts, np.int64)
+    model = Model(edges)
+    while True:
+        piece = _piece_of(model, cuts)
+        crossing = piece[edges.dst] - piece[edges.src]
+        # an edge out of cut j lands in piece j + 1: crossing 1 is right for it, 0 for the rest
+        allowed = np.isin(edges.src, cuts).astype(np.int64)
+        bad = crossing != allowed
+        if not bad.any():
+            break
+        drop = np.zeros(len(cuts) + 1, bool)
+        lo, hi = piece[edges.src[bad]] + allowed[bad], piece[edges.dst[bad]]
+        for a, b in set(zip(lo.tolist(), hi.tolist())):   # distinct spans: few
+            drop[a + 1:b + 1] = True                     # the cuts the edge passes around
+        cuts = cuts[~drop[1:]]
+    return _pieces(edges, cuts, piece), cuts
+
+
+def _piece_of(model, cuts):
+    """Per vertex: how many of `cuts` come before it (a cut itself: the piece it ends)."""
+    n = model.edges.n_vertices
+    mark = np.zeros(n, np.int64)
+    mark[cuts] = np.arange(1, len(cuts) + 1)
+    after = np.zeros(n, np.int64)             # the largest cut index that reaches the vertex
+    for lev in range(1, model.n_levels):
+        e0, e1 = model.level_edge[lev], model.level_edge[lev + 1]
+        s0, s1 = model.level_seg[lev], model.level_seg[lev + 1]
+        if e0 == e1:
+            continue
+        src = model.src[e0:e1]
+        best = np.maximum.reduceat(np.maximum(after[src], mark[src]), model.seg_start[s0:s1] - e0)
+        after[model.seg_dst[s0:s1]] = best
+    return after
+
+
+def _pieces(edges, cuts, piece):
+    """Edges of each piece (see split)."""
+    n_pieces = len(cuts) + 1
+    edge_piece = piece[edges.dst]
+    out = []
+    for i in range(n_pieces):
+        vertices = np.flatnonzero(piece == i)
+        if i > 0:
+            vertices = np.union1d(vertices, [cuts[i - 1]])
+        keep = np.flatnonzero(edge_piece == i)
+        ids = np.union1d(vertices, np.union1d(edges.src[keep], edges.dst[keep]))
+        local = np.searchsorted(ids, [edges.src[keep], edges.dst[keep]])
+        start = edges.start[ids].copy()
+        if i > 0:
+            start[np.searchsorted(ids, cuts[i - 1])] = 0.0
+        sink = cuts[i] if i < n_pieces - 1 else edges.sink
+        out.append(Edges(len(ids), local[0], local[1], edges.c[keep], edges.m[keep], edges.b[keep], start,
+                         int(np.searchsorted(ids, sink))))
+    return out

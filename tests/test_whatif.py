@@ -1,0 +1,188 @@
+"""mpigraph.whatif: T(L) of a model graph, exactly (seed 000, spec whatif.md).
+
+Known answers: the paper's Fig. 4 example (by hand from its equation 2), and on
+random DAGs the LP (scipy HiGHS) that LLAMP solves.
+"""
+
+import numpy as np
+import pytest
+
+from mpigraph.whatif import lp
+from mpigraph.whatif.envelope import Edges, Model, add_pieces, evaluate_pieces, split
+
+US = 1.0            # the Fig. 4 example in microseconds
+G_FIG4 = 0.005      # 5 ns per byte, in us
+
+
+def fig4(c0):
+    """Fig. 4a: rank 0 computes c0, sends (o), computes c1; rank 1 computes c2, receives, computes c3.
+
+    Vertices: 0 the start, 1 rank 0's send, 2 rank 1's receive posted, 3 received, 4 the end.
+    Paths (eq. 2 with o = 0): c0 + o + c1;  c2 + o + c3;  c0 + o + L + (s-1)G + o + c3.
+    The paper's message costs (s-1)G: b = s - 1 = 3 bytes' worth."""
+    o, s, c1, c2, c3 = 0.0, 4, 1.0, 0.5, 1.0
+    src, dst = [0, 1, 0, 2, 1, 3], [1, 4, 2, 3, 3, 4]
+    c = [c0, o + c1, c2, o, 2 * o, c3]
+    m = [0, 0, 0, 0, 1, 0]
+    b = [0, 0, 0, 0, s - 1, 0]
+    start = np.full(5, -np.inf)
+    start[0] = 0.0
+    return Edges(5, src, dst, c, m, b, start, 4)
+
+
+def test_fig4_late_sender_line():
+    """c0 = 1 us: T = L + 2.015 us, lambda_L = 1 for every L."""
+    model = Model(fig4(1.0))
+    got = model.forward([0.0, 0.5, 3.0], fixed=G_FIG4)
+    np.testing.assert_allclose(got.T, np.array([0.0, 0.5, 3.0]) + 2.015, rtol=1e-12)
+    np.testing.assert_array_equal(got.right, [1, 1, 1])
+    pieces = model.envelope(0.0, 10.0, fixed=G_FIG4)
+    assert len(pieces) == 1
+    assert pieces[0].slope == 1 and pieces[0].intercept == pytest.approx(2.015, abs=1e-12)
+    assert got.other[0] == 3             # lambda_G: the message's (s-1) bytes
+
+
+def test_fig4_overlapped_then_critical():
+    """c0 = 0.1 us: T = max(L + 1.115, 1.5); critical latency 0.385; T(0.5) = 1.615;
+    max L with T <= 2 us = 0.885; 1/2/5% tolerances from 0.5: 0.5162/0.5323/0.5808 us."""
+    model = Model(fig4(0.1))
+    pieces = model.envelope(0.0, 2.0, fixed=G_FIG4)
+    assert [p.slope for p in pieces] == [0, 1]
+    assert pieces[0].intercept == pytest.approx(1.5, abs=1e-12)
+    assert pieces[1].intercept == pytest.approx(1.115, abs=1e-12)
+    assert pieces[0].hi == pytest.approx(0.385, abs=1e-12)          # the critical latency
+    assert model.forward([0.5], fixed=G_FIG4).T[0] == pytest.approx(1.615, abs=1e-12)
+    tol, t0 = model.tolerance(0.5, [0.01, 0.02, 0.05], fixed=G_FIG4)
+    assert t0 == pytest.approx(1.615)
+    np.testing.assert_allclose(tol, [0.5162, 0.5323, 0.5808], atol=5e-5)
+    np.testing.assert_allclose(tol, 0.5 + np.array([0.01, 0.02, 0.05]) * 1.615, rtol=1e-12)   # slope 1 there
+    # the largest L with T <= 2 us (the paper's Fig. 6): target 2 = (1 + x) T(0.5)
+    two, _ = model.tolerance(0.5, [2.0 / 1.615 - 1], fixed=G_FIG4)
+    assert two[0] == pytest.approx(0.885, abs=1e-12)
+    assert lp.max_latency(fig4(0.1), 2.0, 0.0, G_FIG4) == pytest.approx(0.885, abs=1e-9)
+    # left and right slopes at the breakpoint
+    at = model.forward([0.385], fixed=G_FIG4)
+    assert (at.left[0], at.right[0]) == (0, 1)
+    # the critical path at 0.5: c0, the message, c3
+    np.testing.assert_array_equal(model.critical_edges(0.5, fixed=G_FIG4), [0, 4, 5])
+
+
+def random_dag(seed, n=40, p_edge=0.12, max_m=2):
+    """A random DAG: vertex 0 the source (start 0), n-1 the sink, every vertex reachable."""
+    rng = np.random.default_rng(seed)
+    u, v = np.triu_indices(n, 1)
+    keep = rng.random(len(u)) < p_edge
+    u, v = u[keep], v[keep]
+    # every vertex has an edge from an earlier one and one to a later one
+    first = np.arange(1, n)
+    u = np.r_[u, rng.integers(0, first), np.arange(n - 1)]
+    v = np.r_[v, first, np.full(n - 1, n - 1)]
+    ne = len(u)
+    c = rng.integers(0, 200, ne).astype(float)
+    m = np.where(rng.random(ne) < 0.4, rng.integers(1, max_m + 1, ne), 0)
+    b = np.where(m > 0, rng.integers(0, 5000, ne), 0).astype(float)
+    start = np.full(n, -np.inf)
+    start[0] = 0.0
+    return Edges(n, u, v, c, m, b, start, n - 1)
+
+
+SEEDS = range(12)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_dags_equal_the_lp(seed):
+    """T, lambda_L and the 1/2/5% tolerances equal HiGHS's objective, l's reduced cost and
+    the max-l LP; slopes are integers and nondecreasing (T convex)."""
+    edges = random_dag(seed)
+    model = Model(edges)
+    G = 0.01
+    pieces = model.envelope(0.0, 400.0, fixed=G)
+    slopes = np.array([p.slope for p in pieces])
+    assert (slopes == np.round(slopes)).all()
+    assert (np.diff(slopes) > 0).all()
+    assert pieces[0].lo == 0 and pieces[-1].hi == 400
+    for a, b in zip(pieces[:-1], pieces[1:]):
+        assert a.hi == b.lo
+        assert a.at(a.hi) == pytest.approx(b.at(b.lo), rel=1e-12)
+    # inside each piece (not at a breakpoint, where l's reduced cost is ambiguous)
+    for p in pieces:
+        L = 0.5 * (p.lo + p.hi)
+        t_lp, rc = lp.solve(edges, L, G)
+        got = model.forward([L], fixed=G)
+        assert got.T[0] == pytest.approx(t_lp, rel=1e-9)
+        assert got.right[0] == got.left[0] == pytest.approx(rc[0], abs=1e-7) == p.slope
+        assert evaluate_pieces(pieces, L) == pytest.approx(t_lp, rel=1e-9)
+    L0 = 0.25 * pieces[-1].hi if len(pieces) > 1 else 10.0
+    tol, t0 = model.tolerance(L0, [0.01, 0.02, 0.05], fixed=G)
+    for x, lx in zip([0.01, 0.02, 0.05], tol):
+        ref = lp.max_latency(edges, (1 + x) * t0, L0, G)
+        assert lx == pytest.approx(ref, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_bandwidth_sweep_equals_the_lp(seed):
+    """Sweeping G at fixed L: T and lambda_G (bytes on the critical path) against the LP."""
+    edges = random_dag(seed)
+    model = Model(edges)
+    L = 30.0
+    for G in (0.0, 0.013, 0.05):
+        got = model.forward([G], param="G", fixed=L)
+        t_lp, _ = lp.solve(edges, L, G)
+        assert got.T[0] == pytest.approx(t_lp, rel=1e-9)
+        # lambda_G by finite difference of the LP (a piece is wide: 1e-6 stays inside it
+        # unless G sits on a breakpoint; then right slope = the forward difference)
+        h = 1e-6
+        t_h, _ = lp.solve(edges, L, G + h)
+        assert got.right[0] == pytest.approx((t_h - t_lp) / h, rel=1e-4, abs=1e-3)
+
+
+def test_lambda_g_is_bytes_of_critical_messages():
+    edges = random_dag(3)
+    model = Model(edges)
+    got = model.forward([25.0], fixed=0.01)
+    on = model.critical_edges(25.0, fixed=0.01)
+    assert got.other[0] == edges.b[on].sum()
+    assert got.right[0] == edges.m[on].sum()
+
+
+def chain_of_pieces(seeds):
+    """Random DAGs joined sink to source: the joints are cuts every path crosses.
+    Also one edge that jumps over the second joint (an outstanding message): not a cut."""
+    parts = [random_dag(s, n=25) for s in seeds]
+    src, dst, c, m, b = [], [], [], [], []
+    base, joints = 0, []
+    for i, e in enumerate(parts):
+        off = base - (1 if i else 0)         # piece i's source is the previous piece's sink
+        ids = np.arange(e.n_vertices) + off
+        ids[0] = base - 1 if i else 0
+        src.append(ids[e.src]), dst.append(ids[e.dst])
+        c.append(e.c), m.append(e.m), b.append(e.b)
+        joints.append(int(ids[-1]))
+        base = int(ids[-1]) + 1
+    n = base
+    start = np.full(n, -np.inf)
+    start[0] = 0.0
+    whole = Edges(n, np.concatenate(src), np.concatenate(dst), np.concatenate(c), np.concatenate(m),
+                  np.concatenate(b), start, joints[-1])
+    return whole, joints[:-1]
+
+
+def test_split_pieces_add_up():
+    whole, joints = chain_of_pieces([5, 6, 7, 8])
+    pieces, kept = split(whole, joints)
+    assert list(kept) == joints and len(pieces) == 4
+    env = Model(whole).envelope(0.0, 300.0, fixed=0.02)
+    total = None
+    for part in pieces:
+        pe = Model(part).envelope(0.0, 300.0, fixed=0.02)
+        total = pe if total is None else add_pieces(total, pe)
+    Ls = np.linspace(0, 300, 61)
+    np.testing.assert_allclose(evaluate_pieces(total, Ls), evaluate_pieces(env, Ls), rtol=1e-12)
+    assert [p.slope for p in total] == [p.slope for p in env]
+    # an edge around the second joint: that joint is no cut any more, the rest still are
+    extra = Edges(whole.n_vertices, np.r_[whole.src, joints[1] - 3], np.r_[whole.dst, joints[1] + 3],
+                  np.r_[whole.c, 50.0], np.r_[whole.m, 1], np.r_[whole.b, 0], whole.start, whole.sink)
+    pieces, kept = split(extra, joints)
+    assert list(kept) == [joints[0], joints[2]]
+    t = sum(Model(p).forward([40.0], fixed=0.02).T[0] for p in pieces)
+    assert t == pytest.approx(Model(extra).forward([40.0], fixed=0.02).T[0], rel=1e-12)
