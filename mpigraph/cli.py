@@ -155,6 +155,10 @@ def build_parser():
                    help="also write trace.json (Chrome trace event format) for Perfetto UI and chrome://tracing")
     p.set_defaults(func=cmd_view)
 
+    from mpigraph.whatif import cli as whatif_cli
+
+    whatif_cli.add_parser(sub)
+
     p = sub.add_parser("config", help="list the MPIGRAPH_* settings and their defaults")
     p.set_defaults(func=cmd_config)
     return parser
@@ -168,7 +172,8 @@ def _user_error_types():
     """
     types = [settings.ConfigError, FileNotFoundError]
     for module, name in (("mpigraph.trace", "TraceError"), ("mpigraph.launcher", "LauncherError"),
-                         ("mpigraph.report", "ReportError"), ("mpigraph.node_memory", "NotEnoughMemory")):
+                         ("mpigraph.report", "ReportError"), ("mpigraph.node_memory", "NotEnoughMemory"),
+                         ("mpigraph.whatif.build", "WhatifError")):
         if module in sys.modules:
             types.append(getattr(sys.modules[module], name))
     return tuple(types)

@@ -186,3 +186,97 @@ def test_split_pieces_add_up():
     assert list(kept) == [joints[0], joints[2]]
     t = sum(Model(p).forward([40.0], fixed=0.02).T[0] for p in pieces)
     assert t == pytest.approx(Model(extra).forward([40.0], fixed=0.02).T[0], rel=1e-12)
+
+
+# ---- the model graph of a run (synthetic raw logs, exactly as the shim writes them) ----------
+
+@pytest.fixture(scope="module")
+def halo_run(tmp_path_factory):
+    from mpigraph.testing import synth
+
+    out = tmp_path_factory.mktemp("halo")
+    expected = synth.generate(str(out), 4, 62, "halo")      # 10 phases of a halo exchange + Allreduce
+    return str(out), expected
+
+
+def test_delta_T0_is_the_measured_run_time(halo_run):
+    """delta mode: the forward pass at dL = 0 gives the measured times back: T(0) = the run's time
+    from the earliest end of MPI_Init to the latest start of MPI_Finalize (within clock error)."""
+    from mpigraph.whatif import whatif
+
+    run_dir, expected = halo_run
+    starts = [v["program_start"] for v in expected.ranks.values()]
+    ends = [v["program_end"] for v in expected.ranks.values()]
+    result = whatif(run_dir, latency=(0, 50e-6))
+    assert result.T0_s == pytest.approx((max(ends) - min(starts)) * 1e-9, abs=20e-9)
+    assert result.T0_s == pytest.approx(result.measured_s, abs=1e-12)
+
+
+@pytest.mark.parametrize("algorithm, depth", [("recdoub", 2), ("ring", 6)])
+def test_halo_slope_counts_the_path_messages(halo_run, algorithm, depth):
+    """synth's documented path: per phase the late sender's message to the slow rank and the
+    Allreduce (latency depth ceil(log2 4) = 2, ring 2 (4 - 1) = 6): lambda_L = phases (1 + d)."""
+    from mpigraph.whatif import whatif
+
+    run_dir, expected = halo_run
+    result = whatif(run_dir, latency=(0, 50e-6), collectives=algorithm)
+    phases = expected.params.phases
+    assert result.lambda_L == phases * (1 + depth)
+    assert result.pieces[0]["lambda_L"] == phases * (1 + depth)
+    assert result.pieces[0]["T_from_s"] == pytest.approx(result.T0_s)
+    p2p = sum(r["messages"] for r in result.critical if r["kind"] == "p2p")
+    coll = sum(r["messages"] for r in result.critical if r["kind"] == "collective")
+    assert (p2p, coll) == (phases, phases * depth)
+    # the 1% tolerance on a single line: T0 * 1% / lambda_L
+    one = result.tolerances[0]
+    assert one["added_latency_s"] == pytest.approx(0.01 * result.T0_s / result.lambda_L, rel=1e-9)
+
+
+def test_loggps_mode_slopes_are_integers_and_T_grows_with_L(halo_run):
+    from mpigraph.whatif import whatif
+
+    run_dir, _ = halo_run
+    result = whatif(run_dir, latency=(0, 100e-6), model="loggps",
+                    loggps={"o_ns": 200.0, "L0_ns": 1000.0, "G0_ns": 0.02, "S_bytes": 65536})
+    slopes = [p["lambda_L"] for p in result.pieces]
+    assert all(s == int(s) for s in slopes) and slopes == sorted(slopes)
+    assert result.reference_s == pytest.approx(1e-6)
+
+
+def test_cli_writes_the_files(halo_run, tmp_path, capsys):
+    from mpigraph import cli
+
+    run_dir, _ = halo_run
+    out = tmp_path / "wi"
+    assert cli.main(["whatif", run_dir, "--latency", "0:20us", "--bandwidth", "0.02:0.1ns", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "lambda_L" in text and "tolerance" in text
+    for name in ("whatif_pieces.csv", "tolerance.csv", "critical_messages.csv", "whatif_bandwidth.csv",
+                 "whatif.svg", "whatif.txt"):
+        assert (out / name).stat().st_size > 0
+    header = (out / "whatif_pieces.csv").read_text().splitlines()[0].split(",")
+    assert header[:5] == ["dL_from_s", "dL_to_s", "L_from_s", "L_to_s", "lambda_L"]
+    assert (out / "whatif.svg").read_text().startswith("<svg")
+
+
+def test_cli_user_errors(halo_run, tmp_path, capsys):
+    from mpigraph import cli
+
+    run_dir, _ = halo_run
+    assert cli.main(["whatif", run_dir, "--latency", "100us:0", "--out", str(tmp_path)]) == 2
+    assert "lo < hi" in capsys.readouterr().err
+    assert cli.main(["whatif", run_dir, "--params", str(tmp_path / "none.csv"), "--out", str(tmp_path)]) == 2
+    assert "mpigraph calibrate" in capsys.readouterr().err
+
+
+def test_params_csv(tmp_path):
+    from mpigraph.whatif import load_params
+
+    path = tmp_path / "params.csv"
+    path.write_text("protocol,latency_s,per_byte_s,latency_lo_s,latency_hi_s,per_byte_lo_s,per_byte_hi_s,"
+                    "threshold_bytes,host_pair\n"
+                    "eager,2e-6,1e-10,1.9e-6,2.1e-6,0.9e-10,1.1e-10,65536,a-b\n"
+                    "rendezvous,5e-6,2e-11,4e-6,6e-6,1e-11,3e-11,65536,a-b\n")
+    got = load_params(str(path))
+    assert got["L0_ns"] == pytest.approx(2000) and got["G0_ns"] == pytest.approx(0.02)
+    assert got["S_bytes"] == 65536
