@@ -280,3 +280,34 @@ def test_params_csv(tmp_path):
     got = load_params(str(path))
     assert got["L0_ns"] == pytest.approx(2000) and got["G0_ns"] == pytest.approx(0.02)
     assert got["S_bytes"] == 65536
+
+
+def test_split_union_is_the_whole_graph():
+    """The pieces side by side in one graph (each from its own source to its own sink): T, the
+    slopes, lambda_G and the critical edges are the whole graph's; a claimed piece that an
+    edge contradicts drops the cut."""
+    from mpigraph.whatif.envelope import split_union, valid_cuts
+
+    whole, joints = chain_of_pieces([1, 2, 3, 4, 9])
+    union, kept = split_union(whole, joints)
+    assert list(kept) == joints
+    a, b = Model(whole), Model(union)
+    assert b.n_levels < a.n_levels
+    Ls = [0.0, 17.0, 55.5, 250.0]
+    ga, gb = a.forward(Ls, fixed=0.01), b.forward(Ls, fixed=0.01)
+    for f in ("T", "right", "left", "other"):
+        np.testing.assert_allclose(getattr(gb, f), getattr(ga, f), rtol=1e-12)
+    for L in Ls:
+        np.testing.assert_array_equal(b.critical_edges(L, fixed=0.01), a.critical_edges(L, fixed=0.01))
+    # claim the piece after joint 2 is the one before it: the edges out of joint 2 contradict
+    # it, so joint 2 goes (its two pieces merge), the rest stay exact
+    from mpigraph.whatif.envelope import _piece_of
+
+    piece = _piece_of(a, np.array(joints))
+    bad = piece.copy()
+    bad[piece == 3] = 2
+    bad[joints[3]] = 3
+    cuts, renumbered = valid_cuts(whole, joints, bad)
+    assert list(cuts) == [joints[0], joints[1], joints[3]]
+    union, _ = split_union(whole, joints, bad)
+    np.testing.assert_allclose(Model(union).forward(Ls, fixed=0.01).T, ga.T, rtol=1e-12)

@@ -17,7 +17,7 @@ import numpy as np
 from mpigraph.whatif import build as build_module
 from mpigraph.whatif.build import (HUB_OUT, LATE_RECEIVER, MESSAGE, RELEASE, WhatifError, build, default_params,
                                    delivery_base, matched_run)
-from mpigraph.whatif.envelope import Model, Piece
+from mpigraph.whatif.envelope import Model, Piece, split_union
 
 NS = 1e-9
 
@@ -92,7 +92,9 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
     matched = matched_run(run_dir, clock)
     net = default_params(matched, model, given)
     graph = build(matched, model, net, collectives)
-    m = Model(graph.edges)
+    # pieces between global synchronisation points side by side: one pass solves them all
+    edges, _ = split_union(graph.edges, graph.cuts, graph.piece) if len(graph.cuts) else (graph.edges, None)
+    m = Model(edges)
     if model == "delta":
         ref_ns = float(at or 0.0) / NS
         base_ns = net.L0_ns if "L0_ns" in given else delivery_base(matched, net)

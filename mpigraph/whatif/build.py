@@ -84,6 +84,7 @@ class RunGraph:
     model: str
     params: NetParams
     cuts: np.ndarray             # hubs of collectives over all ranks, in time order (split candidates)
+    piece: np.ndarray            # per vertex: how many of `cuts` come before it (envelope.valid_cuts)
 
 
 # ---- the match stage on one analysis rank --------------------------------------------------
@@ -250,8 +251,8 @@ def build(matched, model="delta", params=None, collective_algorithm="recdoub"):
     out.add(COMPUTE, E[g], S[g + 1], np.maximum(start[g + 1] - end[g], 0), src_rank=rank_of[g], dst_rank=rank_of[g])
 
     _messages(out, matched, params, delta, off, start, end, release, S, E)
-    n_hubs, cuts = _collectives(out, matched, params, delta, off, start, end, release, has_call_edge, S, E,
-                                2 * n_calls, collective_algorithm)
+    n_hubs, cuts, cut_members = _collectives(out, matched, params, delta, off, start, end, release, has_call_edge,
+                                             S, E, 2 * n_calls, collective_algorithm)
 
     # call edges (after the dependencies: their weight leaves out the explained wait)
     g = np.flatnonzero(has_call_edge)
@@ -284,8 +285,31 @@ def build(matched, model="delta", params=None, collective_algorithm="recdoub"):
     out.add(END, finals, np.full(len(finals), sink), 0.0, src_rank=rank_of[finals // 2])
     kind, src, dst, c, m, b, src_rank, dst_rank, fn = out.columns()
     edges = Edges(n_vertices, src, dst, c, m, b, vstart, sink)
+    piece = _claimed_pieces(n_vertices, off, cuts, cut_members, kind, src, dst)
     return RunGraph(edges, kind, src_rank, dst_rank, fn, matched.world_size, float(times[finals].max()), model,
-                    params, cuts)
+                    params, cuts, piece)
+
+
+def _claimed_pieces(n_vertices, off, cuts, cut_members, kind, src, dst):
+    """How many cuts come before each vertex, by each rank's own order of its calls: S(r,k)
+    after the cuts whose member call on r is before k, E(r,k) after those at or before k;
+    other hubs with their members' starts; the sink after all.  envelope.valid_cuts checks
+    the claim against every edge."""
+    piece = np.zeros(n_vertices, np.int64)
+    n_calls = int(off[-1])
+    rank_of_call = np.repeat(np.arange(len(off) - 1), np.diff(off))
+    k = np.arange(n_calls)
+    # one sorted key per (rank, call): the cut members' calls and every call, compared as global call ids
+    member_g = np.sort(cut_members)                      # global call ids of the cut members
+    before = np.searchsorted(member_g, k, "left") - np.searchsorted(member_g, off[rank_of_call], "left")
+    upto = np.searchsorted(member_g, k, "right") - np.searchsorted(member_g, off[rank_of_call], "left")
+    piece[0:2 * n_calls:2] = before
+    piece[1:2 * n_calls:2] = upto
+    hub_in = kind == HUB_IN
+    np.maximum.at(piece, dst[hub_in], piece[src[hub_in]])
+    piece[cuts] = np.arange(len(cuts))
+    piece[n_vertices - 1] = len(cuts)
+    return piece
 
 
 def _messages(out, matched, params, delta, off, start, end, release, S, E):
@@ -326,7 +350,7 @@ def _collectives(out, matched, params, delta, off, start, end, release, has_call
     grp = matched.groups
     mem = grp.members
     if not len(mem["rank"]):
-        return 0, np.zeros(0, np.int64)
+        return 0, np.zeros(0, np.int64), np.zeros(0, np.int64)
     n_inst = len(grp.start_idx)
     inst = grp.group
     gcall = off[mem["rank"].astype(np.int64)] + mem["call"]
@@ -371,4 +395,4 @@ def _collectives(out, matched, params, delta, off, start, end, release, has_call
 
     world = (pattern == COLLECTIVE_N_TO_N) & (count == matched.world_size)
     cuts = hub_id[world]
-    return int(hubbed.sum()), cuts[np.argsort(max_start[world], kind="stable")]
+    return int(hubbed.sum()), cuts[np.argsort(max_start[world], kind="stable")], gcall[world[inst]]

@@ -32,8 +32,10 @@ import numpy as np
 # Relative tolerance for "tight" (t(u) + w_e == t(v)) in float64 sums of ns-sized terms.
 REL_EPS = 1e-11
 # Columns (parameter values) per forward pass: more amortises the per-level numpy calls,
-# fewer keeps the (vertices x columns) time table small.
+# fewer keeps the (edges x columns) temporaries in cache: at most MAX_COLUMNS, and at most
+# CELLS edge-columns (1.5 M edges x 16 columns took 29 times one column's 0.3 s).
 MAX_COLUMNS = 16
+CELLS = 1 << 20
 
 
 @dataclasses.dataclass
@@ -47,8 +49,8 @@ class Edges:
     m: np.ndarray                # messages (latency coefficient)
     b: np.ndarray                # bytes (per-byte-time coefficient)
     start: np.ndarray            # per vertex: earliest time (-inf: none)
-    sink: int
-    kind: np.ndarray = None      # optional per-edge label (the builder's edge kinds)
+    sink: object                 # the sink vertex, or an array of them: T = the sum of their times
+                                 # (a graph split into pieces, ``split_union``)
 
     def __post_init__(self):
         self.src = np.ascontiguousarray(self.src, np.int64)
@@ -163,8 +165,9 @@ class Model:
         With keep=True also returns (t, pred) of the last column: each vertex's time and
         the sorted-edge index of its critical in-edge (-1: its start), to walk the path."""
         values = np.atleast_1d(np.asarray(values, np.float64))
-        out = [self._forward(values[i:i + MAX_COLUMNS], param, fixed, keep and i + MAX_COLUMNS >= len(values))
-               for i in range(0, len(values), MAX_COLUMNS)]
+        k = int(max(1, min(MAX_COLUMNS, CELLS // max(len(self.src), 1))))
+        out = [self._forward(values[i:i + k], param, fixed, keep and i + k >= len(values))
+               for i in range(0, len(values), k)]
         result = Pass(*(np.concatenate([getattr(o[0], f) for o in out]) for f in ("T", "right", "left", "other")))
         return (result, out[-1][1]) if keep else result
 
@@ -210,13 +213,15 @@ class Model:
                 idx = np.where(last, np.arange(e0, e1), e1)
                 first = np.minimum.reduceat(idx, segs)
                 pred[dst] = np.where(first < e1, first, -1)
-        sink = self.edges.sink
-        result = Pass(t[sink].copy(), right[sink].copy(), left[sink].copy(), other[sink].copy())
+        sinks = np.atleast_1d(self.edges.sink)
+        result = Pass(t[sinks].sum(axis=0), right[sinks].sum(axis=0), left[sinks].sum(axis=0),
+                      other[sinks].sum(axis=0))
         return result, ((t[:, -1].copy(), pred) if keep else None)
 
     def critical_edges(self, value, param="L", fixed=0.0):
         """Indices (into the Edges given) of the edges on the critical path at `value`: the
-        path of tight in-edges of the largest right slope, walked back from the sink."""
+        path of tight in-edges of the largest right slope, walked back from the sink (from
+        every piece's sink, for a split graph)."""
         _, (t, pred) = self.forward([value], param, fixed, keep=True)
         on = np.zeros(self.edges.n_vertices, bool)
         on[self.edges.sink] = True
@@ -341,31 +346,69 @@ def add_pieces(a, b):
 
 
 # ---- splitting at global synchronisation points ---------------------------------------------
+#
+# A cut is a vertex every source-to-sink path crosses (the hub of a collective over all ranks
+# with no message outstanding across it).  Then t(cut j+1) = t(cut j) + T_j with T_j the
+# longest path from cut j to cut j+1 alone, and T = the sum of the pieces' T_j for every L
+# and G: the pieces can be solved independently.  ``split_union`` keeps them in one graph,
+# each piece from its own source (the cut's copy, start 0) to its own sink: one forward pass
+# does all pieces at once and its levels are the deepest piece's, not the whole run's (a
+# bulk-synchronous run: a dozen levels, not tens of thousands).
 
-def split(edges, cuts):
-    """The model graph cut at vertices every source-to-sink path crosses, in order: a list of
-    Edges, piece i from cut i-1 (its source, start 0) to cut i (its sink; the last piece ends
-    at the graph's sink).  T of the whole = the sum of the pieces' T, for every L and G.
-
-    `cuts`: candidate vertices (hubs of collectives over all ranks), in topological order;
-    a candidate that some path passes around (an edge from before it to after it: an
-    outstanding nonblocking message, say) is dropped, so what is returned is exact.
-    Also returns the cuts kept."""
+def valid_cuts(edges, cuts, piece):
+    """(kept cuts, piece of each vertex renumbered over them) from candidates in order and a
+    claimed piece per vertex (how many candidates come before it; candidate j itself ends
+    piece j).  A candidate that an edge passes around, from a piece before it to one after it
+    (an outstanding nonblocking message, say), is dropped, and so is any that the claimed
+    pieces do not bear out: what is kept is exact."""
     cuts = np.asarray(cuts, np.int64)
-    model = Model(edges)
-    while True:
-        piece = _piece_of(model, cuts)
-        crossing = piece[edges.dst] - piece[edges.src]
-        # an edge out of cut j lands in piece j + 1: crossing 1 is right for it, 0 for the rest
-        allowed = np.isin(edges.src, cuts).astype(np.int64)
-        bad = crossing != allowed
+    piece = np.minimum(np.asarray(piece, np.int64), len(cuts))
+    while len(cuts):
+        is_cut = np.zeros(edges.n_vertices, bool)
+        is_cut[cuts] = True
+        a, b = piece[edges.src], piece[edges.dst]
+        expected = a + is_cut[edges.src]          # an edge out of cut j lands in piece j + 1
+        bad = b != expected
         if not bad.any():
             break
-        drop = np.zeros(len(cuts) + 1, bool)
-        lo, hi = piece[edges.src[bad]] + allowed[bad], piece[edges.dst[bad]]
-        for a, b in set(zip(lo.tolist(), hi.tolist())):   # distinct spans: few
-            drop[a + 1:b + 1] = True                     # the cuts the edge passes around
-        cuts = cuts[~drop[1:]]
+        # the candidates between the two pieces cannot separate them: drop them
+        lo = np.minimum(expected[bad], b[bad])
+        hi = np.maximum(expected[bad], b[bad])
+        cover = np.zeros(len(cuts) + 2, np.int64)
+        np.add.at(cover, lo, 1)
+        np.add.at(cover, hi, -1)
+        drop = np.cumsum(cover)[:len(cuts)] > 0
+        kept = ~drop
+        renumber = np.r_[0, np.cumsum(kept)]          # pieces before kept cut j -> its new index
+        piece = renumber[piece]
+        cuts = cuts[kept]
+    return cuts, piece
+
+
+def split_union(edges, cuts, piece=None):
+    """(Edges of the pieces side by side, kept cuts): every kept cut split into its in-copy
+    (the sink of the piece it ends) and a new out-copy (the source, start 0, of the next
+    piece); edges keep their order and index.  T, the slopes and the critical edges of the
+    result are the whole graph's.  `piece`: the claimed piece of each vertex (see
+    ``valid_cuts``); None computes it with a pass over the whole graph's levels."""
+    if piece is None:
+        piece = _piece_of(Model(edges), np.asarray(cuts, np.int64))
+    cuts, piece = valid_cuts(edges, cuts, piece)
+    n = edges.n_vertices
+    out_copy = np.full(n, -1, np.int64)
+    out_copy[cuts] = n + np.arange(len(cuts))
+    src = edges.src.copy()
+    moved = out_copy[src] >= 0
+    src[moved] = out_copy[src[moved]]
+    start = np.r_[edges.start, np.zeros(len(cuts))]
+    sinks = np.r_[cuts, np.atleast_1d(edges.sink)]
+    return Edges(n + len(cuts), src, edges.dst, edges.c, edges.m, edges.b, start, sinks), cuts
+
+
+def split(edges, cuts):
+    """The pieces as separate Edges (see above; piece i from cut i-1 to cut i, the last to the
+    sink), and the kept cuts."""
+    cuts, piece = valid_cuts(edges, cuts, _piece_of(Model(edges), np.asarray(cuts, np.int64)))
     return _pieces(edges, cuts, piece), cuts
 
 
