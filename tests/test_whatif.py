@@ -311,3 +311,53 @@ def test_split_union_is_the_whole_graph():
     assert list(cuts) == [joints[0], joints[1], joints[3]]
     union, _ = split_union(whole, joints, bad)
     np.testing.assert_allclose(Model(union).forward(Ls, fixed=0.01).T, ga.T, rtol=1e-12)
+
+
+# ---- real 2-rank runs under the shim (tests/whatif_programs) ---------------------------------
+#
+# What these check does not depend on the machine's load: the slope far out (every chain of
+# messages that can become critical has) is the longest chain of messages in the program,
+# fixed by its structure.  Timings against injected latency: benchmarks/validate_whatif.py.
+
+import os  # noqa: E402
+
+import mpi_env  # noqa: E402
+
+WHATIF_PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "whatif_programs")
+
+
+def traced(wheel, builder, tmp_path, program, *args):
+    exe = builder.build(os.path.join(WHATIF_PROGRAMS, program + ".c"), wheel.mpicc)
+    run_dir = tmp_path / program
+    done = mpi_env.mpirun(wheel, 2, [exe, *args], out=run_dir, rank_env={"MPIGRAPH_ANALYZE": "off"})
+    assert done.returncode == 0, done.stderr
+    return str(run_dir)
+
+
+def far_slope(run_dir):
+    from mpigraph.whatif import whatif
+
+    result = whatif(run_dir, latency=(0.0, 0.05))       # 50 ms of added latency: every chain counts
+    assert result.T0_s == pytest.approx(result.measured_s, rel=1e-9)
+    return result, result.pieces[-1]["lambda_L"]
+
+
+def test_real_pingpong_has_2N_messages_on_the_path(wheel, builder, tmp_path):
+    result, slope = far_slope(traced(wheel, builder, tmp_path, "pingpong", "30"))
+    assert slope == 60
+    # at dL = 0 only the messages whose receiver was waiting are critical: how many depends on
+    # the machine's load while the run was traced
+    assert 0 <= result.lambda_L <= 60
+
+
+def test_real_halo_overlap_then_one_message_per_iteration(wheel, builder, tmp_path):
+    result, slope = far_slope(traced(wheel, builder, tmp_path, "halo", "20", "200"))
+    assert slope == 20          # one message per iteration: the two directions run side by side
+    assert result.pieces[0]["lambda_L"] < 20
+    pairs = {(r["src_rank"], r["dst_rank"]) for r in result.critical}
+    assert pairs <= {(0, 1), (1, 0)}
+
+
+def test_real_allreduce_one_latency_per_instance(wheel, builder, tmp_path):
+    result, slope = far_slope(traced(wheel, builder, tmp_path, "allreduce", "25", "20"))
+    assert slope == 25          # d = ceil(log2 2) = 1 per Allreduce
