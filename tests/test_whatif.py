@@ -361,3 +361,21 @@ def test_real_halo_overlap_then_one_message_per_iteration(wheel, builder, tmp_pa
 def test_real_allreduce_one_latency_per_instance(wheel, builder, tmp_path):
     result, slope = far_slope(traced(wheel, builder, tmp_path, "allreduce", "25", "20"))
     assert slope == 25          # d = ceil(log2 2) = 1 per Allreduce
+
+
+def test_run_graph_split_changes_nothing(halo_run):
+    """The synthetic halo run's graph with and without the split at its Allreduces (every
+    one a cut): the same pieces of T(L), the same critical edges."""
+    from mpigraph.whatif import build as build_module
+    from mpigraph.whatif.envelope import split_union
+
+    run_dir, expected = halo_run
+    graph = build_module.build(build_module.matched_run(run_dir))
+    union, kept = split_union(graph.edges, graph.cuts, graph.piece)
+    assert len(kept) == expected.params.phases        # an Allreduce per phase
+    whole, parts = Model(graph.edges), Model(union)
+    assert parts.n_levels < whole.n_levels
+    for a, b in zip(whole.envelope(0, 1e5), parts.envelope(0, 1e5)):
+        assert (a.lo, a.hi, a.slope) == pytest.approx((b.lo, b.hi, b.slope))
+        assert a.intercept == pytest.approx(b.intercept, rel=1e-12)
+    np.testing.assert_array_equal(whole.critical_edges(3000.0), parts.critical_edges(3000.0))

@@ -282,24 +282,29 @@ class Model:
         """(p_x for each fraction x: the largest p with T(p) <= (1 + x) T(p0), T(p0)).
 
         Newton from the right: start where the steepest line of all (the slope at p -> inf)
-        reaches the target, then p -= (T(p) - target) / left slope until T(p) == target.
+        reaches the target, a little further for its rounding (T lies on or above that line,
+        so there T >= target), then p -= (T(p) - target) / left slope until T(p) == target.
         inf where no path carries the parameter (T never grows)."""
         fractions = np.asarray(fractions, np.float64)
         t0 = float(self.forward([p0], param, fixed).T[0])
         target = (1 + fractions) * t0
-        far = self.asymptote(param, fixed)
-        if far[0] <= 0:
+        a, c = self.asymptote(param, fixed)
+        if a <= 0:
             return np.full(len(fractions), np.inf), t0
-        p = np.maximum((target - far[1]) / far[0], p0)
+        p = np.maximum((target - c) / a, p0)
+        p = p + 1e-9 * np.abs(p) + self._t_eps(np.abs(target)) / a
         done = np.zeros(len(p), bool)
         for _ in range(max_steps):
             got = self.forward(p, param, fixed)
             over = got.T - target
-            done |= over <= self._t_eps(target)
+            done |= np.abs(over) <= self._t_eps(target)
             if done.all():
                 break
-            step = np.where(done, 0, over / np.where(got.left > 0, got.left, 1))
-            p = np.maximum(p - step, p0)
+            # left of the answer (only by rounding): a step right on the right slope
+            left_of = ~done & (over < 0)
+            step = np.where(left_of, over / np.where(got.right > 0, got.right, 1),
+                            over / np.where(got.left > 0, got.left, 1))
+            p = np.maximum(np.where(done, p, p - step), p0)
         return p, t0
 
     def asymptote(self, param="L", fixed=0.0):
