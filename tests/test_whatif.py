@@ -256,7 +256,17 @@ def test_cli_writes_the_files(halo_run, tmp_path, capsys):
         assert (out / name).stat().st_size > 0
     header = (out / "whatif_pieces.csv").read_text().splitlines()[0].split(",")
     assert header[:5] == ["dL_from_s", "dL_to_s", "L_from_s", "L_to_s", "lambda_L"]
-    assert (out / "whatif.svg").read_text().startswith("<svg")
+    import xml.etree.ElementTree as ET
+
+    svg = ET.fromstring((out / "whatif.svg").read_text())          # well-formed
+    assert svg.tag.endswith("svg") and len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 3
+    # the paragraph goes into the report's summary.txt, once however often whatif runs
+    (out / "summary.txt").write_text("run time 1 s\n")
+    for _ in range(2):
+        assert cli.main(["whatif", run_dir, "--latency", "0:20us", "--out", str(out)]) == 0
+    summary = (out / "summary.txt").read_text()
+    assert summary.startswith("run time 1 s\n\nWhat if the network were slower")
+    assert summary.count("What if the network were slower") == 1
 
 
 def test_cli_user_errors(halo_run, tmp_path, capsys):
@@ -379,3 +389,21 @@ def test_run_graph_split_changes_nothing(halo_run):
         assert (a.lo, a.hi, a.slope) == pytest.approx((b.lo, b.hi, b.slope))
         assert a.intercept == pytest.approx(b.intercept, rel=1e-12)
     np.testing.assert_array_equal(whole.critical_edges(3000.0), parts.critical_edges(3000.0))
+
+
+def test_lp_latency_per_edge_group_counts_critical_messages():
+    """The LP with a latency per group of edges (a rank pair, say): each group's reduced cost
+    is the messages of that group on the critical path (what critical_messages.csv lists per
+    pair).  Continuous random costs: no two paths tie."""
+    rng = np.random.default_rng(11)
+    base = random_dag(11, n=30)
+    edges = Edges(base.n_vertices, base.src, base.dst, rng.random(len(base.src)) * 200, base.m, base.b,
+                  base.start, base.sink)
+    groups = rng.integers(0, 3, len(edges.src))
+    model = Model(edges)
+    for L in (5.0, 40.0, 150.0):
+        t_lp, rc = lp.solve(edges, [L, L, L], 0.01, groups=groups)
+        on = model.critical_edges(L, fixed=0.01)
+        per_group = np.bincount(groups[on], weights=edges.m[on], minlength=3)
+        np.testing.assert_allclose(rc, per_group, atol=1e-7)
+        assert t_lp == pytest.approx(model.forward([L], fixed=0.01).T[0], rel=1e-9)

@@ -32,7 +32,25 @@ def write(out_dir, result, measured=None):
     with open(path, "w") as f:
         f.write(result.text)
     files.append(path)
+    summary = os.path.join(out_dir, "summary.txt")
+    if os.path.exists(summary):
+        add_to_summary(summary, result.text)
+        files.append(summary)
     return files
+
+
+SUMMARY_MARK = "What if the network were slower"
+
+
+def add_to_summary(path, text):
+    """The paragraph at the end of the report's summary.txt, in place of an earlier one."""
+    with open(path) as f:
+        old = f.read()
+    at = old.find("\n" + SUMMARY_MARK)
+    if at >= 0:
+        old = old[:at + 1]
+    with open(path, "w") as f:
+        f.write(old.rstrip("\n") + "\n\n" + text)
 
 
 _DEFAULT_COLUMNS = {
