@@ -33,8 +33,8 @@ def steps(run_dir):
     graph = build_module.build(matched)
     out["build"] = time.perf_counter() - t
     t = time.perf_counter()
-    edges, kept = split_union(graph.edges, graph.cuts, graph.piece)
-    model = Model(edges)
+    edges, kept, edge_piece = split_union(graph.edges, graph.cuts, graph.piece)
+    model = Model(edges, edge_piece)
     out["levels"] = time.perf_counter() - t
     t = time.perf_counter()
     model.forward([0.0])

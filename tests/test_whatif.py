@@ -33,7 +33,7 @@ def fig4(c0):
 def test_fig4_late_sender_line():
     """c0 = 1 us: T = L + 2.015 us, lambda_L = 1 for every L."""
     model = Model(fig4(1.0))
-    got = model.forward([0.0, 0.5, 3.0], fixed=G_FIG4)
+    got = model.forward([0.0, 0.5, 3.0], fixed=G_FIG4, with_other=True)
     np.testing.assert_allclose(got.T, np.array([0.0, 0.5, 3.0]) + 2.015, rtol=1e-12)
     np.testing.assert_array_equal(got.right, [1, 1, 1])
     pieces = model.envelope(0.0, 10.0, fixed=G_FIG4)
@@ -139,7 +139,7 @@ def test_bandwidth_sweep_equals_the_lp(seed):
 def test_lambda_g_is_bytes_of_critical_messages():
     edges = random_dag(3)
     model = Model(edges)
-    got = model.forward([25.0], fixed=0.01)
+    got = model.forward([25.0], fixed=0.01, with_other=True)
     on = model.critical_edges(25.0, fixed=0.01)
     assert got.other[0] == edges.b[on].sum()
     assert got.right[0] == edges.m[on].sum()
@@ -299,16 +299,30 @@ def test_split_union_is_the_whole_graph():
     from mpigraph.whatif.envelope import split_union, valid_cuts
 
     whole, joints = chain_of_pieces([1, 2, 3, 4, 9])
-    union, kept = split_union(whole, joints)
+    union, kept, edge_piece = split_union(whole, joints)
     assert list(kept) == joints
     a, b = Model(whole), Model(union)
     assert b.n_levels < a.n_levels
     Ls = [0.0, 17.0, 55.5, 250.0]
-    ga, gb = a.forward(Ls, fixed=0.01), b.forward(Ls, fixed=0.01)
+    ga, gb = a.forward(Ls, fixed=0.01, with_other=True), b.forward(Ls, fixed=0.01, with_other=True)
     for f in ("T", "right", "left", "other"):
         np.testing.assert_allclose(getattr(gb, f), getattr(ga, f), rtol=1e-12)
     for L in Ls:
         np.testing.assert_array_equal(b.critical_edges(L, fixed=0.01), a.critical_edges(L, fixed=0.01))
+    # each piece's breakpoints searched on its own, then added: the whole graph's envelope
+    per_piece = Model(union, edge_piece)
+    assert per_piece.n_units == 5
+    env_a, env_c = a.envelope(0.0, 300.0, fixed=0.01), per_piece.envelope(0.0, 300.0, fixed=0.01)
+    assert len(env_a) == len(env_c) > 2
+    for x, y in zip(env_a, env_c):
+        assert (x.lo, x.hi, x.slope, x.intercept) == pytest.approx((y.lo, y.hi, y.slope, y.intercept), rel=1e-12)
+    # tolerances read off the envelope = Newton's on the graph
+    from mpigraph.whatif.envelope import tolerance_from_pieces
+
+    got, t0 = tolerance_from_pieces(env_c, 20.0, [0.01, 0.05, 0.2])
+    ref, t0_ref = a.tolerance(20.0, [0.01, 0.05, 0.2], fixed=0.01)
+    np.testing.assert_allclose(got, ref, rtol=1e-12)
+    assert t0 == pytest.approx(t0_ref, rel=1e-12)
     # claim the piece after joint 2 is the one before it: the edges out of joint 2 contradict
     # it, so joint 2 goes (its two pieces merge), the rest stay exact
     from mpigraph.whatif.envelope import _piece_of
@@ -319,7 +333,7 @@ def test_split_union_is_the_whole_graph():
     bad[joints[3]] = 3
     cuts, renumbered = valid_cuts(whole, joints, bad)
     assert list(cuts) == [joints[0], joints[1], joints[3]]
-    union, _ = split_union(whole, joints, bad)
+    union, _, _ = split_union(whole, joints, bad)
     np.testing.assert_allclose(Model(union).forward(Ls, fixed=0.01).T, ga.T, rtol=1e-12)
 
 
@@ -381,9 +395,9 @@ def test_run_graph_split_changes_nothing(halo_run):
 
     run_dir, expected = halo_run
     graph = build_module.build(build_module.matched_run(run_dir))
-    union, kept = split_union(graph.edges, graph.cuts, graph.piece)
+    union, kept, edge_piece = split_union(graph.edges, graph.cuts, graph.piece)
     assert len(kept) == expected.params.phases        # an Allreduce per phase
-    whole, parts = Model(graph.edges), Model(union)
+    whole, parts = Model(graph.edges), Model(union, edge_piece)
     assert parts.n_levels < whole.n_levels
     for a, b in zip(whole.envelope(0, 1e5), parts.envelope(0, 1e5)):
         assert (a.lo, a.hi, a.slope) == pytest.approx((b.lo, b.hi, b.slope))

@@ -17,7 +17,7 @@ import numpy as np
 from mpigraph.whatif import build as build_module
 from mpigraph.whatif.build import (HUB_OUT, LATE_RECEIVER, MESSAGE, RELEASE, WhatifError, build, default_params,
                                    delivery_base, matched_run)
-from mpigraph.whatif.envelope import Model, Piece, split_union
+from mpigraph.whatif.envelope import Model, Piece, split_union, tolerance_from_pieces
 
 NS = 1e-9
 
@@ -93,8 +93,11 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
     net = default_params(matched, model, given)
     graph = build(matched, model, net, collectives)
     # pieces between global synchronisation points side by side: one pass solves them all
-    edges, _ = split_union(graph.edges, graph.cuts, graph.piece) if len(graph.cuts) else (graph.edges, None)
-    m = Model(edges)
+    if len(graph.cuts):
+        edges, _, edge_piece = split_union(graph.edges, graph.cuts, graph.piece)
+        m = Model(edges, edge_piece)
+    else:
+        m = Model(graph.edges)
     if model == "delta":
         ref_ns = float(at or 0.0) / NS
         base_ns = net.L0_ns if "L0_ns" in given else delivery_base(matched, net)
@@ -103,20 +106,22 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
         base_ns = 0.0
     G = 0.0 if model == "delta" else net.G0_ns
     pieces = m.envelope(lo / NS, hi / NS, fixed=G)
-    ref = m.forward([ref_ns], fixed=G)
+    ref, on_path = m.path(ref_ns, fixed=G)          # T, lambda_L, lambda_G and the critical edges
     T0 = float(ref.T[0])
     lam = float(ref.right[0])
     rho = (base_ns + ref_ns) * lam / T0 if T0 > 0 else 0.0
     fractions = np.asarray(tolerance, np.float64) / 100
-    tol, _ = m.tolerance(ref_ns, fractions, fixed=G)
-    at_tol = m.forward(np.where(np.isfinite(tol), tol, ref_ns), fixed=G)
+    tol, _ = tolerance_from_pieces(pieces, ref_ns, fractions) if lo / NS <= ref_ns <= hi / NS else (
+        np.full(len(fractions), np.nan), None)
+    if np.isnan(tol).any():         # beyond the latency interval: Newton steps on the graph
+        tol = np.where(np.isnan(tol), m.tolerance(ref_ns, fractions, fixed=G)[0], tol)
+    slope_at_tol = _slopes_at(pieces, tol, m, G)
     result = Result(model, graph.measured_ns * NS, T0 * NS, ref_ns * NS, base_ns * NS, lam, rho, float(ref.other[0]),
-                    _piece_rows(pieces, base_ns, model), [], [], _critical(graph, m, ref_ns, G), "", net)
-    for x, L_x, got in zip(tolerance, tol, zip(at_tol.T, at_tol.right)):
+                    _piece_rows(pieces, base_ns, model), [], [], _critical(graph, on_path), "", net)
+    for x, L_x, slope in zip(tolerance, tol, slope_at_tol):
         result.tolerances.append({"degradation_pct": x, "T0_s": T0 * NS, "target_s": (1 + x / 100) * T0 * NS,
                                   "latency_s": L_x * NS + (base_ns * NS if model == "delta" else 0.0),
-                                  "added_latency_s": (L_x - ref_ns) * NS, "lambda_L": float(got[1]) if np.isfinite(L_x)
-                                  else 0.0})
+                                  "added_latency_s": (L_x - ref_ns) * NS, "lambda_L": slope})
     if bandwidth is not None:
         glo, ghi = (float(x) / NS for x in bandwidth)
         result.bandwidth_pieces = [{"G_from_s_per_byte": p.lo * NS, "G_to_s_per_byte": p.hi * NS,
@@ -143,11 +148,22 @@ def _piece_rows(pieces, base_ns, model):
     return rows
 
 
-def _critical(graph, model, ref_ns, G):
-    """Critical messages at the reference point: per rank pair (p2p) and per collective function."""
+def _slopes_at(pieces, points, model, G):
+    """lambda_L (right slope) at each point: from the pieces where they cover it, else a pass."""
+    out = []
+    for x in points:
+        if not np.isfinite(x):
+            out.append(0.0)
+            continue
+        inside = [p for p in pieces if p.lo <= x < p.hi]
+        out.append(float(inside[0].slope) if inside else float(model.forward([x], fixed=G).right[0]))
+    return out
+
+
+def _critical(graph, on):
+    """Critical messages (edges `on` the path): per rank pair (p2p) and per collective function."""
     from mpigraph import mpi_functions
 
-    on = model.critical_edges(ref_ns, fixed=G)
     kind = graph.kind[on]
     rows = []
     p2p = on[(kind == MESSAGE) | (kind == LATE_RECEIVER)]

@@ -87,9 +87,14 @@ def topological_levels(n, src, dst):
         # positions of all out-edges of the frontier: lo[i], lo[i]+1, ..., hi[i]-1
         pos = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
         targets = out_dst[pos]
-        hit, n_hit = np.unique(targets, return_counts=True)
-        indeg[hit] -= n_hit
-        frontier = hit[indeg[hit] == 0]
+        if len(targets) * 16 > n:          # a wide frontier: one count over all vertices
+            counts = np.bincount(targets, minlength=n)
+            indeg -= counts
+            frontier = np.flatnonzero((counts > 0) & (indeg == 0))
+        else:                               # a narrow one: sort its few targets
+            hit, n_hit = np.unique(targets, return_counts=True)
+            indeg[hit] -= n_hit
+            frontier = hit[indeg[hit] == 0]
         lev += 1
     if (level < 0).any():
         raise ValueError("the model graph has a cycle")
@@ -122,11 +127,15 @@ class Piece:
 class Model:
     """A model graph prepared for forward passes: edges sorted by (level of dst, dst)."""
 
-    def __init__(self, edges: Edges):
+    def __init__(self, edges: Edges, edge_piece=None):
+        """`edge_piece`: for a graph of pieces side by side (``split_union``), the piece of each
+        edge; sink i must be piece i's.  Then ``envelope`` searches each piece's breakpoints
+        on its own (all pieces in the same passes, each at its own values) and adds them up."""
         self.edges = edges
         n = edges.n_vertices
         level = topological_levels(n, edges.src, edges.dst)
-        order = np.lexsort((edges.dst, level[edges.dst]))
+        # by (level of dst, dst): one int64 key sorts faster than lexsort's two
+        order = np.argsort(level[edges.dst] * np.int64(max(n, 1)) + edges.dst, kind="stable")
         self.order = order
         self.src = edges.src[order]
         self.dst = edges.dst[order]
@@ -145,6 +154,18 @@ class Model:
         scale = max(float(np.abs(edges.c).max(initial=0)) * max(n_levels, 1),
                     float(np.abs(edges.start[np.isfinite(edges.start)]).max(initial=0)), 1.0)
         self.eps_abs = REL_EPS * scale
+        self.sinks = np.atleast_1d(np.asarray(edges.sink, np.int64))
+        if edge_piece is None:
+            self.epiece = None
+        else:
+            self.epiece = np.asarray(edge_piece, np.int64)[order]
+            if self.epiece.max(initial=0) >= len(self.sinks):
+                raise ValueError("edge_piece: pieces 0..n_sinks-1, sink i ends piece i")
+
+    @property
+    def n_units(self):
+        """The parts whose envelopes are searched separately: the pieces, or the whole graph."""
+        return 1 if self.epiece is None else len(self.sinks)
 
     # ---- one forward pass --------------------------------------------------------------
 
@@ -157,25 +178,42 @@ class Model:
         else:
             raise ValueError("param: L or G")
         base = self.c + o * fixed
-        return base[:, None] + k[:, None] * values[None, :], k, o
+        per_edge = values[self.epiece] if values.ndim == 2 else values[None, :]
+        return base[:, None] + k[:, None] * per_edge, k, o
 
-    def forward(self, values, param="L", fixed=0.0, keep=False):
-        """A Pass at each of `values` of `param` (the other parameter at `fixed`).
+    def forward(self, values, param="L", fixed=0.0, keep=False, with_other=False):
+        """A Pass at each of `values` of `param` (the other parameter at `fixed`); its `other`
+        (the other coefficient along the critical path) only `with_other` or `keep`.
 
         With keep=True also returns (t, pred) of the last column: each vertex's time and
-        the sorted-edge index of its critical in-edge (-1: its start), to walk the path."""
+        the sorted-edge index of its critical in-edge (-1: its start), to walk the path; the
+        Pass then has no left slopes."""
         values = np.atleast_1d(np.asarray(values, np.float64))
-        k = int(max(1, min(MAX_COLUMNS, CELLS // max(len(self.src), 1))))
-        out = [self._forward(values[i:i + k], param, fixed, keep and i + k >= len(values))
-               for i in range(0, len(values), k)]
-        result = Pass(*(np.concatenate([getattr(o[0], f) for o in out]) for f in ("T", "right", "left", "other")))
-        return (result, out[-1][1]) if keep else result
+        out = self._columns(values, param, fixed, keep, with_other)
+        result = Pass(*(getattr(out[0], f).sum(axis=0) for f in ("T", "right", "left", "other")))
+        return (result, out[1]) if keep else result
 
-    def _forward(self, values, param, fixed, keep):
-        n, K = self.edges.n_vertices, len(values)
+    def forward_pieces(self, values, param="L", fixed=0.0):
+        """A Pass of (pieces x K) arrays: piece i at values[i, k] in column k (each sink's own)."""
+        return self._columns(np.asarray(values, np.float64), param, fixed, False, False)[0]
+
+    def _columns(self, values, param, fixed, keep, with_other):
+        """_forward over chunks of columns (values: (K,) or (pieces, K)); per-sink Pass."""
+        K = values.shape[-1]
+        k = int(max(1, min(MAX_COLUMNS, CELLS // max(len(self.src), 1))))
+        out = [self._forward(values[..., i:i + k], param, fixed, keep and i + k >= K, not keep, with_other or keep)
+               for i in range(0, K, k)]
+        joined = Pass(*(np.concatenate([getattr(o[0], f) for o in out], axis=1)
+                        for f in ("T", "right", "left", "other")))
+        return joined, out[-1][1]
+
+    def _forward(self, values, param, fixed, keep, left_too=True, other_too=False):
+        """One pass; the left slopes only when `left_too`, the other coefficient only when
+        `other_too`, the critical in-edges (pred) only when `keep` (each costs a few array
+        operations a level)."""
+        n, K = self.edges.n_vertices, values.shape[-1]
         w, k, o = self._weights(param, values, fixed)
-        start = self.edges.start
-        t = np.repeat(start[:, None], K, axis=1)
+        t = np.repeat(self.edges.start[:, None], K, axis=1)
         right = np.zeros((n, K))
         left = np.zeros((n, K))
         other = np.zeros((n, K))
@@ -187,7 +225,8 @@ class Model:
             if e0 == e1:
                 continue
             src = self.src[e0:e1]
-            cand = t[src] + w[e0:e1]
+            cand = t[src]
+            cand += w[e0:e1]
             segs = self.seg_start[s0:s1] - e0
             lens = self.seg_len[s0:s1]
             dst = self.seg_dst[s0:s1]
@@ -195,36 +234,46 @@ class Model:
             t_start = t[dst]
             from_start = t_start >= best - eps           # the vertex's own start is active
             t_new = np.maximum(best, t_start)
-            tight = cand >= np.repeat(t_new, lens, axis=0) - eps
+            tight = cand >= np.repeat(t_new - eps, lens, axis=0)
             kk = k[e0:e1, None]
-            r = np.where(tight, right[src] + kk, -np.inf)
+            r = right[src]
+            r += kk
+            r[~tight] = -np.inf
             r_best = np.maximum.reduceat(r, segs, axis=0)
-            l_best = np.minimum.reduceat(np.where(tight, left[src] + kk, np.inf), segs, axis=0)
-            # the other coefficient along a tight in-edge of the largest right slope
-            on = tight & (r >= np.repeat(r_best, lens, axis=0))
-            ob = np.maximum.reduceat(np.where(on, other[src] + o[e0:e1, None], -np.inf), segs, axis=0)
             t[dst] = t_new
             right[dst] = np.where(from_start, np.maximum(r_best, 0), r_best)
-            left[dst] = np.where(from_start, np.minimum(l_best, 0), l_best)
-            other[dst] = np.where(from_start & (r_best <= 0), 0, ob)
+            if left_too:
+                lv = left[src]
+                lv += kk
+                lv[~tight] = np.inf
+                l_best = np.minimum.reduceat(lv, segs, axis=0)
+                left[dst] = np.where(from_start, np.minimum(l_best, 0), l_best)
+            if other_too:
+                # the other coefficient along a tight in-edge of the largest right slope
+                on = tight & (r >= np.repeat(r_best, lens, axis=0))
+                ob = np.maximum.reduceat(np.where(on, other[src] + o[e0:e1, None], -np.inf), segs, axis=0)
+                other[dst] = np.where(from_start & (r_best <= 0), 0, ob)
             if keep:
-                # the critical in-edge of the last column: the first tight one of largest right slope
+                # the critical in-edge of the last column: the first such edge
                 last = on[:, -1] & ~np.repeat(from_start[:, -1] & (r_best[:, -1] <= 0), lens)
                 idx = np.where(last, np.arange(e0, e1), e1)
                 first = np.minimum.reduceat(idx, segs)
                 pred[dst] = np.where(first < e1, first, -1)
-        sinks = np.atleast_1d(self.edges.sink)
-        result = Pass(t[sinks].sum(axis=0), right[sinks].sum(axis=0), left[sinks].sum(axis=0),
-                      other[sinks].sum(axis=0))
+        sinks = self.sinks
+        result = Pass(t[sinks], right[sinks], left[sinks], other[sinks])
         return result, ((t[:, -1].copy(), pred) if keep else None)
 
     def critical_edges(self, value, param="L", fixed=0.0):
         """Indices (into the Edges given) of the edges on the critical path at `value`: the
         path of tight in-edges of the largest right slope, walked back from the sink (from
         every piece's sink, for a split graph)."""
-        _, (t, pred) = self.forward([value], param, fixed, keep=True)
+        return self.path(value, param, fixed)[1]
+
+    def path(self, value, param="L", fixed=0.0):
+        """(Pass at `value` with the other coefficient on the path, the critical edges): one pass."""
+        got, (t, pred) = self.forward([value], param, fixed, keep=True)
         on = np.zeros(self.edges.n_vertices, bool)
-        on[self.edges.sink] = True
+        on[self.sinks] = True
         picked = []
         # walk back level by level: a vertex is on the path when its successor's critical edge
         # comes from it (vectorised per level, not per vertex)
@@ -237,37 +286,53 @@ class Model:
             on[self.src[e]] = True
             picked.append(e)
         sorted_idx = np.concatenate(picked) if picked else np.zeros(0, np.int64)
-        return np.sort(self.order[sorted_idx])
+        return got, np.sort(self.order[sorted_idx])
 
     # ---- the whole envelope ---------------------------------------------------------------
 
     def envelope(self, lo, hi, param="L", fixed=0.0):
-        """The pieces of T(p) on [lo, hi], in order (Eisner-Severance search, a round per depth)."""
-        ends = self.forward([lo, hi], param, fixed)
-        # open intervals: (a, T(a), right slope at a, b, T(b), left slope at b)
-        todo = [(lo, ends.T[0], ends.right[0], hi, ends.T[1], ends.left[1])]
-        pieces = []
+        """The pieces of T(p) on [lo, hi], in order: Eisner-Severance search, a round per depth,
+        every open interval of a round in the same pass; for a graph of pieces each piece's
+        own breakpoints, then their sum (``sum_envelopes``)."""
+        U = self.n_units
+        ends = self._units(np.tile([lo, hi], (U, 1)), param, fixed)
+        # open intervals: (unit, a, T(a), right slope at a, b, T(b), left slope at b)
+        todo = [(u, lo, ends.T[u, 0], ends.right[u, 0], hi, ends.T[u, 1], ends.left[u, 1]) for u in range(U)]
+        found = [[] for _ in range(U)]
         while todo:
-            queries, waiting = [], []
-            for a, ta, sa, b, tb, sb in todo:
+            queries, waiting = {}, []
+            for u, a, ta, sa, b, tb, sb in todo:
                 if b - a <= 0 or sa >= sb - self._slope_eps(sa, sb):
-                    pieces.append(Piece(a, b, sa, ta - sa * a))
+                    found[u].append(Piece(a, b, sa, ta - sa * a))
                     continue
-                x = ((tb - sb * b) - (ta - sa * a)) / (sa - sb)
-                x = min(max(x, a), b)
-                queries.append(x)
-                waiting.append((a, ta, sa, b, tb, sb, x))
-            if not queries:
+                x = min(max(((tb - sb * b) - (ta - sa * a)) / (sa - sb), a), b)
+                column = queries.setdefault(u, [])
+                waiting.append((u, len(column), a, ta, sa, b, tb, sb, x))
+                column.append(x)
+            if not waiting:
                 break
-            got = self.forward(np.array(queries), param, fixed)
+            values = np.full((U, max(len(q) for q in queries.values())), float(lo))
+            for u, xs in queries.items():
+                values[u, :len(xs)] = xs
+            got = self._units(values, param, fixed)
             todo = []
-            for i, (a, ta, sa, b, tb, sb, x) in enumerate(waiting):
+            for u, i, a, ta, sa, b, tb, sb, x in waiting:
                 on_lines = ta + sa * (x - a)
-                if got.T[i] <= on_lines + self._t_eps(on_lines):
-                    pieces += [Piece(a, x, sa, ta - sa * a), Piece(x, b, sb, tb - sb * b)]
+                tx = got.T[u, i]
+                if tx <= on_lines + self._t_eps(on_lines):
+                    found[u] += [Piece(a, x, sa, ta - sa * a), Piece(x, b, sb, tb - sb * b)]
                 else:
-                    todo += [(a, ta, sa, x, got.T[i], got.left[i]), (x, got.T[i], got.right[i], b, tb, sb)]
-        return merge_pieces(pieces)
+                    todo += [(u, a, ta, sa, x, tx, got.left[u, i]), (u, x, tx, got.right[u, i], b, tb, sb)]
+        if U == 1:
+            return merge_pieces(found[0])
+        return sum_envelopes([merge_pieces(f) for f in found], lo, hi)
+
+    def _units(self, values, param, fixed):
+        """Pass of (units x K) arrays at values (units x K)."""
+        if self.epiece is not None:
+            return self.forward_pieces(values, param, fixed)
+        got = self.forward(values[0], param, fixed)
+        return Pass(*(getattr(got, f)[None, :] for f in ("T", "right", "left", "other")))
 
     def _t_eps(self, t):
         return self.eps_abs + REL_EPS * abs(t)
@@ -332,6 +397,50 @@ def merge_pieces(pieces):
     return out
 
 
+def sum_envelopes(envelopes, lo, hi):
+    """The pieces of the sum of piecewise-linear functions on [lo, hi] (each a list of pieces
+    covering it): the slopes and intercepts of all first pieces added, then at every
+    breakpoint the changes of the piece it belongs to (exact sums, no integration)."""
+    slope = sum(e[0].slope for e in envelopes)
+    intercept = sum(e[0].intercept for e in envelopes)
+    xs, ds, dc = [], [], []
+    for e in envelopes:                      # a loop over pieces and their few breakpoints
+        for a, b in zip(e[:-1], e[1:]):
+            xs.append(a.hi)
+            ds.append(b.slope - a.slope)
+            dc.append(b.intercept - a.intercept)
+    if not xs:
+        return [Piece(lo, hi, slope, intercept)]
+    xs, ds, dc = np.array(xs), np.array(ds), np.array(dc)
+    order = np.argsort(xs, kind="stable")
+    xs, ds, dc = xs[order], ds[order], dc[order]
+    first = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])
+    cuts = xs[first]
+    slopes = slope + np.cumsum(np.add.reduceat(ds, first))
+    intercepts = intercept + np.cumsum(np.add.reduceat(dc, first))
+    bounds = np.r_[lo, cuts, hi]
+    out = [Piece(float(bounds[0]), float(bounds[1]), slope, intercept)]
+    out += [Piece(float(bounds[i + 1]), float(bounds[i + 2]), float(slopes[i]), float(intercepts[i]))
+            for i in range(len(cuts))]
+    return merge_pieces(out)
+
+
+def tolerance_from_pieces(pieces, p0, fractions):
+    """(p_x, T(p0)) read off the envelope: the largest p with T(p) <= (1 + x) T(p0); nan where
+    the envelope ends before T reaches the target (then ``Model.tolerance`` finds it)."""
+    t0 = float(evaluate_pieces(pieces, p0))
+    out = []
+    for x in fractions:
+        target = (1 + x) * t0
+        answer = np.nan
+        for p in pieces:
+            if p.hi >= p0 and p.at(p.hi) > target * (1 + 1e-15):
+                answer = max((target - p.intercept) / p.slope if p.slope > 0 else p.lo, p0)
+                break
+        out.append(answer)
+    return np.array(out), t0
+
+
 def evaluate_pieces(pieces, p):
     """T at p (array) from pieces (the max of their lines: exact for a convex envelope)."""
     p = np.asarray(p, np.float64)
@@ -391,7 +500,8 @@ def valid_cuts(edges, cuts, piece):
 
 
 def split_union(edges, cuts, piece=None):
-    """(Edges of the pieces side by side, kept cuts): every kept cut split into its in-copy
+    """(Edges of the pieces side by side, kept cuts, piece of each edge): every kept cut split
+    into its in-copy
     (the sink of the piece it ends) and a new out-copy (the source, start 0, of the next
     piece); edges keep their order and index.  T, the slopes and the critical edges of the
     result are the whole graph's.  `piece`: the claimed piece of each vertex (see
@@ -407,7 +517,8 @@ def split_union(edges, cuts, piece=None):
     src[moved] = out_copy[src[moved]]
     start = np.r_[edges.start, np.zeros(len(cuts))]
     sinks = np.r_[cuts, np.atleast_1d(edges.sink)]
-    return Edges(n + len(cuts), src, edges.dst, edges.c, edges.m, edges.b, start, sinks), cuts
+    # an edge belongs to the piece of its destination: into cut j, piece j; out of it, j + 1
+    return Edges(n + len(cuts), src, edges.dst, edges.c, edges.m, edges.b, start, sinks), cuts, piece[edges.dst]
 
 
 def split(edges, cuts):
