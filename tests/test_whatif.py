@@ -269,6 +269,16 @@ def test_cli_writes_the_files(halo_run, tmp_path, capsys):
     assert summary.count("What if the network were slower") == 1
 
 
+def test_measured_points_are_drawn(halo_run, tmp_path):
+    from mpigraph import cli
+
+    run_dir, _ = halo_run
+    points = tmp_path / "points.csv"
+    points.write_text("dL_s,T_s\n0,0.00067\n1e-5,0.00097\n2e-5,0.0013\n")
+    assert cli.main(["whatif", run_dir, "--latency", "0:20us", "--measured", str(points), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "whatif.svg").read_text().count("<circle") == 3
+
+
 def test_cli_user_errors(halo_run, tmp_path, capsys):
     from mpigraph import cli
 
