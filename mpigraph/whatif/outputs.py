@@ -83,7 +83,8 @@ def svg(result, measured=None):
     x_lo, x_hi = pieces[0]["dL_from_s"], pieces[-1]["dL_to_s"]
     xs = sorted({p["dL_from_s"] for p in pieces} | {x_hi})
     ts = [_t_at(pieces, x) for x in xs]
-    meas = [(float(a), float(b)) for a, b in (measured or []) if x_lo <= float(a) <= x_hi]
+    slack = 1e-9 * (x_hi - x_lo)            # 20us parsed as 1.9999999999999998e-05
+    meas = [(float(a), float(b)) for a, b in (measured or []) if x_lo - slack <= float(a) <= x_hi + slack]
     y_lo = min(ts + [b for _, b in meas])
     y_hi = max(ts + [b for _, b in meas])
     y_lo, y_hi = y_lo - 0.05 * (y_hi - y_lo + 1e-12), y_hi + 0.05 * (y_hi - y_lo + 1e-12)
