@@ -89,10 +89,18 @@ def traced_run(exe, args, run_dir, dl_ns, base_ns):
     return build_module.build(build_module.matched_run(run_dir)).measured_ns * 1e-9
 
 
-def validate(name, exe, base_ns, runs, out_dir, work):
+def validate(name, exe, base_ns, runs, out_dir, work, trace_tries=1):
     args, expect, bound = CASES[name]
     traced = os.path.join(work, name + "-traced")
-    traced_run(exe, args, traced, 0, base_ns)
+    # with trace_tries > 1 the fastest of that many traced runs is kept: on a loaded machine
+    # the least disturbed one (the others are thrown away, not averaged)
+    best = None
+    for i in range(trace_tries):
+        t = traced_run(exe, args, traced + "-try", 0, base_ns)
+        if best is None or t < best:
+            best = t
+            shutil.rmtree(traced, ignore_errors=True)
+            shutil.copytree(traced + "-try", traced)
     result = whatif(traced, latency=(0.0, 100e-6), loggps={"L0_ns": float(base_ns), "o_ns": 0.0,
                                                            "source": "injector base %d ns" % base_ns},
                     out=os.path.join(out_dir, name) if out_dir else None)
@@ -108,18 +116,23 @@ def validate(name, exe, base_ns, runs, out_dir, work):
     predicted = np.array([_t_at(pieces, x) for x in dls])
     mean = np.array([np.mean(measured[dl]) for dl in DL_US])
     median = np.array([np.median(measured[dl]) for dl in DL_US])
+    least = np.array([np.min(measured[dl]) for dl in DL_US])
     sd = np.array([np.std(measured[dl]) for dl in DL_US])
-    rrmse = float(np.sqrt(np.mean((predicted - mean) ** 2)) / np.mean(mean))
-    rrmse_median = float(np.sqrt(np.mean((predicted - median) ** 2)) / np.mean(median))
+
+    def rrmse_of(ref):
+        return float(np.sqrt(np.mean((predicted - ref) ** 2)) / np.mean(ref))
+
+    rrmse, rrmse_median, rrmse_min = rrmse_of(mean), rrmse_of(median), rrmse_of(least)
     print("\n%s %s: lambda_L by construction %s" % (name, " ".join(args), expect))
     print("  whatif: T(0) = %.6f s, lambda_L %s on 0..100 us (pieces at %s us)"
           % (result.T0_s, "/".join("%g" % p["lambda_L"] for p in pieces),
              ", ".join("%.2f" % (p["dL_from_s"] * 1e6) for p in pieces)))
-    print("  %8s %12s %10s %12s %12s %8s" % ("dL us", "mean s", "sd s", "median s", "predicted s", "err %"))
-    for dl, m, s, md, p in zip(DL_US, mean, sd, median, predicted):
-        print("  %8g %12.6f %10.6f %12.6f %12.6f %8.2f" % (dl, m, s, md, p, 100 * (p - m) / m))
-    print("  RRMSE %.2f%% against the means, %.2f%% against the medians (issue: <= %g%%)"
-          % (100 * rrmse, 100 * rrmse_median, 100 * bound))
+    print("  %8s %12s %10s %12s %12s %12s %8s" % ("dL us", "mean s", "sd s", "median s", "min s", "predicted s",
+                                                  "err %"))
+    for dl, m, s, md, mn, p in zip(DL_US, mean, sd, median, least, predicted):
+        print("  %8g %12.6f %10.6f %12.6f %12.6f %12.6f %8.2f" % (dl, m, s, md, mn, p, 100 * (p - m) / m))
+    print("  RRMSE %.2f%% against the means, %.2f%% the medians, %.2f%% the minima (issue: <= %g%%)"
+          % (100 * rrmse, 100 * rrmse_median, 100 * rrmse_min, 100 * bound))
     if out_dir:
         with open(os.path.join(out_dir, "measured_%s.csv" % name), "w", newline="") as f:
             w = csv.writer(f)
@@ -127,7 +140,7 @@ def validate(name, exe, base_ns, runs, out_dir, work):
             for dl in DL_US:
                 for t in measured[dl]:
                     w.writerow(["%.9g" % (dl * 1e-6), "%.9g" % t])
-    return rrmse, rrmse_median
+    return rrmse, rrmse_median, rrmse_min
 
 
 def _t_at(pieces, x):
@@ -143,6 +156,8 @@ def main():
     parser.add_argument("--programs", default=",".join(CASES))
     parser.add_argument("--out", metavar="DIR", help="keep the whatif files and measured points here")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--trace-tries", type=int, default=1,
+                        help="trace this many times at dL = 0 and keep the fastest (a loaded machine)")
     args = parser.parse_args()
     random.seed(args.seed)
     started = time.time()
@@ -154,12 +169,13 @@ def main():
         print("injector base (median one-way delivery of 8 bytes): %d ns" % base)
         if args.out:
             os.makedirs(args.out, exist_ok=True)
-        results = {name: validate(name, exes[name], base, args.runs, args.out, work)
+        results = {name: validate(name, exes[name], base, args.runs, args.out, work, args.trace_tries)
                    for name in args.programs.split(",")}
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print("\nRRMSE (means / medians of the runs): "
-          + ", ".join("%s %.2f%% / %.2f%%" % (k, 100 * v[0], 100 * v[1]) for k, v in results.items()))
+    print("\nRRMSE (means / medians / minima of the runs): "
+          + ", ".join("%s %.2f%% / %.2f%% / %.2f%%" % (k, 100 * v[0], 100 * v[1], 100 * v[2])
+                      for k, v in results.items()))
     print("load average at end: %.2f %.2f %.2f; %.0f s" % (os.getloadavg() + (time.time() - started,)))
 
 

@@ -14,10 +14,9 @@ import time
 
 import numpy as np
 
-from mpigraph.whatif import build as build_module
 from mpigraph.whatif.build import (HUB_OUT, LATE_RECEIVER, MESSAGE, RELEASE, WhatifError, build, default_params,
                                    delivery_base, matched_run)
-from mpigraph.whatif.envelope import Model, Piece, split_union, tolerance_from_pieces
+from mpigraph.whatif.envelope import Model, split_union, tolerance_from_pieces
 
 NS = 1e-9
 
@@ -100,7 +99,7 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
         m = Model(graph.edges)
     if model == "delta":
         ref_ns = float(at or 0.0) / NS
-        base_ns = net.L0_ns if "L0_ns" in given else delivery_base(matched, net)
+        base_ns = net.L0_ns if net.L0_given else delivery_base(matched, net)
     else:
         ref_ns = float(at) / NS if at else net.L0_ns
         base_ns = 0.0
@@ -230,6 +229,3 @@ def summary(r, net):
     lines.append("  Parameters: %s." % (net.source or "defaults"))
     return "\n".join(lines) + "\n"
 
-
-# re-exported for the package's users
-__all__ = ["whatif", "Result", "load_params", "WhatifError", "Piece", "build_module"]

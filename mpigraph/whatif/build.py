@@ -32,7 +32,6 @@ Allreduce, P - 1 for a ring Allgather / Reduce_scatter and for every Alltoall.
 """
 
 import dataclasses
-import math
 
 import numpy as np
 
@@ -61,6 +60,7 @@ class NetParams:
     G0_ns: float
     S_bytes: float
     source: str
+    L0_given: bool = False       # L0 measured (--params, --loggps), not the paper's default
 
 
 # The paper's Netgauge measurement on its ConnectX-3 cluster (seed 000, section III-B):
@@ -143,7 +143,7 @@ def default_params(matched, model, given=None):
         notes.append("o = %.0f ns: median time of the run's sending calls" % o)
     if "L0_ns" not in given and model == "loggps":
         notes.append("L, G, S: the paper's Netgauge values (L = 3 us, G = 0.018 ns/B, S = 256 KiB)")
-    return NetParams(float(o), float(L0), float(G0), float(S), "; ".join(notes))
+    return NetParams(float(o), float(L0), float(G0), float(S), "; ".join(notes), "L0_ns" in given)
 
 
 def _send_overhead(matched):
@@ -157,12 +157,13 @@ def _send_overhead(matched):
 
 
 def delivery_base(matched, params):
-    """delta mode: the time a message takes when nobody waits, without its bytes: the 10th
-    percentile of (t(E) - t(S_send) - bytes G0) over late-sender messages (the receiver was
-    there first, so that time is the delivery), or 2o + L0 when there are none."""
+    """delta mode: the time a message takes when nobody waits, without its bytes: 2o + L0 when
+    L0 was measured (given), else the 10th percentile of (t(E) - t(S_send) - bytes G0) over
+    the late-sender messages (the receiver was there first, so that time is the delivery),
+    else (no late sender) 2o + the paper's L0."""
     m = matched.messages
     late = (m["r_done_call"] >= 0) & (m["s_post_start"] > m["r_done_start"])
-    if late.sum() < 1:
+    if params.L0_given or late.sum() < 1:
         return 2 * params.o_ns + params.L0_ns
     took = m["r_done_end"][late] - m["s_post_start"][late] - m["bytes"][late] * params.G0_ns
     return float(max(np.percentile(took, 10), 0.0))
