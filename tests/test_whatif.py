@@ -212,6 +212,23 @@ def test_delta_T0_is_the_measured_run_time(halo_run):
     assert result.T0_s == pytest.approx(result.measured_s, abs=1e-12)
 
 
+def every_time_back(run_dir):
+    """delta mode at dL = 0: the forward pass gives every measured call start and end back
+    (those after each rank's end of MPI_Init, where the model starts)."""
+    from mpigraph.whatif import build as build_module
+
+    graph = build_module.build(build_module.matched_run(run_dir))
+    _, (t, _) = Model(graph.edges).forward([0.0], keep=True)
+    measured = graph.vertex_time
+    reached = np.isfinite(t) & np.isfinite(measured)
+    assert reached.sum() > 0.9 * np.isfinite(measured).sum()
+    np.testing.assert_allclose(t[reached], measured[reached], rtol=0, atol=1e-3)
+
+
+def test_delta_gives_every_measured_time_back(halo_run):
+    every_time_back(halo_run[0])
+
+
 @pytest.mark.parametrize("algorithm, depth", [("recdoub", 2), ("ring", 6)])
 def test_halo_slope_counts_the_path_messages(halo_run, algorithm, depth):
     """synth's documented path: per phase the late sender's message to the slow rank and the
@@ -377,7 +394,9 @@ def far_slope(run_dir):
 
 
 def test_real_pingpong_has_2N_messages_on_the_path(wheel, builder, tmp_path):
-    result, slope = far_slope(traced(wheel, builder, tmp_path, "pingpong", "30"))
+    run_dir = traced(wheel, builder, tmp_path, "pingpong", "30")
+    every_time_back(run_dir)
+    result, slope = far_slope(run_dir)
     assert slope == 60
     # at dL = 0 only the messages whose receiver was waiting are critical: how many depends on
     # the machine's load while the run was traced
@@ -385,7 +404,9 @@ def test_real_pingpong_has_2N_messages_on_the_path(wheel, builder, tmp_path):
 
 
 def test_real_halo_overlap_then_one_message_per_iteration(wheel, builder, tmp_path):
-    result, slope = far_slope(traced(wheel, builder, tmp_path, "halo", "20", "200"))
+    run_dir = traced(wheel, builder, tmp_path, "halo", "20", "200")
+    every_time_back(run_dir)
+    result, slope = far_slope(run_dir)
     assert slope == 20          # one message per iteration: the two directions run side by side
     assert result.pieces[0]["lambda_L"] < 20
     pairs = {(r["src_rank"], r["dst_rank"]) for r in result.critical}
@@ -393,7 +414,9 @@ def test_real_halo_overlap_then_one_message_per_iteration(wheel, builder, tmp_pa
 
 
 def test_real_allreduce_one_latency_per_instance(wheel, builder, tmp_path):
-    result, slope = far_slope(traced(wheel, builder, tmp_path, "allreduce", "25", "20"))
+    run_dir = traced(wheel, builder, tmp_path, "allreduce", "25", "20")
+    every_time_back(run_dir)
+    result, slope = far_slope(run_dir)
     assert slope == 25          # d = ceil(log2 2) = 1 per Allreduce
 
 

@@ -85,6 +85,7 @@ class RunGraph:
     params: NetParams
     cuts: np.ndarray             # hubs of collectives over all ranks, in time order (split candidates)
     piece: np.ndarray            # per vertex: how many of `cuts` come before it (envelope.valid_cuts)
+    vertex_time: np.ndarray      # the measured time of each S and E vertex (ns; nan: hubs, the sink)
 
 
 # ---- the match stage on one analysis rank --------------------------------------------------
@@ -287,8 +288,9 @@ def build(matched, model="delta", params=None, collective_algorithm="recdoub"):
     kind, src, dst, c, m, b, src_rank, dst_rank, fn = out.columns()
     edges = Edges(n_vertices, src, dst, c, m, b, vstart, sink)
     piece = _claimed_pieces(n_vertices, off, cuts, cut_members, kind, src, dst)
+    vertex_time = np.r_[times, np.full(n_vertices - len(times), np.nan)]
     return RunGraph(edges, kind, src_rank, dst_rank, fn, matched.world_size, float(times[finals].max()), model,
-                    params, cuts, piece)
+                    params, cuts, piece, vertex_time)
 
 
 def _claimed_pieces(n_vertices, off, cuts, cut_members, kind, src, dst):
