@@ -11,6 +11,19 @@ from mpigraph.whatif import lp
 from mpigraph.whatif.envelope import Edges, Model, add_pieces, evaluate_pieces, split
 
 US = 1.0            # the Fig. 4 example in microseconds
+
+
+@pytest.fixture(params=["c", "numpy"])
+def pass_kind(request, monkeypatch):
+    """Every test that takes it runs with the C pass (kernel.py) and with numpy's."""
+    from mpigraph.whatif import kernel
+
+    if request.param == "numpy":
+        monkeypatch.setenv("MPIGRAPH_WHATIF_KERNEL", "numpy")
+        assert kernel.load() is None
+    else:
+        assert kernel.load() is not None, "the C pass did not compile (is there a C compiler, cc or $CC?)"
+    return request.param
 G_FIG4 = 0.005      # 5 ns per byte, in us
 
 
@@ -30,7 +43,7 @@ def fig4(c0):
     return Edges(5, src, dst, c, m, b, start, 4)
 
 
-def test_fig4_late_sender_line():
+def test_fig4_late_sender_line(pass_kind):
     """c0 = 1 us: T = L + 2.015 us, lambda_L = 1 for every L."""
     model = Model(fig4(1.0))
     got = model.forward([0.0, 0.5, 3.0], fixed=G_FIG4, with_other=True)
@@ -42,7 +55,7 @@ def test_fig4_late_sender_line():
     assert got.other[0] == 3             # lambda_G: the message's (s-1) bytes
 
 
-def test_fig4_overlapped_then_critical():
+def test_fig4_overlapped_then_critical(pass_kind):
     """c0 = 0.1 us: T = max(L + 1.115, 1.5); critical latency 0.385; T(0.5) = 1.615;
     max L with T <= 2 us = 0.885; 1/2/5% tolerances from 0.5: 0.5162/0.5323/0.5808 us."""
     model = Model(fig4(0.1))
@@ -90,7 +103,7 @@ SEEDS = range(12)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_random_dags_equal_the_lp(seed):
+def test_random_dags_equal_the_lp(seed, pass_kind):
     """T, lambda_L and the 1/2/5% tolerances equal HiGHS's objective, l's reduced cost and
     the max-l LP; slopes are integers and nondecreasing (T convex)."""
     edges = random_dag(seed)
@@ -120,7 +133,7 @@ def test_random_dags_equal_the_lp(seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_bandwidth_sweep_equals_the_lp(seed):
+def test_bandwidth_sweep_equals_the_lp(seed, pass_kind):
     """Sweeping G at fixed L: T and lambda_G (bytes on the critical path) against the LP."""
     edges = random_dag(seed)
     model = Model(edges)
@@ -136,7 +149,7 @@ def test_bandwidth_sweep_equals_the_lp(seed):
         assert got.right[0] == pytest.approx((t_h - t_lp) / h, rel=1e-4, abs=1e-3)
 
 
-def test_lambda_g_is_bytes_of_critical_messages():
+def test_lambda_g_is_bytes_of_critical_messages(pass_kind):
     edges = random_dag(3)
     model = Model(edges)
     got = model.forward([25.0], fixed=0.01, with_other=True)
@@ -167,7 +180,7 @@ def chain_of_pieces(seeds):
     return whole, joints[:-1]
 
 
-def test_split_pieces_add_up():
+def test_split_pieces_add_up(pass_kind):
     whole, joints = chain_of_pieces([5, 6, 7, 8])
     pieces, kept = split(whole, joints)
     assert list(kept) == joints and len(pieces) == 4
@@ -225,7 +238,7 @@ def every_time_back(run_dir):
     np.testing.assert_allclose(t[reached], measured[reached], rtol=0, atol=1e-3)
 
 
-def test_delta_gives_every_measured_time_back(halo_run):
+def test_delta_gives_every_measured_time_back(halo_run, pass_kind):
     every_time_back(halo_run[0])
 
 
@@ -319,7 +332,7 @@ def test_params_csv(tmp_path):
     assert got["S_bytes"] == 65536
 
 
-def test_split_union_is_the_whole_graph():
+def test_split_union_is_the_whole_graph(pass_kind):
     """The pieces side by side in one graph (each from its own source to its own sink): T, the
     slopes, lambda_G and the critical edges are the whole graph's; a claimed piece that an
     edge contradicts drops the cut."""
@@ -420,7 +433,7 @@ def test_real_allreduce_one_latency_per_instance(wheel, builder, tmp_path):
     assert slope == 25          # d = ceil(log2 2) = 1 per Allreduce
 
 
-def test_run_graph_split_changes_nothing(halo_run):
+def test_run_graph_split_changes_nothing(halo_run, pass_kind):
     """The synthetic halo run's graph with and without the split at its Allreduces (every
     one a cut): the same pieces of T(L), the same critical edges."""
     from mpigraph.whatif import build as build_module
@@ -431,14 +444,14 @@ def test_run_graph_split_changes_nothing(halo_run):
     union, kept, edge_piece = split_union(graph.edges, graph.cuts, graph.piece)
     assert len(kept) == expected.params.phases        # an Allreduce per phase
     whole, parts = Model(graph.edges), Model(union, edge_piece)
-    assert parts.n_levels < whole.n_levels
+    assert Model(union).n_levels < whole.n_levels
     for a, b in zip(whole.envelope(0, 1e5), parts.envelope(0, 1e5)):
         assert (a.lo, a.hi, a.slope) == pytest.approx((b.lo, b.hi, b.slope))
         assert a.intercept == pytest.approx(b.intercept, rel=1e-12)
     np.testing.assert_array_equal(whole.critical_edges(3000.0), parts.critical_edges(3000.0))
 
 
-def test_lp_latency_per_edge_group_counts_critical_messages():
+def test_lp_latency_per_edge_group_counts_critical_messages(pass_kind):
     """The LP with a latency per group of edges (a rank pair, say): each group's reduced cost
     is the messages of that group on the critical path (what critical_messages.csv lists per
     pair).  Continuous random costs: no two paths tie."""
@@ -454,3 +467,18 @@ def test_lp_latency_per_edge_group_counts_critical_messages():
         per_group = np.bincount(groups[on], weights=edges.m[on], minlength=3)
         np.testing.assert_allclose(rc, per_group, atol=1e-7)
         assert t_lp == pytest.approx(model.forward([L], fixed=0.01).T[0], rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_c_pass_equals_numpy_pass(seed):
+    """The C kernel and numpy's level-by-level pass: the same T, slopes, bytes, critical edges."""
+    edges = random_dag(seed, n=60)
+    c_model, np_model = Model(edges), Model(edges, use_kernel=False)
+    assert c_model.kernel is not None and np_model.kernel is None
+    Ls = [0.0, 3.0, 41.5, 300.0]
+    a = c_model.forward(Ls, fixed=0.01, with_other=True)
+    b = np_model.forward(Ls, fixed=0.01, with_other=True)
+    for f in ("T", "right", "left", "other"):
+        np.testing.assert_allclose(getattr(a, f), getattr(b, f), rtol=1e-12)
+    for L in Ls:
+        np.testing.assert_array_equal(c_model.critical_edges(L, fixed=0.01), np_model.critical_edges(L, fixed=0.01))

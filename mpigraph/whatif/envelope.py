@@ -36,6 +36,7 @@ REL_EPS = 1e-11
 # CELLS edge-columns (1.5 M edges x 16 columns took 29 times one column's 0.3 s).
 MAX_COLUMNS = 16
 CELLS = 1 << 20
+C_CELLS = 1 << 23       # the C pass: 4 tables of vertices x columns, 256 MB at most
 
 
 @dataclasses.dataclass
@@ -125,35 +126,33 @@ class Piece:
 
 
 class Model:
-    """A model graph prepared for forward passes: edges sorted by (level of dst, dst)."""
+    """A model graph prepared for forward passes: in C (kernel.py) where it compiles, edges
+    by destination and vertices in a topological order; else in numpy, edges sorted by
+    (level of dst, dst)."""
 
-    def __init__(self, edges: Edges, edge_piece=None):
+    def __init__(self, edges: Edges, edge_piece=None, use_kernel=True):
         """`edge_piece`: for a graph of pieces side by side (``split_union``), the piece of each
         edge; sink i must be piece i's.  Then ``envelope`` searches each piece's breakpoints
-        on its own (all pieces in the same passes, each at its own values) and adds them up."""
+        on its own (all pieces in the same passes, each at its own values) and adds them up.
+        use_kernel=False: the numpy pass even where the C kernel compiles."""
+        from mpigraph.whatif import kernel
+
         self.edges = edges
-        n = edges.n_vertices
-        level = topological_levels(n, edges.src, edges.dst)
-        # by (level of dst, dst): one int64 key sorts faster than lexsort's two
-        order = np.argsort(level[edges.dst] * np.int64(max(n, 1)) + edges.dst, kind="stable")
+        self.kernel = kernel.load() if use_kernel else None
+        self._levels = None
+        if self.kernel is not None:
+            order = np.argsort(edges.dst, kind="stable")
+            self._vertex_order = self._topological_order()
+            self._in_ptr = np.zeros(edges.n_vertices + 1, np.int64)
+            np.cumsum(np.bincount(edges.dst, minlength=edges.n_vertices), out=self._in_ptr[1:])
+        else:
+            order = self._level_layout()
         self.order = order
-        self.src = edges.src[order]
+        self.src = np.ascontiguousarray(edges.src[order])
         self.dst = edges.dst[order]
         self.c, self.m, self.b = edges.c[order], edges.m[order], edges.b[order]
-        # segments: runs of equal dst; a level's segments are contiguous
-        new = np.r_[True, self.dst[1:] != self.dst[:-1]] if len(order) else np.zeros(0, bool)
-        self.seg_start = np.flatnonzero(new)
-        self.seg_dst = self.dst[self.seg_start]
-        self.seg_len = np.diff(np.r_[self.seg_start, len(order)])
-        seg_level = level[self.seg_dst]
-        n_levels = int(level.max()) + 1 if n else 0
-        self.level_seg = np.searchsorted(seg_level, np.arange(n_levels + 1))
-        self.level_edge = np.r_[self.seg_start, len(order)][self.level_seg]
-        self.n_levels = n_levels
-        self.level = level
-        scale = max(float(np.abs(edges.c).max(initial=0)) * max(n_levels, 1),
-                    float(np.abs(edges.start[np.isfinite(edges.start)]).max(initial=0)), 1.0)
-        self.eps_abs = REL_EPS * scale
+        # tight: within eps_abs + REL_EPS |t| (an edge's own size, and the times' rounding)
+        self.eps_abs = REL_EPS * max(float(np.abs(edges.c).max(initial=0)), 1.0)
         self.sinks = np.atleast_1d(np.asarray(edges.sink, np.int64))
         if edge_piece is None:
             self.epiece = None
@@ -161,6 +160,46 @@ class Model:
             self.epiece = np.asarray(edge_piece, np.int64)[order]
             if self.epiece.max(initial=0) >= len(self.sinks):
                 raise ValueError("edge_piece: pieces 0..n_sinks-1, sink i ends piece i")
+
+    def _topological_order(self):
+        """The vertices in a topological order (Kahn's algorithm, in C)."""
+        ffi, lib = self.kernel
+        e, n = self.edges, self.edges.n_vertices
+        out_ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(e.src, minlength=n), out=out_ptr[1:])
+        out_dst = np.ascontiguousarray(e.dst[np.argsort(e.src, kind="stable")])
+        indeg = np.bincount(e.dst, minlength=n).astype(np.int64)
+        order = np.empty(n, np.int64)
+        done = lib.wi_topo(n, _ptr(ffi, out_ptr), _ptr(ffi, out_dst), _ptr(ffi, indeg), _ptr(ffi, order))
+        if done != n:
+            raise ValueError("the model graph has a cycle")
+        return order
+
+    def _level_layout(self):
+        """The numpy pass's layout: the edge order by (level of dst, dst) and each level's
+        segments (runs of equal dst, a level's contiguous)."""
+        edges = self.edges
+        n = edges.n_vertices
+        level = topological_levels(n, edges.src, edges.dst)
+        # by (level of dst, dst): one int64 key sorts faster than lexsort's two
+        order = np.argsort(level[edges.dst] * np.int64(max(n, 1)) + edges.dst, kind="stable")
+        dst = edges.dst[order]
+        new = np.r_[True, dst[1:] != dst[:-1]] if len(order) else np.zeros(0, bool)
+        self.seg_start = np.flatnonzero(new)
+        self.seg_dst = dst[self.seg_start]
+        self.seg_len = np.diff(np.r_[self.seg_start, len(order)])
+        n_levels = int(level.max()) + 1 if n else 0
+        self.level_seg = np.searchsorted(level[self.seg_dst], np.arange(n_levels + 1))
+        self.level_edge = np.r_[self.seg_start, len(order)][self.level_seg]
+        self._levels = n_levels
+        return order
+
+    @property
+    def n_levels(self):
+        """The graph's topological levels (the numpy pass makes a step per level)."""
+        if self._levels is None:
+            self._levels = int(topological_levels(self.edges.n_vertices, self.edges.src, self.edges.dst).max()) + 1
+        return self._levels
 
     @property
     def n_units(self):
@@ -200,7 +239,10 @@ class Model:
     def _columns(self, values, param, fixed, keep, with_other):
         """_forward over chunks of columns (values: (K,) or (pieces, K)); per-sink Pass."""
         K = values.shape[-1]
-        k = int(max(1, min(MAX_COLUMNS, CELLS // max(len(self.src), 1))))
+        if self.kernel is not None:       # C: four (vertices x columns) tables
+            k = int(max(1, min(MAX_COLUMNS, C_CELLS // max(self.edges.n_vertices, 1))))
+        else:
+            k = int(max(1, min(MAX_COLUMNS, CELLS // max(len(self.src), 1))))
         out = [self._forward(values[..., i:i + k], param, fixed, keep and i + k >= K, not keep, with_other or keep)
                for i in range(0, K, k)]
         joined = Pass(*(np.concatenate([getattr(o[0], f) for o in out], axis=1)
@@ -211,6 +253,8 @@ class Model:
         """One pass; the left slopes only when `left_too`, the other coefficient only when
         `other_too`, the critical in-edges (pred) only when `keep` (each costs a few array
         operations a level)."""
+        if self.kernel is not None:
+            return self._forward_c(values, param, fixed, keep)
         n, K = self.edges.n_vertices, values.shape[-1]
         w, k, o = self._weights(param, values, fixed)
         t = np.repeat(self.edges.start[:, None], K, axis=1)
@@ -232,9 +276,9 @@ class Model:
             dst = self.seg_dst[s0:s1]
             best = np.maximum.reduceat(cand, segs, axis=0)
             t_start = t[dst]
-            from_start = t_start >= best - eps           # the vertex's own start is active
+            from_start = t_start >= best - (eps + REL_EPS * np.abs(best))   # the vertex's own start is active
             t_new = np.maximum(best, t_start)
-            tight = cand >= np.repeat(t_new - eps, lens, axis=0)
+            tight = cand >= np.repeat(t_new - (eps + REL_EPS * np.abs(t_new)), lens, axis=0)
             kk = k[e0:e1, None]
             r = right[src]
             r += kk
@@ -263,6 +307,25 @@ class Model:
         result = Pass(t[sinks], right[sinks], left[sinks], other[sinks])
         return result, ((t[:, -1].copy(), pred) if keep else None)
 
+    def _forward_c(self, values, param, fixed, keep):
+        """The pass in C (kernel.py), all columns in one sweep; pred indexes self.order's edges."""
+        ffi, lib = self.kernel
+        n, K = self.edges.n_vertices, values.shape[-1]
+        k, o = (self.m, self.b) if param == "L" else (self.b, self.m)
+        base = np.ascontiguousarray(self.c + o * fixed)
+        k, o = np.ascontiguousarray(k, np.float64), np.ascontiguousarray(o, np.float64)
+        vals = np.ascontiguousarray(np.atleast_2d(values), np.float64)
+        piece = self.epiece if values.ndim == 2 else None
+        t, right, left, other = (np.empty((n, K)) for _ in range(4))
+        pred = np.empty(n, np.int64)
+        lib.wi_forward(n, K, _ptr(ffi, self._vertex_order), _ptr(ffi, self._in_ptr), _ptr(ffi, self.src),
+                       _ptr(ffi, base), _ptr(ffi, k), _ptr(ffi, o),
+                       _ptr(ffi, piece) if piece is not None else ffi.NULL, _ptr(ffi, vals),
+                       _ptr(ffi, self.edges.start), self.eps_abs, REL_EPS,
+                       _ptr(ffi, t), _ptr(ffi, right), _ptr(ffi, left), _ptr(ffi, other), _ptr(ffi, pred))
+        s = self.sinks
+        return Pass(t[s], right[s], left[s], other[s]), ((t[:, -1].copy(), pred) if keep else None)
+
     def critical_edges(self, value, param="L", fixed=0.0):
         """Indices (into the Edges given) of the edges on the critical path at `value`: the
         path of tight in-edges of the largest right slope, walked back from the sink (from
@@ -272,6 +335,14 @@ class Model:
     def path(self, value, param="L", fixed=0.0):
         """(Pass at `value` with the other coefficient on the path, the critical edges): one pass."""
         got, (t, pred) = self.forward([value], param, fixed, keep=True)
+        if self.kernel is not None:
+            ffi, lib = self.kernel
+            on_vertex = np.zeros(self.edges.n_vertices, np.int8)
+            on_vertex[self.sinks] = 1
+            on_edge = np.zeros(len(self.src), np.int8)
+            lib.wi_mark(self.edges.n_vertices, _ptr(ffi, self._vertex_order), _ptr(ffi, pred), _ptr(ffi, self.src),
+                        ffi.from_buffer("char[]", on_vertex), ffi.from_buffer("char[]", on_edge))
+            return got, np.sort(self.order[np.flatnonzero(on_edge)])
         on = np.zeros(self.edges.n_vertices, bool)
         on[self.sinks] = True
         picked = []
@@ -383,6 +454,15 @@ class Model:
         got = self.forward([big], param, fixed)
         a = float(got.right[0])
         return a, float(got.T[0]) - a * big
+
+
+def _ptr(ffi, array):
+    """A C pointer to a contiguous numpy array's data (kept alive by the caller)."""
+    assert array.flags.c_contiguous
+    kind = {np.dtype(np.float64): "double *", np.dtype(np.int64): "int64_t *"}[array.dtype]
+    if array.ndim == 2:
+        assert array.strides[-1] == array.itemsize
+    return ffi.cast(kind, array.ctypes.data)
 
 
 def merge_pieces(pieces):
@@ -507,7 +587,7 @@ def split_union(edges, cuts, piece=None):
     result are the whole graph's.  `piece`: the claimed piece of each vertex (see
     ``valid_cuts``); None computes it with a pass over the whole graph's levels."""
     if piece is None:
-        piece = _piece_of(Model(edges), np.asarray(cuts, np.int64))
+        piece = _piece_of(Model(edges, use_kernel=False), np.asarray(cuts, np.int64))
     cuts, piece = valid_cuts(edges, cuts, piece)
     n = edges.n_vertices
     out_copy = np.full(n, -1, np.int64)
@@ -524,12 +604,14 @@ def split_union(edges, cuts, piece=None):
 def split(edges, cuts):
     """The pieces as separate Edges (see above; piece i from cut i-1 to cut i, the last to the
     sink), and the kept cuts."""
-    cuts, piece = valid_cuts(edges, cuts, _piece_of(Model(edges), np.asarray(cuts, np.int64)))
+    cuts, piece = valid_cuts(edges, cuts, _piece_of(Model(edges, use_kernel=False), np.asarray(cuts, np.int64)))
     return _pieces(edges, cuts, piece), cuts
 
 
 def _piece_of(model, cuts):
     """Per vertex: how many of `cuts` come before it (a cut itself: the piece it ends)."""
+    if model.kernel is not None:                # a pass by levels: the numpy layout
+        model = Model(model.edges, use_kernel=False)
     n = model.edges.n_vertices
     mark = np.zeros(n, np.int64)
     mark[cuts] = np.arange(1, len(cuts) + 1)
