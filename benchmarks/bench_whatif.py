@@ -20,7 +20,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mpigraph.testing import synth  # noqa: E402
 from mpigraph.whatif import build as build_module, whatif  # noqa: E402
-from mpigraph.whatif.envelope import Model, split_union  # noqa: E402
+from mpigraph.whatif.cuts import split_union  # noqa: E402
+from mpigraph.whatif.envelope import Model  # noqa: E402
 
 
 def steps(run_dir):

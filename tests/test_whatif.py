@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from mpigraph.whatif import lp
-from mpigraph.whatif.envelope import Edges, Model, add_pieces, evaluate_pieces, split
+from mpigraph.whatif.cuts import split
+from mpigraph.whatif.envelope import Edges, Model, add_pieces, evaluate_pieces
 
 US = 1.0            # the Fig. 4 example in microseconds
 
@@ -336,7 +337,7 @@ def test_split_union_is_the_whole_graph(pass_kind):
     """The pieces side by side in one graph (each from its own source to its own sink): T, the
     slopes, lambda_G and the critical edges are the whole graph's; a claimed piece that an
     edge contradicts drops the cut."""
-    from mpigraph.whatif.envelope import split_union, valid_cuts
+    from mpigraph.whatif.cuts import split_union, valid_cuts
 
     whole, joints = chain_of_pieces([1, 2, 3, 4, 9])
     union, kept, edge_piece = split_union(whole, joints)
@@ -365,7 +366,7 @@ def test_split_union_is_the_whole_graph(pass_kind):
     assert t0 == pytest.approx(t0_ref, rel=1e-12)
     # claim the piece after joint 2 is the one before it: the edges out of joint 2 contradict
     # it, so joint 2 goes (its two pieces merge), the rest stay exact
-    from mpigraph.whatif.envelope import _piece_of
+    from mpigraph.whatif.cuts import _piece_of
 
     piece = _piece_of(a, np.array(joints))
     bad = piece.copy()
@@ -437,7 +438,7 @@ def test_run_graph_split_changes_nothing(halo_run, pass_kind):
     """The synthetic halo run's graph with and without the split at its Allreduces (every
     one a cut): the same pieces of T(L), the same critical edges."""
     from mpigraph.whatif import build as build_module
-    from mpigraph.whatif.envelope import split_union
+    from mpigraph.whatif.cuts import split_union
 
     run_dir, expected = halo_run
     graph = build_module.build(build_module.matched_run(run_dir))

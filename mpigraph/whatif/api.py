@@ -16,7 +16,8 @@ import numpy as np
 
 from mpigraph.whatif.build import (HUB_OUT, LATE_RECEIVER, MESSAGE, RELEASE, WhatifError, build, default_params,
                                    delivery_base, matched_run)
-from mpigraph.whatif.envelope import Model, split_union, tolerance_from_pieces
+from mpigraph.whatif.cuts import split_union
+from mpigraph.whatif.envelope import Model, tolerance_from_pieces
 
 NS = 1e-9
 

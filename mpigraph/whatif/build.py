@@ -84,7 +84,7 @@ class RunGraph:
     model: str
     params: NetParams
     cuts: np.ndarray             # hubs of collectives over all ranks, in time order (split candidates)
-    piece: np.ndarray            # per vertex: how many of `cuts` come before it (envelope.valid_cuts)
+    piece: np.ndarray            # per vertex: how many of `cuts` come before it (cuts.valid_cuts)
     vertex_time: np.ndarray      # the measured time of each S and E vertex (ns; nan: hubs, the sink)
 
 
@@ -296,7 +296,7 @@ def build(matched, model="delta", params=None, collective_algorithm="recdoub"):
 def _claimed_pieces(n_vertices, off, cuts, cut_members, kind, src, dst):
     """How many cuts come before each vertex, by each rank's own order of its calls: S(r,k)
     after the cuts whose member call on r is before k, E(r,k) after those at or before k;
-    other hubs with their members' starts; the sink after all.  envelope.valid_cuts checks
+    other hubs with their members' starts; the sink after all.  cuts.valid_cuts checks
     the claim against every edge."""
     piece = np.zeros(n_vertices, np.int64)
     n_calls = int(off[-1])
