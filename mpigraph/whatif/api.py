@@ -123,7 +123,7 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
                                   "latency_s": L_x * NS + (base_ns * NS if model == "delta" else 0.0),
                                   "added_latency_s": (L_x - ref_ns) * NS, "lambda_L": slope})
     if bandwidth is not None:
-        glo, ghi = (float(x) / NS for x in bandwidth)
+        glo, ghi = sorted(float(x) / NS for x in bandwidth)     # 10GB/s:50GB/s is 0.1:0.02 ns/B
         result.bandwidth_pieces = [{"G_from_s_per_byte": p.lo * NS, "G_to_s_per_byte": p.hi * NS,
                                     "lambda_G_bytes": p.slope, "intercept_s": p.intercept * NS,
                                     "T_from_s": p.at(p.lo) * NS, "T_to_s": p.at(p.hi) * NS}

@@ -267,7 +267,6 @@ def build(matched, model="delta", params=None, collective_algorithm="recdoub"):
     # sources (the end of each rank's MPI_Init) and the sink (the start of its last Finalize)
     n_vertices = 2 * n_calls + n_hubs + 1
     sink = n_vertices - 1
-    first_call = np.zeros(n_vertices, bool)
     vstart = np.full(n_vertices, -np.inf)
     finals = []
     for r in range(matched.world_size):       # a loop over ranks
@@ -278,7 +277,6 @@ def build(matched, model="delta", params=None, collective_algorithm="recdoub"):
         inits = np.flatnonzero(metrics.IS_INIT[f])
         src = E[a + inits[0]] if len(inits) else S[a]
         vstart[src] = end[a + inits[0]] if len(inits) else start[a]
-        first_call[src] = True
         fins = np.flatnonzero(metrics.IS_FINALIZE[f])
         finals.append(S[a + fins[-1]] if len(fins) else E[b - 1])
     finals = np.array(finals, np.int64)
