@@ -203,8 +203,8 @@ def summary(r, net):
     lines.append("  T = %.6f s at %s = %s (the traced run took %.6f s)."
                  % (r.T0_s, "dL" if r.model == "delta" else "L", _us(r.reference_s), r.measured_s))
     lines.append("  Each extra microsecond of latency costs %.0f us: %.0f messages on the critical path "
-                 "(lambda_L); latency is %.2f%% of the run (rho_L, with L0 = %s)."
-                 % (r.lambda_L, r.lambda_L, 100 * r.rho_L, _us(r.base_latency_s)))
+                 "(lambda_L); latency is %.2f%% of the run (rho_L, with L = %s)."
+                 % (r.lambda_L, r.lambda_L, 100 * r.rho_L, _us(r.base_latency_s + r.reference_s)))
     tol = ", ".join("%g%% at +%s" % (t["degradation_pct"], _us(t["added_latency_s"]))
                     if np.isfinite(t["added_latency_s"]) else "%g%% never" % t["degradation_pct"]
                     for t in r.tolerances)
