@@ -263,6 +263,22 @@ def test_halo_slope_counts_the_path_messages(halo_run, algorithm, depth):
     assert one["added_latency_s"] == pytest.approx(0.01 * result.T0_s / result.lambda_L, rel=1e-9)
 
 
+def test_lp_per_rank_pair_adds_up_to_lambda_L(halo_run):
+    """The LP with a latency per rank pair on a run's graph: the pairs' reduced costs add up to
+    lambda_L.  (Which pair gets which message is not unique here: the synthetic run's
+    messages all take exactly 1200 ns, so paths of equal length cross different pairs; with
+    continuous costs the split is the critical path's, see the random-graph test above.)"""
+    from mpigraph.whatif import build as build_module, whatif
+
+    run_dir, _ = halo_run
+    graph = build_module.build(build_module.matched_run(run_dir))
+    got = lp.pairwise_sensitivity(graph, 2000.0)
+    result = whatif(run_dir, latency=(0, 50e-6), at=2e-6)
+    assert sum(got.values()) == pytest.approx(result.lambda_L)
+    assert min(got.values()) >= -1e-9
+    assert got[(-1, -1)] == pytest.approx(sum(r["messages"] for r in result.critical if r["kind"] == "collective"))
+
+
 def test_loggps_mode_slopes_are_integers_and_T_grows_with_L(halo_run):
     from mpigraph.whatif import whatif
 

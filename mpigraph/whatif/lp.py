@@ -62,3 +62,23 @@ def max_latency(edges, t_max, L_min, G=0.0):
     if res.status != 0:
         return None
     return float(res.x[n])
+
+
+def pair_groups(src_rank, dst_rank, m):
+    """Per edge, a latency group per (sending rank, receiving rank) of its messages (-1 ranks:
+    collectives, one group of their own); edges without messages in group 0 (any: m = 0).
+    Returns (groups, pairs): pairs[g] = (src, dst) of group g."""
+    hub = (src_rank < 0) | (dst_rank < 0)         # a hub's edges: both ranks are not known
+    key = np.stack([np.where(m > 0, np.where(hub, -1, src_rank), -2),
+                    np.where(m > 0, np.where(hub, -1, dst_rank), -2)], axis=1)
+    pairs, groups = np.unique(key, axis=0, return_inverse=True)
+    return groups.reshape(-1), [tuple(int(x) for x in p) for p in pairs]
+
+
+def pairwise_sensitivity(graph, L, G=0.0):
+    """{(src rank, dst rank): dT/dl of that pair's latency} at l = L for every pair, by the LP
+    with a latency variable per rank pair ((-1, -1): the collectives' hubs).  A reference for
+    small runs (HiGHS on the whole graph), the joint question the envelope cannot answer."""
+    groups, pairs = pair_groups(graph.src_rank, graph.dst_rank, graph.edges.m)
+    _, rc = solve(graph.edges, np.full(len(pairs), float(L)), G, groups=groups)
+    return {p: float(r) for p, r in zip(pairs, rc) if p != (-2, -2)}
