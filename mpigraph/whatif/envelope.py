@@ -38,6 +38,9 @@ REL_EPS = 1e-11
 MAX_COLUMNS = 16
 CELLS = 1 << 20
 C_CELLS = 1 << 23       # the C pass: 4 tables of vertices x columns, 256 MB at most
+# Rounds of the breakpoint search before it gives up: a guard against a loop on rounding, far
+# above what an envelope needs (its rounds grow with the pieces of an interval, not with T).
+MAX_ROUNDS = 100_000
 
 
 @dataclasses.dataclass
@@ -371,7 +374,11 @@ class Model:
         # open intervals: (unit, a, T(a), right slope at a, b, T(b), left slope at b)
         todo = [(u, lo, ends.T[u, 0], ends.right[u, 0], hi, ends.T[u, 1], ends.left[u, 1]) for u in range(U)]
         found = [[] for _ in range(U)]
+        rounds = 0
         while todo:
+            rounds += 1
+            if rounds > MAX_ROUNDS:
+                raise RuntimeError("breakpoint search: %d open intervals after %d rounds" % (len(todo), MAX_ROUNDS))
             queries, waiting = {}, []
             for u, a, ta, sa, b, tb, sb in todo:
                 if b - a <= 0 or sa >= sb - self._slope_eps(sa, sb):
