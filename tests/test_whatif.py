@@ -448,6 +448,10 @@ def test_real_allreduce_one_latency_per_instance(wheel, builder, tmp_path):
     every_time_back(run_dir)
     result, slope = far_slope(run_dir)
     assert slope == 25          # d = ceil(log2 2) = 1 per Allreduce
+    from mpigraph.whatif import whatif
+
+    rounds = whatif(run_dir, latency=(0.0, 0.05), collectives="dissemination")
+    assert rounds.pieces[-1]["lambda_L"] == 25      # one exchange per Allreduce: the same far out
 
 
 def test_run_graph_split_changes_nothing(halo_run, pass_kind):
@@ -499,3 +503,33 @@ def test_c_pass_equals_numpy_pass(seed):
         np.testing.assert_allclose(getattr(a, f), getattr(b, f), rtol=1e-12)
     for L in Ls:
         np.testing.assert_array_equal(c_model.critical_edges(L, fixed=0.01), np_model.critical_edges(L, fixed=0.01))
+
+
+def test_dissemination_rounds_bound_by_the_hub(halo_run, pass_kind):
+    """--collectives dissemination: the Allreduces as their message rounds.  T(0) is still the
+    measured time and every measured time comes back; with added latency T stays at or below
+    the hub's (a member waits for the messages that reach it, at most d = ceil(log2 P) of
+    them after the last arrival), and the slopes grow to the hub's far out."""
+    from mpigraph.whatif import build as build_module, whatif
+
+    run_dir, expected = halo_run
+    graph = build_module.build(build_module.matched_run(run_dir), collective_algorithm="dissemination")
+    assert (graph.kind == build_module.ROUND_MESSAGE).sum() == expected.params.phases * 4 * 2   # P = 4: d = 2
+    _, (t, _) = Model(graph.edges).forward([0.0], keep=True)
+    ok = np.isfinite(t) & np.isfinite(graph.vertex_time)
+    np.testing.assert_allclose(t[ok], graph.vertex_time[ok], rtol=0, atol=1e-3)
+    hub = whatif(run_dir, latency=(0, 1e-3))
+    rounds = whatif(run_dir, latency=(0, 1e-3), collectives="dissemination")
+    assert rounds.T0_s == pytest.approx(hub.T0_s, rel=1e-12)
+    xs = np.linspace(0, 1e-3, 41)
+    t_hub = evaluate_pieces([Piece_(p) for p in hub.pieces], xs)          # convex: the max of its lines
+    t_rounds = evaluate_pieces([Piece_(p) for p in rounds.pieces], xs)
+    assert (t_rounds <= t_hub * (1 + 1e-12)).all() and (t_rounds < t_hub).any()
+    assert rounds.pieces[-1]["lambda_L"] == hub.pieces[-1]["lambda_L"]
+    assert rounds.lambda_L <= hub.lambda_L
+
+
+def Piece_(row):
+    from mpigraph.whatif.envelope import Piece
+
+    return Piece(row["dL_from_s"], row["dL_to_s"], row["lambda_L"], row["C_s"])

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from mpigraph.whatif.build import (HUB_OUT, LATE_RECEIVER, MESSAGE, RELEASE, WhatifError, build, default_params,
+from mpigraph.whatif.build import (COLLECTIVE_KINDS, LATE_RECEIVER, MESSAGE, WhatifError, build, default_params,
                                    delivery_base, matched_run)
 from mpigraph.whatif.cuts import split_union
 from mpigraph.whatif.envelope import Model, tolerance_from_pieces
@@ -177,7 +177,7 @@ def _critical(graph, on):
         for (s, d), k, mm, bb in zip(pairs, n, msgs, nbytes):
             rows.append({"kind": "p2p", "function": "", "src_rank": int(s), "dst_rank": int(d), "edges": int(k),
                          "messages": float(mm), "bytes": float(bb)})
-    coll = on[(kind == HUB_OUT) | (kind == RELEASE)]
+    coll = on[np.isin(kind, COLLECTIVE_KINDS) & (graph.edges.m[on] > 0)]
     if len(coll):
         names = mpi_functions.names_array()
         funcs, inverse = np.unique(graph.func[coll], return_inverse=True)

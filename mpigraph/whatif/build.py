@@ -41,10 +41,12 @@ from mpigraph.match import COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ON
 
 from mpigraph.whatif.envelope import Edges
 
-COMPUTE, CALL, MESSAGE, LATE_RECEIVER, HUB_IN, HUB_OUT, RELEASE, END = range(8)
-KIND_NAMES = ("compute", "call", "message", "late_receiver", "hub_in", "hub_out", "release", "end")
+COMPUTE, CALL, MESSAGE, LATE_RECEIVER, HUB_IN, HUB_OUT, RELEASE, END, ROUND, ROUND_MESSAGE = range(10)
+KIND_NAMES = ("compute", "call", "message", "late_receiver", "hub_in", "hub_out", "release", "end", "round",
+              "round_message")
+COLLECTIVE_KINDS = (HUB_OUT, RELEASE, ROUND_MESSAGE)      # the edges that carry a collective's latency
 MODELS = ("delta", "loggps")
-COLLECTIVE_ALGORITHMS = ("recdoub", "ring")
+COLLECTIVE_ALGORITHMS = ("recdoub", "ring", "dissemination")
 
 
 class WhatifError(ValueError):
@@ -206,7 +208,7 @@ def depth(func_ids, P, algorithm="recdoub"):
         d[half] = P[half] - 1
         ring = allreduce | half
         bytes_factor[ring] = d[ring] / P[ring]
-    elif algorithm != "recdoub":
+    elif algorithm not in ("recdoub", "dissemination"):
         raise WhatifError("collective algorithm %r: one of %s" % (algorithm, ", ".join(COLLECTIVE_ALGORITHMS)))
     return d, bytes_factor
 
@@ -255,6 +257,8 @@ def build(matched, model="delta", params=None, collective_algorithm="recdoub"):
     _messages(out, matched, params, delta, off, start, end, release, S, E)
     n_hubs, cuts, cut_members = _collectives(out, matched, params, delta, off, start, end, release, has_call_edge,
                                              S, E, 2 * n_calls, collective_algorithm)
+    n_hubs += _disseminations(out, matched, params, delta, off, start, end, has_call_edge, S, E, 2 * n_calls + n_hubs,
+                              collective_algorithm)
 
     # call edges (after the dependencies: their weight leaves out the explained wait)
     g = np.flatnonzero(has_call_edge)
@@ -308,6 +312,13 @@ def _claimed_pieces(n_vertices, off, cuts, cut_members, kind, src, dst):
     piece[1:2 * n_calls:2] = upto
     hub_in = kind == HUB_IN
     np.maximum.at(piece, dst[hub_in], piece[src[hub_in]])
+    # a collective's round vertices: its member's piece, along the member's own rounds
+    own = kind == ROUND
+    for _ in range(64):              # a round per step: at most log2 of the ranks
+        before = piece[dst[own]]
+        piece[dst[own]] = piece[src[own]]
+        if (piece[dst[own]] == before).all():
+            break
     piece[cuts] = np.arange(len(cuts))
     piece[n_vertices - 1] = len(cuts)
     return piece
@@ -367,6 +378,7 @@ def _collectives(out, matched, params, delta, off, start, end, release, has_call
     n_to_one = (pattern == COLLECTIVE_N_TO_ONE) & (root_row >= 0)
     hubbed = ((pattern == COLLECTIVE_N_TO_N) | (pattern == SCAN) | n_to_one
               | ((pattern == COLLECTIVE_ONE_TO_N) & (root_row < 0)))
+    hubbed &= ~_disseminated(ifunc, pattern, count, algorithm)
     hub_id = np.full(n_inst, -1, np.int64)
     hub_id[hubbed] = first_hub + np.arange(int(hubbed.sum()))
     mb = matched.member_bytes.astype(np.float64)
@@ -394,6 +406,65 @@ def _collectives(out, matched, params, delta, off, start, end, release, has_call
     out.add(RELEASE, S[root_call], E[gcall[rows]], c, d[i], bfac[i] * mb[rows], mem["rank"][root_row[i]],
             mem["rank"][rows], ifunc[i])
 
-    world = (pattern == COLLECTIVE_N_TO_N) & (count == matched.world_size)
+    world = hubbed & (pattern == COLLECTIVE_N_TO_N) & (count == matched.world_size)
     cuts = hub_id[world]
     return int(hubbed.sum()), cuts[np.argsort(max_start[world], kind="stable")], gcall[world[inst]]
+
+
+# ---- collectives expanded into their message rounds (--collectives dissemination) ----------
+
+def _disseminated(ifunc, pattern, count, algorithm):
+    """The instances that get message rounds instead of a hub: N-to-N ones but Alltoall, over
+    two ranks or more, with --collectives dissemination."""
+    if algorithm != "dissemination":
+        return np.zeros(len(ifunc), bool)
+    names = mpi_functions.names_array()[ifunc].astype(str)
+    return (pattern == COLLECTIVE_N_TO_N) & (count >= 2) & ~np.char.startswith(names, "MPI_Alltoall")
+
+
+def _disseminations(out, matched, params, delta, off, start, end, has_call_edge, S, E, first, algorithm):
+    """The dissemination schedule of each such instance (LLAMP expands collectives the same way,
+    with Schedgen): d = ceil(log2 P) rounds; in round k member p gets a message from member
+    (p - 2^k) mod P.  Vertices R(p, k), k = 1..d, after `first`; R(p, 0) is S(p):
+        R(p, k) -> R(p, k+1)                 c = 0                  (the member's own order)
+        R((p - 2^k) mod P, k) -> R(p, k+1)   m = 1, b = bytes, c = 0 (delta) or 2o (loggps)
+        R(p, d) -> E(p)                      c = t(E) - last arrival (delta) or 0 (loggps)
+    At dL = 0 every R(p, d) is the last arrival, so delta mode still gives the measured times
+    back; with dL, the last arriver waits only for messages that left before it arrived,
+    not d latencies after its own arrival as at a hub.  Returns the vertices made."""
+    grp = matched.groups
+    mem = grp.members
+    if algorithm != "dissemination" or not len(mem["rank"]):
+        return 0
+    inst = grp.group
+    count = np.diff(np.r_[grp.start_idx, len(inst)])
+    ifunc = grp.instance["func"].astype(np.int64)
+    chosen = _disseminated(ifunc, collectives.pattern_of(ifunc), count, algorithm)
+    rows = np.flatnonzero(chosen[inst])
+    if not len(rows):
+        return 0
+    i = inst[rows]
+    P = count[i]
+    d = np.ceil(np.log2(P)).astype(np.int64)
+    pos = rows - grp.start_idx[i]                          # the member's place in its instance
+    gcall = off[mem["rank"].astype(np.int64)] + mem["call"]
+    max_start = np.maximum.reduceat(start[gcall], grp.start_idx)
+    first_round = np.zeros(len(mem["rank"]), np.int64)    # vertex of R(row, 1), per member row
+    first_round[rows] = first + np.concatenate(([0], np.cumsum(d)[:-1]))
+    # one entry per (member, round k = 0..d-1)
+    r = np.repeat(rows, d)
+    k = np.arange(len(r)) - np.repeat(np.cumsum(d) - d, d)
+    ri = inst[r]
+    partner = grp.start_idx[ri] + (r - grp.start_idx[ri] - (1 << k)) % count[ri]
+    here_k = np.where(k == 0, S[gcall[r]], first_round[r] + k - 1)           # R(row, k)
+    there_k = np.where(k == 0, S[gcall[partner]], first_round[partner] + k - 1)
+    nxt = first_round[r] + k                                                   # R(row, k + 1)
+    mb = matched.member_bytes.astype(np.float64)
+    out.add(ROUND, here_k, nxt, 0.0, src_rank=mem["rank"][r], dst_rank=mem["rank"][r], func=ifunc[ri])
+    out.add(ROUND_MESSAGE, there_k, nxt, 0.0 if delta else 2 * params.o_ns, 1.0, mb[r], mem["rank"][partner],
+            mem["rank"][r], ifunc[ri])
+    last = first_round[rows] + d - 1
+    c = np.maximum(end[gcall[rows]] - max_start[i], 0) if delta else 0.0
+    out.add(HUB_OUT, last, E[gcall[rows]], c, 0.0, 0.0, dst_rank=mem["rank"][rows], func=ifunc[i])
+    has_call_edge[gcall[rows]] = False
+    return int(d.sum())

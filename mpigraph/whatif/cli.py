@@ -106,7 +106,8 @@ def add_parser(subparsers):
     p.add_argument("--params", metavar="FILE", help="params.csv of 'mpigraph calibrate' (L, G, S)")
     p.add_argument("--loggps", metavar="K=V,...", help="parameters by hand: L=3us,o=1us,G=0.018ns,S=256KiB")
     p.add_argument("--collectives", choices=COLLECTIVE_ALGORITHMS, default="recdoub",
-                   help="latency depth of collectives: recdoub ceil(log2 P) (default) or ring")
+                   help="collectives: a hub of latency depth ceil(log2 P) (recdoub, default) or 2(P-1) "
+                        "(ring), or their message rounds (dissemination)")
     p.add_argument("--at", metavar="TIME", help="reference point on the latency axis (default: dL = 0 / L0)")
     p.add_argument("--measured", metavar="CSV", help="measured points (dL_s,T_s) to draw in whatif.svg")
     p.add_argument("--out", metavar="DIR", help="where to write the files (default RUN_DIR)")
