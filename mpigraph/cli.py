@@ -191,6 +191,10 @@ def build_parser():
                    help="also write trace.json (Chrome trace event format) for Perfetto UI and chrome://tracing")
     p.set_defaults(func=cmd_view)
 
+    from mpigraph.whatif import cli as whatif_cli
+
+    whatif_cli.add_parser(sub)
+
     p = sub.add_parser("config", help="list the MPIGRAPH_* settings and their defaults")
     p.set_defaults(func=cmd_config)
 
@@ -232,7 +236,8 @@ def _user_error_types():
     for module, name in (("mpigraph.trace.logs", "TraceError"), ("mpigraph.shim.launcher", "LauncherError"),
                          ("mpigraph.report.writer", "ReportError"), ("mpigraph.comm.node_memory", "NotEnoughMemory"),
                          ("mpigraph.model.mva", "ModelError"), ("mpigraph.report.outdir", "OutputDirError"),
-                         ("mpigraph.view", "ViewError"), ("mpigraph.network", "NetworkError")):
+                         ("mpigraph.view", "ViewError"), ("mpigraph.network", "NetworkError"),
+                         ("mpigraph.whatif.build", "WhatifError")):
         if module in sys.modules:
             types.append(getattr(sys.modules[module], name))
     return tuple(types)

@@ -1,0 +1,183 @@
+"""Validate `mpigraph whatif` against real runs with injected latency (2 ranks on one host).
+
+    python benchmarks/validate_whatif.py [--runs 5] [--programs pingpong,halo,allreduce] [--out DIR]
+
+For each test program of tests/whatif_programs (compiled here with mpicc):
+
+1. the injector's base (calibrate.c: the median one-way delivery time of a small message);
+2. one traced run at dL = 0 under the shim (`mpigraph run --analyze off`), and `whatif`
+   on it in delta mode with that base as the model's delivery time (--loggps L=base,o=0):
+   the predicted T(dL);
+3. runs with the test-program injector (inject.h: a received message's completion is held
+   until its send's start + base + dL) for dL in {0, 1, 2, 5, 10, 20, 50, 100} us, --runs
+   each, in a shuffled order per round (a change of the machine's load hits every dL alike),
+   also under the shim so that every run pays the same tracing cost; each run's time is
+   taken from its own trace the same way T(0) is (earliest end of MPI_Init to the latest
+   start of MPI_Finalize);
+4. RRMSE = RMSE(predicted, mean measured per dL) / mean(measured), as the paper's Table I.
+
+Prints a table per program and the RRMSEs, and writes measured_<program>.csv (dL_s, T_s)
+and the whatif files of each traced run into --out.  Timing on a shared machine: the load
+average is printed with the results; a loaded machine stretches the spinning ranks' times.
+"""
+
+import argparse
+import csv
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from mpigraph.whatif import build as build_module, whatif  # noqa: E402
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROGRAMS = os.path.join(HERE, "tests", "whatif_programs")
+DL_US = (0, 1, 2, 5, 10, 20, 50, 100)
+# (arguments, what lambda_L must be by construction, RRMSE bound of the issue)
+CASES = {
+    "pingpong": (["200", "8"], "2N = 400 (every message on the path)", 0.02),
+    "halo": (["200", "30", "8"], "0 until dL ~ W = 30 us, then N = 200", 0.02),
+    "allreduce": (["200", "30"], "N = 200 (one latency per 2-rank Allreduce)", 0.03),
+}
+# Busy polling, as a program runs: the tests' throttle (usleep in the progress loop) would add
+# its wake-up time to every message.  WHATIF_YIELD=1: the injector sleeps through all but the
+# last 30 us of a long hold (inject.h), so that on this shared 2-core machine a rank waiting
+# for the "network" leaves its core to the others (spinning ranks were descheduled for
+# milliseconds: 3 of 6 runs of the ping-pong took up to 14 times as long).
+ENV = {"MPIR_CVAR_CH4_PROGRESS_THROTTLE": "0", "WHATIF_YIELD": "1"}
+
+
+def mpi_tool(name):
+    here = os.path.join(os.path.dirname(sys.executable), name)
+    return here if os.path.exists(here) else shutil.which(name)
+
+
+def compile_programs(directory):
+    mpicc = mpi_tool("mpicc")
+    out = {}
+    for name in list(CASES) + ["calibrate"]:
+        exe = os.path.join(directory, name)
+        subprocess.run([mpicc, "-O1", "-o", exe, os.path.join(PROGRAMS, name + ".c")], check=True)
+        out[name] = exe
+    return out
+
+
+def env(extra):
+    e = dict(os.environ, **ENV)
+    e.pop("LD_PRELOAD", None)
+    e.update({k: str(v) for k, v in extra.items()})
+    return e
+
+
+def calibrate(exe):
+    out = subprocess.run([mpi_tool("mpiexec"), "-n", "2", exe, "4000", "8"], capture_output=True, text=True,
+                         env=env({}), check=True)
+    return int(out.stdout.split()[0])
+
+
+def traced_run(exe, args, run_dir, dl_ns, base_ns):
+    shutil.rmtree(run_dir, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "mpigraph", "run", "-n", "2", "--out", run_dir, "--analyze", "off", "--",
+                    exe] + args, capture_output=True, text=True, check=True,
+                   env=env({"WHATIF_INJECT_NS": dl_ns, "WHATIF_BASE_NS": base_ns}))
+    return build_module.build(build_module.matched_run(run_dir)).measured_ns * 1e-9
+
+
+def validate(name, exe, base_ns, runs, out_dir, work, trace_tries=1):
+    args, expect, bound = CASES[name]
+    traced = os.path.join(work, name + "-traced")
+    # with trace_tries > 1 the fastest of that many traced runs is kept: on a loaded machine
+    # the least disturbed one (the others are thrown away, not averaged)
+    best = None
+    for i in range(trace_tries):
+        t = traced_run(exe, args, traced + "-try", 0, base_ns)
+        if best is None or t < best:
+            best = t
+            shutil.rmtree(traced, ignore_errors=True)
+            shutil.copytree(traced + "-try", traced)
+    result = whatif(traced, latency=(0.0, 100e-6), loggps={"L0_ns": float(base_ns), "o_ns": 0.0,
+                                                           "source": "injector base %d ns" % base_ns},
+                    out=os.path.join(out_dir, name) if out_dir else None)
+    pieces = result.pieces
+    measured = {dl: [] for dl in DL_US}
+    run_dir = os.path.join(work, name + "-run")
+    for _ in range(runs):
+        order = list(DL_US)
+        random.shuffle(order)
+        for dl in order:
+            measured[dl].append(traced_run(exe, args, run_dir, dl * 1000, base_ns))
+    dls = np.array(DL_US) * 1e-6
+    predicted = np.array([_t_at(pieces, x) for x in dls])
+    mean = np.array([np.mean(measured[dl]) for dl in DL_US])
+    median = np.array([np.median(measured[dl]) for dl in DL_US])
+    least = np.array([np.min(measured[dl]) for dl in DL_US])
+    sd = np.array([np.std(measured[dl]) for dl in DL_US])
+
+    def rrmse_of(ref):
+        return float(np.sqrt(np.mean((predicted - ref) ** 2)) / np.mean(ref))
+
+    rrmse, rrmse_median, rrmse_min = rrmse_of(mean), rrmse_of(median), rrmse_of(least)
+    print("\n%s %s: lambda_L by construction %s" % (name, " ".join(args), expect))
+    print("  whatif: T(0) = %.6f s, lambda_L %s on 0..100 us (pieces at %s us)"
+          % (result.T0_s, "/".join("%g" % p["lambda_L"] for p in pieces),
+             ", ".join("%.2f" % (p["dL_from_s"] * 1e6) for p in pieces)))
+    print("  %8s %12s %10s %12s %12s %12s %8s" % ("dL us", "mean s", "sd s", "median s", "min s", "predicted s",
+                                                  "err %"))
+    for dl, m, s, md, mn, p in zip(DL_US, mean, sd, median, least, predicted):
+        print("  %8g %12.6f %10.6f %12.6f %12.6f %12.6f %8.2f" % (dl, m, s, md, mn, p, 100 * (p - m) / m))
+    print("  RRMSE %.2f%% against the means, %.2f%% the medians, %.2f%% the minima (issue: <= %g%%)"
+          % (100 * rrmse, 100 * rrmse_median, 100 * rrmse_min, 100 * bound))
+    if out_dir:
+        with open(os.path.join(out_dir, "measured_%s.csv" % name), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["dL_s", "T_s"])
+            for dl in DL_US:
+                for t in measured[dl]:
+                    w.writerow(["%.9g" % (dl * 1e-6), "%.9g" % t])
+    return rrmse, rrmse_median, rrmse_min
+
+
+def _t_at(pieces, x):
+    for p in pieces:
+        if p["dL_from_s"] <= x <= p["dL_to_s"]:
+            return p["lambda_L"] * x + p["C_s"]
+    return pieces[-1]["lambda_L"] * x + pieces[-1]["C_s"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="runs per dL")
+    parser.add_argument("--programs", default=",".join(CASES))
+    parser.add_argument("--out", metavar="DIR", help="keep the whatif files and measured points here")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--trace-tries", type=int, default=1,
+                        help="trace this many times at dL = 0 and keep the fastest (a loaded machine)")
+    args = parser.parse_args()
+    random.seed(args.seed)
+    started = time.time()
+    print("load average at start: %.2f %.2f %.2f" % os.getloadavg())
+    work = tempfile.mkdtemp(prefix="validate-whatif-")
+    try:
+        exes = compile_programs(work)
+        base = calibrate(exes["calibrate"])
+        print("injector base (median one-way delivery of 8 bytes): %d ns" % base)
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+        results = {name: validate(name, exes[name], base, args.runs, args.out, work, args.trace_tries)
+                   for name in args.programs.split(",")}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("\nRRMSE (means / medians / minima of the runs): "
+          + ", ".join("%s %.2f%% / %.2f%% / %.2f%%" % (k, 100 * v[0], 100 * v[1], 100 * v[2])
+                      for k, v in results.items()))
+    print("load average at end: %.2f %.2f %.2f; %.0f s" % (os.getloadavg() + (time.time() - started,)))
+
+
+if __name__ == "__main__":
+    main()

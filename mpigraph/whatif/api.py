@@ -1,0 +1,232 @@
+"""``mpigraph whatif`` as a Python function: the run's T against added latency and bandwidth.
+
+    from mpigraph.whatif import whatif
+    result = whatif("RUN_DIR", latency=(0, 100e-6), model="delta", tolerance=(1, 2, 5))
+    result.pieces, result.tolerances, result.critical, result.text
+
+Times in the results and files are seconds; the model works in ns.
+"""
+
+import csv
+import dataclasses
+import os
+import time
+
+import numpy as np
+
+from mpigraph.whatif.build import (COLLECTIVE_KINDS, LATE_RECEIVER, MESSAGE, WhatifError, build, default_params,
+                                   delivery_base, matched_run)
+from mpigraph.whatif.cuts import split_union
+from mpigraph.whatif.envelope import Model, tolerance_from_pieces
+
+NS = 1e-9
+
+
+@dataclasses.dataclass
+class Result:
+    model: str
+    measured_s: float            # the traced run's time
+    T0_s: float                  # T at the reference point (delta: dL = 0; loggps: L0)
+    reference_s: float           # the reference point on the latency axis
+    base_latency_s: float        # L0: the latency the axis adds to (delta) or starts from
+    lambda_L: float              # right slope at the reference: messages on the critical path
+    rho_L: float                 # L lambda_L / T at the reference
+    lambda_G: float              # bytes on the critical path at the reference
+    pieces: list                 # dicts: the pieces of T on the latency interval
+    bandwidth_pieces: list       # dicts: the pieces of T on the bandwidth interval (or [])
+    tolerances: list             # dicts per degradation
+    critical: list               # dicts per rank pair / collective
+    text: str
+    params: object
+    seconds: float = 0.0
+    files: list = dataclasses.field(default_factory=list)
+
+
+def load_params(path):
+    """{L0_ns, G0_ns, S_bytes, source} from a params.csv of ``mpigraph calibrate`` (columns
+    protocol, latency_s, per_byte_s, ..., threshold_bytes, host_pair): the median latency of the
+    eager rows (all rows when none is marked eager), the median per-byte time of the rendezvous
+    rows (else of the same rows), the median threshold."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as error:
+        raise WhatifError("--params %s: %s (write it with 'mpigraph calibrate')" % (path, error.strerror))
+    need = {"protocol", "latency_s", "per_byte_s", "threshold_bytes"}
+    if not rows or not need <= set(rows[0]):
+        raise WhatifError("--params %s: need a header with %s and at least one row (as 'mpigraph calibrate' writes)"
+                          % (path, ", ".join(sorted(need))))
+
+    def median(rows, col):
+        vals = [float(r[col]) for r in rows if r.get(col) not in (None, "", "nan")]
+        return float(np.median(vals)) if vals else None
+
+    eager = [r for r in rows if r["protocol"].strip().lower() == "eager"] or rows
+    rdv = [r for r in rows if r["protocol"].strip().lower().startswith("rendezvous")] or eager
+    out = {"source": "L, G, S from %s" % path}
+    for key, value in (("L0_ns", median(eager, "latency_s")), ("G0_ns", median(rdv, "per_byte_s")),
+                       ("S_bytes", median(rows, "threshold_bytes"))):
+        if value is not None:
+            out[key] = value / NS if key != "S_bytes" else value
+    return out
+
+
+def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolerance=(1, 2, 5), params=None,
+           loggps=None, collectives="recdoub", at=0.0, measured=None, out=None, clock="pingpong"):
+    """The what-if analysis of the run in run_dir (see the module doc and docs/whatif.md).
+
+    latency: (lo, hi) of the latency axis in s (delta: added latency dL; loggps: L itself);
+    bandwidth: (lo, hi) per-byte time in s/B to sweep at the reference latency, or None;
+    tolerance: degradations in %; params: a params.csv path; loggps: {o_ns, L0_ns, G0_ns,
+    S_bytes} overrides; at: the reference point on the latency axis (delta: dL, default 0;
+    loggps: default L0); measured: [(dL_s, T_s)] points for the plot; out: a directory for
+    the files (None: none written)."""
+    started = time.perf_counter()
+    if not os.path.isdir(run_dir):
+        raise WhatifError("%s is not a directory: give a run directory (with raw/ logs)" % run_dir)
+    lo, hi = (float(x) for x in latency)
+    if lo >= hi or (model == "delta" and lo < 0):
+        raise WhatifError("--latency %g:%g s: need 0 <= lo < hi (delta adds latency to the measured run)" % (lo, hi))
+    given = load_params(params) if params else {}
+    given.update(loggps or {})
+    matched = matched_run(run_dir, clock)
+    net = default_params(matched, model, given)
+    graph = build(matched, model, net, collectives)
+    # pieces between global synchronisation points side by side: one pass solves them all
+    if len(graph.cuts):
+        edges, _, edge_piece = split_union(graph.edges, graph.cuts, graph.piece)
+        m = Model(edges, edge_piece)
+    else:
+        m = Model(graph.edges)
+    if model == "delta":
+        ref_ns = float(at or 0.0) / NS
+        base_ns = net.L0_ns if net.L0_given else delivery_base(matched, net)
+    else:
+        ref_ns = float(at) / NS if at else net.L0_ns
+        base_ns = 0.0
+    G = 0.0 if model == "delta" else net.G0_ns
+    pieces = m.envelope(lo / NS, hi / NS, fixed=G)
+    ref, on_path = m.path(ref_ns, fixed=G)          # T, lambda_L, lambda_G and the critical edges
+    T0 = float(ref.T[0])
+    lam = float(ref.right[0])
+    rho = (base_ns + ref_ns) * lam / T0 if T0 > 0 else 0.0
+    fractions = np.asarray(tolerance, np.float64) / 100
+    tol, _ = tolerance_from_pieces(pieces, ref_ns, fractions) if lo / NS <= ref_ns <= hi / NS else (
+        np.full(len(fractions), np.nan), None)
+    if np.isnan(tol).any():         # beyond the latency interval: Newton steps on the graph
+        tol = np.where(np.isnan(tol), m.tolerance(ref_ns, fractions, fixed=G)[0], tol)
+    slope_at_tol = _slopes_at(pieces, tol, m, G)
+    result = Result(model, graph.measured_ns * NS, T0 * NS, ref_ns * NS, base_ns * NS, lam, rho, float(ref.other[0]),
+                    _piece_rows(pieces, base_ns, model), [], [], _critical(graph, on_path), "", net)
+    for x, L_x, slope in zip(tolerance, tol, slope_at_tol):
+        result.tolerances.append({"degradation_pct": x, "T0_s": T0 * NS, "target_s": (1 + x / 100) * T0 * NS,
+                                  "latency_s": L_x * NS + (base_ns * NS if model == "delta" else 0.0),
+                                  "added_latency_s": (L_x - ref_ns) * NS, "lambda_L": slope})
+    if bandwidth is not None:
+        glo, ghi = sorted(float(x) / NS for x in bandwidth)     # 10GB/s:50GB/s is 0.1:0.02 ns/B
+        result.bandwidth_pieces = [{"G_from_s_per_byte": p.lo * NS, "G_to_s_per_byte": p.hi * NS,
+                                    "lambda_G_bytes": p.slope, "intercept_s": p.intercept * NS,
+                                    "T_from_s": p.at(p.lo) * NS, "T_to_s": p.at(p.hi) * NS}
+                                   for p in m.envelope(glo, ghi, param="G", fixed=ref_ns)]
+    result.seconds = time.perf_counter() - started
+    result.text = summary(result, net)
+    if out:
+        from mpigraph.whatif import outputs
+
+        result.files = outputs.write(out, result, measured)
+    return result
+
+
+def _piece_rows(pieces, base_ns, model):
+    rows = []
+    for p in pieces:
+        rows.append({"dL_from_s": p.lo * NS, "dL_to_s": p.hi * NS,
+                     "L_from_s": (p.lo + (base_ns if model == "delta" else 0)) * NS,
+                     "L_to_s": (p.hi + (base_ns if model == "delta" else 0)) * NS,
+                     "lambda_L": p.slope, "C_s": p.intercept * NS, "T_from_s": p.at(p.lo) * NS,
+                     "T_to_s": p.at(p.hi) * NS})
+    return rows
+
+
+def _slopes_at(pieces, points, model, G):
+    """lambda_L (right slope) at each point: from the pieces where they cover it, else a pass."""
+    out = []
+    for x in points:
+        if not np.isfinite(x):
+            out.append(0.0)
+            continue
+        inside = [p for p in pieces if p.lo <= x < p.hi]
+        out.append(float(inside[0].slope) if inside else float(model.forward([x], fixed=G).right[0]))
+    return out
+
+
+def _critical(graph, on):
+    """Critical messages (edges `on` the path): per rank pair (p2p) and per collective function."""
+    from mpigraph.trace import functions as mpi_functions
+
+    kind = graph.kind[on]
+    rows = []
+    p2p = on[(kind == MESSAGE) | (kind == LATE_RECEIVER)]
+    if len(p2p):
+        pair = np.stack([graph.src_rank[p2p], graph.dst_rank[p2p]], axis=1)
+        pairs, inverse = np.unique(pair, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        n = np.bincount(inverse)
+        msgs = np.bincount(inverse, graph.edges.m[p2p])
+        nbytes = np.bincount(inverse, graph.edges.b[p2p])
+        for (s, d), k, mm, bb in zip(pairs, n, msgs, nbytes):
+            rows.append({"kind": "p2p", "function": "", "src_rank": int(s), "dst_rank": int(d), "edges": int(k),
+                         "messages": float(mm), "bytes": float(bb)})
+    coll = on[np.isin(kind, COLLECTIVE_KINDS) & (graph.edges.m[on] > 0)]
+    if len(coll):
+        names = mpi_functions.names_array()
+        funcs, inverse = np.unique(graph.func[coll], return_inverse=True)
+        inverse = inverse.reshape(-1)
+        n = np.bincount(inverse)
+        msgs = np.bincount(inverse, graph.edges.m[coll])
+        nbytes = np.bincount(inverse, graph.edges.b[coll])
+        for f, k, mm, bb in zip(funcs, n, msgs, nbytes):
+            rows.append({"kind": "collective", "function": str(names[f]), "src_rank": -1, "dst_rank": -1,
+                         "edges": int(k), "messages": float(mm), "bytes": float(bb)})
+    rows.sort(key=lambda r: -r["messages"])
+    return rows
+
+
+def _us(seconds):
+    return "%.3g us" % (seconds * 1e6)
+
+
+def summary(r, net):
+    """A short paragraph: what the run's time does as the network gets slower."""
+    axis = "added latency dL" if r.model == "delta" else "latency L"
+    lines = ["What if the network were slower (%s model, %s):" % (r.model, axis)]
+    lines.append("  T = %.6f s at %s = %s (the traced run took %.6f s)."
+                 % (r.T0_s, "dL" if r.model == "delta" else "L", _us(r.reference_s), r.measured_s))
+    lines.append("  Each extra microsecond of latency costs %.0f us: %.0f messages on the critical path "
+                 "(lambda_L); latency is %.2f%% of the run (rho_L, with L = %s)."
+                 % (r.lambda_L, r.lambda_L, 100 * r.rho_L, _us(r.base_latency_s + r.reference_s)))
+    tol = ", ".join("%g%% at +%s" % (t["degradation_pct"], _us(t["added_latency_s"]))
+                    if np.isfinite(t["added_latency_s"]) else "%g%% never" % t["degradation_pct"]
+                    for t in r.tolerances)
+    lines.append("  It slows down by %s of added latency (tolerance)." % tol)
+    if len(r.pieces) > 1:
+        crit = ", ".join("%s (slope %g -> %g)" % (_us(a["dL_to_s"]), a["lambda_L"], b["lambda_L"])
+                         for a, b in zip(r.pieces[:-1], r.pieces[1:]))
+        lines.append("  On %s..%s T has %d pieces; the slope grows at %s." % (
+            _us(r.pieces[0]["dL_from_s"]), _us(r.pieces[-1]["dL_to_s"]), len(r.pieces), crit))
+    else:
+        p = r.pieces[0]
+        lines.append("  On %s..%s T is one line of slope %g." % (_us(p["dL_from_s"]), _us(p["dL_to_s"]),
+                                                                 p["lambda_L"]))
+    gain = r.lambda_G * net.G0_ns / 2 * NS
+    lines.append("  Bytes on the critical path: %.0f (lambda_G); twice the bandwidth (G0 = %.3g ns/B) would save "
+                 "about %s." % (r.lambda_G, net.G0_ns, _us(gain)))
+    if r.critical:
+        top = r.critical[0]
+        where = ("rank %d -> %d" % (top["src_rank"], top["dst_rank"]) if top["kind"] == "p2p"
+                 else top["function"])
+        lines.append("  Most critical messages: %s (%.0f of them); all in critical_messages.csv." % (
+            where, top["messages"]))
+    lines.append("  Parameters: %s." % (net.source or "defaults"))
+    return "\n".join(lines) + "\n"
+

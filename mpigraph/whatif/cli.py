@@ -1,0 +1,114 @@
+"""``mpigraph whatif RUN_DIR``: the run's time against added network latency and bandwidth."""
+
+import re
+import sys
+
+from mpigraph.whatif.build import COLLECTIVE_ALGORITHMS, MODELS, WhatifError
+
+_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 10**6, "mib": 2**20}
+
+
+def parse_time(text, default_unit="us"):
+    """'100us' -> 1e-4 (seconds); a bare number is in default_unit."""
+    m = re.fullmatch(r"\s*([-+]?[0-9.]+(?:e[-+]?[0-9]+)?)\s*([a-zµ]*)\s*", text, re.I)
+    unit = (m.group(2) or default_unit).lower() if m else None
+    if not m or unit not in _TIME_UNITS:
+        raise WhatifError("%r: a time like 100us, 2.5ms, 300ns or 0" % text)
+    return float(m.group(1)) * _TIME_UNITS[unit]
+
+
+def parse_per_byte(text):
+    """'0.02ns' (time per byte) or '10GB/s' (bandwidth) -> seconds per byte."""
+    m = re.fullmatch(r"\s*([0-9.]+(?:e[-+]?[0-9]+)?)\s*(gb/s|mb/s|gib/s)\s*", text, re.I)
+    if m:
+        rate = float(m.group(1)) * {"gb/s": 1e9, "mb/s": 1e6, "gib/s": 2**30}[m.group(2).lower()]
+        if rate <= 0:
+            raise WhatifError("%r: a bandwidth must be > 0" % text)
+        return 1.0 / rate
+    return parse_time(text, "ns")
+
+
+def parse_range(text, parse):
+    if ":" not in text:
+        raise WhatifError("%r: a range lo:hi, e.g. 0:100us" % text)
+    lo, hi = text.split(":", 1)
+    unit = re.search(r"[a-zµ/]+$", hi.strip(), re.I)        # 0:100us: the unit of hi applies to lo too
+    if unit and not re.search(r"[a-zµ/]+$", lo.strip(), re.I):
+        lo = lo + unit.group(0)
+    return parse(lo), parse(hi)
+
+
+def parse_loggps(text):
+    """'L=3us,o=1us,G=0.018ns,S=256KiB' -> {L0_ns, o_ns, G0_ns, S_bytes}."""
+    out = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        key, _, value = item.partition("=")
+        key = key.strip()
+        if key in ("L", "o"):
+            out["L0_ns" if key == "L" else "o_ns"] = parse_time(value) * 1e9
+        elif key == "G":
+            out["G0_ns"] = parse_per_byte(value) * 1e9
+        elif key == "S":
+            m = re.fullmatch(r"\s*([0-9.]+)\s*([a-z]*)\s*", value, re.I)
+            if not m or m.group(2).lower() not in _SIZE_UNITS:
+                raise WhatifError("S=%s: a size like 65536, 64KiB, 256KB" % value)
+            out["S_bytes"] = float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+        else:
+            raise WhatifError("--loggps %s: keys L, o, G, S (e.g. L=3us,o=1us,G=0.018ns,S=256KiB)" % item)
+    if out:
+        out["source"] = "--loggps %s" % text
+    return out
+
+
+def read_measured(path):
+    """[(dL_s, T_s)] from a CSV with columns dL_s and T_s."""
+    import csv
+
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        return [(float(r["dL_s"]), float(r["T_s"])) for r in rows]
+    except (OSError, KeyError, ValueError) as error:
+        raise WhatifError("--measured %s: need a CSV with columns dL_s,T_s (%s)" % (path, error))
+
+
+def cmd_whatif(args):
+    from mpigraph.whatif.api import whatif
+
+    latency = parse_range(args.latency, parse_time)
+    bandwidth = parse_range(args.bandwidth, parse_per_byte) if args.bandwidth else None
+    try:
+        tolerance = [float(x) for x in args.tolerance.split(",") if x.strip()]
+    except ValueError:
+        raise WhatifError("--tolerance %s: percentages like 1,2,5" % args.tolerance)
+    result = whatif(args.run_dir, latency=latency, bandwidth=bandwidth, model=args.model, tolerance=tolerance,
+                    params=args.params, loggps=parse_loggps(args.loggps) if args.loggps else None,
+                    collectives=args.collectives, at=parse_time(args.at) if args.at else 0.0,
+                    measured=read_measured(args.measured) if args.measured else None,
+                    out=args.out or args.run_dir)
+    sys.stdout.write(result.text)
+    print("  files: %s  (%.2f s)" % (", ".join(result.files), result.seconds))
+    return 0
+
+
+def add_parser(subparsers):
+    p = subparsers.add_parser("whatif", help="what if the network were slower: T against added latency, "
+                                             "latency tolerance, critical messages")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--latency", default="0:100us", metavar="LO:HI",
+                   help="latency interval (delta: added latency dL; loggps: L), default 0:100us")
+    p.add_argument("--bandwidth", metavar="LO:HI", help="per-byte time interval to sweep too, e.g. 0.02:0.1ns "
+                                                        "or 10GB/s:50GB/s")
+    p.add_argument("--model", choices=MODELS, default="delta",
+                   help="delta: the measured run plus dL (default); loggps: LogGPS costs with L, o, G")
+    p.add_argument("--tolerance", default="1,2,5", metavar="PCTS", help="degradations in %% (default 1,2,5)")
+    p.add_argument("--params", metavar="FILE", help="params.csv of 'mpigraph calibrate' (L, G, S)")
+    p.add_argument("--loggps", metavar="K=V,...", help="parameters by hand: L=3us,o=1us,G=0.018ns,S=256KiB")
+    p.add_argument("--collectives", choices=COLLECTIVE_ALGORITHMS, default="recdoub",
+                   help="collectives: a hub of latency depth ceil(log2 P) (recdoub, default) or 2(P-1) "
+                        "(ring), or their message rounds (dissemination)")
+    p.add_argument("--at", metavar="TIME", help="reference point on the latency axis (default: dL = 0 / L0)")
+    p.add_argument("--measured", metavar="CSV", help="measured points (dL_s,T_s) to draw in whatif.svg")
+    p.add_argument("--out", metavar="DIR", help="where to write the files (default RUN_DIR)")
+    p.set_defaults(func=cmd_whatif)
