@@ -451,7 +451,7 @@ int mg_open_log(const struct mg_run_setup *s, int thread_level, char *err, size_
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     h->start_unix_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-    gethostname(h->hostname, sizeof h->hostname - 1);
+    mg_host_identity(h->hostname, sizeof h->hostname, h->boot_id, sizeof h->boot_id);
     snprintf(h->job_id, sizeof h->job_id, "%s", s->job_id);
     return 0;
 }

@@ -88,6 +88,7 @@ typedef struct mg_header {
     int32_t sync_pingpongs;
     mg_sync sync_init;
     mg_sync sync_final;
+    char boot_id[40]; /* /proc/sys/kernel/random/boot_id: with hostname, which ranks share a clock */
 } mg_header;
 
 _Static_assert(sizeof(mg_record) == 64, "record must be 64 bytes");

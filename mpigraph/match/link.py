@@ -2,7 +2,7 @@
 
 ``aligned_calls`` turns the owned logs into match.RankCalls on rank 0's clock;
 ``link`` matches messages, requests and collectives, repairs receive-before-
-send violations (causality.py), computes every call's waits (waits.py) and
+send violations (clock/repair.py), computes every call's waits (waits.py) and
 the dependency edges (match.py's interface), and returns a ``Linked``.
 """
 
@@ -118,15 +118,16 @@ def _repair_loop(comm, ownership, calls, ops, world_size, codec):
         messages = pairs.messages(comm, p2p.with_times(ops, calls), codec)
         groups = groups.retimed(calls) if repair.rounds else groups
         instances, members = collectives.match_collectives(comm, groups, codec)
-        rank, call, need = causality.violations(messages, members)
+        rank, _, _ = causality.violations(messages, members)
         n = comm.allreduce(len(rank))
         if repair.rounds == 0:
             repair.found = n
         if n == 0 or repair.rounds == causality.MAX_ROUNDS:
             repair.remaining = n
             return messages, pairs.unmatched, instances, members, repair
-        causality.apply(calls, rank, call, need, repair)
-        repair.repaired += n
+        # Whole chains at once (clock/repair.py); a longest chain has at most one hop per call.
+        passes = comm.allreduce(sum(c.n_calls for c in calls.values())) + 1
+        causality.repair_chains(comm, calls, causality.edges(messages, members), repair, passes)
         repair.rounds += 1
 
 

@@ -124,6 +124,9 @@ HEADER_DTYPE = np.dtype(
         ("sync_pingpongs", "<i4"), # ping-pongs per measurement (at least; csrc/clock_sync.c)
         ("sync_init", SYNC_DTYPE),
         ("sync_final", SYNC_DTYPE),
+        # The kernel's boot id (/proc/sys/kernel/random/boot_id, empty where unreadable): ranks
+        # with the same hostname and boot id read one CLOCK_MONOTONIC (mpigraph.clock.models).
+        ("boot_id", "S40"),
     ]
 )
 assert HEADER_DTYPE.itemsize <= HEADER_SIZE
