@@ -16,12 +16,15 @@ import resource
 import sys
 import time
 
+import numpy as np
+
 from mpigraph import config as config_module
 from mpigraph.comm import codec as codec_module
 from mpigraph import paths
 from mpigraph.paths import segments as critical_path
 from mpigraph.paths import graph
 from mpigraph.match import link
+from mpigraph.match.core import MESSAGE_LATE_SENDER
 from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.metrics import profile as metrics
 from mpigraph.comm import node_memory
@@ -131,16 +134,36 @@ def graph_input(world_size, linked):
     return graph.PathInput(world_size, calls, deps, read_once=True)
 
 
+def _receive_ends(linked):
+    """The end of every owned receive completion a message's send released (the late-sender
+    dependencies): what toposort checks its phases against."""
+    deps = linked.dependencies
+    late = deps.kind == MESSAGE_LATE_SENDER
+    ranks, calls = deps.dst_rank[late], deps.dst_call[late]
+    return np.concatenate([linked.calls[int(r)].end_ns[calls[ranks == r]] for r in np.unique(ranks)] or [[]])
+
+
 def path_stage(comm, config, info, logs, linked, times, say=None):
     """Stage path: a critical_path.PathResult (the table on analysis rank 0) for config.algorithm;
-    `say(text)` hears how a long round-based search is going."""
-    if config.algorithm in toposort.ALGORITHMS:
-        return toposort.path_stage(comm, config, info.world_size, logs, times)
-    table = paths.critical_path(comm, graph_input(info.world_size, linked), config.algorithm, config.splits,
+    `say(text)` hears how a long round-based search is going.  toposort on a run that is not
+    bulk-synchronous says so (summary and stderr) and leaves the path to parallel-dijkstra
+    (dijkstra on one analysis rank)."""
+    algorithm, notes = config.algorithm, []
+    if algorithm in toposort.ALGORITHMS:
+        result = toposort.path_stage(comm, config, info.world_size, logs, times, _receive_ends(linked))
+        if result.table is not None or not result.lines:
+            return result
+        algorithm = "parallel-dijkstra" if comm.size > 1 else "dijkstra"
+        notes = ["  %s; the path was found by %s instead" % (result.lines[0], algorithm)]
+        if comm.rank == 0:
+            print("mpigraph: warning: " + notes[0].strip(), file=sys.stderr, flush=True)
+    table = paths.critical_path(comm, graph_input(info.world_size, linked), algorithm, config.splits,
                                 config.threshold, say=say)
     if comm.rank != 0:
         return critical_path.PathResult(None, [])
-    lines = critical_path.summary_lines(table, info.world_size) + ["  segments in %s" % critical_path.CSV_NAME]
+    lines = critical_path.summary_lines(table, info.world_size) + notes + [
+        "  found by %s on %d analysis rank%s; the path segment by segment: %s"
+        % (algorithm, comm.size, "" if comm.size == 1 else "s", critical_path.CSV_NAME)]
     return critical_path.PathResult(table, lines)
 
 
@@ -188,12 +211,13 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     codec = codec_module.Codec(level=config.compress or None)
     calls, clock_info = progress.run("clock", parallel.collectively, comm, link.aligned_calls, comm, logs,
                                      config.clock)
-    on_graph = config.algorithm not in toposort.ALGORITHMS      # toposort's path needs no edges
+    on_graph = config.algorithm not in toposort.ALGORITHMS
+    # toposort's path needs no edges, but its check that the run is bulk-synchronous reads the
+    # messages' edges, and where it is not the path is found on the graph.
     linked = progress.run("match", parallel.collectively, comm, link.link, comm, ownership, calls,
-                          info.world_size, clock_info, codec, on_graph,
-                          note=lambda r: "%s, %d violations repaired"
-                          % ("%d edges here" % len(r.dependencies) if on_graph else "no edges (not needed)",
-                             r.repair.repaired))
+                          info.world_size, clock_info, codec, True,
+                          note=lambda r: "%d edges here, %d violations repaired"
+                          % (len(r.dependencies), r.repair.repaired))
 
     # Every record's (start, end) on rank 0's clock, after the receive-before-send repair.
     times = {rank: calls.record_times() for rank, calls in linked.calls.items()}
