@@ -398,7 +398,13 @@ void mg_prepare_run_dir(struct mg_run_setup *s)
     localtime_r(&now, &tm);
     char stamp[32];
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    snprintf(s->job_id, sizeof s->job_id, "%s-%x", stamp, (unsigned)getpid());
+    /* `mpigraph run` names the job (MPIGRAPH_JOB_ID) as it names its default run directory,
+     * ./mpigraph-<job id>, so the report's job id is the directory's suffix. */
+    const char *given = getenv("MPIGRAPH_JOB_ID");
+    if (given && *given)
+        snprintf(s->job_id, sizeof s->job_id, "%s", given);
+    else
+        snprintf(s->job_id, sizeof s->job_id, "%s-%x", stamp, (unsigned)getpid());
 
     const char *out = getenv("MPIGRAPH_OUT");
     char name[PATH_MAX];
