@@ -67,3 +67,26 @@ def test_a_bulk_synchronous_run_keeps_toposorts_path(bsp, tmp_path):
     assert "bulk-synchronous" not in text and "warning" not in stderr
     assert "found by toposort over 1 analysis rank" in text
     assert "compute" in path
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_group_spans_joined_across_ranges_equal_the_sequential_ones(seed):
+    """parallel-toposort's group spans, each range's joined on rank 0, are the spans of all intervals
+    in one piece (the ranges cut anywhere, a group over several whole ranges included)."""
+    import numpy as np
+    from mpigraph.paths import toposort
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    start = np.sort(rng.integers(0, 1000, n))
+    rows = {"start": start, "end": start + rng.integers(0, 200 if seed % 2 else 30, n)}
+    whole = toposort.merge_spans([toposort.group_spans(rows)])
+    cuts = np.sort(rng.integers(0, n + 1, int(rng.integers(1, 6))))
+    parts, carry_end, carry_start = [], toposort._MIN, toposort._MIN
+    for a, b in zip(np.r_[0, cuts], np.r_[cuts, n]):
+        piece = {k: v[a:b] for k, v in rows.items()}
+        parts.append(toposort.group_spans(piece, carry_end, carry_start))
+        if b > a:
+            carry_end, carry_start = max(carry_end, int(piece["end"].max())), int(piece["start"][-1])
+    joined = toposort.merge_spans(parts)
+    assert [x.tolist() for x in joined] == [x.tolist() for x in whole]

@@ -345,8 +345,9 @@ def merge_spans(parts):
         if continues and ends:                      # the open group goes on here
             ends[-1] = np.r_[ends[-1][:-1], max(ends[-1][-1], end[0])]
             start, end = start[1:], end[1:]
-        starts.append(start)
-        ends.append(end)
+        if len(start):                              # (a rank inside one group adds none)
+            starts.append(start)
+            ends.append(end)
     join = lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64)  # noqa: E731
     return join(starts), join(ends)
 

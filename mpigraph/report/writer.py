@@ -99,6 +99,7 @@ from mpigraph.util.names import Labels
 from mpigraph import schema
 from mpigraph.paths import segments as cp
 from mpigraph.view import svg
+from mpigraph.report import diagnosis
 from mpigraph.trace import functions as mf
 
 SUMMARY = "summary.txt"
@@ -472,12 +473,6 @@ def _unmatched_section(unmatched):
     return lines
 
 
-def linked_sections(ranks, linked):
-    """The summary sections of the linked run."""
-    return ([""] + _wait_section(ranks) + [""] + _collective_section(linked["collectives"]) + [""]
-            + _unmatched_section(linked["unmatched"]) + [""] + _clock_section(ranks, linked["facts"]))
-
-
 def summary_text(info, tables, linked=None, path_lines=()):
     """The text of summary.txt; `info` is a trace.RunInfo, `tables` a metrics.Tables, `linked` the
     linked run's tables (or None), `path_lines` the critical path in words (from the path stage)."""
@@ -487,15 +482,17 @@ def summary_text(info, tables, linked=None, path_lines=()):
     mpi_total = int(ranks["mpi_time"].sum())
     run_time = int(ranks["program_end"].max() - ranks["program_start"].min()) if len(hosts) else 0
     finalized = int(ranks["finalized"].sum())
-    lines = [
-        "mpigraph %s report" % __version__,
+    lines = ["mpigraph %s report" % __version__, ""] + diagnosis.diagnosis_lines(ranks, linked, run_time)
+    lines += [
+        "",
         "run directory  %s" % info.run_dir,
-        "job id         %s" % info.job_id,
+        "job id         %s%s" % (info.job_id, _job_id_note(info)),
         "ranks          %d (%s)" % (info.world_size, "all finalized" if finalized == info.world_size
                                     else "%d finalized" % finalized),
         "hosts          %d (%s)" % (len(hosts), _list(np.array(hosts, dtype=object), limit=8)),
-        "run time       %s s (first MPI_Init to last MPI_Finalize%s)"
-        % (_seconds(run_time), "" if finalized == info.world_size else " or last record"),
+        # Every time in the report counts from the end of the first MPI_Init (time 0).
+        "run time       %s s (time 0 = end of the first MPI_Init, to the start of the last MPI_Finalize%s)"
+        % (_seconds(run_time), "" if finalized == info.world_size else " or the last record"),
         "MPI time       %s s summed over ranks, %s of their program time"
         % (_seconds(mpi_total), _percent(mpi_total / program_total if program_total else np.nan)),
         "calls          %d (%d records)" % (ranks["calls"].sum(), ranks["records"].sum()),
@@ -503,10 +500,21 @@ def summary_text(info, tables, linked=None, path_lines=()):
     lines += _warnings(ranks)
     if path_lines:
         lines += [""] + list(path_lines)
+    if linked is not None:      # the waits first: what the diagnosis is made of
+        lines += [""] + _wait_section(ranks) + [""] + _collective_section(linked["collectives"])
     lines += [""] + _rank_section(ranks) + [""] + _function_section(functions, mpi_total)
     if linked is not None:
-        lines += linked_sections(ranks, linked)
+        lines += ([""] + _unmatched_section(linked["unmatched"]) + [""]
+                  + _clock_section(ranks, linked["facts"]))
     return "\n".join(lines) + "\n"
+
+
+def _job_id_note(info):
+    """Why the job id is not the run directory's suffix, where it is not (a directory the user named)."""
+    name = os.path.basename(os.path.normpath(info.run_dir))
+    if not info.job_id or name == "mpigraph-%s" % info.job_id:
+        return ""
+    return " (not the run directory's suffix: its name was given, MPIGRAPH_OUT or --out)"
 
 
 # ---- the report ------------------------------------------------------------------

@@ -1,16 +1,18 @@
 /*
  * A ring halo exchange with persistent requests, optionally with an MPI_Allreduce per iteration
- * (tests/test_clock_hosts.py, tests/test_toposort_fallback.py).
+ * (tests/test_clock_hosts.py, tests/test_toposort_fallback.py,
+ * tests/test_summary_diagnosis.py).
  *
- *   usage: mpiexec -n N ./halo [iterations [base_us [allreduce]]]    (defaults 40, 300, 1)
+ *   usage: mpiexec -n N ./halo [iterations [base_us [allreduce [spread]]]]  (defaults 40, 300, 1, 1)
  *
  * Iteration i: every rank computes base_us x (1 + (rank + i) mod 3) (so a different
- * rank is slowest each iteration), then exchanges one double with both ring
- * neighbours through persistent requests (MPI_Recv_init / MPI_Send_init once,
- * MPI_Startall + MPI_Waitall every iteration), then, with allreduce = 1, all
- * meet in MPI_Allreduce.  With allreduce = 0 the ranks are coupled only through
- * their neighbours: not bulk-synchronous (a rank runs ahead of ranks two hops
- * away).  Compute spins on clock_gettime (no MPI call inside).
+ * rank is slowest each iteration; with spread = 0 every rank computes base_us),
+ * then exchanges one double with both ring neighbours through persistent
+ * requests (MPI_Recv_init / MPI_Send_init once, MPI_Startall + MPI_Waitall
+ * every iteration), then, with allreduce = 1, all meet in MPI_Allreduce.
+ * With allreduce = 0 the ranks are coupled only through their neighbours: not
+ * bulk-synchronous (a rank runs ahead of ranks two hops away).  Compute spins
+ * on clock_gettime (no MPI call inside).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -41,6 +43,7 @@ int main(int argc, char **argv)
     int iterations = argc > 1 ? atoi(argv[1]) : 40;
     double base_us = argc > 2 ? atof(argv[2]) : 300.0;
     int allreduce = argc > 3 ? atoi(argv[3]) : 1;
+    int spread = argc > 4 ? atoi(argv[4]) : 1;
     int left = (rank + size - 1) % size, right = (rank + 1) % size;
 
     double out[2], in[2], x = rank;
@@ -50,7 +53,7 @@ int main(int argc, char **argv)
     MPI_Send_init(&out[0], 1, MPI_DOUBLE, right, 1, MPI_COMM_WORLD, &req[2]);
     MPI_Send_init(&out[1], 1, MPI_DOUBLE, left, 2, MPI_COMM_WORLD, &req[3]);
     for (int i = 0; i < iterations; i++) {
-        x = spin(base_us * (1 + (rank + i) % 3), x);
+        x = spin(base_us * (spread ? 1 + (rank + i) % 3 : 1), x);
         out[0] = out[1] = x;
         MPI_Startall(4, req);
         MPI_Waitall(4, req, MPI_STATUSES_IGNORE);
