@@ -16,15 +16,12 @@ import resource
 import sys
 import time
 
-import numpy as np
-
 from mpigraph import config as config_module
 from mpigraph.comm import codec as codec_module
 from mpigraph import paths
 from mpigraph.paths import segments as critical_path
 from mpigraph.paths import graph
 from mpigraph.match import link
-from mpigraph.match.core import MESSAGE_LATE_SENDER
 from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.metrics import profile as metrics
 from mpigraph.comm import node_memory
@@ -134,15 +131,6 @@ def graph_input(world_size, linked):
     return graph.PathInput(world_size, calls, deps, read_once=True)
 
 
-def _receive_ends(linked):
-    """The end of every owned receive completion a message's send released (the late-sender
-    dependencies): what toposort checks its phases against."""
-    deps = linked.dependencies
-    late = deps.kind == MESSAGE_LATE_SENDER
-    ranks, calls = deps.dst_rank[late], deps.dst_call[late]
-    return np.concatenate([linked.calls[int(r)].end_ns[calls[ranks == r]] for r in np.unique(ranks)] or [[]])
-
-
 def path_stage(comm, config, info, logs, linked, times, say=None):
     """Stage path: a critical_path.PathResult (the table on analysis rank 0) for config.algorithm;
     `say(text)` hears how a long round-based search is going.  toposort on a run that is not
@@ -150,13 +138,17 @@ def path_stage(comm, config, info, logs, linked, times, say=None):
     (dijkstra on one analysis rank)."""
     algorithm, notes = config.algorithm, []
     if algorithm in toposort.ALGORITHMS:
-        result = toposort.path_stage(comm, config, info.world_size, logs, times, _receive_ends(linked))
+        result = toposort.path_stage(comm, config, info.world_size, logs, times, linked.receive_ends)
         if result.table is not None or not result.lines:
             return result
         algorithm = "parallel-dijkstra" if comm.size > 1 else "dijkstra"
         notes = ["  %s; the path was found by %s instead" % (result.lines[0], algorithm)]
         if comm.rank == 0:
             print("mpigraph: warning: " + notes[0].strip(), file=sys.stderr, flush=True)
+        # The match stage made no edges for toposort: match again, with them (the calls are
+        # repaired already: no violation is left to repair).
+        linked = link.link(comm, parallel.Ownership(info.world_size, comm.size), linked.calls, info.world_size,
+                           linked.clock, codec_module.Codec(level=config.compress or None), True)
     table = paths.critical_path(comm, graph_input(info.world_size, linked), algorithm, config.splits,
                                 config.threshold, say=say)
     if comm.rank != 0:
@@ -211,13 +203,12 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     codec = codec_module.Codec(level=config.compress or None)
     calls, clock_info = progress.run("clock", parallel.collectively, comm, link.aligned_calls, comm, logs,
                                      config.clock)
-    on_graph = config.algorithm not in toposort.ALGORITHMS
-    # toposort's path needs no edges, but its check that the run is bulk-synchronous reads the
-    # messages' edges, and where it is not the path is found on the graph.
+    on_graph = config.algorithm not in toposort.ALGORITHMS      # toposort's path needs no edges
     linked = progress.run("match", parallel.collectively, comm, link.link, comm, ownership, calls,
-                          info.world_size, clock_info, codec, True,
-                          note=lambda r: "%d edges here, %d violations repaired"
-                          % (len(r.dependencies), r.repair.repaired))
+                          info.world_size, clock_info, codec, on_graph,
+                          note=lambda r: "%s, %d violations repaired"
+                          % ("%d edges here" % len(r.dependencies) if on_graph else "no edges (not needed)",
+                             r.repair.repaired))
 
     # Every record's (start, end) on rank 0's clock, after the receive-before-send repair.
     times = {rank: calls.record_times() for rank, calls in linked.calls.items()}

@@ -41,6 +41,9 @@ class Linked:
     incomplete_requests: dict    # owned trace rank -> ops whose request never completed
     repair: causality.Repair
     clock: ClockInfo
+    # The end of every owned receive completion a matched message released (the late-sender
+    # edges' destinations, repaired times): toposort's bulk-synchronous check reads them.
+    receive_ends: np.ndarray = None
 
 
 # ---- clock ---------------------------------------------------------------------------------
@@ -159,8 +162,9 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=
     from_me = p2p.to_senders(comm, ownership, messages, calls, codec)
     waits = owned_waits(calls, messages, from_me, members)
     dependencies = dependency_edges(messages, from_me, members) if with_edges else None
+    receive_ends = messages["r_done_end"][messages["r_done_call"] >= 0].astype(np.int64)
     return Linked(calls, dependencies, waits, instances, unmatched, orphans, _incomplete(ops, calls), repair,
-                  clock_info)
+                  clock_info, receive_ends)
 
 
 def _incomplete(ops, calls):
