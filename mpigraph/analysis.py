@@ -153,9 +153,9 @@ def path_stage(comm, config, info, logs, linked, times, say=None):
                                 config.threshold, say=say)
     if comm.rank != 0:
         return critical_path.PathResult(None, [])
+    # The same words on any number of analysis ranks: the path is the same (tests/test_cli_offline.py).
     lines = critical_path.summary_lines(table, info.world_size) + notes + [
-        "  found by %s on %d analysis rank%s; the path segment by segment: %s"
-        % (algorithm, comm.size, "" if comm.size == 1 else "s", critical_path.CSV_NAME)]
+        "  found by %s; the path segment by segment: %s" % (algorithm, critical_path.CSV_NAME)]
     return critical_path.PathResult(table, lines)
 
 
