@@ -87,6 +87,7 @@ def test_late_senders_are_named_per_function():
 
 def test_rank_lists_are_ranges():
     assert diagnosis.rank_list([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7, 8"
+    assert diagnosis.rank_list(range(0, 40, 2)) == "0, 2, 4, 6, 8, 10, ... (20 ranks)"
 
 
 # ---- real runs --------------------------------------------------------------------------------

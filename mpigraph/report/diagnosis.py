@@ -48,8 +48,8 @@ def _pct(part, whole):
     return "%.0f%%" % (100.0 * part / whole) if whole > 0 else "-"
 
 
-def rank_list(ranks):
-    """"0-2, 5" for [0, 1, 2, 5]."""
+def rank_list(ranks, limit=6):
+    """"0-2, 5" for [0, 1, 2, 5]; past `limit` runs, the first ones and the count."""
     ranks = sorted(int(r) for r in ranks)
     parts, i = [], 0
     while i < len(ranks):
@@ -58,6 +58,8 @@ def rank_list(ranks):
             j += 1
         parts.append(str(ranks[i]) if i == j else "%d%s%d" % (ranks[i], "-" if j > i + 1 else ", ", ranks[j]))
         i = j + 1
+    if len(parts) > limit:
+        return "%s, ... (%d ranks)" % (", ".join(parts[:limit]), len(ranks))
     return ", ".join(parts)
 
 
