@@ -143,6 +143,7 @@ def test_one_host_has_no_offsets_no_drift_and_no_violations(halo_run):
     assert [float(r["clock_drift_ppm"]) for r in ranks] == [0.0] * NPROCS
     text = (halo_run / "summary.txt").read_text()
     assert "Clock correction: pingpong; receive-before-send violations found 0, repaired 0" in text
+    assert "  1 host; the ranks of a host share its clock (one offset, no drift)" in text
     # The ping-pongs were taken all the same (they are what another host would be aligned by).
     samples = clock.samples_of(logs)
     assert (samples["init"]["rtt_ns"][1:] > 0).all()

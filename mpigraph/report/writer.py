@@ -454,6 +454,10 @@ def _clock_section(ranks, facts):
     lines = ["Clock correction: %s; receive-before-send violations found %d, repaired %d in %d round%s%s"
              % (facts["clock_method"], repair.found, repair.repaired, repair.rounds,
                 "" if repair.rounds == 1 else "s", ", %d LEFT" % repair.remaining if repair.remaining else "")]
+    if facts["clock_method"] != "none":
+        n_hosts = len(set(ranks["host"].tolist()))
+        lines.append("  %d host%s; the ranks of a host share its clock (one offset, no drift), hosts are aligned by %s"
+                     % (n_hosts, "" if n_hosts == 1 else "s", facts["clock_method"]))
     header = ["rank", "offset s", "drift ppm", "repair shift s"]
     rows = [[ranks["rank"][i], "%.9f" % (ranks["clock_offset"][i] / 1e9), "%.3f" % ranks["clock_drift_ppm"][i],
              _seconds(ranks["clock_shift"][i])] for i in range(min(len(ranks["rank"]), MAX_RANK_ROWS))]
