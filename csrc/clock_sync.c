@@ -18,12 +18,23 @@
  * For tests, MPIGRAPH_TEST_CLOCK_OFFSETS_NS and MPIGRAPH_TEST_CLOCK_DRIFTS_PPM
  * (comma-separated, one value per world rank) skew this rank's clock as seen
  * by the calibration pairs and these samples, so the analysis must recover a
- * known offset and drift.  The wrappers' hot path is not touched by it. */
+ * known offset and drift.  The wrappers' hot path is not touched by it.
+ * A skewed clock is no longer its host's clock: such tests also set
+ * MPIGRAPH_TEST_HOSTNAMES (comma-separated, one name per world rank), so the
+ * ranks are aligned as ranks of different hosts (mpigraph/clock/models.py
+ * aligns hosts, not ranks).
+ *
+ * Host identity (mg_host_identity): the hostname and the kernel's boot id.
+ * Ranks with both equal read one CLOCK_MONOTONIC (the TSC, when used, is
+ * calibrated against it), so the analysis gives them one offset and no drift;
+ * the boot id tells apart machines that share a hostname (cloned VMs,
+ * containers all named "localhost"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "shim.h"
 
@@ -56,6 +67,35 @@ static double list_value(const char *list, int index)
             list++;
     }
     return 0;
+}
+
+/* The `index`-th name of a comma-separated list into buf; 0 when the list has none. */
+static int list_name(const char *list, int index, char *buf, size_t len)
+{
+    for (int i = 0; list && *list; i++) {
+        const char *end = strchr(list, ',');
+        size_t n = end ? (size_t)(end - list) : strlen(list);
+        if (i == index && n > 0) {
+            snprintf(buf, len, "%.*s", (int)n, list);
+            return 1;
+        }
+        list = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+void mg_host_identity(char *hostname, size_t hostname_len, char *boot_id, size_t boot_id_len)
+{
+    memset(hostname, 0, hostname_len);
+    memset(boot_id, 0, boot_id_len);
+    if (!list_name(getenv("MPIGRAPH_TEST_HOSTNAMES"), mg.world_rank, hostname, hostname_len))
+        gethostname(hostname, hostname_len - 1);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f)
+        return; /* not Linux, or /proc not mounted: the hostname alone names the host */
+    if (fgets(boot_id, (int)boot_id_len, f))
+        boot_id[strcspn(boot_id, "\n")] = '\0';
+    fclose(f);
 }
 
 int64_t mg_clock_ns(void)

@@ -418,7 +418,13 @@ void mg_prepare_run_dir(struct mg_run_setup *s)
     localtime_r(&now, &tm);
     char stamp[32];
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    snprintf(s->job_id, sizeof s->job_id, "%s-%x", stamp, (unsigned)getpid());
+    /* `mpigraph run` names the job (MPIGRAPH_JOB_ID) as it names its default run directory,
+     * ./mpigraph-<job id>, so the report's job id is the directory's suffix. */
+    const char *given = getenv("MPIGRAPH_JOB_ID");
+    if (given && *given)
+        snprintf(s->job_id, sizeof s->job_id, "%s", given);
+    else
+        snprintf(s->job_id, sizeof s->job_id, "%s-%x", stamp, (unsigned)getpid());
 
     const char *out = getenv("MPIGRAPH_OUT");
     char name[PATH_MAX];
@@ -474,7 +480,7 @@ int mg_open_log(const struct mg_run_setup *s, int thread_level, char *err, size_
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     h->start_unix_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-    gethostname(h->hostname, sizeof h->hostname - 1);
+    mg_host_identity(h->hostname, sizeof h->hostname, h->boot_id, sizeof h->boot_id);
     snprintf(h->job_id, sizeof h->job_id, "%s", s->job_id);
     return 0;
 }

@@ -101,6 +101,7 @@ typedef struct mg_header {
      * blocks and cleared (func = 0) when it returns, so a run that hangs or is
      * killed shows where each rank was (t_end is 0). */
     mg_record inflight[MG_N_INFLIGHT];
+    char boot_id[40]; /* /proc/sys/kernel/random/boot_id: with hostname, which ranks share a clock */
 } mg_header;
 
 _Static_assert(sizeof(mg_record) == 64, "record must be 64 bytes");

@@ -339,6 +339,7 @@ void mg_finalize_handover(void);
 /* Clock synchronisation samples (clock_sync.c). */
 int64_t mg_clock_ns(void);
 void mg_sync_setup(void);
+void mg_host_identity(char *hostname, size_t hostname_len, char *boot_id, size_t boot_id_len);
 void mg_sync_measure(mg_sync *s);
 void mg_sync_finish(void);
 int mg_sync_all_arrived(void);  /* 0: some rank did not reach MPI_Finalize in time (said on stderr) */

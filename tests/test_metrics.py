@@ -231,10 +231,12 @@ def test_summary(analysed):
     assert (run_dir / "summary.txt").read_text() == text
     lines = text.splitlines()
     assert "run directory  %s" % run_dir in lines
-    assert "job id         job-1" in lines
+    # The directory is not named mpigraph-job-1: the summary says why the id is not its suffix.
+    assert "job id         job-1 (not the run directory's suffix: its name was given, MPIGRAPH_OUT or --out)" in lines
     assert "ranks          2 (1 finalized)" in lines
     assert "hosts          2 (alpha, beta)" in lines
-    assert "run time       0.000005 s (first MPI_Init to last MPI_Finalize or last record)" in lines
+    assert ("run time       0.000005 s (time 0 = end of the first MPI_Init, to the start of the last MPI_Finalize "
+            "or the last record)") in lines
     assert any(line.startswith("warning: rank 1 did not reach MPI_Finalize") for line in lines)
     top = lines[lines.index(next(l for l in lines if l.startswith("Top MPI functions"))) + 2]
     assert top.split()[:4] == ["MPI_Allreduce", "2", "0.000002", "47.1%"]   # 2100 of 4460 ns of MPI time

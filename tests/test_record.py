@@ -27,7 +27,7 @@ int main(void)
     FIELD(mg_header, calib_ticks) FIELD(mg_header, calib_ns) FIELD(mg_header, start_unix_ns)
     FIELD(mg_header, hostname) FIELD(mg_header, job_id) FIELD(mg_header, sync_parent)
     FIELD(mg_header, sync_pingpongs) FIELD(mg_header, sync_init) FIELD(mg_header, sync_final)
-    FIELD(mg_header, abort_code) FIELD(mg_header, n_inflight) FIELD(mg_header, inflight)
+    FIELD(mg_header, abort_code) FIELD(mg_header, n_inflight) FIELD(mg_header, inflight) FIELD(mg_header, boot_id)
     FIELD(mg_sync, offset_ns) FIELD(mg_sync, rtt_ns) FIELD(mg_sync, local_ns) FIELD(mg_sync, barrier_ns)
     printf("constants %d %d %d %d %d %d %d %d %d %d %d %d\n", MG_PART, MG_LARGE_COUNT, MG_SEND, MG_RECV,
            MG_PERSISTENT, MG_FORTRAN, MG_ERROR, MG_MATCHED, MG_PEER_PROC_NULL, MG_PEER_ANY, MG_TAG_ANY, MG_HEADER_SIZE);

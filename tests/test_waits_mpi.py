@@ -58,8 +58,11 @@ def calls_table(out):
 @pytest.fixture(scope="module")
 def skewed_demo(tmp_path_factory, builder, wheel):
     exe = builder.build(DEMO, wheel.mpicc)
-    # 6 iterations of ~155 ms: about a second, so 100 ppm drift moves a clock by ~100 us.
+    # 6 iterations of ~155 ms: about a second, so 100 ppm drift moves a clock by ~100 us.  A skewed
+    # clock is not its host's clock: the ranks pose as ranks of 4 hosts, so they are aligned by
+    # the ping-pong model (ranks of one host share one clock: one offset, no drift).
     return run_program(tmp_path_factory, wheel, exe, ["6", "50", "5"], MPIGRAPH_CLOCK_SOURCE="monotonic",
+                       MPIGRAPH_TEST_HOSTNAMES=",".join("host%d" % r for r in range(NPROCS)),
                        MPIGRAPH_TEST_CLOCK_OFFSETS_NS=",".join(map(str, OFFSETS_NS)),
                        MPIGRAPH_TEST_CLOCK_DRIFTS_PPM=",".join(map(str, DRIFTS_PPM)))
 

@@ -11,10 +11,20 @@ the pairs it has (the shim always sets two at MPI_Init, a millisecond apart).
 Cross-rank alignment (docs/design.md, "Clock alignment") works on those ns: the
 header's sync samples (csrc/clock_sync.c) give each rank's offset to rank 0
 at MPI_Init and at MPI_Finalize, and ``Lines`` holds, per rank, the straight
-line through both (offset plus drift); ``to_global`` subtracts it.  Methods:
+line through both (offset plus drift); ``to_global`` subtracts it.
 
-- pingpong: each rank's best ping-pong against its parent in a binomial tree,
-  the lines composed from the leaves up to rank 0 (exactly, as lines);
+Hosts, not ranks, are aligned: ranks with the same hostname and kernel boot id
+(header fields; ``host_index``) read one CLOCK_MONOTONIC (an invariant TSC is
+converted to it by the calibration pairs above), so they get one line, their
+host's: the line of the host's lowest rank (its *leader*), which each method
+estimates against another host.  On a single host every offset and drift is
+exactly 0; estimating them per rank would only add the estimate's noise
+(milliseconds and thousands of ppm on a busy node: false receive-before-send
+violations).  A rank whose header names no host is a host of its own.  Methods:
+
+- pingpong: each host leader's best ping-pong against its parent in a binomial
+  tree (always a lower rank, so on another host), the lines composed from the
+  leaves up to rank 0 (exactly, as lines);
 - barrier: the seed-004 baseline (section 5.4): the exit times of N barriers
   compared with rank 0's, differences smaller than the barrier's duration
   nullified, the median taken;
@@ -95,7 +105,7 @@ METHODS = ("pingpong", "barrier", "none")
 
 # One row per trace rank: what its header says about its clock against the others.
 SAMPLES_DTYPE = np.dtype([("rank", "<i4"), ("parent", "<i4"), ("init", record.SYNC_DTYPE),
-                          ("final", record.SYNC_DTYPE)])
+                          ("final", record.SYNC_DTYPE), ("hostname", "S64"), ("boot_id", "S40")])
 
 
 def samples_of(logs):
@@ -106,7 +116,34 @@ def samples_of(logs):
         rows[i]["parent"] = log.header["sync_parent"]
         rows[i]["init"] = log.header["sync_init"]
         rows[i]["final"] = log.header["sync_final"]
+        rows[i]["hostname"] = log.header["hostname"]
+        rows[i]["boot_id"] = log.header["boot_id"] if "boot_id" in log.header.dtype.names else b""
     return rows
+
+
+def host_index(samples):
+    """Per rank (samples in rank order), the index of its host: equal hostname and boot id.
+
+    Both must be equal: a hostname alone can be shared by different machines
+    (cloned VMs, containers named "localhost"), a boot id alone by nothing
+    else, but logs written without one have it empty.  A rank with no hostname
+    is its own host: nothing says which clock it shares."""
+    samples = np.sort(samples, order="rank")
+    keys = np.char.add(np.char.add(samples["hostname"], b"/"), samples["boot_id"])
+    unknown = samples["hostname"] == b""
+    keys = np.where(unknown, np.char.add(b"?rank ", samples["rank"].astype("S12")), keys)
+    _, first, index = np.unique(keys, return_index=True, return_inverse=True)
+    # Numbered by each host's lowest rank, so host 0 is rank 0's.
+    order = np.argsort(np.argsort(first, kind="stable"), kind="stable")
+    return order[index.reshape(-1)]
+
+
+def host_leaders(samples):
+    """Per rank, the lowest rank on its host (its leader; the rank itself for a leader)."""
+    host = host_index(samples)
+    leader_of_host = np.full(host.max() + 1 if len(host) else 0, len(host), np.int64)
+    np.minimum.at(leader_of_host, host, np.arange(len(host)))
+    return leader_of_host[host]
 
 
 class Lines:
@@ -136,10 +173,13 @@ def _line_through(local_a, offset_a, local_b, offset_b):
 
 
 def pingpong_lines(samples):
-    """Lines from the ping-pong tree: each rank's line to its parent, composed up to rank 0.
+    """Lines from the ping-pong tree: each host leader's line to its parent, composed up to rank 0.
 
     A parent always has a lower rank than its child (csrc/clock_sync.c), so
-    one pass in rank order composes the lines.  With o(t) = a + b (t - L) the
+    one pass in rank order composes the lines; a rank that is not its host's
+    leader takes its leader's line (a lower rank: already made), whatever its
+    own ping-pong said.  A leader's parent is on another host (the leader is
+    its host's lowest rank).  With o(t) = a + b (t - L) the
     child's line to its parent and O(u) = A + B (u - L') the parent's line to
     rank 0 at the parent's time u = t - o(t), the child's line to rank 0 is
     o(t) + O(t - o(t)) = [a + A + B (L - a - L')] + [b + B (1 - b)] (t - L).
@@ -147,15 +187,26 @@ def pingpong_lines(samples):
     samples = np.sort(samples, order="rank")
     init, final = samples["init"], samples["final"]
     ref, a, b = _line_through(init["local_ns"], init["offset_ns"], final["local_ns"], final["offset_ns"])
+    ref = ref.copy()
     offset, drift = a.copy(), b.copy()
     offset[0], drift[0] = 0.0, 0.0
+    leader = host_leaders(samples)
     for r in range(1, len(samples)):        # a loop over ranks, not records
+        if leader[r] != r:
+            ref[r], offset[r], drift[r] = ref[leader[r]], offset[leader[r]], drift[leader[r]]
+            continue
         p = int(samples["parent"][r])
         if not 0 <= p < r:
             raise ClockError("rank %d: ping-pong parent %d is not a lower rank" % (r, p))
         offset[r] = a[r] + offset[p] + drift[p] * (ref[r] - a[r] - ref[p])
         drift[r] = b[r] + drift[p] * (1.0 - b[r])
     return Lines(ref, offset, drift)
+
+
+def per_host(lines, samples):
+    """`lines` with every rank on its host leader's line (one clock per host: see the module doc)."""
+    leader = host_leaders(samples)
+    return Lines(lines.ref[leader], lines.offset[leader], lines.drift[leader])
 
 
 def _barrier_offsets(sync):
@@ -175,7 +226,7 @@ def barrier_lines(samples):
     samples = np.sort(samples, order="rank")
     local_a, offset_a = _barrier_offsets(samples["init"])
     local_b, offset_b = _barrier_offsets(samples["final"])
-    return Lines(*_line_through(local_a, offset_a, local_b, offset_b))
+    return per_host(Lines(*_line_through(local_a, offset_a, local_b, offset_b)), samples)
 
 
 def no_lines(n_ranks):

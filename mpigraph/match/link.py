@@ -2,7 +2,7 @@
 
 ``aligned_calls`` turns the owned logs into match.RankCalls on rank 0's clock;
 ``link`` matches messages, requests and collectives, repairs receive-before-
-send violations (causality.py), computes every call's waits (waits.py) and
+send violations (clock/repair.py), computes every call's waits (waits.py) and
 the dependency edges (match.py's interface), and returns a ``Linked``.
 """
 
@@ -46,6 +46,9 @@ class Linked:
     # owned trace rank -> its calls' end times for the path stage, where a polling run of
     # probes is one wait (match.probes); ranks without one are not in it
     path_ends: dict = dataclasses.field(default_factory=dict)
+    # The end of every owned receive completion a matched message released (the late-sender
+    # edges' destinations, repaired times): toposort's bulk-synchronous check reads them.
+    receive_ends: np.ndarray = None
 
 
 # ---- clock ---------------------------------------------------------------------------------
@@ -123,15 +126,16 @@ def _repair_loop(comm, ownership, calls, ops, world_size, codec):
         messages = pairs.messages(comm, p2p.with_times(ops, calls), codec)
         groups = groups.retimed(calls) if repair.rounds else groups
         instances, members = collectives.match_collectives(comm, groups, codec)
-        rank, call, need = causality.violations(messages, members)
+        rank, _, _ = causality.violations(messages, members)
         n = comm.allreduce(len(rank))
         if repair.rounds == 0:
             repair.found = n
         if n == 0 or repair.rounds == causality.MAX_ROUNDS:
             repair.remaining = n
             return messages, pairs, instances, members, repair, groups
-        causality.apply(calls, rank, call, need, repair)
-        repair.repaired += n
+        # Whole chains at once (clock/repair.py); a longest chain has at most one hop per call.
+        passes = comm.allreduce(sum(c.n_calls for c in calls.values())) + 1
+        causality.repair_chains(comm, calls, causality.edges(messages, members), repair, passes)
         repair.rounds += 1
 
 
@@ -170,8 +174,9 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=
     waits, (member_wait, member_time) = waits_and_member_totals(calls, messages, from_me, members, probe_waits)
     instances = collectives.instance_waits(comm, groups, member_wait, member_time, instances, codec)
     dependencies = dependency_edges(messages, from_me, members, probe_edges) if with_edges else None
+    receive_ends = messages["r_done_end"][messages["r_done_call"] >= 0].astype(np.int64)
     return Linked(calls, dependencies, waits, instances, pairs.unmatched, orphans, _incomplete(ops, calls), repair,
-                  clock_info, path_ends)
+                  clock_info, path_ends, receive_ends)
 
 
 def _probe_links(calls, ops, pairs, messages):

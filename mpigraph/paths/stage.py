@@ -2,7 +2,11 @@
 in algorithms.py says which method runs it)."""
 
 import dataclasses
+import sys
 
+from mpigraph.comm.codec import Codec
+from mpigraph.comm.parallel import Ownership
+from mpigraph.match import link
 from mpigraph.paths import algorithms, graph, segments as critical_path, toposort
 from mpigraph.paths.search import critical_path as graph_search
 
@@ -23,12 +27,27 @@ def graph_input(world_size, linked):
 
 def path_stage(comm, config, info, logs, linked, times, say=None):
     """Stage path: a critical_path.PathResult (the table on analysis rank 0) for config.algorithm;
-    `say(text)` hears how a long round-based search is going."""
-    if algorithms.get(config.algorithm).method == "toposort":
-        return toposort.path_stage(comm, config, info.world_size, logs, times)
-    table = graph_search(comm, graph_input(info.world_size, linked), config.algorithm, config.splits,
+    `say(text)` hears how a long round-based search is going.  toposort on a run that is not
+    bulk-synchronous says so (summary and stderr) and leaves the path to parallel-dijkstra
+    (dijkstra on one analysis rank)."""
+    algorithm, notes = config.algorithm, []
+    if algorithms.get(algorithm).method == "toposort":
+        result = toposort.path_stage(comm, config, info.world_size, logs, times, linked.receive_ends)
+        if result.table is not None or not result.lines:
+            return result
+        algorithm = "parallel-dijkstra" if comm.size > 1 else "dijkstra"
+        notes = ["  %s; the path was found by %s instead" % (result.lines[0], algorithm)]
+        if comm.rank == 0:
+            print("mpigraph: warning: " + notes[0].strip(), file=sys.stderr, flush=True)
+        # The match stage made no edges for toposort: match again, with them (the calls are
+        # repaired already: no violation is left to repair).
+        linked = link.link(comm, Ownership(info.world_size, comm.size), linked.calls, info.world_size,
+                           linked.clock, Codec(level=config.compress or None), True)
+    table = graph_search(comm, graph_input(info.world_size, linked), algorithm, config.splits,
                          config.threshold, say=say)
     if comm.rank != 0:
         return critical_path.PathResult(None, [])
-    lines = critical_path.summary_lines(table, info.world_size) + ["  segments in %s" % critical_path.CSV_NAME]
+    # The same words on any number of analysis ranks: the path is the same (tests/test_cli_offline.py).
+    lines = critical_path.summary_lines(table, info.world_size) + notes + [
+        "  found by %s; the path segment by segment: %s" % (algorithm, critical_path.CSV_NAME)]
     return critical_path.PathResult(table, lines)

@@ -36,6 +36,16 @@ Every group is emitted by exactly one rank, the chosen intervals go to rank 0
 (in rank order, which is time order) and become the path there.  The result
 equals the sequential one exactly; tests/test_toposort.py checks that.
 
+Not bulk-synchronous.  The groups stand for phases only when no rank
+depends on another within one: a point-to-point message whose receive
+completes strictly inside a group's span (first start to furthest end of its
+intervals) means a rank got work from another while the phase's compute was
+still running (a pipeline, a halo that lets neighbours run ahead, a late
+sender within a phase); the path then runs through several intervals of one
+group, which toposort cannot see.  ``path_stage`` counts such messages (given
+the receive ends of the late-sender dependencies) and, where there are any,
+says so and leaves the path to a graph algorithm (analysis.path_stage).
+
 Threshold: compute intervals shorter than config.threshold are not work of
 their own (the calls around them merge into one MPI block): they are dropped
 before sorting.
@@ -315,32 +325,92 @@ def codec_of(config):
     return Codec(config.compress or None, hints=CODEC_HINTS)
 
 
+def group_spans(columns, carry_end=_MIN, carry_start=_MIN):
+    """(continues, start, end): the span of every group of sorted intervals, from its first start
+    to its furthest end.  With a carry (intervals on earlier ranks) the first span may belong to
+    a group begun there (`continues`; its start is then this part's first start)."""
+    new = group_starts(columns["start"], columns["end"], carry_end, carry_start)
+    if not len(new):
+        return False, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    continues = not new[0]
+    first = np.flatnonzero(np.r_[True, new[1:]])
+    return bool(continues), columns["start"][first], np.maximum.reduceat(columns["end"], first)
+
+
+def merge_spans(parts):
+    """The spans of all groups from each rank's (continues, start, end), in rank order."""
+    starts, ends = [], []
+    for continues, start, end in parts:             # a loop over ranks
+        if not len(start):
+            continue
+        if continues and ends:                      # the open group goes on here
+            ends[-1] = np.r_[ends[-1][:-1], max(ends[-1][-1], end[0])]
+            start, end = start[1:], end[1:]
+        if len(start):                              # (a rank inside one group adds none)
+            starts.append(start)
+            ends.append(end)
+    join = lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64)  # noqa: E731
+    return join(starts), join(ends)
+
+
 def critical_path_of(comm, intervals, algorithm, codec):
-    """(chosen intervals on rank 0, ShuffleStats of this rank) for `algorithm`.
+    """(chosen intervals on rank 0, ShuffleStats of this rank, (start, end) of every group on
+    rank 0) for `algorithm`.
 
     `intervals` is let go once shuffled: the caller should hold no other reference to it."""
     if algorithm == "toposort":
         everything, stats = shuffle.gather(comm, intervals, root=0, codec=codec)
         del intervals
-        chosen = choose(sort_intervals(everything)) if comm.Get_rank() == 0 else empty_intervals()
+        chosen, spans = empty_intervals(), None
+        if comm.Get_rank() == 0:
+            rows = sort_intervals(everything)
+            chosen, spans = choose(rows), merge_spans([group_spans(rows)])
         barrier_idly(comm)     # the other ranks wait for rank 0's choice
     elif algorithm == "parallel-toposort":
         mine, stats = shuffle.shuffle_by_key(comm, intervals, "start", codec=codec)
         del intervals
         chosen = choose_parallel(comm, mine)          # shuffle_by_key delivers them sorted by start
         chosen, _ = shuffle.gather(comm, chosen, root=0, codec=codec)   # a few rows per group
+        parts = comm.gather(group_spans(mine, *_carry_in(comm, mine)), root=0)   # a few per group
+        spans = merge_spans(parts) if comm.Get_rank() == 0 else None
     else:
         raise ValueError("not a topological-sort algorithm: %r (known: %s)" % (algorithm, ", ".join(ALGORITHMS)))
-    return chosen, stats
+    return chosen, stats, spans
 
 
-def path_stage(comm, config, world_size, logs, times):
-    """Stage path for toposort / parallel-toposort: a PathResult (the table on rank 0)."""
+def inside_groups(comm, spans, receive_ends):
+    """How many of the receive ends (of every analysis rank) fall strictly inside a group's span;
+    `spans` (start, end) sorted by start, on rank 0.  Collective."""
+    start, end = comm.bcast(spans, root=0)
+    ends = np.asarray(receive_ends, np.int64)
+    i = np.searchsorted(start, ends, side="left") - 1          # the last group starting before
+    inside = (i >= 0) & (ends < end[np.maximum(i, 0)]) if len(start) else np.zeros(len(ends), bool)
+    return comm.allreduce(int(inside.sum())), comm.allreduce(len(ends))
+
+
+def not_bulk_synchronous(inside, messages, algorithm):
+    """The warning when `inside` of `messages` point-to-point messages complete inside a group."""
+    return ("%s: the run is not bulk-synchronous (%d of %d point-to-point messages complete while other "
+            "ranks still compute in the same phase): the longest compute per phase is not its path"
+            % (algorithm, inside, messages))
+
+
+def path_stage(comm, config, world_size, logs, times, receive_ends=None):
+    """Stage path for toposort / parallel-toposort: a PathResult (the table on rank 0).
+
+    With `receive_ends` (the receive completion ends of this analysis rank's late-sender
+    messages) it first checks the run is bulk-synchronous; where it is not, the result's table
+    is None and its lines hold the warning (``not_bulk_synchronous``), on every rank: the
+    caller takes a graph algorithm instead."""
     t = time.perf_counter()
     threshold_ns = int(round(config.threshold * 1e9))
     run_start, run_end = run_span(comm, logs, times)
-    chosen, stats = critical_path_of(comm, local_intervals(logs, times, threshold_ns), config.algorithm,
-                                     codec_of(config))
+    chosen, stats, spans = critical_path_of(comm, local_intervals(logs, times, threshold_ns), config.algorithm,
+                                            codec_of(config))
+    if receive_ends is not None:
+        inside, messages = inside_groups(comm, spans, receive_ends)
+        if inside:
+            return PathResult(None, [not_bulk_synchronous(inside, messages, config.algorithm)])
     summary = shuffle.summarize(comm, stats)
     n_intervals = comm.allreduce(stats.rows_before)
     seconds = comm.allreduce(time.perf_counter() - t, op=_op("MAX"))

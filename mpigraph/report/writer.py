@@ -108,6 +108,7 @@ from mpigraph.util.names import Labels
 from mpigraph import schema
 from mpigraph.paths import segments as cp
 from mpigraph.view import svg
+from mpigraph.report import diagnosis
 from mpigraph.trace import functions as mf
 from mpigraph.trace import inflight
 
@@ -480,6 +481,10 @@ def _clock_section(ranks, facts):
     lines = ["Clock correction: %s; receive-before-send violations found %d, repaired %d in %d round%s%s"
              % (facts["clock_method"], repair.found, repair.repaired, repair.rounds,
                 "" if repair.rounds == 1 else "s", ", %d LEFT" % repair.remaining if repair.remaining else "")]
+    if facts["clock_method"] != "none":
+        n_hosts = len(set(ranks["host"].tolist()))
+        lines.append("  %d host%s; the ranks of a host share its clock (one offset, no drift), hosts are aligned by %s"
+                     % (n_hosts, "" if n_hosts == 1 else "s", facts["clock_method"]))
     header = ["rank", "offset s", "drift ppm", "repair shift s"]
     rows = [[ranks["rank"][i], "%.9f" % (ranks["clock_offset"][i] / 1e9), "%.3f" % ranks["clock_drift_ppm"][i],
              _seconds(ranks["clock_shift"][i])] for i in range(min(len(ranks["rank"]), MAX_RANK_ROWS))]
@@ -499,12 +504,6 @@ def _unmatched_section(unmatched):
     return lines
 
 
-def linked_sections(ranks, linked):
-    """The summary sections of the linked run."""
-    return ([""] + _wait_section(ranks) + [""] + _collective_section(linked["collectives"]) + [""]
-            + _unmatched_section(linked["unmatched"]) + [""] + _clock_section(ranks, linked["facts"]))
-
-
 def summary_text(info, tables, linked=None, path_lines=(), in_flight=None):
     """The text of summary.txt; `info` is a trace.RunInfo, `tables` a metrics.Tables, `linked` the
     linked run's tables (or None), `path_lines` the critical path in words (from the path stage),
@@ -515,15 +514,17 @@ def summary_text(info, tables, linked=None, path_lines=(), in_flight=None):
     mpi_total = int(ranks["mpi_time"].sum())
     run_time = int(ranks["program_end"].max() - ranks["program_start"].min()) if len(hosts) else 0
     finalized = int(ranks["finalized"].sum())
-    lines = [
-        "mpigraph %s report" % __version__,
+    lines = ["mpigraph %s report" % __version__, ""] + diagnosis.diagnosis_lines(ranks, linked, run_time)
+    lines += [
+        "",
         "run directory  %s" % info.run_dir,
-        "job id         %s" % info.job_id,
+        "job id         %s%s" % (info.job_id, _job_id_note(info)),
         "ranks          %d (%s)" % (info.world_size, "all finalized" if finalized == info.world_size
                                     else "%d finalized" % finalized),
         "hosts          %d (%s)" % (len(hosts), _list(np.array(hosts, dtype=object), limit=8)),
-        "run time       %s s (first MPI_Init to last MPI_Finalize%s)"
-        % (_seconds(run_time), "" if finalized == info.world_size else " or last record"),
+        # Every time in the report counts from the end of the first MPI_Init (time 0).
+        "run time       %s s (time 0 = end of the first MPI_Init, to the start of the last MPI_Finalize%s)"
+        % (_seconds(run_time), "" if finalized == info.world_size else " or the last record"),
         "MPI time       %s s summed over ranks, %s of their program time"
         % (_seconds(mpi_total), _percent(mpi_total / program_total if program_total else np.nan)),
         "calls          %d (%d records)" % (ranks["calls"].sum(), ranks["records"].sum()),
@@ -533,9 +534,12 @@ def summary_text(info, tables, linked=None, path_lines=(), in_flight=None):
         lines += inflight.summary_lines(in_flight)
     if path_lines:
         lines += [""] + list(path_lines)
+    if linked is not None:      # the waits first: what the diagnosis is made of
+        lines += [""] + _wait_section(ranks) + [""] + _collective_section(linked["collectives"])
     lines += [""] + _rank_section(ranks) + [""] + _function_section(functions, mpi_total)
     if linked is not None:
-        lines += linked_sections(ranks, linked)
+        lines += ([""] + _unmatched_section(linked["unmatched"]) + [""]
+                  + _clock_section(ranks, linked["facts"]))
         lines += _csv_left_out(ranks)
     return "\n".join(lines) + "\n"
 
@@ -551,6 +555,14 @@ def _csv_left_out(ranks):
         return []
     return ["", "%s and %s not written: the run has %d calls, more than %d (the same rows are in %s and %s)"
             % (CALLS_CSV, COLLECTIVES_CSV, ranks["calls"].sum(), MAX_CSV_ROWS, CALLS_PARQUET, COLLECTIVES_PARQUET)]
+
+
+def _job_id_note(info):
+    """Why the job id is not the run directory's suffix, where it is not (a directory the user named)."""
+    name = os.path.basename(os.path.normpath(info.run_dir))
+    if not info.job_id or name == "mpigraph-%s" % info.job_id:
+        return ""
+    return " (not the run directory's suffix: its name was given, MPIGRAPH_OUT or --out)"
 
 
 # ---- the report ------------------------------------------------------------------

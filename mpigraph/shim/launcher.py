@@ -43,9 +43,14 @@ def launcher_flavour(mpiexec):
     return "openmpi" if ("Open MPI" in text or "OpenRTE" in text) else "hydra"
 
 
-def default_run_dir():
-    """The name the shim would choose: ./mpigraph-<date>-<time>-<pid>."""
-    return os.path.abspath("mpigraph-%s-%x" % (time.strftime("%Y%m%d-%H%M%S"), os.getpid()))
+def job_id():
+    """The job's id, <date>-<time>-<pid> as the shim makes it; the ranks get it (MPIGRAPH_JOB_ID)."""
+    return "%s-%x" % (time.strftime("%Y%m%d-%H%M%S"), os.getpid())
+
+
+def default_run_dir(job=None):
+    """The name the shim would choose: ./mpigraph-<job id>."""
+    return os.path.abspath("mpigraph-%s" % (job or job_id()))
 
 
 def command_line(mpiexec, flavour, nprocs, env, program):
@@ -93,9 +98,11 @@ def run(argv_prog, nprocs, out=None, options=None, mpiexec=None):
     if not argv_prog:
         raise LauncherError("no program to run: mpigraph run -n N -- ./app args")
     mpiexec = find_mpi_tool("mpiexec", mpiexec)
-    out = os.path.abspath(out or default_run_dir())
+    job = job_id()
+    out = os.path.abspath(out or default_run_dir(job))
     outdir.check_run_dir(out, "with --out")
-    cmd = command_line(mpiexec, launcher_flavour(mpiexec), nprocs, rank_environment(out, options), argv_prog)
+    env = dict(rank_environment(out, options), MPIGRAPH_JOB_ID=job)    # the same id as the default directory's
+    cmd = command_line(mpiexec, launcher_flavour(mpiexec), nprocs, env, argv_prog)
     try:
         code = subprocess.call(cmd)
     except OSError as e:

@@ -144,6 +144,9 @@ HEADER_DTYPE = np.dtype(
         # Per thread slot: the blocking call in progress (func 0: none), written before the call
         # blocks, cleared when it returns; t_end is 0.  Logs of older shims hold zeros here.
         ("inflight", RECORD_DTYPE, (N_INFLIGHT,)),
+        # The kernel's boot id (/proc/sys/kernel/random/boot_id, empty where unreadable): ranks
+        # with the same hostname and boot id read one CLOCK_MONOTONIC (mpigraph.clock.models).
+        ("boot_id", "S40"),
     ]
 )
 assert HEADER_DTYPE.itemsize <= HEADER_SIZE

@@ -3,8 +3,11 @@
 Written by hand (no plotting library).  ``rank_chart(per_rank)`` takes int64 ns
 columns: program_time and mpi_time (required), execution and wait (when the
 analysis measured waits; otherwise the MPI part is one colour and the chart
-says so), critical_path (time of the rank on the critical path, drawn as a
-thin bar under the rank's bar, when the path is known).
+says so), compute (when given, the report's compute column, the time between
+the rank's MPI calls; otherwise program_time - mpi_time, which also counts a
+late rank's time in MPI_Init after the run's start), critical_path (time of
+the rank on the critical path, drawn as a thin bar under the rank's bar, when
+the path is known).  From a ranks table the bars are the summary's numbers.
 """
 
 import os
@@ -29,6 +32,18 @@ def _nice_step(top, ticks=6):
     return next(m * p for m in (1, 2, 5, 10) if m * p >= raw)
 
 
+def _parts(per_rank, r, program, mpi):
+    """[(colour key, ns)] of rank index r's bar."""
+    wait, given_compute, given_execution = (per_rank.get(k) for k in ("wait", "compute", "execution"))
+    compute = int(given_compute[r]) if given_compute is not None else int(program[r] - mpi[r])
+    if wait is not None and given_execution is not None:      # the summary's columns, as they are
+        return [("compute", compute), ("execution", max(int(given_execution[r]), 0)), ("wait", int(wait[r]))]
+    if wait is not None:
+        w = min(int(wait[r]), int(mpi[r]))
+        return [("compute", compute), ("execution", int(mpi[r]) - w), ("wait", w)]
+    return [("compute", compute), ("mpi", int(mpi[r]))]
+
+
 def rank_chart(per_rank, title="Time per rank"):
     """The SVG text of the chart."""
     program = np.asarray(per_rank["program_time"], np.int64)
@@ -42,7 +57,9 @@ def rank_chart(per_rank, title="Time per rank"):
     gap = 10 if has_path else 4
     left, top, width = 70, 54, 640
     height = top + n * (bar + gap) + 40
-    scale_max = max(int(program.max(initial=0)), int(np.max(path)) if has_path and n else 0, 1)
+    bars = [_parts(per_rank, r, program, mpi) for r in range(n)]
+    longest = max((sum(ns for _, ns in parts) for parts in bars), default=0)
+    scale_max = max(int(program.max(initial=0)), int(longest), int(np.max(path)) if has_path and n else 0, 1)
     px = width / scale_max
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" '
            'font-size="11">' % (left + width + 30, height),
@@ -70,12 +87,7 @@ def rank_chart(per_rank, title="Time per rank"):
         t += step
     for r in range(n):
         y = top + r * (bar + gap)
-        compute = program[r] - mpi[r]
-        if has_wait:
-            w = min(int(wait[r]), int(mpi[r]))
-            parts = [("compute", compute), ("execution", mpi[r] - w), ("wait", w)]
-        else:
-            parts = [("compute", compute), ("mpi", mpi[r])]
+        parts = bars[r]
         label = int(per_rank["rank"][r]) if "rank" in per_rank else r
         out.append('<text x="%d" y="%d" text-anchor="end">rank %d</text>' % (left - 6, y + bar - 2, label))
         x = left
@@ -105,6 +117,10 @@ def write_rank_chart(run_dir, per_rank, title="Time per rank"):
 def per_rank_from_table(ranks, path=None):
     """The chart's columns from a metrics ranks table (the report's), picking up wait columns if present."""
     out = {"rank": ranks["rank"], "program_time": ranks["program_time"], "mpi_time": ranks["mpi_time"]}
+    # The summary's compute and execution columns, so the chart shows the summary's numbers.
+    for name in ("compute", "execution"):
+        if name in ranks:
+            out[name] = ranks[name]
     for name in ("wait", "wait_time", "total_wait_time"):
         if name in ranks:
             out["wait"] = ranks[name]

@@ -1,0 +1,166 @@
+"""The first lines of summary.txt: why the run is slow, in words, from the report's own tables.
+
+Each sentence is made from tables the report writes anyway, and only when its
+numbers carry it (the thresholds below); a run where none does gets a sentence
+that says no rank holds the others up.
+
+- A late rank at a collective.  The N-to-N instances (no root: Allreduce,
+  Barrier, Allgather, ...) of collectives.parquet, per function: the rank
+  whose late arrivals made the others wait most is named when that is at
+  least LATE_RANK_SHARE of the function's wait, it was last at that share of
+  the instances too (and more often than its fair share, instances / members;
+  at least twice), and the others' wait
+  in those instances is at least NOTABLE_SHARE of their summed program time
+  (a busy node delays ranks at random: one long delay is not a late rank).  Per
+  instance the others waited wait_total (the last one waits 0), so it came
+  wait_total / (members - 1) after the others on average.  Spread evenly over
+  the members, the work that made it late would end each instance at the
+  members' mean arrival instead of the last: wait_total / members earlier,
+  summed over the instances, is what balancing would save.  "It computes more"
+  is said only when the ranks table's compute of that rank exceeds the
+  others' mean by at least half of its summed lateness (per call: over all
+  the function's instances, as every rank computes before each).
+- Late senders and late receivers (waitstates.csv), per function: named when
+  their summed time is at least NOTABLE_SHARE of the waiting ranks' summed
+  program time.
+- The critical path: the ranks holding most of it (time_on_path of ranks.csv).
+"""
+
+import textwrap
+
+import numpy as np
+
+LATE_RANK_SHARE = 0.5      # the share of a function's wait (and calls) a late rank must cause (be last at)
+NOTABLE_SHARE = 0.05       # a wait worth a sentence: this share of the waiting ranks' program time
+MAX_SENTENCES = 4
+WIDTH = 100              # the diagnosis is wrapped to this many columns
+
+
+def _s(ns):
+    return "%.3g s" % (ns / 1e9) if ns >= 1e9 else "%.3g ms" % (ns / 1e6)
+
+
+def _ms(ns):
+    return "%.3g ms" % (ns / 1e6)
+
+
+def _pct(part, whole):
+    return "%.0f%%" % (100.0 * part / whole) if whole > 0 else "-"
+
+
+def rank_list(ranks, limit=6):
+    """"0-2, 5" for [0, 1, 2, 5]; past `limit` runs, the first ones and the count."""
+    ranks = sorted(int(r) for r in ranks)
+    parts, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        parts.append(str(ranks[i]) if i == j else "%d%s%d" % (ranks[i], "-" if j > i + 1 else ", ", ranks[j]))
+        i = j + 1
+    if len(parts) > limit:
+        return "%s, ... (%d ranks)" % (", ".join(parts[:limit]), len(ranks))
+    return ", ".join(parts)
+
+
+def _program_of(ranks, which):
+    at = np.isin(ranks["rank"], np.asarray(list(which)))
+    return int(ranks["program_time"][at].sum())
+
+
+def late_rank_sentences(ranks, collectives, run_time):
+    """[(the others' wait ns, sentence)] of the late ranks at N-to-N collectives (module doc)."""
+    out = []
+    n_to_n = (collectives["root"] < 0) & (collectives["members"] > 1) & (collectives["last_rank"] >= 0)
+    for function in np.unique(collectives["function"][n_to_n]):       # a loop over functions
+        mine = n_to_n & (collectives["function"] == function)
+        last = collectives["last_rank"][mine]
+        wait = collectives["wait_total"][mine].astype(np.int64)
+        caused = np.bincount(last, weights=wait)          # the others' wait, per rank that arrived last
+        late = int(np.argmax(caused))
+        held = last == late
+        k, total = int(held.sum()), int(mine.sum())
+        # Last at most of the calls (more often than its fair share, 1 / members, too) and the cause
+        # of most of the wait: a busy node delays ranks at random, a late rank is late every time.
+        fair = total / float(collectives["members"][mine].mean())
+        if k < 2 or k <= fair or k < LATE_RANK_SHARE * total or caused[late] < LATE_RANK_SHARE * wait.sum():
+            continue
+        members = collectives["members"][mine][held].astype(np.int64)
+        others = [r for r in ranks["rank"].tolist() if r != late]
+        waited = int(wait[held].sum())
+        if waited < NOTABLE_SHARE * _program_of(ranks, others):
+            continue
+        if int(members.max()) < len(ranks["rank"]):
+            who = "the other members"
+        else:
+            who = "rank%s %s" % ("s" if len(others) > 1 else "", rank_list(others))
+        lateness = int((wait[held] / (members - 1)).sum())
+        saved = int((wait[held] / members).sum())
+        compute = ranks["compute"].astype(np.int64)
+        at = ranks["rank"] == late
+        extra = int(compute[at].sum()) - (float(compute[~at].mean()) if (~at).any() else 0.0)
+        words = "rank %d " % late
+        if extra >= 0.5 * lateness:
+            words += "computes %s more per %s than the others' mean (%s in all) and " % (
+                _ms(extra / total), function, _s(extra))
+        words += "arrives last at %d of %d %s calls, %s after the others on average; " % (
+            k, total, function, _ms(lateness / k))
+        words += "%s wait for it %s (%s of their %s wait, %s of their time). " % (
+            who, _s(waited), _pct(waited, wait.sum()), function, _pct(waited, _program_of(ranks, others)))
+        words += "Spread evenly over the ranks, its extra work would save about %s of the %s run (%s)." % (
+            _s(saved), _s(run_time), _pct(saved, run_time))
+        out.append((waited, words))
+    return out
+
+
+def message_sentences(ranks, waitstates):
+    """[(time ns, sentence)] of late senders and late receivers per function."""
+    out = []
+    for kind, what in (("late_sender", "for messages sent late (late sender)"),
+                       ("late_receiver", "for their receivers to post the receive (late receiver)")):
+        rows = waitstates["kind"] == kind
+        for function in np.unique(waitstates["function"][rows]):        # a loop over functions
+            mine = rows & (waitstates["function"] == function)
+            waiting = np.unique(waitstates["rank"][mine])
+            time = int(waitstates["time"][mine].sum())
+            if time < NOTABLE_SHARE * _program_of(ranks, waiting):
+                continue
+            out.append((time, "rank%s %s wait%s %s in %s %s, %s of their time." % (
+                "s" if len(waiting) > 1 else "", rank_list(waiting), "" if len(waiting) > 1 else "s", _s(time),
+                function, what, _pct(time, _program_of(ranks, waiting)))))
+    return out
+
+
+def path_sentence(ranks):
+    """Where the critical path runs, from ranks.csv's time_on_path (None without a path)."""
+    on_path = ranks.get("time_on_path")
+    if on_path is None or int(on_path.sum()) <= 0:
+        return None
+    total = int(on_path.sum())
+    order = np.argsort(-on_path, kind="stable")[:3]
+    shares = ", ".join("rank %d %s" % (ranks["rank"][i], _pct(on_path[i], total)) for i in order if on_path[i] > 0)
+    return "The critical path (critical_path.csv) runs through %s." % shares
+
+
+def diagnosis_lines(ranks, linked, run_time):
+    """The diagnosis paragraph: "Diagnosis:" and its sentences, the most waited-for first."""
+    found = []
+    if linked is not None:
+        found += late_rank_sentences(ranks, linked["collectives"], run_time)
+        found += message_sentences(ranks, linked["waitstates"])
+    found.sort(key=lambda item: -item[0])
+    sentences = [words for _, words in found[:MAX_SENTENCES]]
+    if linked is not None and not sentences:
+        wait = int(ranks["wait"].sum()) if "wait" in ranks else 0
+        program = int(ranks["program_time"].sum())
+        sentences.append("No rank holds the others up: no collective has one rank arriving last at most of its "
+                         "calls with the others waiting %s or more of their time, and no late sender or receiver "
+                         "waits that long (the ranks wait %s in all, %s of their time)."
+                         % (_pct(NOTABLE_SHARE, 1), _s(wait), _pct(wait, program)))
+    path = path_sentence(ranks)
+    if path:
+        sentences.append(path)
+    if not sentences:
+        return []
+    wrap = lambda s: textwrap.wrap(s, WIDTH, initial_indent="- ", subsequent_indent="  ")  # noqa: E731
+    return ["Diagnosis:"] + [line for s in sentences for line in wrap(s)]
