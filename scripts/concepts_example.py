@@ -1,6 +1,9 @@
-"""Write the small 3-rank run of docs/concepts.md, as the shim would have logged it, and analyse it.
+"""Write the small 3-rank runs of docs/concepts.md, as the shim would have logged them, and analyse them.
 
-    python scripts/concepts_example.py OUT      # OUT/raw/rank-*.log, then the report in OUT
+    python scripts/concepts_example.py OUT [EXAMPLE]     # OUT/raw/rank-*.log, then the report in OUT
+
+EXAMPLE is `main` (the default: the document's example run), `nonblocking` (an MPI_Iallreduce
+completed by MPI_Wait) or `scan` (an MPI_Scan), the runs of EXAMPLES.
 
 Every time is a whole or tenth of a millisecond, on clocks that agree (MPIGRAPH_CLOCK=none), so
 each number of the report can be checked by hand against the timeline in docs/concepts.md.
@@ -45,19 +48,66 @@ CALLS = {
 }
 
 
-def write_logs(run_dir):
-    """run_dir/raw/rank-<r>.log for the three ranks; returns run_dir."""
+# Nonblocking collective: every rank posts an MPI_Iallreduce (request 1) and completes it in an
+# MPI_Wait (whose part record names the request); rank 2 posts last, at 6.
+NONBLOCKING_CALLS = {
+    0: [("MPI_Init", -1, 0, {}),
+        ("MPI_Iallreduce", 1, 1.1, dict(bytes=8, seq=1, request=1)),                     # then 1.9 ms of compute
+        ("MPI_Wait", 3, 6.2, dict(parts=[dict(request=1)])),
+        ("MPI_Finalize", 8, 8.5, {})],
+    1: [("MPI_Init", -1, 0, {}),
+        ("MPI_Iallreduce", 2, 2.1, dict(bytes=8, seq=1, request=1)),
+        ("MPI_Wait", 2.5, 6.3, dict(parts=[dict(request=1)])),
+        ("MPI_Finalize", 8, 8.5, {})],
+    2: [("MPI_Init", -1, 0, {}),
+        ("MPI_Iallreduce", 6, 6.1, dict(bytes=8, seq=1, request=1)),                     # the last to arrive
+        ("MPI_Wait", 6.1, 6.2, dict(parts=[dict(request=1)])),
+        ("MPI_Finalize", 8, 8.5, {})],
+}
+
+# Scan: rank 1 arrives last, rank 2 first; rank i waits only for the ranks below it.
+SCAN_CALLS = {
+    0: [("MPI_Init", -1, 0, {}),
+        ("MPI_Scan", 2, 2.1, dict(bytes=8, seq=1)),
+        ("MPI_Finalize", 8, 8.5, {})],
+    1: [("MPI_Init", -1, 0, {}),
+        ("MPI_Scan", 4, 4.2, dict(bytes=8, seq=1)),                                      # the last to arrive
+        ("MPI_Finalize", 8, 8.5, {})],
+    2: [("MPI_Init", -1, 0, {}),
+        ("MPI_Scan", 1, 4.3, dict(bytes=8, seq=1)),                                      # waits for rank 1
+        ("MPI_Finalize", 8, 8.5, {})],
+}
+
+EXAMPLES = {"main": CALLS, "nonblocking": NONBLOCKING_CALLS, "scan": SCAN_CALLS}
+
+
+def _records(calls):
+    """The log records of one rank's calls: a call record each, then its part records (fields
+    `parts`: one dict of fields each; a part shares its call's function and times)."""
+    flat = []
+    for name, start, end, fields in calls:
+        fields = dict(fields)
+        parts = fields.pop("parts", [])
+        flat.append((name, start, end, fields))
+        flat += [(name, start, end, dict(part, flags=record.PART | part.get("flags", 0))) for part in parts]
+    rows = np.zeros(len(flat), record.RECORD_DTYPE)
+    rows["peer"], rows["tag"], rows["root"] = record.PEER_NONE, record.TAG_NONE, record.ROOT_NONE
+    for i, (name, start, end, fields) in enumerate(flat):
+        rows[i]["func"] = FID[name]
+        rows[i]["t_start"], rows[i]["t_end"] = round(start * MS), round(end * MS)
+        for field, value in fields.items():
+            rows[i][field] = value
+    return rows
+
+
+def write_logs(run_dir, example="main"):
+    """run_dir/raw/rank-<r>.log for the three ranks of EXAMPLES[example]; returns run_dir."""
     raw = os.path.join(run_dir, "raw")
     os.makedirs(raw, exist_ok=True)
-    for rank, calls in CALLS.items():
-        rows = np.zeros(len(calls), record.RECORD_DTYPE)
-        rows["peer"], rows["tag"], rows["root"] = record.PEER_NONE, record.TAG_NONE, record.ROOT_NONE
-        for i, (name, start, end, fields) in enumerate(calls):
-            rows[i]["func"] = FID[name]
-            rows[i]["t_start"], rows[i]["t_end"] = round(start * MS), round(end * MS)
-            for field, value in fields.items():
-                rows[i][field] = value
-        header = record.empty_header(rank, len(CALLS))
+    runs = EXAMPLES[example]
+    for rank, calls in runs.items():
+        rows = _records(calls)
+        header = record.empty_header(rank, len(runs))
         header["job_id"], header["hostname"] = b"concepts", b"node0"
         header["clock_source"] = record.CLOCK_MONOTONIC
         header["n_functions"] = len(mpi_functions.FUNCTIONS)
@@ -77,6 +127,6 @@ def analyse(run_dir, quiet=True):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] not in EXAMPLES):
         sys.exit(__doc__)
-    analyse(write_logs(sys.argv[1]), quiet=False)
+    analyse(write_logs(*sys.argv[1:]), quiet=False)

@@ -101,23 +101,64 @@ def test_docs_links_to_repository_files_resolve():
 MS = 1_000_000
 
 
-@pytest.fixture(scope="module")
-def concepts_run(tmp_path_factory):
+def _analysed(tmp_path_factory, example):
+    """The report tables of one run of scripts/concepts_example.py, as Python lists."""
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     try:
         import concepts_example
     finally:
         sys.path.pop(0)
-    run_dir = str(tmp_path_factory.mktemp("concepts"))
-    concepts_example.analyse(concepts_example.write_logs(run_dir))
+    run_dir = str(tmp_path_factory.mktemp("concepts-" + example))
+    concepts_example.analyse(concepts_example.write_logs(run_dir, example))
     import pyarrow.parquet as pq
 
     return {name: pq.read_table(os.path.join(run_dir, name + ".parquet")).to_pydict()
             for name in ("ranks", "calls", "collectives", "waitstates", "critical_path")}
 
 
+@pytest.fixture(scope="module")
+def concepts_run(tmp_path_factory):
+    return _analysed(tmp_path_factory, "main")
+
+
+@pytest.fixture(scope="module")
+def nonblocking_run(tmp_path_factory):
+    return _analysed(tmp_path_factory, "nonblocking")
+
+
+@pytest.fixture(scope="module")
+def scan_run(tmp_path_factory):
+    return _analysed(tmp_path_factory, "scan")
+
+
 def _ms(ns):
     return [round(v / MS, 6) for v in ns]
+
+
+def _call_of(run):
+    """call(rank, k) -> (wait state, its time, [wait_before, wait_after, execution]) in ms."""
+    calls = run["calls"]
+    row = {(r, c): i for i, (r, c) in enumerate(zip(calls["rank"], calls["call"]))}
+
+    def call(rank, k):
+        i = row[(rank, k)]
+        return (calls["wait_state"][i], round(calls["wait_state_time_ns"][i] / MS, 6),
+                _ms([calls["wait_before_ns"][i], calls["wait_after_ns"][i], calls["execution_ns"][i]]))
+    return call
+
+
+def _instance(run, function):
+    """The one collective instance of `function`: {column: value}, times in ms."""
+    inst = run["collectives"]
+    assert inst["function"].count(function) == 1
+    i = inst["function"].index(function)
+    return {name: (round(col[i] / MS, 6) if name.endswith("_ns") else col[i]) for name, col in inst.items()}
+
+
+def _path(run):
+    path = run["critical_path"]
+    return list(zip(path["rank"], path["kind"], path["function"], path["peer"], _ms(path["start_ns"]),
+                    _ms(path["end_ns"])))
 
 
 def test_concepts_example_rank_times(concepts_run):
@@ -127,45 +168,98 @@ def test_concepts_example_rank_times(concepts_run):
     assert _ms(ranks["program_time_ns"]) == [20, 20, 20]
     assert _ms(ranks["mpi_time_ns"]) == [6.6, 8.7, 3.75]
     assert _ms(ranks["compute_ns"]) == [13.4, 11.3, 16.25]
-    assert _ms(ranks["wait_ns"]) == [7.0, 8.6, 4.05]
-    assert _ms(ranks["execution_ns"]) == [-0.4, 0.1, -0.3]
-    assert ranks["imbalance"] == pytest.approx([7 / 13, 8.6 / 11.4, 4.05 / 15.95])
+    # rank 0: Allreduce 3 + Reduce root 2 + Barrier 1; rank 1: Recv 3 + Allreduce 3 + 0.1 after
+    # + Bcast 1 + Barrier 0.5 (its Reduce, a non-root, waits 0); rank 2: Allreduce 0.05 after +
+    # Bcast 1 + Send 2 (its Reduce and Barrier: it arrived last).
+    assert _ms(ranks["wait_ns"]) == [6.0, 7.6, 3.05]
+    assert _ms(ranks["wait_after_ns"]) == [0, 0.1, 0.05]
+    # MPI time - wait, never negative: 0.1 + 0.2 + 0.1 + 0.1 + 0.1; 0.3 + 0.2 + 0.1 + 0.1 + 0.1 + 0.3;
+    # 0.2 + 0.1 + 0.1 + 0.1 + 0.2.
+    assert _ms(ranks["execution_ns"]) == [0.6, 1.1, 0.7]
+    # wait / (wait + execution + compute), here wait / program time.
+    assert ranks["imbalance"] == pytest.approx([6 / 20, 7.6 / 20, 3.05 / 20])
+    assert _ms(ranks["early_reduce_ns"]) == [2, 0, 0]                # only the root
+    assert _ms(ranks["late_broadcast_ns"]) == [0, 1, 1]              # only the non-roots
     assert _ms(ranks["time_on_path_ns"]) == [7, 0, 13]
 
 
 def test_concepts_example_waits_and_states(concepts_run):
-    calls = concepts_run["calls"]
-    row = {(r, c): i for i, (r, c) in enumerate(zip(calls["rank"], calls["call"]))}
-
-    def call(rank, k):
-        i = row[(rank, k)]
-        return (calls["wait_state"][i], round(calls["wait_state_time_ns"][i] / MS, 6),
-                _ms([calls["wait_before_ns"][i], calls["wait_after_ns"][i], calls["execution_ns"][i]]))
-
+    call = _call_of(concepts_run)
     assert call(1, 1) == ("late_sender", 3, [3, 0, 0.3])             # Recv 1-4.3, send at 4
     assert call(2, 5) == ("late_receiver", 2, [2, 0, 0.2])           # Send 16-18.2, receive at 18
     assert call(0, 1) == ("", 0, [0, 0, 0.1])                        # the eager Send
-    assert call(0, 2) == ("wait_nxn", 3, [3, 0, 0.2])                # Allreduce
+    assert call(0, 2) == ("wait_nxn", 3, [3, 0, 0.2])                # Allreduce: last arrival 8, min end 8.2
     assert call(1, 2) == ("wait_nxn", 3, [3, 0.1, 0.2])
     assert call(2, 1) == ("", 0, [0, 0.05, 0.2])
     assert call(0, 5)[:2] == ("wait_barrier", 1) and call(1, 5)[:2] == ("wait_barrier", 0.5)
-    assert call(1, 3)[:2] == ("late_broadcast", 1) and call(2, 2)[:2] == ("late_broadcast", 1)
-    assert call(0, 3)[:2] == ("", 0)                                 # the Bcast's root
-    assert call(0, 4) == ("early_reduce", 2, [2, 1, -0.9])           # the Reduce's root
-    inst = concepts_run["collectives"]
-    allreduce = inst["function"].index("MPI_Allreduce")
-    assert round(inst["wait_total_ns"][allreduce] / MS, 6) == 6.15
-    assert inst["imbalance"][allreduce] == pytest.approx(6.15 / 0.6)
-    on_path = {(r, c) for r, c, p in zip(calls["rank"], calls["call"], calls["on_path"]) if p}
+    assert call(1, 3) == ("late_broadcast", 1, [1, 0, 0.1])          # Bcast 9-10.1, root at 10
+    assert call(2, 2) == ("late_broadcast", 1, [1, 0, 0.1])
+    assert call(0, 3) == ("", 0, [0, 0, 0.1])                        # the Bcast's root waits for no one
+    assert call(0, 4) == ("early_reduce", 2, [2, 0, 0.1])            # the Reduce's root: 13 - 11
+    assert call(1, 4) == ("", 0, [0, 0, 0.1])                        # its non-roots wait for no one
+    assert call(2, 3) == ("", 0, [0, 0, 0.1])
+    on_path = {(r, c) for r, c, p in zip(concepts_run["calls"]["rank"], concepts_run["calls"]["call"],
+                                         concepts_run["calls"]["on_path"]) if p}
     assert on_path == {(0, 2), (0, 3), (0, 5), (2, 1), (2, 2), (2, 3), (2, 4)}
 
 
+def test_concepts_example_collective_instances(concepts_run):
+    """Per instance: time_total the members' durations, wait_total their waits by the pattern,
+    imbalance = wait_total / time_total; the seed's barrier formulas in seed_* columns."""
+    allreduce = _instance(concepts_run, "MPI_Allreduce")
+    assert allreduce["time_total_ns"] == 6.75                        # 3.2 + 3.3 + 0.25
+    assert allreduce["wait_total_ns"] == 6.15                        # 3 + 3.1 + 0.05
+    assert allreduce["execution_ns"] == 0.6
+    assert allreduce["imbalance"] == pytest.approx(6.15 / 6.75)
+    assert allreduce["seed_execution_ns"] == 0.2                     # min end 8.2 - max start 8
+    assert allreduce["seed_imbalance"] == pytest.approx(6.15 / 0.6)  # 1025%: not a share
+    bcast = _instance(concepts_run, "MPI_Bcast")
+    assert (bcast["time_total_ns"], bcast["wait_total_ns"]) == (2.3, 2)      # 0.1 + 1.1 + 1.1; 1 + 1
+    assert bcast["imbalance"] == pytest.approx(2 / 2.3)
+    reduce = _instance(concepts_run, "MPI_Reduce")
+    assert (reduce["time_total_ns"], reduce["wait_total_ns"], reduce["execution_ns"]) == (2.3, 2, 0.3)
+    assert reduce["imbalance"] == pytest.approx(2 / 2.3)
+    assert reduce["seed_execution_ns"] == -0.9                       # 12.1 - 13
+    assert reduce["seed_wait_total_ns"] == 5                         # 2 + 1 + 0 before, 1 + 0 + 1 after
+    assert reduce["seed_imbalance"] is None                          # empty: seed execution <= 0
+    barrier = _instance(concepts_run, "MPI_Barrier")
+    assert (barrier["time_total_ns"], barrier["wait_total_ns"]) == (1.8, 1.5)  # 1.1 + 0.6 + 0.1; 1 + 0.5
+    assert barrier["imbalance"] == pytest.approx(1.5 / 1.8)
+
+
+def test_concepts_nonblocking_collective(nonblocking_run):
+    """Iallreduce posts at 1, 2 and 6, Waits from 3, 2.5 and 6.1: each Wait waits for the last post."""
+    call = _call_of(nonblocking_run)
+    for rank in range(3):
+        assert call(rank, 1) == ("", 0, [0, 0, 0.1])                 # the Iallreduce: all execution
+    assert call(0, 2) == ("wait_nxn", 3, [3, 0, 0.2])                # Wait 3-6.2: 6 - 3
+    assert call(1, 2) == ("wait_nxn", 3.5, [3.5, 0, 0.3])            # Wait 2.5-6.3: 6 - 2.5
+    assert call(2, 2) == ("", 0, [0, 0, 0.1])                        # Wait 6.1-6.2: after the last post
+    inst = _instance(nonblocking_run, "MPI_Iallreduce")
+    assert (inst["members"], inst["max_start_ns"], inst["min_end_ns"]) == (3, 6, 6.2)   # min end of the Waits
+    assert (inst["time_total_ns"], inst["wait_total_ns"], inst["execution_ns"]) == (7.1, 6.5, 0.6)
+    assert inst["imbalance"] == pytest.approx(6.5 / 7.1)
+    assert _path(nonblocking_run) == [(2, "compute", "", -1, 0, 6), (0, "message", "MPI_Wait", 2, 6, 6.2),
+                                      (0, "compute", "", -1, 6.2, 8)]
+
+
+def test_concepts_scan(scan_run):
+    """MPI_Scan at 2 (rank 0), 4 (rank 1), 1 (rank 2): rank i waits for the latest of ranks < i."""
+    call = _call_of(scan_run)
+    assert call(0, 1) == ("", 0, [0, 0, 0.1])                        # no lower rank
+    assert call(1, 1) == ("", 0, [0, 0, 0.2])                        # rank 0 came first, at 2
+    assert call(2, 1) == ("early_scan", 3, [3, 0, 0.3])              # the later of 2 and 4: 4 - 1
+    assert _ms(scan_run["ranks"]["early_scan_ns"]) == [0, 0, 3]
+    inst = _instance(scan_run, "MPI_Scan")
+    assert (inst["time_total_ns"], inst["wait_total_ns"], inst["execution_ns"]) == (3.6, 3, 0.6)
+    assert inst["imbalance"] == pytest.approx(3 / 3.6)
+    assert inst["seed_execution_ns"] == -1.9                         # min end 2.1 - max start 4
+
+
 def test_concepts_example_critical_path(concepts_run):
-    path = concepts_run["critical_path"]
-    got = list(zip(path["rank"], path["kind"], path["function"], path["peer"], _ms(path["start_ns"]),
-                   _ms(path["end_ns"])))
-    assert got == [(2, "compute", "", -1, 0, 8), (0, "message", "MPI_Allreduce", 2, 8, 8.2),
-                   (0, "compute", "", -1, 8.2, 10), (2, "message", "MPI_Bcast", 0, 10, 10.1),
-                   (2, "compute", "", -1, 10.1, 13), (2, "mpi", "MPI_Reduce", -1, 13, 13.1),
-                   (2, "compute", "", -1, 13.1, 15), (0, "message", "MPI_Barrier", 2, 15, 15.1),
-                   (0, "compute", "", -1, 15.1, 20)]
+    assert _path(concepts_run) == [
+        (2, "compute", "", -1, 0, 8), (0, "message", "MPI_Allreduce", 2, 8, 8.2),
+        (0, "compute", "", -1, 8.2, 10), (2, "message", "MPI_Bcast", 0, 10, 10.1),
+        (2, "compute", "", -1, 10.1, 13), (2, "mpi", "MPI_Reduce", -1, 13, 13.1),
+        (2, "compute", "", -1, 13.1, 15), (0, "message", "MPI_Barrier", 2, 15, 15.1),
+        (0, "compute", "", -1, 15.1, 20)]
