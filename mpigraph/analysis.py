@@ -22,7 +22,7 @@ from mpigraph.match import link
 from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.metrics import profile as metrics
 from mpigraph.comm import node_memory
-from mpigraph.comm import parallel
+from mpigraph.comm import launch, parallel
 from mpigraph.report import writer as report
 from mpigraph.comm import shuffle
 from mpigraph.trace import logs as trace
@@ -139,13 +139,15 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     environment); `in_job` says the ranks of comm are the run's own ranks.
     Analysis rank 0 writes the report files into out_dir (default run_dir), prints summary.txt
     unless config.quiet, and returns the summary text; other ranks return None.
-    Raises trace.TraceError for bad logs, node_memory.NotEnoughMemory when a node
+    Raises launch.MPIMismatch when comm's MPI is not the launcher's (before any work),
+    trace.TraceError for bad logs, node_memory.NotEnoughMemory when a node
     cannot hold the analysis of the records its analysis ranks own (before any
     is read), report.ReportError when the report cannot be written (on the rank
     that found the problem; the others raise parallel.PeerFailed).
     """
     if comm is None:
         comm = _world()
+    launch.check_world(comm)      # another MPI than the launcher's: say so before any work
     if config is None:
         config = config_module.from_env()
     progress = Progress(comm.rank == 0, config)

@@ -174,7 +174,7 @@ def _user_error_types():
     types = [settings.ConfigError, FileNotFoundError]
     for module, name in (("mpigraph.trace.logs", "TraceError"), ("mpigraph.shim.launcher", "LauncherError"),
                          ("mpigraph.report.writer", "ReportError"), ("mpigraph.comm.node_memory", "NotEnoughMemory"),
-                         ("mpigraph.model.mva", "ModelError")):
+                         ("mpigraph.model.mva", "ModelError"), ("mpigraph.comm.launch", "MPIMismatch")):
         if module in sys.modules:
             types.append(getattr(sys.modules[module], name))
     return tuple(types)

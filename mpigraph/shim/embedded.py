@@ -49,7 +49,9 @@ def _analyse(run_dir):
     from mpi4py import MPI
 
     from mpigraph import analysis, config
+    from mpigraph.comm import launch
 
+    launch.check_initialized(MPI)
     settings = config.from_env()
     comm = MPI.COMM_WORLD.Dup()
     if settings.verbose and comm.rank == 0:
@@ -87,7 +89,8 @@ def _report_failure(error):
     user_errors = tuple(c for c in (_loaded_class("mpigraph.trace.logs", "TraceError"),
                                     _loaded_class("mpigraph.report.writer", "ReportError"),
                                     _loaded_class("mpigraph.config", "ConfigError"),
-                                    _loaded_class("mpigraph.comm.node_memory", "NotEnoughMemory")) if c)
+                                    _loaded_class("mpigraph.comm.node_memory", "NotEnoughMemory"),
+                                    _loaded_class("mpigraph.comm.launch", "MPIMismatch")) if c)
     if peer_failed and isinstance(error, peer_failed):
         pass   # the analysis rank that failed says why
     elif user_errors and isinstance(error, user_errors):
