@@ -177,6 +177,19 @@ int mpigraph_close_log(void)
     }
     mg.recording = 0;
     mg_stop_log_helper(); /* before the clock samples, which it would disturb */
+    /* MPI finalised without the wrapper (a Python host whose MPI_Finalize was bound past the
+     * shim): nothing collective may run now, and an analysis would abort in the MPI library. */
+    int finalized = 0;
+    PMPI_Finalized(&finalized);
+    if (finalized) {
+        mg_say("rank %d: MPI was finalised before mpigraph closed the log (MPI_Finalize did not go "
+            "through the shim); the log is kept unanalysed in %s (run: mpigraph analyze %s)",
+            mg.world_rank, mg_run_dir, mg_run_dir);
+        mg_analyze = 0;
+        mg_close_log_file();
+        mg_phase = MG_CLOSED;
+        return 1;
+    }
     /* The samples and the analysis are collective: only if every rank is here. */
     if (mg_sync_all_arrived())
         mg_sync_measure(&mg.header->sync_final);

@@ -8,6 +8,7 @@ more there is that mismatch, found before any work (``check_world``).
 """
 
 import os
+import re
 import sys
 
 # Variables a launcher sets in every process it starts: (name, what it counts, the launcher).
@@ -85,6 +86,11 @@ def analysis_mpi():
     return version + (" from %s" % library if library else "")
 
 
+# libmpi.so.12 (MPICH, Intel MPI), libmpi.so.40 (Open MPI), libmpich.so.12 (Debian), libmpi_cray.so;
+# not libmpigraph.so, the shim.
+_MPI_LIBRARY = re.compile(r"libmpi(ch|_[a-z]+)?\.so")
+
+
 def _loaded_libmpi():
     """The path of the MPI library mapped into this process (Linux's /proc/self/maps), or None."""
     try:
@@ -92,5 +98,5 @@ def _loaded_libmpi():
             files = {line.split()[-1] for line in maps if "/" in line}
     except OSError:
         return None
-    mpi = sorted(f for f in files if os.path.basename(f).startswith("libmpi") and ".so" in os.path.basename(f))
+    mpi = sorted(f for f in files if _MPI_LIBRARY.match(os.path.basename(f)))
     return ", ".join(mpi) or None

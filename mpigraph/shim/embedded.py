@@ -107,7 +107,10 @@ def register_atexit(ffi, lib):
     import atexit
 
     def analyse_at_exit():
-        if lib.mpigraph_close_log() or lib.mpigraph_analysis_wanted():
+        # Closing the log may rule the analysis out (MPI already finalised, a rank missing at the
+        # end, MPIGRAPH_ANALYZE=off): only what is still wanted after it runs.
+        lib.mpigraph_close_log()
+        if lib.mpigraph_analysis_wanted():
             run_dir = ffi.string(lib.mpigraph_run_dir()).decode()
             if not analyse_at_finalize(run_dir):
                 print("mpigraph: the analysis did not complete; raw logs are in %s "
