@@ -22,7 +22,7 @@ from mpigraph.match import link
 from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.metrics import profile as metrics
 from mpigraph.comm import node_memory
-from mpigraph.comm import launch, parallel
+from mpigraph.comm import launch, parallel, traffic
 from mpigraph.report import writer as report
 from mpigraph.comm import shuffle
 from mpigraph.trace import logs as trace
@@ -43,6 +43,7 @@ class Progress:
         self.may_print = is_root and (config.verbose or not config.quiet)
         self.enabled = is_root and config.verbose
         self.done = []   # (stage, seconds, peak RSS MB, note) of the stages so far
+        self.meter = traffic.last = traffic.Meter()    # every rank's own figures, for the benchmark
 
     def enable_for(self, n_records):
         """Switch on for big runs, printing the stages already done."""
@@ -54,7 +55,8 @@ class Progress:
     def run(self, name, step, *args, note=None):
         """step(*args), timed; `note(result)` adds a few words to the stage's line."""
         started = time.perf_counter()
-        result = step(*args)
+        with self.meter.stage(name):
+            result = step(*args)
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024     # Linux: KiB
         self.done.append((name, time.perf_counter() - started, peak_mb, note(result) if note else ""))
         if self.enabled:
