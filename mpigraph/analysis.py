@@ -5,8 +5,9 @@ clock and match are in match/link.py (their results: match/core.py's interface);
 path_stage runs the topological-sort algorithms or the graph ones (mpigraph.paths).
 
 Every stage runs on all analysis ranks of `comm`.  Analysis rank a works on
-the trace ranks ``Ownership.ranks_of(a)``; analysis rank 0 gathers the small
-tables and writes the report.  Each stage goes through
+the trace ranks ``Ownership.ranks_of(a)`` and writes its part of the big tables
+(report.datasets); analysis rank 0 gathers the small tables and writes them and
+summary.txt.  Each stage goes through
 ``parallel.collectively``, so an error on one rank stops all of them instead
 of leaving the others blocked in the next collective.
 """
@@ -23,8 +24,7 @@ from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.metrics import profile as metrics
 from mpigraph.comm import node_memory
 from mpigraph.comm import launch, parallel, traffic
-from mpigraph.report import writer as report
-from mpigraph.comm import shuffle
+from mpigraph.report import datasets, writer as report
 from mpigraph.trace import logs as trace
 
 # Stage timings go to stderr when the run has more records than this (or MPIGRAPH_VERBOSE=1).
@@ -117,21 +117,24 @@ def _metrics(comm, logs, linked, codec, times):
     return tables, extra
 
 
-def _write_report(comm, out_dir, info, tables, path, linked, codec):
-    """Stage report: rank 0 writes the files; the calls table comes to it a chunk at a time
-    from every analysis rank, which makes each of its chunks and marks its calls on the path."""
+def _write_report(comm, out_dir, info, tables, path, linked):
+    """Stage report: every analysis rank writes its parts of the big tables (report.datasets: calls,
+    wait states, critical path), then rank 0 the small tables and summary.txt (last: its presence
+    means the report is complete)."""
     queries = comm.bcast(linked_tables.path_queries(path.table) if comm.rank == 0 else None, root=0)
-    calls = linked_tables.call_chunks(linked, queries)
+    parallel.collectively(comm, lambda: datasets.prepare_all(out_dir, info, path.table is not None)
+                          if comm.rank == 0 else None)
+    block = datasets.scatter_path(comm, path.table)
+    parallel.collectively(comm, datasets.write_parts, comm, out_dir, info, linked, queries, block)
     if comm.rank != 0:
-        shuffle.serve_root(comm, calls, codec=codec)
         return None
-    pull = shuffle.RootPull(comm, calls)
+    summary_tables, extra = tables
     try:
-        summary_tables, extra = tables
-        extra = dict(extra, calls=(linked_tables.call_block(rows) for rows in pull.chunks()))
-        return report.write_report(out_dir, info, summary_tables, extra, path=path.table, path_lines=path.lines)
-    finally:
-        pull.close()
+        return report.write_report(out_dir, info, summary_tables, extra, path=path.table, path_lines=path.lines,
+                                   datasets=datasets.NAMES)
+    except report.ReportError:
+        datasets.remove_all(out_dir)      # no half-written report is left behind
+        raise
 
 
 def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
@@ -179,7 +182,7 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
                         progress.say)
 
     text = progress.run("report", parallel.collectively, comm, _write_report, comm, out_dir or info.run_dir, info, tables,
-                        path, linked, codec)
+                        path, linked)
     if comm.rank == 0 and not config.quiet:
         sys.stdout.write(text)
         sys.stdout.flush()

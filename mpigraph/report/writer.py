@@ -524,7 +524,7 @@ def _linked_files(linked):
     """The linked run's tables (mpigraph.metrics.run_tables); calls.parquet pulls its blocks from the
     other analysis ranks."""
     lt = linked_tables
-    return [_File(CALLS_PARQUET, lambda p: write_parquet_blocks(p, linked["calls"], lt.CALL_COLUMNS), True),
+    return [_File(CALLS_PARQUET, lambda p: write_parquet_blocks(p, linked.get("calls", ()), lt.CALL_COLUMNS), True),
             _File(COLLECTIVES_PARQUET, lambda p: write_parquet(p, linked["collectives"], lt.COLLECTIVE_COLUMNS)),
             _File(WAITSTATES_CSV, lambda p: write_csv(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
             _File(WAITSTATES_PARQUET, lambda p: write_parquet(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
@@ -548,7 +548,13 @@ def _report_files(tables, linked, path, text):
 
 
 def write_path(run_dir, path):
-    """critical_path.csv and critical_path.parquet of a path table in run_dir."""
+    """critical_path.csv and critical_path.parquet of a path table in run_dir (a file, in place of an
+    analysis's dataset directory of that name)."""
+    dataset = os.path.join(run_dir, cp.PARQUET_NAME)
+    if os.path.isdir(dataset):
+        import shutil
+
+        shutil.rmtree(dataset)
     write_csv(os.path.join(run_dir, cp.CSV_NAME), path, cp.SEGMENT_COLUMNS)
     write_parquet(os.path.join(run_dir, cp.PARQUET_NAME), path, cp.SEGMENT_COLUMNS)
 
@@ -557,7 +563,7 @@ class ReportError(Exception):
     """The report files cannot be written (read-only or full file system); the message names the file."""
 
 
-def write_report(out_dir, info, tables, linked=None, path=None, path_lines=()):
+def write_report(out_dir, info, tables, linked=None, path=None, path_lines=(), datasets=()):
     """Write every report file into out_dir (created if needed); returns the summary text.
 
     `linked` (linked_tables.gather's tables, plus "facts" and "calls", the calls table's row
@@ -565,21 +571,27 @@ def write_report(out_dir, info, tables, linked=None, path=None, path_lines=()):
     `path` is the critical path table (critical_path.segments; None when there is none), which
     also fills time_on_path; `path_lines` are its words.  Raises ReportError naming the file that
     could not be written; what was written of an incomplete report is removed, the raw logs are
-    never touched.
+    never touched.  `datasets`: names of files the analysis ranks wrote as Parquet datasets
+    (mpigraph.report.datasets), left out here.
     """
     tables = metrics.with_path(tables, path)
     text = summary_text(info, tables, linked, path_lines)
-    files = _report_files(tables, linked, path, text)
+    files = [f for f in _report_files(tables, linked, path, text) if f.name not in datasets]
     try:
         os.makedirs(out_dir, exist_ok=True)
         _write_at_once(out_dir, files[:-1])
         _write_one(out_dir, files[-1])
     except OSError as e:
         _remove([os.path.join(out_dir, f.name) for f in files])
-        raise ReportError("cannot write the report: %s: %s (the raw logs in %s are intact: mpigraph analyze "
-                          "%s --out <another directory>)" % (e.filename or out_dir, e.strerror or e,
-                                                             raw_dir_of(info), info.run_dir)) from None
+        raise report_error(e, out_dir, info) from None
     return text
+
+
+def report_error(error, out_dir, info):
+    """The ReportError of an OSError met writing the report into out_dir."""
+    return ReportError("cannot write the report: %s: %s (the raw logs in %s are intact: mpigraph analyze "
+                       "%s --out <another directory>)" % (error.filename or out_dir, error.strerror or error,
+                                                          raw_dir_of(info), info.run_dir))
 
 
 # Threads writing report files besides the calling thread.  The time goes to pyarrow's kernels and
