@@ -12,6 +12,7 @@ summary.txt.  Each stage goes through
 of leaving the others blocked in the next collective.
 """
 
+import dataclasses
 import resource
 import sys
 import time
@@ -19,6 +20,7 @@ import time
 from mpigraph import config as config_module
 from mpigraph.comm import codec as codec_module
 from mpigraph import paths
+from mpigraph.paths import algorithms
 from mpigraph.match import link
 from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.metrics import profile as metrics
@@ -166,6 +168,8 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     codec = codec_module.Codec(level=config.compress or None)
     calls, clock_info = progress.run("clock", parallel.collectively, comm, link.aligned_calls, comm, logs,
                                      config.clock)
+    algorithm, why = algorithms.choose(config.algorithm, comm.size, n_records)
+    config = dataclasses.replace(config, algorithm=algorithm)
     on_graph = paths.ALGORITHMS[config.algorithm].method == "graph"     # toposort's path needs no edges
     linked = progress.run("match", parallel.collectively, comm, link.link, comm, ownership, calls,
                           info.world_size, clock_info, codec, on_graph,
@@ -181,6 +185,8 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     path = progress.run("path", parallel.collectively, comm, paths.path_stage, comm, config, info, logs, linked, times,
                         progress.say)
 
+    if path.lines:         # which algorithm ran, and why (the default picks one by the run's size)
+        path = path._replace(lines=list(path.lines) + ["  algorithm %s (%s)" % (algorithm, why)])
     text = progress.run("report", parallel.collectively, comm, _write_report, comm, out_dir or info.run_dir, info, tables,
                         path, linked)
     if comm.rank == 0 and not config.quiet:

@@ -32,7 +32,7 @@ SETTINGS = [
             "run directory: the raw logs go to <dir>/raw/, the report to <dir>/", False),
     Setting("MPIGRAPH_ANALYZE", "on",
             "on|off: analyse the run at MPI_Finalize (off: only write the raw logs)", False),
-    Setting("MPIGRAPH_ALGORITHM", "dijkstra",
+    Setting("MPIGRAPH_ALGORITHM", "auto",
             "critical-path algorithm: " + ", ".join(ALGORITHMS), False),
     Setting("MPIGRAPH_CLOCK", "pingpong",
             "cross-rank clock alignment: pingpong (offset and drift by ping-pong), "
@@ -73,7 +73,7 @@ class Config:
 
     out: str = None               # None: the shim chose the directory
     analyze: bool = True
-    algorithm: str = "dijkstra"
+    algorithm: str = "auto"
     clock: str = "pingpong"
     threshold: float = 0.0        # seconds
     splits: bool = True

@@ -159,7 +159,7 @@ def test_not_a_run_directory(tmp_path):
 def test_bad_setting_is_one_line(tmp_path):
     run_dir = write_run(tmp_path / "run")
     result = mpigraph_cmd("analyze", run_dir, MPIGRAPH_ALGORITHM="bfs", nprocs=2)
-    assert_one_clean_error(result, "MPIGRAPH_ALGORITHM='bfs' is not valid; accepted: dijkstra, delta-stepping")
+    assert_one_clean_error(result, "MPIGRAPH_ALGORITHM='bfs' is not valid; accepted: auto, dijkstra, delta-stepping")
 
 
 def test_bad_algorithm_option(tmp_path):
