@@ -154,7 +154,7 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     """
     if comm is None:
         comm = _world()
-    launch.check_world(comm)      # another MPI than the launcher's: say so before any work
+    launch.check_world()      # another MPI than the launcher's: say so before any work
     if config is None:
         config = config_module.from_env()
     progress = Progress(comm.rank == 0, config)

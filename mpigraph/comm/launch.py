@@ -42,10 +42,13 @@ def launcher_ranks(environ=None):
     return None
 
 
-def check_world(comm, environ=None):
-    """Raise MPIMismatch when `comm` (the analysis's world) has one rank but the launcher's
-    environment says the job has several; nothing else is checked, nothing is written."""
-    if comm.size != 1:
+def check_world(environ=None):
+    """Raise MPIMismatch when MPI_COMM_WORLD of the MPI that mpi4py loaded has one rank but the
+    launcher's environment says the job has several; nothing else is checked, nothing is written.
+    (The world, not the analysis's communicator: in a job a small run is analysed by fewer ranks.)"""
+    from mpi4py import MPI
+
+    if MPI.COMM_WORLD.size != 1:
         return
     found = launcher_ranks(environ)
     if found is not None:

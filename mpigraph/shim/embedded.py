@@ -53,7 +53,7 @@ def _analyse(run_dir):
 
     launch.check_initialized(MPI)
     settings = config.from_env()
-    comm = MPI.COMM_WORLD.Dup()
+    comm = _analysis_comm(MPI)
     if settings.verbose and comm.rank == 0:
         import os
 
@@ -63,9 +63,26 @@ def _analyse(run_dir):
         print("mpigraph: analysing with the Python of %s, mpigraph from %s"
               % (sys.prefix, os.path.dirname(os.path.abspath(mpigraph.__file__))), file=sys.stderr)
     try:
-        analysis.analyze(run_dir, comm, settings, in_job=True)
+        # in_job: analysis rank r owns trace rank r; with fewer, the blocks of the offline analysis.
+        analysis.analyze(run_dir, comm, settings, in_job=comm.size == MPI.COMM_WORLD.size)
     finally:
         comm.Free()
+
+
+def _analysis_comm(mpi):
+    """A private communicator of the analysis ranks: world ranks 0 .. K-1, K as the shim chose
+    from the run's records (mpigraph_analysis_ranks: all ranks of a big run, one of a small one).
+    The other ranks do not come here: they leave MPI_Finalize at once."""
+    shim = sys.modules.get("_mpigraph_shim")
+    k = shim.lib.mpigraph_analysis_ranks() if shim is not None else 0
+    world = mpi.COMM_WORLD
+    if not 0 < k < world.size:
+        return world.Dup()
+    group = world.Get_group().Range_incl([(0, k - 1, 1)])
+    try:
+        return world.Create_group(group)      # collective over the group's ranks only
+    finally:
+        group.Free()
 
 
 def analyse_at_finalize(run_dir):
