@@ -13,8 +13,12 @@ Each probe rank reports its peak RSS (getrusage) and its RSS before the
 analysis started (Python, numpy, mpi4py imported).  The logs are read from
 the page cache (they were just written): cold-cache reads are disk-bound.
 
-Printed per (records, K, algorithm), as each finishes and again as one markdown table at the
-end (as in docs/benchmarks.md): the median over repeats of each stage's seconds and
+Printed per (records, K, algorithm), first per analysis rank and stage (the first repeat's): its
+wall and CPU seconds, the records it owns and the bytes it sent and received
+(mpigraph.comm.traffic), each as a share of the stage's total against 1/K, and per stage whether
+every rank is within 1.5x of 1/K ("balanced"): a rank-0 funnel shows in CPU seconds and bytes
+even where K ranks share fewer cores and wall times cannot.  Then, as each finishes and again as
+one markdown table at the end (as in docs/benchmarks.md): the median over repeats of each stage's seconds and
 records/s per analysis rank, the whole analyze() call, and the largest peak
 RSS of any analysis rank with its growth per million records it owned.
 
@@ -47,6 +51,7 @@ from machine import describe_machine, describe_memory, memory_gib  # noqa: E402
 
 STAGE_LINE = re.compile(r"^mpigraph: (\S+)\s+([0-9.]+) s")
 PROBE_LINE = re.compile(r"^probe rank (\d+) wall ([0-9.]+) base_kb (\d+) peak_kb (\d+) records (\d+)")
+STAGE_RANK_LINE = re.compile(r"^probe stage rank (\d+) (\S+) wall ([0-9.]+) cpu ([0-9.]+) sent (\d+) received (\d+)")
 
 
 # ---- inside the job: one analysis ------------------------------------------------
@@ -64,7 +69,7 @@ def probe(run_dir, prefault_mb):
     from mpi4py import MPI
 
     from mpigraph import analysis
-    from mpigraph.comm import parallel
+    from mpigraph.comm import parallel, traffic
     from mpigraph.trace import logs as trace
 
     comm = MPI.COMM_WORLD
@@ -82,6 +87,10 @@ def probe(run_dir, prefault_mb):
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for rank, line in enumerate(comm.gather((wall, base, peak, records), root=0) or []):
         print("probe rank %d wall %.6f base_kb %d peak_kb %d records %d" % ((rank,) + line), flush=True)
+    for rank, stages in enumerate(comm.gather(traffic.last.stages, root=0) or []):
+        for s in stages:
+            print("probe stage rank %d %s wall %.6f cpu %.6f sent %d received %d"
+                  % (rank, s.name, s.wall_s, s.cpu_s, s.sent, s.received), flush=True)
 
 
 # ---- the driver ---------------------------------------------------------------------
@@ -128,7 +137,11 @@ def analyse_once(run_dir, nprocs, algorithm, prefault_mb=0):
         if m:
             stages[m.group(1)] = float(m.group(2))
     probes = [tuple(map(float, m.groups())) for m in map(PROBE_LINE.match, result.stdout.splitlines()) if m]
-    return stages, probes
+    per_rank = {}      # {stage: [(rank, wall, cpu, sent, received)]}
+    for m in filter(None, map(STAGE_RANK_LINE.match, result.stdout.splitlines())):
+        rank, name, wall, cpu, sent, received = m.groups()
+        per_rank.setdefault(name, []).append((int(rank), float(wall), float(cpu), int(sent), int(received)))
+    return stages, probes, per_rank
 
 
 def measure(run_dir, n_records, nprocs, algorithm, repeat, prefault_mb=0):
@@ -139,7 +152,53 @@ def measure(run_dir, n_records, nprocs, algorithm, repeat, prefault_mb=0):
     peak = max(p[3] for r in runs for p in r[1])                 # KB, the largest rank
     growth = max((p[3] - p[2]) / max(p[4], 1) * 1e6 for r in runs for p in r[1])   # KB per M records owned
     base = statistics.median(p[2] for r in runs for p in r[1])
+    print_rank_shares(runs[0][2], [int(p[4]) for p in runs[0][1]])     # the first repeat's
     return stages, wall, peak, growth, base
+
+
+# A rank's share of a stage's records, CPU seconds or bytes is balanced when it is within this
+# factor of 1/K (issue 28: no rank-0 funnel).
+BALANCE_FACTOR = 1.5
+
+
+def share_cell(values, rank):
+    """`values[rank]` as a multiple of the fair share (1/K of the sum): '1.00x' when even."""
+    total = sum(values)
+    return "%.2fx" % (values[rank] * len(values) / total) if total else "-"
+
+
+def balanced(values):
+    """Whether every rank's share of `values` is within BALANCE_FACTOR of 1/K (nothing to share: yes)."""
+    total = sum(values)
+    if not total or len(values) == 1:
+        return True
+    return all(1 / BALANCE_FACTOR <= v * len(values) / total <= BALANCE_FACTOR for v in values)
+
+
+def print_rank_shares(per_rank, records):
+    """Per stage and analysis rank: wall, CPU seconds, records owned, bytes sent and received, and
+    each one's share against 1/K; then per stage whether records, CPU and bytes are balanced.
+
+    CPU seconds and bytes show a rank-0 funnel where wall times cannot (more ranks than cores)."""
+    k = len(records)
+    print("  per analysis rank (K=%d): share = value / (sum / K); balanced = every rank within %.1fx of 1/K"
+          % (k, BALANCE_FACTOR), flush=True)
+    print("  %-8s %4s %8s %8s %6s %11s %6s %12s %6s %12s %6s" % ("stage", "rank", "wall s", "cpu s", "share",
+                                                                  "records", "share", "sent B", "share",
+                                                                  "received B", "share"))
+    for name, rows in per_rank.items():
+        rows = sorted(rows)
+        cpu, sent, received = ([r[i] for r in rows] for i in (2, 3, 4))
+        for rank, wall, *_ in rows:
+            print("  %-8s %4d %8.3f %8.3f %6s %11d %6s %12d %6s %12d %6s"
+                  % (name, rank, wall, cpu[rank], share_cell(cpu, rank), records[rank], share_cell(records, rank),
+                     sent[rank], share_cell(sent, rank), received[rank], share_cell(received, rank)))
+        # Bytes by direction: in a funnel rank 0 receives what every other rank sends, so the sum
+        # of both directions looks even at K=2 while the received bytes are all on rank 0.
+        verdict = {"records": balanced(records), "cpu": balanced(cpu),
+                   "bytes": balanced(sent) and balanced(received)}
+        print("  %-8s balanced: %s" % (name, ", ".join("%s %s" % (what, "yes" if ok else "NO")
+                                                        for what, ok in verdict.items())), flush=True)
 
 
 def prefault_fits(peak_mb, nprocs):

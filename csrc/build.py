@@ -56,6 +56,7 @@ SHIM_API = """
 int mpigraph_close_log(void);
 const char *mpigraph_run_dir(void);
 int mpigraph_analysis_wanted(void);
+int mpigraph_analysis_ranks(void);
 void mpigraph_mark_analysed(void);
 """
 

@@ -359,7 +359,7 @@ def wrapper(f, params, large):
 
 # PMPI functions the hand-written core calls besides the wrapped ones.
 _CORE_PMPI = [
-    "Init", "Init_thread", "Finalize", "Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall",
+    "Init", "Init_thread", "Finalize", "Finalized", "Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall",
     "Testany", "Testsome", "Start", "Startall", "Request_free", "Comm_free",
     "Comm_rank", "Comm_size", "Comm_group", "Comm_test_inter", "Comm_remote_size", "Comm_remote_group",
     "Group_translate_ranks", "Group_free", "Type_size", "Get_count", "Allreduce", "Bcast",

@@ -36,6 +36,12 @@ static int mg_analyze = 1;       /* MPIGRAPH_ANALYZE */
 static int mg_python_host;       /* the program itself is a Python interpreter */
 static char mg_run_dir[PATH_MAX];
 static int32_t mg_next_thread_slot = 1;
+static int mg_analysis_ranks; /* the analysis runs on world ranks 0 .. mg_analysis_ranks - 1 */
+
+/* Records an analysis rank is given at least before another one joins: an analysis rank costs
+ * a fixed start (Python, imports: about a second) and analyses about a million records a second,
+ * so a small run is analysed by few ranks and the others leave MPI_Finalize at once. */
+#define RECORDS_PER_ANALYSIS_RANK 1000000LL
 
 /* One line on stderr, written at once: stderr is unbuffered, and the ranks' lines written in
  * pieces came out mixed with each other's ("mpigraph: mpigraph: error: ..."). */
@@ -207,6 +213,19 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 
 /* ---- Finalize: close the log, hand over to Python ------------------------------ */
 
+/* Every rank here (they all arrived) and its log closed: how many ranks analyse the run, from
+ * its records; the ranks past them do not analyse.  The Allreduce also makes sure every log is
+ * closed before an analysis rank reads it. */
+static void choose_analysis_ranks(void)
+{
+    long long mine = mg.n, total = 0;
+    PMPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    long long k = (total + RECORDS_PER_ANALYSIS_RANK - 1) / RECORDS_PER_ANALYSIS_RANK;
+    mg_analysis_ranks = k < 1 ? 1 : k > mg.world_size ? mg.world_size : (int)k;
+    if (mg.world_rank >= mg_analysis_ranks)
+        mg_analyze = 0;
+}
+
 /* Stop recording and close the log with a Finalize record; 1 if this call did it. */
 int mpigraph_close_log(void)
 {
@@ -220,6 +239,19 @@ int mpigraph_close_log(void)
     }
     mg.recording = 0;
     mg_stop_log_helper(); /* before the clock samples, which it would disturb */
+    /* MPI finalised without the wrapper (a Python host whose MPI_Finalize was bound past the
+     * shim): nothing collective may run now, and an analysis would abort in the MPI library. */
+    int finalized = 0;
+    PMPI_Finalized(&finalized);
+    if (finalized) {
+        mg_say("rank %d: MPI was finalised before mpigraph closed the log (MPI_Finalize did not go "
+            "through the shim); the log is kept unanalysed in %s (run: mpigraph analyze %s)",
+            mg.world_rank, mg_run_dir, mg_run_dir);
+        mg_analyze = 0;
+        mg_close_log_file();
+        mg_phase = MG_CLOSED;
+        return 1;
+    }
     /* The samples and the analysis are collective: only if every rank is here. */
     if (mg_sync_all_arrived())
         mg_sync_measure(&mg.header->sync_final);
@@ -228,10 +260,13 @@ int mpigraph_close_log(void)
     mg_sync_finish();
     mg_close_log_file();
     mg_phase = MG_CLOSED;
+    if (mg_analyze)
+        choose_analysis_ranks();
     return 1;
 }
 
 const char *mpigraph_run_dir(void) { return mg_run_dir; }
+int mpigraph_analysis_ranks(void) { return mg_analysis_ranks; }
 int mpigraph_analysis_wanted(void) { return mg_analyze && mg_phase == MG_CLOSED; }
 void mpigraph_mark_analysed(void) { mg_phase = MG_ANALYSED; }
 

@@ -5,12 +5,14 @@ clock and match are in match/link.py (their results: match/core.py's interface);
 path_stage runs the topological-sort algorithms or the graph ones (mpigraph.paths).
 
 Every stage runs on all analysis ranks of `comm`.  Analysis rank a works on
-the trace ranks ``Ownership.ranks_of(a)``; analysis rank 0 gathers the small
-tables and writes the report.  Each stage goes through
+the trace ranks ``Ownership.ranks_of(a)`` and writes its part of the big tables
+(report.datasets); analysis rank 0 gathers the small tables and writes them and
+summary.txt.  Each stage goes through
 ``parallel.collectively``, so an error on one rank stops all of them instead
 of leaving the others blocked in the next collective.
 """
 
+import dataclasses
 import resource
 import sys
 import time
@@ -18,13 +20,13 @@ import time
 from mpigraph import config as config_module
 from mpigraph.comm import codec as codec_module
 from mpigraph import paths
+from mpigraph.paths import algorithms
 from mpigraph.match import link
 from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.metrics import profile as metrics
 from mpigraph.comm import node_memory
-from mpigraph.comm import parallel
-from mpigraph.report import writer as report
-from mpigraph.comm import shuffle
+from mpigraph.comm import launch, parallel, traffic
+from mpigraph.report import datasets, writer as report
 from mpigraph.trace import logs as trace
 
 # Stage timings go to stderr when the run has more records than this (or MPIGRAPH_VERBOSE=1).
@@ -43,6 +45,7 @@ class Progress:
         self.may_print = is_root and (config.verbose or not config.quiet)
         self.enabled = is_root and config.verbose
         self.done = []   # (stage, seconds, peak RSS MB, note) of the stages so far
+        self.meter = traffic.last = traffic.Meter()    # every rank's own figures, for the benchmark
 
     def enable_for(self, n_records):
         """Switch on for big runs, printing the stages already done."""
@@ -54,7 +57,8 @@ class Progress:
     def run(self, name, step, *args, note=None):
         """step(*args), timed; `note(result)` adds a few words to the stage's line."""
         started = time.perf_counter()
-        result = step(*args)
+        with self.meter.stage(name):
+            result = step(*args)
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024     # Linux: KiB
         self.done.append((name, time.perf_counter() - started, peak_mb, note(result) if note else ""))
         if self.enabled:
@@ -115,21 +119,24 @@ def _metrics(comm, logs, linked, codec, times, algorithm):
     return tables, extra
 
 
-def _write_report(comm, out_dir, info, tables, path, linked, codec):
-    """Stage report: rank 0 writes the files; the calls table comes to it a chunk at a time
-    from every analysis rank, which makes each of its chunks and marks its calls on the path."""
+def _write_report(comm, out_dir, info, tables, path, linked):
+    """Stage report: every analysis rank writes its parts of the big tables (report.datasets: calls,
+    wait states, critical path), then rank 0 the small tables and summary.txt (last: its presence
+    means the report is complete)."""
     queries = comm.bcast(linked_tables.path_queries(path.table) if comm.rank == 0 else None, root=0)
-    calls = linked_tables.call_chunks(linked, queries)
+    parallel.collectively(comm, lambda: datasets.prepare_all(out_dir, info, path.table is not None)
+                          if comm.rank == 0 else None)
+    block = datasets.scatter_path(comm, path.table)
+    parallel.collectively(comm, datasets.write_parts, comm, out_dir, info, linked, queries, block)
     if comm.rank != 0:
-        shuffle.serve_root(comm, calls, codec=codec)
         return None
-    pull = shuffle.RootPull(comm, calls)
+    summary_tables, extra = tables
     try:
-        summary_tables, extra = tables
-        extra = dict(extra, calls=(linked_tables.call_block(rows) for rows in pull.chunks()))
-        return report.write_report(out_dir, info, summary_tables, extra, path=path.table, path_lines=path.lines)
-    finally:
-        pull.close()
+        return report.write_report(out_dir, info, summary_tables, extra, path=path.table, path_lines=path.lines,
+                                   datasets=datasets.NAMES)
+    except report.ReportError:
+        datasets.remove_all(out_dir)      # no half-written report is left behind
+        raise
 
 
 def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
@@ -139,13 +146,15 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     environment); `in_job` says the ranks of comm are the run's own ranks.
     Analysis rank 0 writes the report files into out_dir (default run_dir) and returns the
     summary text (the caller prints it); other ranks return None.
-    Raises trace.TraceError for bad logs, node_memory.NotEnoughMemory when a node
+    Raises launch.MPIMismatch when comm's MPI is not the launcher's (before any work),
+    trace.TraceError for bad logs, node_memory.NotEnoughMemory when a node
     cannot hold the analysis of the records its analysis ranks own (before any
     is read), report.ReportError when the report cannot be written (on the rank
     that found the problem; the others raise parallel.PeerFailed).
     """
     if comm is None:
         comm = _world()
+    launch.check_world()      # another MPI than the launcher's: say so before any work
     if config is None:
         config = config_module.from_env()
     progress = Progress(comm.rank == 0, config)
@@ -159,6 +168,8 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     codec = codec_module.Codec(level=config.compress or None)
     calls, clock_info = progress.run("clock", parallel.collectively, comm, link.aligned_calls, comm, logs,
                                      config.clock)
+    algorithm, why = algorithms.choose(config.algorithm, comm.size, n_records)
+    config = dataclasses.replace(config, algorithm=algorithm)
     on_graph = paths.ALGORITHMS[config.algorithm].method == "graph"     # toposort's path needs no edges
     linked = progress.run("match", parallel.collectively, comm, link.link, comm, ownership, calls,
                           info.world_size, clock_info, codec, on_graph,
@@ -174,6 +185,8 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     path = progress.run("path", parallel.collectively, comm, paths.path_stage, comm, config, info, logs, linked, times,
                         progress.say)
 
+    if path.lines:         # which algorithm ran, and why (the default picks one by the run's size)
+        path = path._replace(lines=list(path.lines) + ["  algorithm %s (%s)" % (algorithm, why)])
     text = progress.run("report", parallel.collectively, comm, _write_report, comm, out_dir or info.run_dir, info, tables,
-                        path, linked, codec)
+                        path, linked)
     return text

@@ -237,7 +237,7 @@ def _user_error_types():
                          ("mpigraph.report.writer", "ReportError"), ("mpigraph.comm.node_memory", "NotEnoughMemory"),
                          ("mpigraph.model.mva", "ModelError"), ("mpigraph.report.outdir", "OutputDirError"),
                          ("mpigraph.view", "ViewError"), ("mpigraph.network", "NetworkError"),
-                         ("mpigraph.whatif.build", "WhatifError")):
+                         ("mpigraph.whatif.build", "WhatifError"), ("mpigraph.comm.launch", "MPIMismatch")):
         if module in sys.modules:
             types.append(getattr(sys.modules[module], name))
     return tuple(types)

@@ -33,7 +33,7 @@ SETTINGS = [
             "empty or hold raw/: other files are never written over)", False),
     Setting("MPIGRAPH_ANALYZE", "on",
             "on|off: analyse the run at MPI_Finalize (off: only write the raw logs)", False),
-    Setting("MPIGRAPH_ALGORITHM", "dijkstra",
+    Setting("MPIGRAPH_ALGORITHM", "auto",
             "critical-path algorithm: " + ", ".join(ALGORITHMS), False),
     Setting("MPIGRAPH_CLOCK", "pingpong",
             "cross-rank clock alignment: pingpong (offset and drift by ping-pong), "
@@ -87,7 +87,7 @@ class Config:
 
     out: str = None               # None: the shim chose the directory
     analyze: bool = True
-    algorithm: str = "dijkstra"
+    algorithm: str = "auto"
     clock: str = "pingpong"
     threshold: float = 0.0        # seconds
     splits: bool = True

@@ -118,6 +118,19 @@ def column_lists(schema):
             if name.endswith("_COLUMNS") and isinstance(value, list)]
 
 
+def _datasets():
+    """The report's Parquet datasets (a directory of a part per analysis rank), by file name."""
+    try:
+        from mpigraph.report import datasets
+    except ImportError:
+        return ()
+    return datasets.NAMES
+
+
+def _shown(name):
+    return "`%s/`" % name if name in _datasets() else "`%s`" % name
+
+
 def _extras(writer):
     """(file-table rows, convention lines) of what the writer has beyond the tables: run.json,
     the row limit of the big tables' CSV files."""
@@ -131,6 +144,16 @@ def _extras(writer):
                         "at most %s calls (a CSV of 1e8 calls is gigabytes no one reads as text); summary.txt "
                         "says when it is left out, and the Parquet file has the same columns.\n"
                         % format(writer.MAX_CSV_ROWS, ","))
+    if _datasets():
+        conventions += ("- %s are Parquet datasets: directories of part files, `part-0000.parquet` to "
+                        "`part-<K-1>.parquet`, one written by each of the K analysis ranks (the calls and wait "
+                        "states of the trace ranks it owns, the K-th share of the path's segments, in order). "
+                        "The parts in name order are the table in row order; pyarrow.dataset, "
+                        "`pyarrow.parquet.read_table`, pandas' `read_parquet`, DuckDB "
+                        "(`read_parquet('calls.parquet/*.parquet')`) and Spark read a directory as one table, "
+                        "the same for every K. Analysis rank 0 writes the other files: the small tables "
+                        "(CSV and a Parquet file) and summary.txt, last.\n"
+                        % ", ".join("`%s/`" % n for n in _datasets()))
     return rows, conventions
 
 
@@ -145,7 +168,7 @@ def render(schema, files, writer=None):
         names = files.get(stem, [])
         if not names:
             raise SystemExit("make_outputs_doc.py: no report file named %s.csv or %s.parquet" % (stem, stem))
-        shown = ", ".join("`%s`" % n for n in names)
+        shown = ", ".join(_shown(n) for n in names)
         table_rows += "| %s | %s |\n" % (shown, rows)
         sections.append(section(schema, list_name, shown, rows, notes))
     type_rows = "".join("| %s | %s | %s |\n" % (kind, csv, pq) for kind, (csv, pq) in KIND_TYPES.items())

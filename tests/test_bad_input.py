@@ -147,7 +147,7 @@ def test_read_only_run_directory(tmp_path, mount_point):
     message = one_error(analyze(mount_point))
     assert message == ("cannot write the report: %s: Read-only file system (the raw logs in %s are intact: "
                        "mpigraph analyze %s --out <another directory>)"
-                       % (mount_point / "ranks.csv", mount_point / "raw", mount_point))
+                       % (mount_point / "calls.parquet", mount_point / "raw", mount_point))
     elsewhere = tmp_path / "report"
     result = analyze(mount_point, "--out", elsewhere)
     assert result.returncode == 0, result.stderr
@@ -180,8 +180,8 @@ def test_full_disk_for_the_report(tmp_path, mount_point):
 
 @pytest.fixture(scope="module")
 def big_run(tmp_path_factory):
-    """8 ranks x 50,000 calls: a calls.parquet of ~3.9 MB, a 1.96 MB row group from each of 2
-    analysis ranks, after ~6.76 MB of other files (critical_path.csv and .parquet)."""
+    """8 ranks x 50,000 calls: a calls.parquet of ~3.9 MB (a part of ~1.96 MB from each of 2
+    analysis ranks), besides ~6.76 MB of other files (critical_path.csv and .parquet)."""
     run_dir = tmp_path_factory.mktemp("big") / "run"
     synth.generate(str(run_dir), 8, 50_000)
     return run_dir
@@ -189,9 +189,9 @@ def big_run(tmp_path_factory):
 
 @pytest.mark.parametrize("size", ["64k", "7m", "9500k"])
 def test_full_disk_for_the_report_of_two_analysis_ranks(big_run, mount_point, size):
-    """The disk fills before the calls table (64k), in analysis rank 0's part of it (7m: 7.3 MB),
-    or in rank 1's, which rank 0 is pulling in chunks (9500k: 9.7 MB): one clean error, no rank left waiting,
-    nothing half-written left behind."""
+    """The disk fills at once (64k) or part of the way through the report, while the two analysis
+    ranks write their parts of the datasets or rank 0 its small files (7m, 9500k): one clean
+    error, no rank left waiting, nothing half-written left behind."""
     mount(mount_point, "size=" + size)
     result = mpi_env.mpigraph(["analyze", big_run, "--quiet", "--out", mount_point], nprocs=2)
     message = one_error(result)

@@ -77,11 +77,14 @@ def test_analyze_serial(tmp_path):
                                       "0.000002950"]
     assert pq.read_table(run_dir / "ranks.parquet").num_rows == 4
     for table in ("ranks", "calls", "collectives", "waitstates", "critical_path"):
-        columns = pq.ParquetFile(run_dir / ("%s.parquet" % table)).metadata.row_group(0)
+        path = run_dir / ("%s.parquet" % table)
+        if path.is_dir():                     # a dataset: one analysis rank, one part
+            path = path / "part-0000.parquet"
+        columns = pq.ParquetFile(path).metadata.row_group(0)
         assert {columns.column(i).compression for i in range(columns.num_columns)} == {"ZSTD"}, table
         for i in range(columns.num_columns):     # integers and times delta-encoded, strings by dictionary
             column = columns.column(i)
-            kind = str(pq.ParquetFile(run_dir / ("%s.parquet" % table)).schema_arrow.field(column.path_in_schema).type)
+            kind = str(pq.ParquetFile(path).schema_arrow.field(column.path_in_schema).type)
             if kind == "int64":
                 assert "DELTA_BINARY_PACKED" in column.encodings, (table, column.path_in_schema)
             if kind == "string":
@@ -156,7 +159,7 @@ def test_not_a_run_directory(tmp_path):
 def test_bad_setting_is_one_line(tmp_path):
     run_dir = write_run(tmp_path / "run")
     result = mpigraph_cmd("analyze", run_dir, MPIGRAPH_ALGORITHM="bfs", nprocs=2)
-    assert_one_clean_error(result, "MPIGRAPH_ALGORITHM='bfs' is not valid; accepted: dijkstra, delta-stepping")
+    assert_one_clean_error(result, "MPIGRAPH_ALGORITHM='bfs' is not valid; accepted: auto, dijkstra, delta-stepping")
 
 
 def test_bad_algorithm_option(tmp_path):

@@ -9,7 +9,7 @@ def test_defaults():
     cfg = config.from_env({})
     assert cfg == config.Config()
     assert (cfg.out, cfg.analyze, cfg.algorithm, cfg.clock, cfg.threshold, cfg.splits, cfg.compress,
-            cfg.quiet, cfg.verbose) == (None, True, "dijkstra", "pingpong", 0.0, True, 3, False, False)
+            cfg.quiet, cfg.verbose) == (None, True, "auto", "pingpong", 0.0, True, 3, False, False)
 
 
 def test_every_value_read():
@@ -31,7 +31,7 @@ def test_empty_values_keep_defaults():
 
 
 @pytest.mark.parametrize("name,value,accepted", [
-    ("MPIGRAPH_ALGORITHM", "bfs", "dijkstra, delta-stepping, parallel-dijkstra, parallel-delta-stepping, "
+    ("MPIGRAPH_ALGORITHM", "bfs", "auto, dijkstra, delta-stepping, parallel-dijkstra, parallel-delta-stepping, "
                                   "toposort, parallel-toposort"),
     ("MPIGRAPH_ANALYZE", "maybe", "on or off"),
     ("MPIGRAPH_CLOCK", "ntp", "pingpong, barrier, none"),

@@ -92,10 +92,10 @@ def test_the_calls_table_is_made_in_chunks_of_whole_ranks(tmp_path, monkeypatch,
     synth.generate(str(tmp_path), 6, 40, structure)
     analysis.analyze(str(tmp_path), MPI.COMM_WORLD, QUIET)
     whole = pq.read_table(tmp_path / "calls.parquet")
-    assert pq.ParquetFile(tmp_path / "calls.parquet").metadata.num_row_groups == 1
+    assert pq.ParquetFile(tmp_path / "calls.parquet" / "part-0000.parquet").metadata.num_row_groups == 1
     monkeypatch.setattr(linked_tables, "CHUNK_ROWS", 100)        # 40 calls a rank: 2 ranks a chunk
     analysis.analyze(str(tmp_path), MPI.COMM_WORLD, QUIET)
-    chunked = pq.ParquetFile(tmp_path / "calls.parquet")
+    chunked = pq.ParquetFile(tmp_path / "calls.parquet" / "part-0000.parquet")
     groups = [chunked.read_row_group(i).column("rank").to_pylist() for i in range(chunked.metadata.num_row_groups)]
     assert [sorted(set(g)) for g in groups] == [[0, 1], [2, 3], [4, 5]]
     assert all(len(g) <= 100 for g in groups)
@@ -103,7 +103,7 @@ def test_the_calls_table_is_made_in_chunks_of_whole_ranks(tmp_path, monkeypatch,
     assert any(whole.column("on_path").to_pylist())
     monkeypatch.setattr(linked_tables, "CHUNK_ROWS", 30)         # 30 calls, then the rest of a rank
     analysis.analyze(str(tmp_path), MPI.COMM_WORLD, QUIET)
-    pieces = pq.ParquetFile(tmp_path / "calls.parquet")
+    pieces = pq.ParquetFile(tmp_path / "calls.parquet" / "part-0000.parquet")
     groups = [pieces.read_row_group(i).column("rank").to_pylist() for i in range(pieces.metadata.num_row_groups)]
     n_calls = [whole.column("rank").to_pylist().count(r) for r in range(6)]
     assert min(n_calls) > 30

@@ -34,7 +34,7 @@ from mpigraph.report.writer import write_path
 from mpigraph.schema import Column
 from mpigraph.metrics import profile as metrics
 from mpigraph.trace import record
-from mpigraph.report import writer as report
+from mpigraph.report import datasets, writer as report
 from mpigraph.trace import logs as trace
 from mpigraph.trace import functions as mf
 from mpigraph.view import data as view_data
@@ -125,6 +125,7 @@ def write_calls_parquet(run_dir):
         ("tag", "int"), ("comm", "int"), ("bytes", "int"), ("wait_before", "time"), ("wait_after", "time"),
         ("execution", "time"), ("on_path", "bool"))]
     t.update(wait_before=wb, wait_after=wa, execution=execution, on_path=np.zeros(len(wb), bool))
+    datasets.remove(os.path.join(run_dir, "calls.parquet"))    # the analysis's dataset directory
     report.write_parquet(os.path.join(run_dir, "calls.parquet"), t, columns)
     return t
 
@@ -175,7 +176,7 @@ def test_view_command_on_the_demo_writes_page_chart_and_trace(demo_run, tmp_path
     for name in ("timeline.html", "ranks.svg", "trace.json"):
         assert (run / name).is_file(), result.stdout
     # The analysis wrote calls.parquet (waits per call): the view uses it, no note about it.
-    assert (run / "calls.parquet").is_file() and "no calls.parquet" not in result.stdout
+    assert (run / "calls.parquet").is_dir() and "no calls.parquet" not in result.stdout
     assert (run / "ranks.svg").stat().st_size > 0 and (demo_run / "ranks.svg").is_file()   # report wrote it too
 
 
@@ -184,7 +185,7 @@ def test_demo_timeline_from_raw_logs_in_chromium(demo_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(demo_run, run)
     for name in ("calls.parquet", "critical_path.parquet"):
-        (run / name).unlink(missing_ok=True)
+        datasets.remove(str(run / name))
     write_views(str(run))
     status, seconds, errors, geometry, _ = open_page(run / "timeline.html", tmp_path / "demo-raw.png")
     assert errors == [] and status["errors"] == [], (errors, status)
@@ -427,7 +428,7 @@ def test_perfetto_trace_validates(demo_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(demo_run, run)
     for name in ("calls.parquet", "critical_path.parquet"):   # first from the raw logs alone
-        (run / name).unlink(missing_ok=True)
+        datasets.remove(str(run / name))
     data = view_data.load(str(run))
     path, count = perfetto.write(data)
     doc = json.load(open(path))

@@ -8,6 +8,8 @@ encoding, no pickles.  The big one-time moves
 
 import numpy as np
 
+from mpigraph.comm import traffic
+
 
 def send_rows(comm, dest, columns, with_source=False):
     """Send row i of `columns` (a list of equal-length arrays) to rank dest[i].
@@ -19,7 +21,7 @@ def send_rows(comm, dest, columns, with_source=False):
     grouped by source rank in rank order, each source's rows in their order;
     with_source: (columns, source rank of each received row).
     """
-    size = comm.Get_size()
+    rank, size = comm.Get_rank(), comm.Get_size()
     dest = np.asarray(dest)          # in its own dtype: a copy to int64 of millions of rows is not needed
     if size == 1:
         received = [np.asarray(c) for c in columns]
@@ -35,6 +37,8 @@ def send_rows(comm, dest, columns, with_source=False):
         outgoing = np.ascontiguousarray(np.asarray(column)[order])
         incoming = np.empty(int(recv_counts.sum()), outgoing.dtype)
         comm.Alltoallv([outgoing, (send_counts, send_displ)], [incoming, (recv_counts, recv_displ)])
+        traffic.count((send_counts.sum() - send_counts[rank]) * outgoing.itemsize,
+                      (recv_counts.sum() - recv_counts[rank]) * outgoing.itemsize)
         result.append(incoming)
     if with_source:
         return result, np.repeat(np.arange(size, dtype=np.int64), recv_counts)

@@ -227,15 +227,21 @@ def finish(tables):
     order = np.lexsort((inst["seq"], inst["comm"]))
     inst = {name: col[order] for name, col in inst.items()}
 
-    ws = dict(tables["waitstates"])
-    ws["function"] = names[ws["function"]]
-    ws["kind"] = np.array(waits.WAIT_STATES, dtype=object)[ws["kind"]]
+    ws = named_waitstates(tables["waitstates"])
 
     un = dict(tables["unmatched"])
     un["function"] = names[un["function"]]
     un["reason"] = np.array(UNMATCHED_REASON, dtype=object)[un["reason"]]
     un["what"] = np.array(UNMATCHED_WHAT, dtype=object)[un["what"]]
     return {"collectives": inst, "waitstates": ws, "unmatched": un}
+
+
+def named_waitstates(rows):
+    """``waitstate_rows`` with the function and kind names the files show."""
+    ws = dict(rows)
+    ws["function"] = mf.names_array()[ws["function"]]
+    ws["kind"] = np.array(waits.WAIT_STATES, dtype=object)[ws["kind"]]
+    return ws
 
 
 def path_queries(path):

@@ -83,7 +83,7 @@ def _kind(name):
 
 
 def _read(path, columns):
-    if not os.path.isfile(path):
+    if not os.path.exists(path):       # a file, or a Parquet dataset's directory (calls.parquet)
         raise ModelError("%s is missing: the model reads a run directory's report files; run "
                          "`mpigraph analyze %s` first" % (path, os.path.dirname(path) or "."))
     table = pq.read_table(path, columns=columns)

@@ -622,6 +622,26 @@ def _write_calls(path, blocks, with_csv):
         write_parquet_blocks(path, passing(), columns)
 
 
+def _calls_csv_from_dataset(path):
+    """calls.csv from calls.parquet's part files beside it, written by every analysis rank before:
+    read back a batch at a time, in the parts' order (the table's row order), so rank 0 holds one
+    batch, not the table."""
+    import pyarrow.parquet as pq
+
+    columns = linked_tables.CALL_COLUMNS
+    parts = os.path.join(os.path.dirname(path), CALLS_PARQUET)
+    names = [parquet_name(c) for c in columns]
+    with open(path, "wb") as f, threads.pool(CSV_THREADS, "mpigraph-csv") as pool:
+        f.write(_csv_header(columns))
+        for part in sorted(os.listdir(parts)):
+            for batch in pq.ParquetFile(os.path.join(parts, part)).iter_batches(CALLS_CSV_BLOCK_ROWS, columns=names):
+                block = {c.name: batch.column(name).to_numpy(zero_copy_only=False)
+                         for c, name in zip(columns, names)}
+                rows = _blocks(batch.num_rows, CALLS_CSV_BLOCK_ROWS)
+                for text in _in_order(pool, lambda r: _csv_lines(block, columns, r), rows, CSV_THREADS):
+                    f.write(text)
+
+
 def _report_files(info, tables, linked, path, text):
     """Every report file; summary.txt last: its presence means the report is complete."""
     files = [_File(RANKS_CSV, lambda p: write_csv(p, tables.ranks, metrics.RANK_COLUMNS)),
@@ -674,7 +694,13 @@ def run_facts(info, tables, linked=None, path=None, files=()):
 
 
 def write_path(run_dir, path):
-    """critical_path.csv and critical_path.parquet of a path table in run_dir."""
+    """critical_path.csv and critical_path.parquet of a path table in run_dir (a file, in place of an
+    analysis's dataset directory of that name)."""
+    dataset = os.path.join(run_dir, cp.PARQUET_NAME)
+    if os.path.isdir(dataset):
+        import shutil
+
+        shutil.rmtree(dataset)
     write_csv(os.path.join(run_dir, cp.CSV_NAME), path, cp.SEGMENT_COLUMNS)
     write_parquet(os.path.join(run_dir, cp.PARQUET_NAME), path, cp.SEGMENT_COLUMNS)
 
@@ -683,7 +709,7 @@ class ReportError(Exception):
     """The report files cannot be written (read-only or full file system); the message names the file."""
 
 
-def write_report(out_dir, info, tables, linked=None, path=None, path_lines=()):
+def write_report(out_dir, info, tables, linked=None, path=None, path_lines=(), datasets=()):
     """Write every report file into out_dir (created if needed); returns the summary text.
 
     `linked` (linked_tables.gather's tables, plus "facts" and "calls", the calls table's row
@@ -691,13 +717,16 @@ def write_report(out_dir, info, tables, linked=None, path=None, path_lines=()):
     `path` is the critical path table (critical_path.segments; None when there is none), which
     also fills time_on_path; `path_lines` are its words.  Raises ReportError naming the file that
     could not be written; what was written of an incomplete report is removed, the raw logs are
-    never touched.
+    never touched.  `datasets`: names of files the analysis ranks wrote as Parquet datasets
+    (mpigraph.report.datasets), left out here.
     """
     tables = metrics.with_path(tables, path)
     # Only a run that did not end well can have calls in flight: its headers are read again for them.
     in_flight = None if tables.ranks["finalized"].all() else inflight.read(info.run_dir, info.world_size)
     text = summary_text(info, tables, linked, path_lines, in_flight)
-    files = _report_files(info, tables, linked, path, text)
+    files = [f for f in _report_files(info, tables, linked, path, text) if f.name not in datasets]
+    if CALLS_PARQUET in datasets and linked is not None and _big_csv_written(tables.ranks):
+        files.insert(-1, _File(CALLS_CSV, _calls_csv_from_dataset))
     if in_flight is not None and len(in_flight["table"]["rank"]):
         files.insert(-1, _File(inflight.CSV_NAME,
                                lambda p: write_csv(p, in_flight["table"], schema.INFLIGHT_COLUMNS)))
@@ -707,10 +736,15 @@ def write_report(out_dir, info, tables, linked=None, path=None, path_lines=()):
         _write_one(out_dir, files[-1])
     except OSError as e:
         _remove([os.path.join(out_dir, name) for f in files for name in (f.name,) + f.also])
-        raise ReportError("cannot write the report: %s: %s (the raw logs in %s are intact: mpigraph analyze "
-                          "%s --out <another directory>)" % (e.filename or out_dir, e.strerror or e,
-                                                             raw_dir_of(info), info.run_dir)) from None
+        raise report_error(e, out_dir, info) from None
     return text
+
+
+def report_error(error, out_dir, info):
+    """The ReportError of an OSError met writing the report into out_dir."""
+    return ReportError("cannot write the report: %s: %s (the raw logs in %s are intact: mpigraph analyze "
+                       "%s --out <another directory>)" % (error.filename or out_dir, error.strerror or error,
+                                                          raw_dir_of(info), info.run_dir))
 
 
 # Threads writing report files besides the calling thread.  The time goes to pyarrow's kernels and

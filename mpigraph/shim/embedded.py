@@ -49,9 +49,11 @@ def _analyse(run_dir):
     from mpi4py import MPI
 
     from mpigraph import analysis, config
+    from mpigraph.comm import launch
 
+    launch.check_initialized(MPI)
     settings = config.from_env()
-    comm = MPI.COMM_WORLD.Dup()
+    comm = _analysis_comm(MPI)
     if settings.verbose and comm.rank == 0:
         import os
 
@@ -61,12 +63,29 @@ def _analyse(run_dir):
         print("mpigraph: analysing with the Python of %s, mpigraph from %s"
               % (sys.prefix, os.path.dirname(os.path.abspath(mpigraph.__file__))), file=sys.stderr)
     try:
-        text = analysis.analyze(run_dir, comm, settings, in_job=True)
+        # in_job: analysis rank r owns trace rank r; with fewer, the blocks of the offline analysis.
+        text = analysis.analyze(run_dir, comm, settings, in_job=comm.size == MPI.COMM_WORLD.size)
     finally:
         comm.Free()
     if text is not None and not settings.quiet:      # analysis rank 0; `mpigraph run` sets quiet and prints it
         sys.stdout.write(text)
         sys.stdout.flush()
+
+
+def _analysis_comm(mpi):
+    """A private communicator of the analysis ranks: world ranks 0 .. K-1, K as the shim chose
+    from the run's records (mpigraph_analysis_ranks: all ranks of a big run, one of a small one).
+    The other ranks do not come here: they leave MPI_Finalize at once."""
+    shim = sys.modules.get("_mpigraph_shim")
+    k = shim.lib.mpigraph_analysis_ranks() if shim is not None else 0
+    world = mpi.COMM_WORLD
+    if not 0 < k < world.size:
+        return world.Dup()
+    group = world.Get_group().Range_incl([(0, k - 1, 1)])
+    try:
+        return world.Create_group(group)      # collective over the group's ranks only
+    finally:
+        group.Free()
 
 
 def analyse_at_finalize(run_dir):
@@ -90,7 +109,8 @@ def _report_failure(error):
     user_errors = tuple(c for c in (_loaded_class("mpigraph.trace.logs", "TraceError"),
                                     _loaded_class("mpigraph.report.writer", "ReportError"),
                                     _loaded_class("mpigraph.config", "ConfigError"),
-                                    _loaded_class("mpigraph.comm.node_memory", "NotEnoughMemory")) if c)
+                                    _loaded_class("mpigraph.comm.node_memory", "NotEnoughMemory"),
+                                    _loaded_class("mpigraph.comm.launch", "MPIMismatch")) if c)
     if peer_failed and isinstance(error, peer_failed):
         pass   # the analysis rank that failed says why
     elif user_errors and isinstance(error, user_errors):
@@ -107,7 +127,10 @@ def register_atexit(ffi, lib):
     import atexit
 
     def analyse_at_exit():
-        if lib.mpigraph_close_log() or lib.mpigraph_analysis_wanted():
+        # Closing the log may rule the analysis out (MPI already finalised, a rank missing at the
+        # end, MPIGRAPH_ANALYZE=off): only what is still wanted after it runs.
+        lib.mpigraph_close_log()
+        if lib.mpigraph_analysis_wanted():
             run_dir = ffi.string(lib.mpigraph_run_dir()).decode()
             if not analyse_at_finalize(run_dir):
                 print("mpigraph: the analysis did not complete; raw logs are in %s "

@@ -1,0 +1,160 @@
+"""The report's big tables as Parquet datasets: every analysis rank writes its own share.
+
+calls.parquet, critical_path.parquet and waitstates.parquet are directories of part files,
+``part-0000.parquet`` to ``part-<K-1>.parquet``, one per analysis rank (K of them): the part of
+analysis rank a holds the rows of the trace ranks it owns (calls, wait states) or the a-th of K
+contiguous blocks of the path's segments.  The parts in name order are the table in row order,
+so pyarrow.dataset, pandas.read_parquet, pyarrow.parquet.read_table, DuckDB's
+read_parquet('calls.parquet/*.parquet') and Spark read one table, the same for every K.
+
+Why: one rank pulling every rank's calls, decoding and writing them was the analysis's rank-0
+funnel (the report stage did not get faster with more ranks).  Each rank writes what it already
+holds; rank 0 writes the small tables (CSV and Parquet files) and summary.txt.
+"""
+
+import os
+import shutil
+
+from mpigraph.comm import traffic
+from mpigraph.metrics import run_tables as linked_tables
+from mpigraph.paths import segments as cp
+from mpigraph.report import writer
+
+CALLS = writer.CALLS_PARQUET
+WAITSTATES = writer.WAITSTATES_PARQUET
+PATH = cp.PARQUET_NAME
+NAMES = (CALLS, WAITSTATES, PATH)
+
+
+def part_name(analysis_rank: int, n_analysis_ranks: int) -> str:
+    """part-0003.parquet: zero-padded to one width for all K parts, so name order is rank order."""
+    width = max(4, len(str(n_analysis_ranks - 1)))
+    return "part-%0*d.parquet" % (width, analysis_rank)
+
+
+def prepare(out_dir: str, names=NAMES) -> None:
+    """On analysis rank 0, before any rank writes: each dataset an empty directory (what an
+    earlier analysis left there, a file or parts of another K, removed)."""
+    os.makedirs(out_dir, exist_ok=True)
+    for name in names:
+        path = os.path.join(out_dir, name)
+        remove(path)
+        os.mkdir(path)
+
+
+def remove(path: str) -> None:
+    """Remove a dataset directory or a file of that name, if any."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.remove(path)
+
+
+def write_calls_part(out_dir, rank, size, linked, queries):
+    """This analysis rank's rows of the calls table (its trace ranks' calls, on_path from the
+    path's ``path_queries``), a chunk at a time (``run_tables.call_chunks``)."""
+    blocks = (linked_tables.call_block(rows) for rows in linked_tables.call_chunks(linked, queries))
+    writer.write_parquet_blocks(_part(out_dir, CALLS, rank, size), blocks, linked_tables.CALL_COLUMNS)
+
+
+def write_waitstates_part(out_dir, rank, size, linked):
+    """This analysis rank's rows of the wait-state table (``run_tables.waitstate_rows``, named)."""
+    named = linked_tables.named_waitstates(linked_tables.waitstate_rows(linked))
+    writer.write_parquet(_part(out_dir, WAITSTATES, rank, size), named, linked_tables.WAITSTATE_COLUMNS)
+
+
+def scatter_path(comm, path):
+    """Analysis rank a's block of the path table (rank 0's `path`, a segments table; None when
+    there is no path): the a-th of K contiguous row blocks, as a pyarrow Table; None everywhere
+    when there is no path.  Blocks travel as Arrow IPC streams."""
+    blocks = None
+    if comm.rank == 0 and path is not None:
+        table = writer.arrow_table(path, cp.SEGMENT_COLUMNS)
+        n, k = table.num_rows, comm.size
+        blocks = [_ipc(table.slice(n * a // k, n * (a + 1) // k - n * a // k)) for a in range(k)]
+        traffic.count(sent=sum(len(b) for b in blocks[1:]))
+    mine = comm.scatter(blocks, root=0) if comm.bcast(blocks is not None, root=0) else None
+    if mine is None:
+        return None
+    if comm.rank != 0:
+        traffic.count(received=len(mine))
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(mine).read_all()
+
+
+def _ipc(table):
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as stream:
+        stream.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def write_path_part(out_dir, rank, size, block):
+    """This analysis rank's block of the path table (``scatter_path``) as its part."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(block, _part(out_dir, PATH, rank, size), **writer._parquet_options(cp.SEGMENT_COLUMNS))
+
+
+def _part(out_dir, name, rank, size):
+    return os.path.join(out_dir, name, part_name(rank, size))
+
+
+def write_parts(comm, out_dir, info, linked, queries, path_block):
+    """Every analysis rank: its parts of the calls, wait-state and (when `path_block` is not None)
+    critical path datasets.  Collective.
+
+    A part that cannot be written (a full disk: every rank may meet it) is one error: analysis
+    rank 0 removes the datasets and raises the ReportError of the first rank that failed, naming
+    its file; the others raise PeerFailed (they say nothing)."""
+    failure = None
+    steps = [(CALLS, lambda p: write_calls_part(out_dir, comm.rank, comm.size, linked, queries)),
+             (WAITSTATES, lambda p: write_waitstates_part(out_dir, comm.rank, comm.size, linked))]
+    if path_block is not None:
+        steps.append((PATH, lambda p: write_path_part(out_dir, comm.rank, comm.size, path_block)))
+    for name, step in steps:
+        target = _part(out_dir, name, comm.rank, comm.size)
+        try:
+            step(target)
+        except OSError as e:
+            e.filename = e.filename or target      # pyarrow's errors name no file
+            failure = str(writer.report_error(e, out_dir, info))
+            break
+    failures = comm.allgather(failure)
+    failed = [rank for rank, f in enumerate(failures) if f]
+    if not failed:
+        return
+    if comm.rank == 0:
+        remove_all(out_dir)
+        raise writer.ReportError(failures[failed[0]])
+    from mpigraph.comm.parallel import PeerFailed
+
+    raise PeerFailed(failed[0], "ReportError", failures[failed[0]])
+
+
+def remove_all(out_dir):
+    """Remove every dataset of an incomplete report (what can be removed)."""
+    for name in NAMES:
+        try:
+            remove(os.path.join(out_dir, name))
+        except OSError:
+            pass
+
+
+def prepare_all(out_dir, info, with_path):
+    """Rank 0's ``prepare`` of every dataset (the path's only `with_path`; an old one is removed)."""
+    try:
+        remove(os.path.join(out_dir, PATH))
+        prepare(out_dir, NAMES if with_path else (CALLS, WAITSTATES))
+    except OSError as e:
+        raise writer.report_error(e, out_dir, info) from None
+
+
+def read(path):
+    """A dataset (or a plain Parquet file of the same name) as one pyarrow Table, parts in order."""
+    import pyarrow.dataset as ds
+
+    return ds.dataset(path, format="parquet").to_table()

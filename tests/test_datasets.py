@@ -1,0 +1,75 @@
+"""The big tables as Parquet datasets, a part per analysis rank (mpigraph.report.datasets), and
+the same report for K = 1, 2 and 3 analysis ranks on the test programs (issue 28)."""
+
+import filecmp
+import os
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+import mpi_env
+from mpigraph.report import datasets
+
+PROGRAMS = [("calls.c", [], 4), ("slow_phases.c", ["3"], 4), ("unreceived.c", [], 2), ("scaling.c", ["4", "20000"], 3)]
+PARQUET_TABLES = ["calls.parquet", "waitstates.parquet", "critical_path.parquet", "ranks.parquet",
+                  "collectives.parquet"]
+TEXT_FILES = ["summary.txt", "ranks.csv", "functions.csv", "waitstates.csv", "unmatched.csv", "critical_path.csv"]
+KS = (1, 2, 3)
+
+
+@pytest.fixture(scope="module", params=PROGRAMS, ids=[p[0] for p in PROGRAMS])
+def reports(request, wheel, builder, tmp_path_factory):
+    """{K: report directory} of one program's run analysed offline on K analysis ranks."""
+    source, args, ranks = request.param
+    exe = builder.build(source, wheel.mpicc)
+    run = tmp_path_factory.mktemp(source.replace(".", "_"))
+    result = mpi_env.mpirun(wheel, ranks, [exe] + args, out=run / "run", rank_env={"MPIGRAPH_ANALYZE": "off"})
+    assert result.returncode == 0, result.stderr
+    out = {}
+    for k in KS:
+        out[k] = run / ("k%d" % k)
+        done = mpi_env.mpigraph(["analyze", run / "run", "--out", out[k], "--quiet"], nprocs=k, mpi=wheel)
+        assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_big_tables_are_a_part_per_analysis_rank(reports):
+    for k, out in reports.items():
+        for name in datasets.NAMES:
+            assert sorted(os.listdir(out / name)) == [datasets.part_name(a, k) for a in range(k)], (k, name)
+
+
+def test_the_report_is_the_same_for_every_k(reports):
+    one = reports[1]
+    for k in KS[1:]:
+        for name in PARQUET_TABLES:
+            assert ds.dataset(reports[k] / name).to_table().equals(ds.dataset(one / name).to_table()), (k, name)
+        for name in TEXT_FILES:
+            assert filecmp.cmp(reports[k] / name, one / name, shallow=False), (k, name)
+
+
+def test_a_dataset_reads_as_one_table_in_row_order(reports):
+    out = reports[3]
+    calls = pq.read_table(out / "calls.parquet")            # pyarrow.parquet reads the directory too
+    assert calls.equals(datasets.read(out / "calls.parquet"))
+    rank, call = calls.column("rank").to_numpy(), calls.column("call").to_numpy()
+    # (rank, call) order: what one file written by one rank held.
+    assert ((rank[1:] > rank[:-1]) | ((rank[1:] == rank[:-1]) & (call[1:] > call[:-1]))).all()
+    path = pq.ParquetDataset(out / "critical_path.parquet").read()      # the reader pandas uses
+    assert path.equals(datasets.read(out / "critical_path.parquet"))
+
+
+def test_part_names_sort_in_rank_order():
+    assert datasets.part_name(3, 4) == "part-0003.parquet"
+    names = [datasets.part_name(a, 12000) for a in (2, 999, 10000, 11999)]
+    assert names == sorted(names) and len(set(map(len, names))) == 1
+
+
+def test_prepare_removes_what_an_earlier_analysis_left(tmp_path):
+    (tmp_path / "calls.parquet").write_text("an old single file")
+    (tmp_path / "waitstates.parquet").mkdir()
+    (tmp_path / "waitstates.parquet" / "part-0007.parquet").write_text("a part of another K")
+    datasets.prepare(str(tmp_path))
+    for name in datasets.NAMES:
+        assert (tmp_path / name).is_dir() and not os.listdir(tmp_path / name)
