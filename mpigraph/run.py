@@ -241,7 +241,7 @@ def _facts_of_older_report(run: Run) -> Dict[str, Any]:
     job_id = None
     for line in run.summary.splitlines():
         if line.startswith("job id "):
-            job_id = line[len("job id "):].strip()
+            job_id = line[len("job id "):].split(" (")[0].strip()     # a note on the id may follow
     return {"job_id": job_id, "ranks": len(ranks["rank"]), "finalized": sum(ranks["finalized"]),
             "hosts": sorted(set(ranks["host"])), "run_time_ns": max(end) - min(start) if ranks["rank"] else 0,
             "program_time_ns": sum(ranks["program_time_ns"]), "mpi_time_ns": sum(ranks["mpi_time_ns"]),
