@@ -126,11 +126,17 @@ def infer_threshold(nbytes: np.ndarray, evidence: np.ndarray):
     return S, (int(below.max()) if len(below) else None), S
 
 
-def message_protocols(m: dict, params: NetworkParams):
+def message_protocols(m: dict, params: NetworkParams, synchronous=None):
     """(protocol code per message, (S, eager bound, rendezvous bound)): the evidence where
-    there is some, else the side of the inferred S (the params' S when none was inferred)."""
+    there is some, else the side of the inferred S (the params' S when none was inferred).
+
+    `synchronous`: per message, sent by MPI_Ssend / MPI_Issend (or their persistent forms):
+    those wait for the receive at every size, so they say nothing about S; they are marked
+    rendezvous (the sender completes after the receiver has the data, like a rendezvous)."""
     nbytes = np.asarray(m["bytes"], np.int64)
     evidence = protocol_evidence(m, evidence_margin_ns(params, nbytes))
+    if synchronous is not None:
+        evidence[synchronous] = 0
     S, lo, hi = infer_threshold(nbytes, evidence)
     if S is None:
         S = params.threshold()
@@ -140,7 +146,12 @@ def message_protocols(m: dict, params: NetworkParams):
     else:
         above = nbytes >= S
     protocol = np.where(evidence > 0, evidence, np.where(above, RENDEZVOUS, EAGER)).astype(np.int8)
+    if synchronous is not None:
+        protocol[synchronous] = RENDEZVOUS
     return protocol, (S, lo, hi)
+
+
+SYNCHRONOUS_SENDS = ("MPI_Ssend", "MPI_Issend", "MPI_Ssend_init")
 
 
 def evidence_margin_ns(params: NetworkParams, nbytes) -> np.ndarray:
@@ -378,7 +389,9 @@ def _decompose(calls, ranks, facts, matched: Messages, params: NetworkParams, so
     host_of = np.empty(matched.world_size, dtype=object)
     host_of[_col(ranks, "rank")] = hosts
     same_host = host_of[m["s_rank"]] == host_of[m["r_rank"]]
-    protocol, threshold = message_protocols(m, params)
+    func = _col(calls, "function")[order]
+    synchronous = np.isin(func[_global(offsets, m["s_rank"], m["s_post_call"])].astype(str), SYNCHRONOUS_SENDS)
+    protocol, threshold = message_protocols(m, params, synchronous)
     est = network_ns(params, m["bytes"], protocol, same_host)
     charged = p2p_network(m, protocol, est, offsets, n)
     member_bytes = _col(calls, "bytes")[order][_global(offsets, matched.members["rank"], matched.members["call"])]
@@ -390,7 +403,6 @@ def _decompose(calls, ranks, facts, matched: Messages, params: NetworkParams, so
     code[is_coll] = COLLECTIVE_CODE
     t_co = compute_only_ns(start, end, offsets, m, protocol, matched.members, matched.instance)
 
-    func = _col(calls, "function")[order]
     call_table = pa.table({
         "rank": np.repeat(np.arange(matched.world_size), matched.n_calls), "call": np.arange(n) - np.repeat(
             offsets[:-1], matched.n_calls), "function": func, "bytes": _col(calls, "bytes")[order],
