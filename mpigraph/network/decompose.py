@@ -27,10 +27,9 @@ if it was still blocked then.  The threshold S is put between the largest eager 
 rendezvous size so seen (the split that contradicts fewest such messages); the other messages
 take the side of S their size falls on (the params' S when the trace shows no rendezvous).
 
-The compute-only run time (seed 003's third model: zero latency, infinite bandwidth, zero stack)
-is the longest path of the run's graph with every call and message weight 0: compute gaps only,
-along each rank and across every dependency (messages; rendezvous sends wait for their receive;
-collectives by pattern).  T - T_co bounds what any network or MPI improvement could save.
+The compute-only run time T_co (seed 003's third model: zero latency, infinite bandwidth, zero
+stack) is the longest path of the run's graph with every call and message weight 0 (the what-if
+forward pass, see compute_only_ns).  T - T_co bounds what any network or MPI improvement could save.
 """
 
 import dataclasses
@@ -55,8 +54,9 @@ class Messages:
     world_size: int
     n_calls: np.ndarray          # per rank
     columns: dict                # match.p2p.MESSAGE_COLUMNS, on rank 0's clock after the repair
-    members: dict                # match.collectives.MEMBER_RESULTS
+    members: dict                # match.collectives.MEMBER_COLUMNS, by instance
     instance: np.ndarray         # per member: its instance (0 .. n-1)
+    matched: object              # whatif.build.Matched: what the compute-only pass builds its graph of
 
 
 @dataclasses.dataclass
@@ -76,22 +76,14 @@ class Decomposition:
 
 def matched_messages(run_dir: str, clock: str = "pingpong") -> Messages:
     """The pipeline's trace, clock and match stages (with the receive-before-send repair) on one
-    analysis rank: the same times calls.parquet has."""
-    from mpi4py import MPI
+    analysis rank, as `mpigraph whatif` runs them: the same times calls.parquet has."""
+    from mpigraph.whatif.build import matched_run
 
-    from mpigraph.trace import logs as trace
-    from mpigraph.comm.parallel import Ownership
-    from mpigraph.match import link
-
-    comm = MPI.COMM_SELF
-    info = trace.find_run(run_dir)
-    logs = trace.open_logs(info, range(info.world_size))
-    calls, _ = link.aligned_calls(comm, logs, clock)
-    ops, _ = link._owned_ops(calls)
-    messages, _, _, members, _, groups = link._repair_loop(comm, Ownership(info.world_size, 1), calls, ops,
-                                                           info.world_size, None)
-    n_calls = np.array([calls[r].n_calls for r in range(info.world_size)], np.int64)
-    return Messages(info.world_size, n_calls, messages, members, np.asarray(groups.group, np.int64))
+    matched = matched_run(run_dir, clock)
+    n_calls = np.array([matched.calls[r].n_calls for r in range(matched.world_size)], np.int64)
+    groups = matched.groups
+    return Messages(matched.world_size, n_calls, matched.messages, groups.members, np.asarray(groups.group, np.int64),
+                    matched)
 
 
 # ---- protocol --------------------------------------------------------------------------------
@@ -239,87 +231,25 @@ def collective_network(members: dict, instance, params: NetworkParams, member_by
 
 # ---- compute only ----------------------------------------------------------------------------
 
-def compute_only_ns(start, end, offsets, m: dict, protocol, members: dict, instance) -> int:
-    """The longest path with every call and message weight 0 (see the module doc).
+def compute_only_ns(matched) -> int:
+    """The longest path of the run's graph with every call and message weight 0: the what-if
+    forward pass (mpigraph.whatif, its LogGPS mode) at o = L = G = 0, so that only the compute
+    edges (the measured gaps between a rank's calls) weigh.  Its edges: every message (send
+    post -> the call completing the receive), the late-receiver edges of sends that waited for
+    their receive, collectives through a hub by pattern; every rank starts where its MPI_Init
+    ended.  Independent pieces between global synchronisation points are solved side by side."""
+    from mpigraph.whatif.build import NetParams, build
+    from mpigraph.whatif.cuts import split_union
+    from mpigraph.whatif.envelope import Model
 
-    Per rank a chain of calls: e(k) = max(in(k), s(k)), s(k+1) = e(k) + gap(k), s(0) = 0 (the
-    gap is the compute between calls); in(k) = the latest start of what call k's end depends
-    on.  Along a chain this is a running maximum of in(k) - G(k) (G the gaps' prefix sum); the
-    cross-rank inputs are iterated to their fixed point (rounds: the cross-rank hops of the
-    longest path).  Weights >= 0 and a causal graph make it converge."""
-    n = len(start)
-    gap = np.zeros(n)
-    gap[:-1] = np.maximum(start[1:] - end[:-1], 0)
-    gap[offsets[1:] - 1] = 0                     # no edge from one rank's last call to the next rank
-    G = np.cumsum(gap) - gap                     # sum of the gaps before each call, over all ranks ...
-    G -= np.repeat(G[offsets[:-1]], np.diff(offsets))     # ... restarted at each rank
-    src, dst = _edges(m, protocol, members, instance, offsets)
-    hub, hub_dst, n_hubs = _hub_edges(members, instance, offsets)
-    incoming = np.zeros(n)
-    for _ in range(n + 2):
-        s, e = _chains(incoming, G, gap, offsets)
-        new = np.zeros(n)
-        np.maximum.at(new, dst, s[src])
-        if n_hubs:
-            h = np.zeros(n_hubs)
-            np.maximum.at(h, hub[0], s[hub[1]])
-            np.maximum.at(new, hub_dst[1], h[hub_dst[0]])
-        if np.array_equal(new, incoming):
-            return int(round(max(e.max(initial=0), s.max(initial=0))))
-        incoming = new
-    raise NetworkError("the run's graph has a cycle (receive-before-send left after the repair): "
-                       "re-analyse with another clock (mpigraph analyze --clock barrier)")
-
-
-def _chains(incoming, G, gap, offsets):
-    s, e = np.empty_like(G), np.empty_like(G)
-    for a, b in zip(offsets[:-1], offsets[1:]):          # a loop over ranks
-        x = incoming[a:b] - G[a:b]
-        x[0] = max(x[0], 0.0)
-        e[a:b] = G[a:b] + np.maximum.accumulate(x)
-        s[a] = 0.0
-        s[a + 1:b] = e[a:b - 1] + gap[a:b - 1]
-    return s, e
-
-
-def _edges(m, protocol, members, instance, offsets):
-    """(src call, dst call): the start of src precedes the end of dst (zero weight)."""
-    recv = m["r_done_call"] >= 0
-    rdv = (m["s_done_call"] >= 0) & (protocol == RENDEZVOUS)
-    src = [_global(offsets, m["s_rank"][recv], m["s_post_call"][recv]),
-           _global(offsets, m["r_rank"][rdv], m["r_post_call"][rdv])]
-    dst = [_global(offsets, m["r_rank"][recv], m["r_done_call"][recv]),
-           _global(offsets, m["s_rank"][rdv], m["s_done_call"][rdv])]
-    # 1-to-N: every non-root member's completion waits for the root's start.
-    from mpigraph.match.collectives import pattern_of
-    from mpigraph.match.core import COLLECTIVE_ONE_TO_N
-
-    done = members["done_call"] >= 0
-    one = done & (pattern_of(members["func"]) == COLLECTIVE_ONE_TO_N)
-    is_root = members["rank"] == members["root"]
-    root_of = np.full(instance.max() + 1 if len(instance) else 0, -1, np.int64)
-    root_of[instance[one & is_root]] = _global(offsets, members["rank"], members["call"])[one & is_root]
-    take = one & ~is_root & (root_of[instance] >= 0) if len(instance) else one
-    src.append(root_of[instance[take]])
-    dst.append(_global(offsets, members["rank"][take], members["done_call"][take]))
-    return np.concatenate(src), np.concatenate(dst)
-
-
-def _hub_edges(members, instance, offsets):
-    """N-to-N and Scan (all members), N-to-1 (the root): the end waits for every member's start
-    (Scan's lower ranks only in MPI; all of them here: a slightly longer bound)."""
-    from mpigraph.match.collectives import pattern_of
-    from mpigraph.match.core import COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, SCAN
-
-    if not len(instance):
-        return (np.zeros(0, np.int64), np.zeros(0, np.int64)), (np.zeros(0, np.int64), np.zeros(0, np.int64)), 0
-    pattern = pattern_of(members["func"])
-    hubbed = np.isin(pattern, [COLLECTIVE_N_TO_N, SCAN, COLLECTIVE_N_TO_ONE])
-    starts = (instance[hubbed], _global(offsets, members["rank"], members["call"])[hubbed])
-    into = hubbed & (members["done_call"] >= 0) & ((pattern != COLLECTIVE_N_TO_ONE)
-                                                    | (members["rank"] == members["root"]))
-    ends = (instance[into], _global(offsets, members["rank"][into], members["done_call"][into]))
-    return starts, ends, int(instance.max()) + 1
+    graph = build(matched, "loggps", NetParams(0.0, 0.0, 0.0, float("inf"), "compute only", True))
+    if len(graph.cuts):
+        edges, _, edge_piece = split_union(graph.edges, graph.cuts, graph.piece)
+        model = Model(edges, edge_piece)
+    else:
+        model = Model(graph.edges)
+    ref, _ = model.path(0.0, fixed=0.0)
+    return int(round(float(ref.T[0])))
 
 
 # ---- the whole ---------------------------------------------------------------------------------
@@ -401,7 +331,7 @@ def _decompose(calls, ranks, facts, matched: Messages, params: NetworkParams, so
     stack = rest - network
     code = call_protocols(m, protocol, offsets, n)
     code[is_coll] = COLLECTIVE_CODE
-    t_co = compute_only_ns(start, end, offsets, m, protocol, matched.members, matched.instance)
+    t_co = compute_only_ns(matched.matched)
 
     call_table = pa.table({
         "rank": np.repeat(np.arange(matched.world_size), matched.n_calls), "call": np.arange(n) - np.repeat(

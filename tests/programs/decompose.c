@@ -4,20 +4,20 @@
  *   usage: mpiexec -n 2 ./decompose cases [reps]         (default 9 reps per case)
  *          mpiexec -n 2 ./decompose imbalance K X0_US X1_US
  *
- * cases: each case runs `reps` times; its messages carry the case's tag.  A rank that must
- * be late starts its delay when a "go" message (tag 100 + case) from the other rank arrives:
- * on a busy host ranks leave an MPI_Barrier milliseconds apart, a go message ties the delay
- * to the other rank's call instead (sent with MPI_Ssend, which returns once it was received).  Compute spins on clock_gettime (busy, not sleep).
- *   tag 1  late sender: rank 1 sends go, then MPI_Recv 8 B; rank 0 receives go, computes
- *          1 ms, then MPI_Send.
- *   tag 2  eager late receiver: rank 0 sends go, then MPI_Send 8 B; rank 1 receives go,
- *          computes 1 ms, then MPI_Recv.
+ * cases: each case runs `reps` times; its messages carry the case's tag.  Every case starts
+ * with a "go" message (tag 100 + case) from rank 1 to rank 0, sent with MPI_Ssend: it returns
+ * once rank 0 has it, so both ranks start their part at about the same time.  (On a busy host
+ * ranks leave an MPI_Barrier milliseconds apart, and an eager MPI_Send may stay queued until
+ * the sender's next MPI call, which a delay after it would postpone.)  Compute spins on
+ * clock_gettime (busy, not sleep).
+ *   tag 1  late sender: rank 0 computes 1 ms, then MPI_Send 8 B; rank 1 MPI_Recv at once.
+ *   tag 2  eager late receiver: rank 0 MPI_Send 8 B at once; rank 1 computes 1 ms, MPI_Recv.
  *   tag 3  rendezvous late receiver: the same with 1 MiB.
- *   tag 4  deferred receive: rank 1 MPI_Irecv, sends go, computes 0.5 ms, MPI_Wait; rank 0
- *          receives go, computes 1 ms, then MPI_Send 8 B.
+ *   tag 4  deferred receive: rank 1 MPI_Irecv (before the go), computes 0.5 ms, MPI_Wait;
+ *          rank 0 computes 1 ms, then MPI_Send 8 B.
  *   tag 5  the same with rank 0 computing 0.2 ms.
- *   tag 6  deferred rendezvous send: rank 0 MPI_Isend 1 MiB, sends go, computes 0.2 ms,
- *          MPI_Wait; rank 1 receives go, computes 1 ms, then MPI_Recv.
+ *   tag 6  deferred rendezvous send: rank 0 MPI_Isend 1 MiB, computes 0.2 ms, MPI_Wait;
+ *          rank 1 computes 1 ms, then MPI_Recv.
  * imbalance: K times: rank r computes X_r us, then MPI_Barrier (nothing else).
  */
 #include <mpi.h>
@@ -48,8 +48,6 @@ static void spin_us(double us)
 static void go_send(int to, int tag)
 {
     char c = 0;
-    /* Ssend: it returns when the other rank has the message; an eager MPI_Send may leave it
-     * queued until this rank's next MPI call, which a delay after it would postpone. */
     MPI_Ssend(&c, 1, MPI_BYTE, to, 100 + tag, MPI_COMM_WORLD);
 }
 
@@ -68,31 +66,27 @@ static void cases(int rank, int reps)
         for (int i = 0; i < reps; i++) {
             MPI_Barrier(MPI_COMM_WORLD);
             if (rank == 0) {
+                go_recv(1, tag);
                 if (tag == 1 || tag == 4 || tag == 5) {
-                    go_recv(1, tag);
                     spin_us(tag == 5 ? 200 : 1000);
                     MPI_Send(buf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD);
                 } else if (tag == 6) {
                     MPI_Isend(buf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD, &req);
-                    go_send(1, tag);
                     spin_us(200);
                     MPI_Wait(&req, MPI_STATUS_IGNORE);
                 } else {
-                    go_send(1, tag);
                     MPI_Send(buf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD);
                 }
             } else if (rank == 1) {
-                if (tag == 1) {
-                    go_send(0, tag);
-                    MPI_Recv(buf, n, MPI_BYTE, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                } else if (tag == 4 || tag == 5) {
+                if (tag == 4 || tag == 5) {
                     MPI_Irecv(buf, n, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &req);
                     go_send(0, tag);
                     spin_us(500);
                     MPI_Wait(&req, MPI_STATUS_IGNORE);
                 } else {
-                    go_recv(0, tag);
-                    spin_us(1000);
+                    go_send(0, tag);
+                    if (tag != 1)
+                        spin_us(1000);
                     MPI_Recv(buf, n, MPI_BYTE, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 }
             }
