@@ -242,3 +242,33 @@ def test_network_charge_where_the_receiver_waited():
          "s_done_call": np.array([1, 2])}
     out = dmod.p2p_network(m, np.array([dmod.EAGER, dmod.RENDEZVOUS]), est, np.array([0, 4, 8]), 8)
     assert out.tolist() == [0, 0, 10_000, 0, 0, 10_000, 0, 0]
+
+
+def test_cli_with_params(cases, tmp_path):
+    """`mpigraph decompose RUN --params P --out DIR`: the rendezvous sender's network estimate is
+    min(R, alpha_r + N beta_r) of the file's rendezvous row; the summary names the file; a second
+    run replaces its summary section; a missing params file is a user error (exit 2)."""
+    from mpigraph.network.params import write_params
+
+    out, _ = cases
+    params = tmp_path / "params.csv"
+    alpha, beta = 20e-6, 1e-10
+    write_params(str(params), [ProtocolParams("eager", 4e-6, 2e-10, 0, 0, 0, 0, 16384, "same-host"),
+                               ProtocolParams("rendezvous", alpha, beta, 0, 0, 0, 0, 16384, "same-host")])
+    target = tmp_path / "dec"
+    target.mkdir()
+    (target / "summary.txt").write_text("a report\n")
+    for _ in range(2):
+        result = mpi_env.mpigraph(["decompose", out, "--params", params, "--out", target])
+        assert result.returncode == 0, result.stderr
+    assert "from %s" % params in result.stdout
+    summary = (target / "summary.txt").read_text()
+    assert summary.startswith("a report\n") and summary.count("MPI time decomposition") == 1
+    import xml.etree.ElementTree as ET
+    assert ET.parse(target / "decomposition.svg").getroot().tag.endswith("svg")
+    calls = {k: np.array(v) for k, v in pq.read_table(target / "decomposition_calls.parquet").to_pydict().items()}
+    send = np.flatnonzero((calls["rank"] == 0) & (calls["function"] == "MPI_Send") & (calls["bytes"] == 1 << 20))
+    R = calls["mpi_ns"][send] - calls["sync_ns"][send]
+    assert np.array_equal(calls["network_est_ns"][send], np.minimum(R, round((alpha + beta * (1 << 20)) * 1e9)))
+    bad = mpi_env.mpigraph(["decompose", out, "--params", tmp_path / "none.csv", "--out", target])
+    assert bad.returncode == 2 and "mpigraph calibrate" in bad.stderr, bad.stderr
