@@ -5,9 +5,12 @@ A delay starts when a "go" message from the other rank arrives (see the program)
 expected wait is the known delay X plus terms the trace measures: the go message's delivery,
 how much longer than X a busy loop ran on a descheduled rank, the few us between two calls.
 The checks are:
-- sync of a call is its equation's value (eq 1-4) from the other side's call times, and at
+- sync of a call is its equation's value (eq 1-4) from the other side's call times; it is at
   least X minus the waiting rank's own measured gaps (a lower bound with no noise of the other
-  rank in it: delivery and overshoot only add to a wait);
+  rank in it: delivery and overshoot only add to a wait), and at most the late rank's own
+  measured interval from the go to its call (causality: a go is received after it was sent, an
+  Ssend returns after its receive was posted), so a descheduled late rank widens only the
+  upper bound;
 - eager senders (8 B) are never charged a wait (eq 1 not applied) and return in microseconds;
 - the identities: sync + network + stack = MPI time per call, each >= 0; per-rank sums equal
   ranks.csv's MPI time; T_co <= T; on the imbalance-only program T_co is the sum over the
@@ -106,9 +109,14 @@ def test_late_sender(cases):
     # own gap can lower the wait.
     own_gap = c["start_ns"][recv] - c["start_ns"][go]
     assert (sync >= X_NS - own_gap - CLOCK_ERROR_NS).all(), (sync, own_gap)
+    # Rank 1's Ssend returned after rank 0 posted the go's receive: the wait is at most rank 0's
+    # own interval from there to its send (1 ms, and more where it was descheduled).
+    upper = c["start_ns"][send] - c["start_ns"][c.rows(0, 101, "MPI_Recv")]
+    assert (sync <= upper + CLOCK_ERROR_NS).all(), (sync, upper)
     assert (c["sync_ns"][send] == 0).all()
-    print("late sender: receiver sync median %.0f us (X = 1000 us), R median %.1f us, rank 1's gap median %.1f us"
-          % (np.median(sync) / 1e3, np.median(c["mpi_ns"][recv] - sync) / 1e3, np.median(own_gap) / 1e3))
+    print("late sender: receiver sync median %.0f us (X = 1000 us), R median %.1f us, bounds from %.0f to %.0f us"
+          % (np.median(sync) / 1e3, np.median(c["mpi_ns"][recv] - sync) / 1e3, np.median(X_NS - own_gap) / 1e3,
+             np.median(upper) / 1e3))
 
 
 def test_eager_late_receiver(cases):
@@ -134,6 +142,8 @@ def test_rendezvous_late_receiver(cases):
     assert np.array_equal(sync, eq(c["start_ns"][recv], c["start_ns"][send], c["end_ns"][send]))
     own_gap = c["start_ns"][send] - c["start_ns"][go]       # rank 1 ends its go after rank 0's go started
     assert (sync >= X_NS - own_gap - CLOCK_ERROR_NS).all(), (sync, own_gap)
+    upper = c["start_ns"][recv] - c["start_ns"][c.rows(1, 103, "MPI_Ssend")]    # rank 0 sends after the go left
+    assert (sync <= upper + CLOCK_ERROR_NS).all(), (sync, upper)
     # The rendezvous sender is charged the transfer's estimate (at most its R).
     assert (c["network_est_ns"][send] > 0).all()
     print("rendezvous late receiver: sender sync median %.0f us" % (np.median(sync) / 1e3))
@@ -153,6 +163,10 @@ def test_deferred_waits(cases):
         own = c["start_ns"][wait] - c["start_ns"][go]         # rank 1's go .. Wait: >= C
         assert (own >= C_NS).all()
         assert (sync >= x - own - CLOCK_ERROR_NS).all()
+        # rank 1's Ssend returned after rank 0 posted the go's receive
+        upper = (c["start_ns"][send] - c["start_ns"][c.rows(0, 100 + tag, "MPI_Recv")]
+                 - (c["start_ns"][wait] - c["end_ns"][go]))
+        assert (sync <= np.maximum(upper, 0) + CLOCK_ERROR_NS).all(), (sync, upper)
         print("deferred receive, sender %d us late: Wait sync median %.0f us, rank 1's go..Wait median %.0f us"
               % (x // 1000, np.median(sync) / 1e3, np.median(own) / 1e3))
         if tag == 5:
@@ -161,8 +175,11 @@ def test_deferred_waits(cases):
     wait = c.next_wait(isend)
     sync = c["sync_ns"][wait]
     assert np.array_equal(sync, eq(c["start_ns"][recv], c["start_ns"][wait], c["end_ns"][wait]))
-    own = c["start_ns"][wait] - c["start_ns"][c.rows(0, 106, "MPI_Recv")]     # rank 0's go .. Wait
+    go0, go1 = c.rows(0, 106, "MPI_Recv"), c.rows(1, 106, "MPI_Ssend")
+    own = c["start_ns"][wait] - c["start_ns"][go0]     # rank 0's go .. Wait
     assert (sync >= X_NS - own - CLOCK_ERROR_NS).all()
+    upper = (c["start_ns"][recv] - c["start_ns"][go1]) - (c["start_ns"][wait] - c["end_ns"][go0])
+    assert (sync <= np.maximum(upper, 0) + CLOCK_ERROR_NS).all(), (sync, upper)
     assert set(c["protocol"][isend]) == {"rendezvous"}
     print("deferred rendezvous send: Wait sync median %.0f us" % (np.median(sync) / 1e3))
 
