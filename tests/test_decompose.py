@@ -289,3 +289,25 @@ def test_cli_with_params(cases, tmp_path):
     assert np.array_equal(calls["network_est_ns"][send], np.minimum(R, round((alpha + beta * (1 << 20)) * 1e9)))
     bad = mpi_env.mpigraph(["decompose", out, "--params", tmp_path / "none.csv", "--out", target])
     assert bad.returncode == 2 and "mpigraph calibrate" in bad.stderr, bad.stderr
+
+
+@pytest.mark.parametrize("structure", ["bsp", "halo"])
+def test_identities_on_synthetic_runs(tmp_path, structure):
+    """The identities and T_co <= T without MPI programs: synthetic logs (collectives, halo
+    exchanges), analysed on one process."""
+    from mpi4py import MPI
+
+    import mpigraph
+    from mpigraph.testing import synth
+
+    out = tmp_path / structure
+    synth.generate(str(out), 6, 60, structure)
+    mpigraph.analyze(str(out), comm=MPI.COMM_SELF)
+    result = dmod.decompose(str(out))
+    c = {k: np.array(v) for k, v in result.calls.to_pydict().items()}
+    assert np.array_equal(c["sync_ns"] + c["network_est_ns"] + c["stack_ns"], c["mpi_ns"])
+    assert min(c["sync_ns"].min(), c["network_est_ns"].min(), c["stack_ns"].min()) >= 0
+    ranks = pq.read_table(out / "ranks.parquet").to_pydict()
+    assert np.array_equal(result.ranks["mpi_ns"], np.array(ranks["mpi_time_ns"])[np.argsort(ranks["rank"])])
+    assert 0 < result.compute_only_ns <= result.run_time_ns
+    assert (c["network_est_ns"] > 0).any()
