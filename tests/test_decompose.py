@@ -263,8 +263,9 @@ def test_network_charge_where_the_receiver_waited():
 
 def test_cli_with_params(cases, tmp_path):
     """`mpigraph decompose RUN --params P --out DIR`: the rendezvous sender's network estimate is
-    min(R, alpha_r + N beta_r) of the file's rendezvous row; the summary names the file; a second
-    run replaces its summary section; a missing params file is a user error (exit 2)."""
+    min(R, alpha_r + N beta_r) of the file's rendezvous row; the summary names the file and has
+    one decomposition section; a directory of the user's files and a missing params file are
+    user errors (exit 2)."""
     from mpigraph.network.params import write_params
 
     out, _ = cases
@@ -273,14 +274,24 @@ def test_cli_with_params(cases, tmp_path):
     write_params(str(params), [ProtocolParams("eager", 4e-6, 2e-10, 0, 0, 0, 0, 16384, "same-host"),
                                ProtocolParams("rendezvous", alpha, beta, 0, 0, 0, 0, 16384, "same-host")])
     target = tmp_path / "dec"
-    target.mkdir()
-    (target / "summary.txt").write_text("a report\n")
-    for _ in range(2):
+    for _ in range(2):      # the second run writes over the first's files
         result = mpi_env.mpigraph(["decompose", out, "--params", params, "--out", target])
         assert result.returncode == 0, result.stderr
     assert "from %s" % params in result.stdout
-    summary = (target / "summary.txt").read_text()
-    assert summary.startswith("a report\n") and summary.count("MPI time decomposition") == 1
+    assert sorted(os.listdir(target)) == sorted(["decomposition_calls.parquet", "decomposition.parquet",
+                                                 "decomposition.csv", "decomposition.svg"])
+    # Into the run directory (the default): its summary.txt gets one decomposition section.
+    assert mpi_env.mpigraph(["decompose", out, "--params", params]).returncode == 0
+    summary = (out / "summary.txt").read_text()
+    assert summary.startswith("mpigraph") and summary.count("MPI time decomposition") == 1
+    assert "from %s" % params in summary
+    # A directory of the user's own files is refused (exit 2), and so is a missing params file.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "summary.txt").write_text("my notes")
+    refused = mpi_env.mpigraph(["decompose", out, "--out", mine])
+    assert refused.returncode == 2 and "not an mpigraph run directory" in refused.stderr, refused.stderr
+    assert (mine / "summary.txt").read_text() == "my notes"
     import xml.etree.ElementTree as ET
     assert ET.parse(target / "decomposition.svg").getroot().tag.endswith("svg")
     calls = {k: np.array(v) for k, v in pq.read_table(target / "decomposition_calls.parquet").to_pydict().items()}

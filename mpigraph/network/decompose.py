@@ -277,7 +277,11 @@ def decompose(run_dir: str, params: Union[None, str, NetworkParams] = None, out:
     decomposition.parquet and decomposition.svg (None: run_dir); with summary, the paragraph
     also goes at the end of out's summary.txt when there is one."""
     import mpigraph
+    from mpigraph.network.decompose_report import FILE_NAMES
+    from mpigraph.report import outdir
 
+    if out is not None:     # never over a user's files: a new or empty directory, a report, or decompose's own
+        outdir.check_report_dir(out, also=FILE_NAMES, what="the decomposition")
     run = mpigraph.load(run_dir)
     try:
         calls = run.table("calls")

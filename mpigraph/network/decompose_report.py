@@ -9,6 +9,8 @@ import pyarrow.parquet as pq
 from mpigraph.util.atomic import atomic_write
 
 SUMMARY_HEADER = "MPI time decomposition (seed 003; network and stack are ESTIMATES)"
+FILE_NAMES = frozenset(["decomposition_calls.parquet", "decomposition.parquet", "decomposition.csv",
+                        "decomposition.svg"])
 PARTS = (("sync_ns", "synchronisation", "#d62728"), ("network_est_ns", "network (estimate)", "#1f77b4"),
          ("stack_ns", "MPI stack (estimate)", "#ff7f0e"), ("compute_ns", "compute", "#7f7f7f"))
 
@@ -52,8 +54,7 @@ def write(result, out_dir: str, summary: bool = True) -> list:
     """decomposition_calls.parquet, decomposition.parquet/.csv, decomposition.svg in out_dir, and the
     paragraph at the end of out_dir/summary.txt (replacing an earlier one) when there is one."""
     os.makedirs(out_dir, exist_ok=True)
-    paths = {name: os.path.join(out_dir, name) for name in ("decomposition_calls.parquet", "decomposition.parquet",
-                                                           "decomposition.csv", "decomposition.svg")}
+    paths = {name: os.path.join(out_dir, name) for name in sorted(FILE_NAMES)}
     for name, table in (("decomposition_calls.parquet", result.calls), ("decomposition.parquet", result.table)):
         with atomic_write(paths[name], "wb") as f:
             pq.write_table(table, f)
