@@ -37,8 +37,9 @@ import os
 from typing import Optional, Union
 
 import numpy as np
+import pyarrow as pa
 
-from mpigraph.network import NetworkError
+from mpigraph.network import NetworkError, decompose_report
 from mpigraph.network.params import NetworkParams, read_params
 
 EAGER, RENDEZVOUS = 1, 2
@@ -277,11 +278,10 @@ def decompose(run_dir: str, params: Union[None, str, NetworkParams] = None, out:
     decomposition.parquet and decomposition.svg (None: run_dir); with summary, the paragraph
     also goes at the end of out's summary.txt when there is one."""
     import mpigraph
-    from mpigraph.network.decompose_report import FILE_NAMES
     from mpigraph.report import outdir
 
     if out is not None:     # never over a user's files: a new or empty directory, a report, or decompose's own
-        outdir.check_report_dir(out, also=FILE_NAMES, what="the decomposition")
+        outdir.check_report_dir(out, also=decompose_report.FILE_NAMES, what="the decomposition")
     run = mpigraph.load(run_dir)
     try:
         calls = run.table("calls")
@@ -292,8 +292,6 @@ def decompose(run_dir: str, params: Union[None, str, NetworkParams] = None, out:
     net, source = load_params(params)
     matched = matched_messages(run_dir, facts.get("clock_method", "pingpong"))
     result = _decompose(calls, ranks, facts, matched, net, source)
-    from mpigraph.network import decompose_report
-
     result.files = decompose_report.write(result, out or run_dir, summary)
     return result
 
@@ -302,55 +300,58 @@ def _col(table, name):
     return table.column(name).to_numpy()
 
 
-def _decompose(calls, ranks, facts, matched: Messages, params: NetworkParams, source: str) -> Decomposition:
-    import pyarrow as pa
-
+def _call_order(calls, matched: Messages):
+    """(offsets of each rank's calls in the global numbering, order of calls.parquet's rows in it)."""
     offsets = np.concatenate([[0], np.cumsum(matched.n_calls)])
-    n = int(offsets[-1])
-    rank, call = _col(calls, "rank"), _col(calls, "call")
-    at = _global(offsets, rank, call)
-    if len(at) != n or not np.array_equal(np.sort(at), np.arange(n)):
+    at = _global(offsets, _col(calls, "rank"), _col(calls, "call"))
+    if len(at) != offsets[-1] or not np.array_equal(np.sort(at), np.arange(offsets[-1])):
         raise NetworkError("calls.parquet does not list the calls of raw/ one by one: re-analyse the run "
                            "(mpigraph analyze) with this version of mpigraph")
-    order = np.argsort(at)
-    start, end = _col(calls, "start_ns")[order], _col(calls, "end_ns")[order]
-    duration = end - start
-    sync = (_col(calls, "wait_before_ns") + _col(calls, "wait_after_ns"))[order]
-    rest = duration - sync
+    return offsets, np.argsort(at)
 
-    m = matched.columns
-    hosts = np.asarray(_col(ranks, "host").astype(str) if ranks.num_rows else [], dtype=object)
+
+def _network(func, nbytes, ranks, matched: Messages, params: NetworkParams, offsets):
+    """(network estimate charged to each call before the cap at R, protocol code per call,
+    the threshold bracket): point-to-point messages by protocol and host pair, collectives."""
+    m, n = matched.columns, int(offsets[-1])
     host_of = np.empty(matched.world_size, dtype=object)
-    host_of[_col(ranks, "rank")] = hosts
-    same_host = host_of[m["s_rank"]] == host_of[m["r_rank"]]
-    func = _col(calls, "function")[order]
+    host_of[_col(ranks, "rank")] = np.asarray(_col(ranks, "host").astype(str), dtype=object)
     synchronous = np.isin(func[_global(offsets, m["s_rank"], m["s_post_call"])].astype(str), SYNCHRONOUS_SENDS)
     protocol, threshold = message_protocols(m, params, synchronous)
-    est = network_ns(params, m["bytes"], protocol, same_host)
-    charged = p2p_network(m, protocol, est, offsets, n)
-    member_bytes = _col(calls, "bytes")[order][_global(offsets, matched.members["rank"], matched.members["call"])]
-    coll, is_coll = collective_network(matched.members, matched.instance, params, member_bytes.astype(float),
-                                       len(set(hosts)) <= 1, offsets, n)
-    network = np.minimum(np.round(charged + coll).astype(np.int64), rest)
-    stack = rest - network
+    est = network_ns(params, m["bytes"], protocol, host_of[m["s_rank"]] == host_of[m["r_rank"]])
+    member_bytes = nbytes[_global(offsets, matched.members["rank"], matched.members["call"])].astype(float)
+    coll, is_coll = collective_network(matched.members, matched.instance, params, member_bytes,
+                                       len(set(host_of)) <= 1, offsets, n)
     code = call_protocols(m, protocol, offsets, n)
     code[is_coll] = COLLECTIVE_CODE
-    t_co = compute_only_ns(matched.matched)
+    return p2p_network(m, protocol, est, offsets, n) + coll, code, threshold
 
+
+def _decompose(calls, ranks, facts, matched: Messages, params: NetworkParams, source: str) -> Decomposition:
+    """The decomposition of the run's calls (calls.parquet and ranks.parquet rows, run.json's facts)."""
+    offsets, order = _call_order(calls, matched)
+
+    def column(name):
+        return _col(calls, name)[order]
+
+    start, end = column("start_ns"), column("end_ns")
+    duration = end - start
+    sync = column("wait_before_ns") + column("wait_after_ns")
+    rest = duration - sync
+    estimate, code, threshold = _network(column("function"), column("bytes"), ranks, matched, params, offsets)
+    network = np.minimum(np.round(estimate).astype(np.int64), rest)
     call_table = pa.table({
-        "rank": np.repeat(np.arange(matched.world_size), matched.n_calls), "call": np.arange(n) - np.repeat(
-            offsets[:-1], matched.n_calls), "function": func, "bytes": _col(calls, "bytes")[order],
-        "start_ns": start, "end_ns": end, "mpi_ns": duration, "sync_ns": sync, "network_est_ns": network,
-        "stack_ns": stack, "protocol": PROTOCOL_NAMES[code].astype(str),
-        "wait_state": _col(calls, "wait_state")[order], "wait_state_time_ns": _col(calls, "wait_state_time_ns")[order],
-        "other_state_time_ns": _col(calls, "other_state_time_ns")[order]})
-    table = by_rank_function(call_table)
+        "rank": np.repeat(np.arange(matched.world_size), matched.n_calls),
+        "call": np.arange(offsets[-1]) - np.repeat(offsets[:-1], matched.n_calls),
+        "function": column("function"), "bytes": column("bytes"), "start_ns": start, "end_ns": end,
+        "mpi_ns": duration, "sync_ns": sync, "network_est_ns": network, "stack_ns": rest - network,
+        "protocol": PROTOCOL_NAMES[code].astype(str), "wait_state": column("wait_state"),
+        "wait_state_time_ns": column("wait_state_time_ns"), "other_state_time_ns": column("other_state_time_ns")})
     per_rank = _per_rank(call_table, ranks, matched.world_size)
     run_time = int(facts.get("run_time_ns", 0))
-    from mpigraph.network import decompose_report
-
+    t_co = compute_only_ns(matched.matched)
     text = decompose_report.paragraph(per_rank, run_time, t_co, threshold, source)
-    return Decomposition(call_table, table, per_rank, run_time, t_co, threshold, source, text)
+    return Decomposition(call_table, by_rank_function(call_table), per_rank, run_time, t_co, threshold, source, text)
 
 
 def user_calls(call_table) -> np.ndarray:
@@ -364,8 +365,6 @@ def user_calls(call_table) -> np.ndarray:
 def by_rank_function(call_table):
     """Per rank x function: calls, MPI, sync (late sender, late receiver, collective), network
     estimate and stack (ns); MPI_Init* and MPI_Finalize left out, like ranks.csv's MPI time."""
-    import pyarrow as pa
-
     call_table = call_table.filter(user_calls(call_table))
     rank = call_table.column("rank").to_numpy()
     func = call_table.column("function").to_numpy(zero_copy_only=False).astype(str)
