@@ -300,6 +300,13 @@ def _col(table, name):
     return table.column(name).to_numpy()
 
 
+def _is_in(strings, names) -> np.ndarray:
+    """Per row of a string column: is it one of `names` (in Arrow: no Python string per row)."""
+    import pyarrow.compute as pc
+
+    return pc.is_in(strings, value_set=pa.array(list(names), pa.string())).to_numpy(zero_copy_only=False)
+
+
 def _call_order(calls, matched: Messages):
     """(offsets of each rank's calls in the global numbering, order of calls.parquet's rows in it)."""
     offsets = np.concatenate([[0], np.cumsum(matched.n_calls)])
@@ -310,13 +317,13 @@ def _call_order(calls, matched: Messages):
     return offsets, np.argsort(at)
 
 
-def _network(func, nbytes, ranks, matched: Messages, params: NetworkParams, offsets):
+def _network(is_synchronous, nbytes, ranks, matched: Messages, params: NetworkParams, offsets):
     """(network estimate charged to each call before the cap at R, protocol code per call,
     the threshold bracket): point-to-point messages by protocol and host pair, collectives."""
     m, n = matched.columns, int(offsets[-1])
     host_of = np.empty(matched.world_size, dtype=object)
     host_of[_col(ranks, "rank")] = np.asarray(_col(ranks, "host").astype(str), dtype=object)
-    synchronous = np.isin(func[_global(offsets, m["s_rank"], m["s_post_call"])].astype(str), SYNCHRONOUS_SENDS)
+    synchronous = is_synchronous[_global(offsets, m["s_rank"], m["s_post_call"])]
     protocol, threshold = message_protocols(m, params, synchronous)
     est = network_ns(params, m["bytes"], protocol, host_of[m["s_rank"]] == host_of[m["r_rank"]])
     member_bytes = nbytes[_global(offsets, matched.members["rank"], matched.members["call"])].astype(float)
@@ -338,7 +345,8 @@ def _decompose(calls, ranks, facts, matched: Messages, params: NetworkParams, so
     duration = end - start
     sync = column("wait_before_ns") + column("wait_after_ns")
     rest = duration - sync
-    estimate, code, threshold = _network(column("function"), column("bytes"), ranks, matched, params, offsets)
+    is_synchronous = _is_in(calls.column("function"), SYNCHRONOUS_SENDS)[order]
+    estimate, code, threshold = _network(is_synchronous, column("bytes"), ranks, matched, params, offsets)
     network = np.minimum(np.round(estimate).astype(np.int64), rest)
     call_table = pa.table({
         "rank": np.repeat(np.arange(matched.world_size), matched.n_calls),
@@ -358,8 +366,7 @@ def user_calls(call_table) -> np.ndarray:
     """Calls but MPI_Init* and MPI_Finalize: what ranks.csv's MPI time sums."""
     from mpigraph.trace import functions as mf
 
-    skipped = [f.name for f in mf.FUNCTIONS if f.kind in (mf.INIT, mf.FINALIZE)]
-    return ~np.isin(call_table.column("function").to_numpy(zero_copy_only=False).astype(str), skipped)
+    return ~_is_in(call_table.column("function"), [f.name for f in mf.FUNCTIONS if f.kind in (mf.INIT, mf.FINALIZE)])
 
 
 def by_rank_function(call_table):
@@ -367,15 +374,20 @@ def by_rank_function(call_table):
     estimate and stack (ns); MPI_Init* and MPI_Finalize left out, like ranks.csv's MPI time."""
     call_table = call_table.filter(user_calls(call_table))
     rank = call_table.column("rank").to_numpy()
-    func = call_table.column("function").to_numpy(zero_copy_only=False).astype(str)
-    names, fid = np.unique(func, return_inverse=True)
-    key = rank * len(names) + fid
-    keys, group = np.unique(key, return_inverse=True)
-    state = call_table.column("wait_state").to_numpy(zero_copy_only=False).astype(str)
+    encoded = call_table.column("function").combine_chunks().dictionary_encode()
+    names = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
+    fid = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    by_name = np.argsort(names.astype(str))                  # rows by rank, then function name
+    rename = np.empty(len(names), np.int64)
+    rename[by_name] = np.arange(len(names))
+    names = names[by_name]
+    keys, group = np.unique(rank * len(names) + rename[fid], return_inverse=True)
+    is_ls = _is_in(call_table.column("wait_state"), ["late_sender"])
+    is_lr = _is_in(call_table.column("wait_state"), ["late_receiver"])
     own = call_table.column("wait_state_time_ns").to_numpy()
     other = call_table.column("other_state_time_ns").to_numpy()
-    late_sender = np.where(state == "late_sender", own, 0) + np.where(state == "late_receiver", other, 0)
-    late_receiver = np.where(state == "late_receiver", own, 0) + np.where(state == "late_sender", other, 0)
+    late_sender = np.where(is_ls, own, 0) + np.where(is_lr, other, 0)
+    late_receiver = np.where(is_lr, own, 0) + np.where(is_ls, other, 0)
     sync = call_table.column("sync_ns").to_numpy()
     p2p = np.minimum(late_sender + late_receiver, sync)
 
@@ -383,7 +395,7 @@ def by_rank_function(call_table):
         return np.bincount(group, weights=values, minlength=len(keys)).round().astype(np.int64)
 
     return pa.table({
-        "rank": keys // len(names), "function": names[keys % len(names)],
+        "rank": keys // len(names), "function": names[keys % len(names)].astype(str),
         "calls": np.bincount(group, minlength=len(keys)).astype(np.int64),
         "mpi_ns": total(call_table.column("mpi_ns").to_numpy()), "sync_ns": total(sync),
         "late_sender_ns": total(np.minimum(late_sender, sync)), "late_receiver_ns": total(p2p - np.minimum(
