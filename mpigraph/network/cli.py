@@ -1,6 +1,7 @@
-"""`mpigraph calibrate` and `mpigraph netprobe`.
+"""`mpigraph calibrate`, `mpigraph decompose` and `mpigraph netprobe`.
 
     mpiexec -n 2 mpigraph calibrate [--out params.csv] [--sizes 0,8,1K,64K] [--repeats N]
+    mpigraph decompose RUN_DIR [--params params.csv] [--out DIR]
     mpigraph netprobe --simulate fattree:8,3 [--seed 1] [--noise 0.02] [--repeats 5] [--oversample 2]
     mpiexec -n 4 mpigraph netprobe --topology T.json [--emulate] [--out netprobe]
 """
@@ -12,7 +13,7 @@ import sys
 
 
 def add_parser(subparsers) -> None:
-    """Register both subcommands."""
+    """Register the three subcommands."""
     p = subparsers.add_parser(
         "calibrate", help="measure latency and per-byte time per protocol (mpiexec -n 2 mpigraph calibrate)")
     p.add_argument("--out", metavar="FILE", default="params.csv", help="the parameters file (default params.csv)")
@@ -24,6 +25,14 @@ def add_parser(subparsers) -> None:
     p.add_argument("--bootstrap", type=int, default=400, metavar="B", help="bootstrap replicates (default 400)")
     p.add_argument("--seed", type=int, default=1, help="bootstrap seed (default 1)")
     p.set_defaults(func=cmd_calibrate)
+
+    p = subparsers.add_parser(
+        "decompose", help="split every call's MPI time into synchronisation, network and MPI stack (seed 003)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="an analysed run directory")
+    p.add_argument("--params", metavar="FILE",
+                   help="network parameters from mpigraph calibrate (default: built-in ones fitted on one host)")
+    p.add_argument("--out", metavar="DIR", help="where the decomposition files go (default RUN_DIR)")
+    p.set_defaults(func=cmd_decompose)
 
     p = subparsers.add_parser(
         "netprobe", help="every node pair's latency from O(links) ping-pongs in parallel rounds (seed 001)")
@@ -55,6 +64,17 @@ def cmd_calibrate(args) -> int:
 
     sizes = calibrate.parse_sizes(args.sizes) if args.sizes else calibrate.default_sizes()
     return calibrate.main(args.out, sizes, args.repeats, args.bootstrap, args.seed)
+
+
+def cmd_decompose(args) -> int:
+    from mpigraph.network.decompose import decompose
+    from mpigraph.network.decompose_report import print_table
+
+    result = decompose(args.run_dir, params=args.params, out=args.out)
+    print(result.text.rstrip("\n"))
+    print(print_table(result.ranks))
+    print("  wrote " + ", ".join(result.files))
+    return 0
 
 
 def cmd_netprobe(args) -> int:
