@@ -26,6 +26,7 @@ from mpigraph.comm import parallel
 from mpigraph.report import writer as report
 from mpigraph.comm import shuffle
 from mpigraph.trace import logs as trace
+from mpigraph.traffic import stage as traffic_stage
 
 # Stage timings go to stderr when the run has more records than this (or MPIGRAPH_VERBOSE=1).
 PROGRESS_RECORDS = 1_000_000
@@ -169,6 +170,9 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     # Every record's (start, end) on rank 0's clock, after the receive-before-send repair.
     times = {rank: calls.record_times() for rank, calls in linked.calls.items()}
     tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times, config.algorithm)
+    flows = progress.run("traffic", parallel.collectively, comm, traffic_stage.traffic, comm, linked, info.world_size)
+    if tables[1] is not None:
+        tables[1]["traffic"] = flows
     if on_graph:
         times = None      # only toposort's path reads them: not held through the graph's build
     path = progress.run("path", parallel.collectively, comm, paths.path_stage, comm, config, info, logs, linked, times,

@@ -462,17 +462,22 @@ def _wait_section(ranks):
              "of its time a rank waited; total row: the program's)"] + _text_table(header, rows))
 
 
-def _collective_section(collectives):
+def _collective_section(collectives, names=None):
     n = len(collectives["seq"])
     if n == 0:
         return ["Collectives: none"]
     top = np.argsort(-collectives["wait_total"], kind="stable")[:MAX_COLLECTIVE_ROWS]
     header = ["function", "comm", "seq", "members", "wait s", "execution s", "imbalance", "last rank"]
-    rows = [[collectives["function"][i], collectives["comm"][i], collectives["seq"][i], collectives["members"][i],
+    rows = [[collectives["function"][i], _comm_name(names, collectives["comm"][i]), collectives["seq"][i], collectives["members"][i],
              _seconds(collectives["wait_total"][i]), _seconds(collectives["execution"][i]),
              _percent(collectives["imbalance"][i]), collectives["last_rank"][i]] for i in top]
     return (["Top imbalanced collectives by summed wait (%d instances, all in %s)" % (n, COLLECTIVES_PARQUET)]
             + _text_table(header, rows))
+
+
+def _comm_name(names, comm_id):
+    """A communicator's name in the summary ("world", "split#1 (4 ranks)"); its id without names."""
+    return comm_id if names is None else names.name(comm_id)
 
 
 def _clock_section(ranks, facts):
@@ -501,7 +506,8 @@ def _unmatched_section(unmatched):
 
 def linked_sections(ranks, linked):
     """The summary sections of the linked run."""
-    return ([""] + _wait_section(ranks) + [""] + _collective_section(linked["collectives"]) + [""]
+    names = linked["traffic"]["names"] if linked.get("traffic") else None
+    return ([""] + _wait_section(ranks) + [""] + _collective_section(linked["collectives"], names) + [""]
             + _unmatched_section(linked["unmatched"]) + [""] + _clock_section(ranks, linked["facts"]))
 
 
@@ -582,6 +588,28 @@ def _linked_files(linked, with_csv):
         _File(UNMATCHED_PARQUET, lambda p: write_parquet(p, linked["unmatched"], lt.UNMATCHED_COLUMNS))]
 
 
+COMM_MATRIX = "commmatrix"
+SIZES = "sizes"
+COMMUNICATORS = "communicators"
+
+
+def _traffic_files(traffic):
+    """The communication matrix (CSV, Parquet, heatmap), the size histograms and the communicators
+    (mpigraph.traffic); none when the traffic stage did not run."""
+    if not traffic:
+        return []
+    from mpigraph.traffic import heatmap
+
+    files = []
+    for stem, key, columns in ((COMM_MATRIX, "matrix", schema.COMM_MATRIX_COLUMNS), (SIZES, "sizes", schema.SIZE_COLUMNS),
+                               (COMMUNICATORS, "communicators", schema.COMMUNICATOR_COLUMNS)):
+        table = traffic[key]
+        files += [_File(stem + ".csv", lambda p, t=table, c=columns: write_csv(p, t, c)),
+                  _File(stem + ".parquet", lambda p, t=table, c=columns: write_parquet(p, t, c))]
+    text = heatmap.svg_text(traffic["matrix"], traffic["world_size"])
+    return files + [_File(heatmap.SVG_NAME, lambda p: _write_text(p, text))]
+
+
 # Rows of calls.csv made into text at a time: fewer than CSV_BLOCK_ROWS, since the calls table's
 # block is held meanwhile.  A synthetic run of 4 x 240,000 calls: analysis rank 0's peak RSS was
 # 668 MB without calls.csv and collectives.csv, about 760 MB with them, 980 MB with CSV_BLOCK_ROWS.
@@ -621,6 +649,7 @@ def _report_files(info, tables, linked, path, text):
                   _File(cp.PARQUET_NAME, lambda p: write_parquet(p, path, cp.SEGMENT_COLUMNS))]
     if linked is not None:
         files += _linked_files(linked, _big_csv_written(tables.ranks))
+        files += _traffic_files(linked.get("traffic"))
     chart = svg.per_rank_from_table(tables.ranks)
     files.append(_File(svg.SVG_NAME, lambda p: svg.write_rank_chart(os.path.dirname(p), chart)))
     facts = run_facts(info, tables, linked, path, sorted(n for f in files for n in (f.name,) + f.also))
