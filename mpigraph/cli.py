@@ -199,6 +199,9 @@ def build_parser():
 
     from mpigraph.network.cli import add_parser as add_network_parsers   # calibrate, netprobe
     add_network_parsers(sub)
+
+    from mpigraph.export.cli import add_parser as add_export_parser    # export --otf2
+    add_export_parser(sub)
     return parser
 
 
@@ -232,7 +235,8 @@ def _user_error_types():
     for module, name in (("mpigraph.trace.logs", "TraceError"), ("mpigraph.shim.launcher", "LauncherError"),
                          ("mpigraph.report.writer", "ReportError"), ("mpigraph.comm.node_memory", "NotEnoughMemory"),
                          ("mpigraph.model.mva", "ModelError"), ("mpigraph.report.outdir", "OutputDirError"),
-                         ("mpigraph.view", "ViewError"), ("mpigraph.network", "NetworkError")):
+                         ("mpigraph.view", "ViewError"), ("mpigraph.network", "NetworkError"),
+                         ("mpigraph.export.otf2_trace", "ExportError")):
         if module in sys.modules:
             types.append(getattr(sys.modules[module], name))
     return tuple(types)

@@ -85,6 +85,8 @@ def test_collectives_are_apportioned_by_the_documented_rules(runs):
     assert {k: v for k, v in got.items() if k[1] != -1} == pairs(pattern)
     # Allreduce of 5 doubles: no pairs, each rank's bytes under dst -1.
     assert unpaired == {(r, -1): (ITER, ITER * 40) for r in range(RANKS)}
+    # The Send on each half, from its rank 0 to its rank 1: world ranks 0 -> 2 and 1 -> 3.
+    assert matrix_of(run, "p2p") == pairs([(0, 2, 5), (1, 3, 5)])
 
 
 def test_histograms_equal_the_sizes_sent(runs):

@@ -8,7 +8,8 @@
  *                          src -> dst (src != dst) of 8 * (1 + 4 * src + dst) bytes (Isend/Recv)
  *   traffic colls ITER     Bcast (root 1, 100 bytes), Gather (root 2, 10 ints), Scatter (root 0,
  *                          6 doubles each), Allgather (3 ints), Allreduce (5 doubles), then a
- *                          split into even and odd world ranks and a Bcast of 7 bytes on it
+ *                          split into even and odd world ranks, a Bcast of 7 bytes on each half
+ *                          and a Send of 5 bytes from its rank 0 to its rank 1
  *   traffic sizes ITER     rank 0 sends rank 1 messages of 0, 1, 3, 1000, 1024, 70000 bytes
  */
 #include <mpi.h>
@@ -87,8 +88,15 @@ static void colls(int rank, int size, int iter)
         MPI_Allreduce(ar, aro, 5, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     }
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
-    for (int i = 0; i < iter; i++)
+    int half_rank;
+    MPI_Comm_rank(half, &half_rank);
+    for (int i = 0; i < iter; i++) {
         MPI_Bcast(b, 7, MPI_CHAR, 0, half);
+        if (half_rank == 0)       /* peers are ranks of the half: world 0 -> 2 and 1 -> 3 */
+            MPI_Send(b, 5, MPI_CHAR, 1, 0, half);
+        else if (half_rank == 1)
+            MPI_Recv(b, 5, MPI_CHAR, 0, 0, half, MPI_STATUS_IGNORE);
+    }
     MPI_Comm_free(&half);
     free(gall), free(agall), free(sc);
 }
