@@ -588,9 +588,9 @@ def _linked_files(linked, with_csv):
         _File(UNMATCHED_PARQUET, lambda p: write_parquet(p, linked["unmatched"], lt.UNMATCHED_COLUMNS))]
 
 
-COMM_MATRIX = "commmatrix"
-SIZES = "sizes"
-COMMUNICATORS = "communicators"
+COMM_MATRIX_CSV, COMM_MATRIX_PARQUET = "commmatrix.csv", "commmatrix.parquet"
+SIZES_CSV, SIZES_PARQUET = "sizes.csv", "sizes.parquet"
+COMMUNICATORS_CSV, COMMUNICATORS_PARQUET = "communicators.csv", "communicators.parquet"
 
 
 def _traffic_files(traffic):
@@ -601,11 +601,13 @@ def _traffic_files(traffic):
     from mpigraph.traffic import heatmap
 
     files = []
-    for stem, key, columns in ((COMM_MATRIX, "matrix", schema.COMM_MATRIX_COLUMNS), (SIZES, "sizes", schema.SIZE_COLUMNS),
-                               (COMMUNICATORS, "communicators", schema.COMMUNICATOR_COLUMNS)):
+    for names, key, columns in (((COMM_MATRIX_CSV, COMM_MATRIX_PARQUET), "matrix", schema.COMM_MATRIX_COLUMNS),
+                                ((SIZES_CSV, SIZES_PARQUET), "sizes", schema.SIZE_COLUMNS),
+                                ((COMMUNICATORS_CSV, COMMUNICATORS_PARQUET), "communicators",
+                                 schema.COMMUNICATOR_COLUMNS)):
         table = traffic[key]
-        files += [_File(stem + ".csv", lambda p, t=table, c=columns: write_csv(p, t, c)),
-                  _File(stem + ".parquet", lambda p, t=table, c=columns: write_parquet(p, t, c))]
+        files += [_File(names[0], lambda p, t=table, c=columns: write_csv(p, t, c)),
+                  _File(names[1], lambda p, t=table, c=columns: write_parquet(p, t, c))]
     text = heatmap.svg_text(traffic["matrix"], traffic["world_size"])
     return files + [_File(heatmap.SVG_NAME, lambda p: _write_text(p, text))]
 
