@@ -155,3 +155,14 @@ def test_apportioning_units():
     assert communicators.member_text(np.arange(0, 64, 2)) == "0-62:2"
     assert communicators.member_text(np.arange(100)) == "0-99"
     assert communicators.member_text([3, 1]) == "3 1"
+
+
+def test_two_analysis_ranks_give_the_same_tables(runs, tmp_path):
+    """Each analysis rank sums the ranks it owns: the tables do not depend on how many there are."""
+    for mode in ("colls", "alltoall"):
+        out = tmp_path / mode
+        result = mpi_env.mpigraph(["analyze", runs(mode), "--out", out, "--quiet"], nprocs=2)
+        assert result.returncode == 0, result.stdout + result.stderr
+        for name in ("commmatrix.csv", "sizes.csv", "communicators.csv"):
+            with open(os.path.join(runs(mode), name)) as a, open(out / name) as b:
+                assert a.read() == b.read(), (mode, name)

@@ -18,7 +18,7 @@ from mpigraph.match import probes
 from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, NONBLOCKING,
                                  Dependencies, rank_calls)
 from mpigraph.metrics.waits import waits_and_member_totals
-from mpigraph.traffic import matrix
+from mpigraph.traffic import stage as traffic_stage
 
 
 @dataclasses.dataclass
@@ -47,8 +47,8 @@ class Linked:
     # owned trace rank -> its calls' end times for the path stage, where a polling run of
     # probes is one wait (match.probes); ranks without one are not in it
     path_ends: dict = dataclasses.field(default_factory=dict)
-    # the matched messages' (sender, receiver) sums on the receivers' owners (traffic.matrix)
-    p2p_pairs: dict = None
+    # the matched messages' (sender, receiver) sums and the operations' sizes (traffic.stage.from_match)
+    traffic: dict = None
 
 
 # ---- clock ---------------------------------------------------------------------------------
@@ -174,7 +174,7 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=
     instances = collectives.instance_waits(comm, groups, member_wait, member_time, instances, codec)
     dependencies = dependency_edges(messages, from_me, members, probe_edges) if with_edges else None
     return Linked(calls, dependencies, waits, instances, pairs.unmatched, orphans, _incomplete(ops, calls), repair,
-                  clock_info, path_ends, matrix.p2p_pairs(messages))
+                  clock_info, path_ends, traffic_stage.from_match(ops, messages))
 
 
 def _probe_links(calls, ops, pairs, messages):

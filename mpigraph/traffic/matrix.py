@@ -26,6 +26,7 @@ import numpy as np
 
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
+from mpigraph.util import arrays
 
 KINDS = ("p2p", "collective")
 P2P, COLLECTIVE = 0, 1
@@ -59,22 +60,27 @@ RULE_NAMES = {f.name: _RULE_OF_BASE[_base(f)] for f in mf.FUNCTIONS if RULE_CODE
 
 
 def summed(src, dst, kind, messages, nbytes):
-    """Rows with the same (src, dst, kind) added up, in (src, dst, kind) order."""
+    """Rows with the same (src, dst, kind) added up, in (src, dst, kind) order.
+
+    The three keys are packed into one int64, (src + 1, dst + 1, kind) in 31, 30 and 2 bits (ranks
+    below 2**29): one sort of integers, where np.unique(axis=1) sorts rows as byte strings."""
     src, dst, kind = (np.asarray(a, np.int64) for a in (src, dst, kind))
     if not len(src):
         return empty()
-    keys = np.stack([src, dst, kind])
-    unique, inverse = np.unique(keys, axis=1, return_inverse=True)
-    inverse = inverse.ravel()
-    return {"src": unique[0], "dst": unique[1], "kind": unique[2],
-            "messages": np.bincount(inverse, np.asarray(messages, np.float64), unique.shape[1]).astype(np.int64),
-            "bytes": _int_sums(inverse, nbytes, unique.shape[1])}
+    key = (((src + 1) << 32) | ((dst + 1) << 2)) | kind
+    unique, _, inverse = arrays.unique_inverse(key)
+    n = len(unique)
+    return {"src": (unique >> 32) - 1, "dst": ((unique >> 2) & ((1 << 30) - 1)) - 1, "kind": unique & 3,
+            "messages": int_sums(inverse, messages, n), "bytes": int_sums(inverse, nbytes, n)}
 
 
-def _int_sums(inverse, values, n):
+def int_sums(inverse, values, n):
     """Exact int64 sums per group (bincount's float64 loses bytes past 2**53)."""
+    values = np.broadcast_to(np.asarray(values, np.int64), inverse.shape)
+    if len(values) and int(values.max(initial=0)) * len(values) < 2**53:
+        return np.bincount(inverse, values, n).astype(np.int64)    # exact below 2**53, and fast
     sums = np.zeros(n, np.int64)
-    np.add.at(sums, inverse, np.asarray(values, np.int64))
+    np.add.at(sums, inverse, values)
     return sums
 
 
@@ -116,7 +122,7 @@ def collective_pairs(rank_calls, communicators):
     keys, inverse = np.unique(np.stack([comm[spread], rule[spread]]), axis=1, return_inverse=True)
     inverse = inverse.ravel()
     calls = np.bincount(inverse, minlength=keys.shape[1])
-    sums = _int_sums(inverse, nbytes[spread], keys.shape[1])
+    sums = int_sums(inverse, nbytes[spread], keys.shape[1])
     lost = []
     for (c, r), n_calls, total in zip(keys.T.tolist(), calls.tolist(), sums.tolist()):
         members = communicators.members(c)

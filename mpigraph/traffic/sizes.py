@@ -12,12 +12,10 @@ Bins: 0 bytes is a bin of its own [0, 0]; b >= 1 falls in [2**k, 2**(k+1) - 1], 
 import numpy as np
 
 from mpigraph.match import p2p
-from mpigraph.match.core import kind_is
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
-from mpigraph.traffic.matrix import RULE_CODE
-
-_DATA_COLLECTIVE = (mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN)
+from mpigraph.util import arrays
+from mpigraph.traffic.matrix import RULE_CODE, int_sums
 
 
 def bins(nbytes):
@@ -35,14 +33,24 @@ def histogram(func, comm, nbytes):
     func, comm, nbytes = (np.asarray(a, np.int64) for a in (func, comm, nbytes))
     if not len(func):
         return empty()
-    lo, hi = bins(nbytes)
-    unique, inverse = np.unique(np.stack([func, comm, lo]), axis=1, return_inverse=True)
-    inverse = inverse.ravel()
-    totals = np.zeros(unique.shape[1], np.int64)
-    np.add.at(totals, inverse, nbytes)
-    _, hi = bins(unique[2])
-    return {"func": unique[0], "comm": unique[1], "bin_lo": unique[2], "bin_hi": hi,
-            "count": np.bincount(inverse, minlength=unique.shape[1]).astype(np.int64), "bytes": totals}
+    lo, _ = bins(nbytes)
+    return _summed(func, comm, lo, np.ones(len(func), np.int64), nbytes)
+
+
+def _summed(func, comm, lo, count, nbytes):
+    """Rows with the same (func, comm, bin_lo) added up.  The communicators (a few ids of up to 64
+    bits) are numbered first, so the three keys pack into one int64: one sort of integers."""
+    comms, _, comm_code = arrays.unique_inverse(comm)
+    k = np.where(lo > 0, np.frexp(np.maximum(lo, 1).astype(np.float64))[1], 0).astype(np.int64)   # 0..63
+    key = (comm_code * (mf.MAX_ID + 1) + func) * 64 + k
+    unique, _, inverse = arrays.unique_inverse(key)
+    n = len(unique)
+    totals = int_sums(inverse, nbytes, n)
+    bin_k = unique % 64
+    lo = np.where(bin_k > 0, np.left_shift(np.int64(1), np.maximum(bin_k - 1, 0)), 0)
+    return {"func": (unique // 64) % (mf.MAX_ID + 1), "comm": comms[unique // 64 // (mf.MAX_ID + 1)],
+            "bin_lo": lo, "bin_hi": bins(lo)[1], "count": np.bincount(inverse, count, n).astype(np.int64),
+            "bytes": totals}
 
 
 COLUMNS = ("func", "comm", "bin_lo", "bin_hi", "count", "bytes")
@@ -58,27 +66,21 @@ def concat(tables):
     if not tables:
         return empty()
     rows = {c: np.concatenate([t[c] for t in tables]) for c in COLUMNS}
-    unique, inverse = np.unique(np.stack([rows["func"], rows["comm"], rows["bin_lo"]]), axis=1, return_inverse=True)
-    inverse = inverse.ravel()
-    out = {"func": unique[0], "comm": unique[1], "bin_lo": unique[2], "bin_hi": bins(unique[2])[1]}
-    for name in ("count", "bytes"):
-        out[name] = np.zeros(unique.shape[1], np.int64)
-        np.add.at(out[name], inverse, rows[name])
-    return out
+    return _summed(rows["func"], rows["comm"], rows["bin_lo"], rows["count"], rows["bytes"])
 
 
-def rank_sizes(rank_calls):
-    """The histogram rows of one rank: its point-to-point operations and collective calls."""
-    ops, _ = p2p.operations(rank_calls)
-    # A receive never completed has no size yet (its status never came): left out.
+def p2p_sizes(ops):
+    """The histogram rows of an operation table (match.p2p.OP_DTYPES): each send, and each
+    receive that completed (one never completed has no size yet: its status never came)."""
     done = (ops["side"] == p2p.SEND_SIDE) | (ops["done_call"] >= 0)
+    return histogram(ops["func"][done], ops["comm"][done], ops["bytes"][done])
+
+
+def collective_sizes(rank_calls):
+    """The histogram rows of one rank's collective calls that move message data: Barrier and the
+    window/file pseudo-collectives do not (matrix.RULE_CODE knows the ones that do)."""
     records = np.asarray(rank_calls.records)
     flags, func = rank_calls.field("flags"), rank_calls.field("func")
-    coll = np.flatnonzero(((flags & (record.PART | record.ERROR)) == 0) & kind_is(func, *_DATA_COLLECTIVE)
+    coll = np.flatnonzero(((flags & (record.PART | record.ERROR)) == 0) & (RULE_CODE[func] >= 0)
                           & (records["seq"] > 0))
-    # Barrier and the window/file pseudo-collectives move no message data: only the collectives
-    # whose bytes the shim records as message data (matrix.RULE_CODE knows them).
-    coll = coll[RULE_CODE[func[coll]] >= 0]
-    return histogram(np.concatenate([ops["func"][done], func[coll]]),
-                     np.concatenate([ops["comm"][done], records["comm"][coll]]),
-                     np.concatenate([ops["bytes"][done], records["bytes"][coll]]))
+    return histogram(func[coll], records["comm"][coll], records["bytes"][coll])
