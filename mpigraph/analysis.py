@@ -1,6 +1,7 @@
 """The analysis pipeline: the same code inside the job (at MPI_Finalize) and offline.
 
-Stages (docs/design.md, "Data flow"): trace -> clock -> match -> metrics -> path -> report.
+Stages (docs/design.md, "Data flow"): trace -> clock -> match -> metrics -> traffic -> path -> report
+(traffic: the communication matrix, size histograms and communicators, mpigraph.traffic).
 clock and match are in match/link.py (their results: match/core.py's interface);
 path_stage runs the topological-sort algorithms or the graph ones (mpigraph.paths).
 
