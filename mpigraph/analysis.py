@@ -28,6 +28,7 @@ from mpigraph.report import writer as report
 from mpigraph.comm import shuffle
 from mpigraph.trace import logs as trace
 from mpigraph.traffic import stage as traffic_stage
+from mpigraph.phases import stage as phases_stage
 
 # Stage timings go to stderr when the run has more records than this (or MPIGRAPH_VERBOSE=1).
 PROGRESS_RECORDS = 1_000_000
@@ -117,6 +118,12 @@ def _metrics(comm, logs, linked, codec, times, algorithm):
     return tables, extra
 
 
+def _traffic(comm, logs, times, linked, world_size):
+    """Stage traffic: (the communication matrix, sizes and communicators; the per-phase tables when a
+    rank called MPI_Pcontrol) on rank 0, (None, None) elsewhere."""
+    return (traffic_stage.traffic(comm, linked, world_size), phases_stage.phases(comm, logs, times, linked))
+
+
 def _write_report(comm, out_dir, info, tables, path, linked, codec):
     """Stage report: rank 0 writes the files; the calls table comes to it a chunk at a time
     from every analysis rank, which makes each of its chunks and marks its calls on the path."""
@@ -171,9 +178,9 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     # Every record's (start, end) on rank 0's clock, after the receive-before-send repair.
     times = {rank: calls.record_times() for rank, calls in linked.calls.items()}
     tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times, config.algorithm)
-    flows = progress.run("traffic", parallel.collectively, comm, traffic_stage.traffic, comm, linked, info.world_size)
+    flows = progress.run("traffic", parallel.collectively, comm, _traffic, comm, logs, times, linked, info.world_size)
     if tables[1] is not None:
-        tables[1]["traffic"] = flows
+        tables[1]["traffic"], tables[1]["phases"] = flows
     if on_graph:
         times = None      # only toposort's path reads them: not held through the graph's build
     path = progress.run("path", parallel.collectively, comm, paths.path_stage, comm, config, info, logs, linked, times,

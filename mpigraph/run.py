@@ -240,7 +240,8 @@ def _schema_columns(name: str):
             "collectives": schema.COLLECTIVE_COLUMNS, "waitstates": schema.WAITSTATE_COLUMNS,
             "unmatched": schema.UNMATCHED_COLUMNS, "critical_path": schema.SEGMENT_COLUMNS,
             "commmatrix": schema.COMM_MATRIX_COLUMNS, "sizes": schema.SIZE_COLUMNS,
-            "communicators": schema.COMMUNICATOR_COLUMNS}.get(name)
+            "communicators": schema.COMMUNICATOR_COLUMNS, "phases": schema.PHASE_COLUMNS,
+            "phase_functions": schema.PHASE_FUNCTION_COLUMNS}.get(name)
 
 
 def _read_text(run_dir: str, name: str) -> str:

@@ -203,3 +203,27 @@ COMMUNICATOR_COLUMNS = [
     Column("call", "int", "that call's index among the calls of the communicator's rank 0 (-1: unknown)"),
     Column("parent", "str", "the communicator the creating call was made on"),
 ]
+
+# Phases split at MPI_Pcontrol (mpigraph.phases): written when a rank called it.
+_PHASE_SUMS = [
+    Column("calls", "int", "MPI calls"),
+    Column("time_total", "time", "summed duration of the calls"),
+    Column("wait_before", "time", "summed wait before the calls"),
+    Column("wait_after", "time", "summed wait after the calls"),
+    Column("execution", "time", "summed execution time of the calls"),
+    Column("bytes_sent", "int", "point-to-point bytes sent (counted as in ranks.csv)"),
+    Column("bytes_received", "int", "point-to-point bytes received"),
+    Column("bytes_collective", "int", "bytes passed to collectives"),
+]
+PHASE_COLUMNS = [
+    Column("phase", "int", "phase number: 0 before a rank's first MPI_Pcontrol, k from its k-th MPI_Pcontrol on"),
+    Column("level", "int", "the level the phase's MPI_Pcontrol passed (-1 for phase 0)"),
+    Column("ranks", "int", "ranks that made calls in the phase"),
+    Column("functions", "int", "MPI functions called in the phase"),
+] + _PHASE_SUMS
+PHASE_FUNCTION_COLUMNS = [
+    Column("phase", "int", "phase number (phases.csv)"),
+    Column("level", "int", "the level the phase's MPI_Pcontrol passed (-1 for phase 0)"),
+    Column("function", "str", "MPI function name"),
+    Column("ranks", "int", "ranks that called it in the phase"),
+] + _PHASE_SUMS

@@ -63,6 +63,12 @@ TABLES = {
                              "From the records of MPI_Comm_split, _dup, _create and the other creating calls. "
                              "summary.txt names communicators by `name`. MPI_COMM_SELF (named `self`) and "
                              "communicators created where the shim did not see them are not listed."),
+    "PHASE_COLUMNS": ("phases", "one row per phase (written only when a rank called MPI_Pcontrol)",
+                      "Each MPI_Pcontrol call starts a new phase of its rank's calls (mpiP's levels); phases "
+                      "are numbered per rank and added up across ranks by number. The phases' sums equal "
+                      "the run's ([concepts.md](concepts.md#phases))."),
+    "PHASE_FUNCTION_COLUMNS": ("phase_functions", "one row per (phase, MPI function) called in it",
+                               "Summed over phases, each function's columns equal functions.csv's."),
     "SEGMENT_COLUMNS": ("critical_path", "one row per segment of the critical path, in path order",
                         "Written when a path was computed. The segments cover the run from the first "
                         "rank's start to the end, without gaps: their durations add up to the run time."),

@@ -612,6 +612,24 @@ def _traffic_files(traffic):
     return files + [_File(heatmap.SVG_NAME, lambda p: _write_text(p, text))]
 
 
+PHASES_CSV, PHASES_PARQUET = "phases.csv", "phases.parquet"
+PHASE_FUNCTIONS_CSV, PHASE_FUNCTIONS_PARQUET = "phase_functions.csv", "phase_functions.parquet"
+
+
+def _phase_files(phases):
+    """The per-phase tables (mpigraph.phases); none when no rank called MPI_Pcontrol."""
+    if not phases:
+        return []
+    files = []
+    for names, key, columns in (((PHASES_CSV, PHASES_PARQUET), "phases", schema.PHASE_COLUMNS),
+                                ((PHASE_FUNCTIONS_CSV, PHASE_FUNCTIONS_PARQUET), "phase_functions",
+                                 schema.PHASE_FUNCTION_COLUMNS)):
+        table = phases[key]
+        files += [_File(names[0], lambda p, t=table, c=columns: write_csv(p, t, c)),
+                  _File(names[1], lambda p, t=table, c=columns: write_parquet(p, t, c))]
+    return files
+
+
 # Rows of calls.csv made into text at a time: fewer than CSV_BLOCK_ROWS, since the calls table's
 # block is held meanwhile.  A synthetic run of 4 x 240,000 calls: analysis rank 0's peak RSS was
 # 668 MB without calls.csv and collectives.csv, about 760 MB with them, 980 MB with CSV_BLOCK_ROWS.
@@ -652,6 +670,7 @@ def _report_files(info, tables, linked, path, text):
     if linked is not None:
         files += _linked_files(linked, _big_csv_written(tables.ranks))
         files += _traffic_files(linked.get("traffic"))
+        files += _phase_files(linked.get("phases"))
     chart = svg.per_rank_from_table(tables.ranks)
     files.append(_File(svg.SVG_NAME, lambda p: svg.write_rank_chart(os.path.dirname(p), chart)))
     facts = run_facts(info, tables, linked, path, sorted(n for f in files for n in (f.name,) + f.also))
