@@ -166,3 +166,30 @@ def test_two_analysis_ranks_give_the_same_tables(runs, tmp_path):
         for name in ("commmatrix.csv", "sizes.csv", "communicators.csv"):
             with open(os.path.join(runs(mode), name)) as a, open(out / name) as b:
                 assert a.read() == b.read(), (mode, name)
+
+
+def test_communicator_names_from_creation_rows():
+    """Names: world, self, <call>#k (n ranks) in creation order per creating call, an unknown id as itself;
+    members in the communicator's rank order, None for an intercommunicator."""
+    from mpigraph.report import writer
+    from mpigraph.traffic import communicators as comms
+
+    split, dup, inter = (2 << 32) | 1, (3 << 32) | 0, (4 << 32) | 0
+    split_id, dup_id = 80, 81          # MPI_Comm_split, MPI_Comm_dup (trace/functions.py)
+    rows = {"comm": [split, split, dup, dup, dup, inter], "rank": [3, 1, 0, 1, 2, 0], "comm_rank": [0, 1, 2, 1, 0, 0],
+            "size": [2, 2, 3, 3, 3, 1], "inter": [False, False, False, False, False, True],
+            "func": [split_id, split_id, dup_id, dup_id, dup_id, split_id], "call": [7, 7, 9, 9, 9, 11],
+            "parent": [0, 0, split, split, split, 0]}
+    known = comms.Communicators(comms.concat([rows]), 4)
+    assert [known.name(i) for i in (0, (1 << 32) | 2, split, dup, inter, 12345)] == \
+        ["world", "self", "split#1 (2 ranks)", "dup#1 (3 ranks)", "split#2 (1 ranks)", "12345"]
+    assert known.members(split).tolist() == [3, 1] and known.members(dup).tolist() == [2, 1, 0]
+    assert known.members(inter) is None
+    table = known.table()
+    assert table["parent"].tolist() == ["", "world", "split#1 (2 ranks)", "world"]
+    assert table["call"].tolist() == [0, 7, 9, 11]
+    assert table["members"].tolist()[3] == "intercommunicator"
+    assert writer._unmatched_section({"rank": [0], "function": ["MPI_Send"], "what": ["send"], "call": [4],
+                                      "comm": [split], "peer": [1], "tag": [0], "bytes": [8],
+                                      "reason": ["no matching receive"]}, known)[1] == \
+        "  rank 0 MPI_Send send (call 4, comm split#1 (2 ranks), peer 1, tag 0, 8 bytes): no matching receive"

@@ -491,15 +491,15 @@ def _clock_section(ranks, facts):
     return lines + _text_table(header, rows)
 
 
-def _unmatched_section(unmatched):
+def _unmatched_section(unmatched, names=None):
     n = len(unmatched["rank"])
     if n == 0:
         return ["Unmatched operations: none"]
     lines = ["Unmatched operations: %d (all in %s)" % (n, UNMATCHED_CSV)]
     for i in range(min(n, MAX_UNMATCHED_ROWS)):
-        lines.append("  rank %d %s %s (call %d, comm %d, peer %d, tag %d, %d bytes): %s"
+        lines.append("  rank %d %s %s (call %d, comm %s, peer %d, tag %d, %d bytes): %s"
                      % (unmatched["rank"][i], unmatched["function"][i], unmatched["what"][i], unmatched["call"][i],
-                        unmatched["comm"][i], unmatched["peer"][i], unmatched["tag"][i], unmatched["bytes"][i],
+                        _comm_name(names, unmatched["comm"][i]), unmatched["peer"][i], unmatched["tag"][i], unmatched["bytes"][i],
                         unmatched["reason"][i]))
     return lines
 
@@ -508,7 +508,7 @@ def linked_sections(ranks, linked):
     """The summary sections of the linked run."""
     names = linked["traffic"]["names"] if linked.get("traffic") else None
     return ([""] + _wait_section(ranks) + [""] + _collective_section(linked["collectives"], names) + [""]
-            + _unmatched_section(linked["unmatched"]) + [""] + _clock_section(ranks, linked["facts"]))
+            + _unmatched_section(linked["unmatched"], names) + [""] + _clock_section(ranks, linked["facts"]))
 
 
 def summary_text(info, tables, linked=None, path_lines=(), in_flight=None):
