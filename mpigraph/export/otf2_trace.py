@@ -145,11 +145,12 @@ class _Definitions:
         return self.comms[comm_id]
 
     def region(self, func_id):
-        if func_id not in self.regions:
-            f = mf.BY_ID.get(func_id)
-            name = f.name if f else mf.name_of(func_id)
-            role = getattr(self._otf2.RegionRole, _ROLES.get(f.kind if f else None, "FUNCTION"))
-            self.regions[func_id] = self._d.region(name, region_role=role, paradigm=self._otf2.Paradigm.MPI)
+        """The region of a function id, defined when first used."""
+        if func_id in self.regions:
+            return self.regions[func_id]
+        f = mf.BY_ID.get(func_id)
+        role = getattr(self._otf2.RegionRole, _ROLES.get(f.kind if f else None, "FUNCTION"))
+        self.regions[func_id] = self._d.region(mf.name_of(func_id), region_role=role, paradigm=self._otf2.Paradigm.MPI)
         return self.regions[func_id]
 
 
@@ -228,20 +229,26 @@ def _write_rank(otf2, writer, defs, ev, counts):
         rows = np.flatnonzero((code == COLL_END) & (ev["comm"] == comm_id) & (ev["root"] >= 0))
         if len(rows):
             _, root_in[rows] = comm_rank(members, comm_id, ev["root"][rows])
-    func = ev["func"]
-    names = EVENT_NAMES
-    for i, (c, t) in enumerate(zip(code.tolist(), ev["time"].tolist())):
-        if c == ENTER or c == LEAVE:
-            region = defs.region(int(func[i]))
-            (writer.enter if c == ENTER else writer.leave)(t, region)
+    # Python lists and bound methods: the loop below is a Python call per event (the package's
+    # writer); numpy scalars and attribute lookups would double its time.
+    columns = zip(code.tolist(), ev["time"].tolist(), ev["func"].tolist(), peer_in.tolist(), comm_out.tolist(),
+                  ev["tag"].tolist(), ev["bytes"].tolist(), ev["comm"].tolist(), root_in.tolist())
+    enter, leave, send, recv = writer.enter, writer.leave, writer.mpi_send, writer.mpi_recv
+    begin, end = writer.mpi_collective_begin, writer.mpi_collective_end
+    region, comm_of = defs.region, defs.comms
+    for c, t, f, peer, comm_id, tag, nbytes, coll_comm, root in columns:
+        if c == ENTER:
+            enter(t, region(f))
+        elif c == LEAVE:
+            leave(t, region(f))
         elif c == SEND:
-            writer.mpi_send(t, int(peer_in[i]), defs.comms[int(comm_out[i])], int(ev["tag"][i]), int(ev["bytes"][i]))
+            send(t, peer, comm_of[comm_id], tag, nbytes)
         elif c == RECV:
-            writer.mpi_recv(t, int(peer_in[i]), defs.comms[int(comm_out[i])], int(ev["tag"][i]), int(ev["bytes"][i]))
+            recv(t, peer, comm_of[comm_id], tag, nbytes)
         elif c == COLL_BEGIN:
-            writer.mpi_collective_begin(t)
+            begin(t)
         else:
-            op = _collective_op(otf2, mf.BY_ID[int(func[i])])
-            writer.mpi_collective_end(t, op if op is not None else otf2.CollectiveOp.BARRIER,
-                                      defs.comms[int(ev["comm"][i])], int(root_in[i]), int(ev["bytes"][i]), 0)
-        counts[names[c]] += 1
+            op = _collective_op(otf2, mf.BY_ID[f])
+            end(t, op if op is not None else otf2.CollectiveOp.BARRIER, comm_of[coll_comm], root, nbytes, 0)
+    for c, n in zip(*np.unique(code, return_counts=True)):
+        counts[EVENT_NAMES[c]] += int(n)
