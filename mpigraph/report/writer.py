@@ -468,7 +468,8 @@ def _collective_section(collectives, names=None):
         return ["Collectives: none"]
     top = np.argsort(-collectives["wait_total"], kind="stable")[:MAX_COLLECTIVE_ROWS]
     header = ["function", "comm", "seq", "members", "wait s", "execution s", "imbalance", "last rank"]
-    rows = [[collectives["function"][i], _comm_name(names, collectives["comm"][i]), collectives["seq"][i], collectives["members"][i],
+    rows = [[collectives["function"][i], _comm_name(names, collectives["comm"][i]), collectives["seq"][i],
+             collectives["members"][i],
              _seconds(collectives["wait_total"][i]), _seconds(collectives["execution"][i]),
              _percent(collectives["imbalance"][i]), collectives["last_rank"][i]] for i in top]
     return (["Top imbalanced collectives by summed wait (%d instances, all in %s)" % (n, COLLECTIVES_PARQUET)]
@@ -499,7 +500,8 @@ def _unmatched_section(unmatched, names=None):
     for i in range(min(n, MAX_UNMATCHED_ROWS)):
         lines.append("  rank %d %s %s (call %d, comm %s, peer %d, tag %d, %d bytes): %s"
                      % (unmatched["rank"][i], unmatched["function"][i], unmatched["what"][i], unmatched["call"][i],
-                        _comm_name(names, unmatched["comm"][i]), unmatched["peer"][i], unmatched["tag"][i], unmatched["bytes"][i],
+                        _comm_name(names, unmatched["comm"][i]), unmatched["peer"][i], unmatched["tag"][i],
+                        unmatched["bytes"][i],
                         unmatched["reason"][i]))
     return lines
 

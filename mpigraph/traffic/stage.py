@@ -43,7 +43,8 @@ def traffic(comm, linked, world_size):
     mine = comms.concat([comms.creation_rows(c) for c in linked.calls.values()])
     known = comms.Communicators(comms.concat(comm.allgather(mine)), world_size)
     matched = linked.traffic or {"pairs": matrix.empty(), "sizes": sizes.empty()}
-    local_matrix = matrix.concat([matched["pairs"]] + [matrix.collective_pairs(c, known) for c in linked.calls.values()])
+    local_matrix = matrix.concat([matched["pairs"]]
+                                 + [matrix.collective_pairs(c, known) for c in linked.calls.values()])
     local_sizes = sizes.concat([matched["sizes"]] + [sizes.collective_sizes(c) for c in linked.calls.values()])
     gathered = comm.gather((local_matrix, local_sizes), root=0)
     if comm.rank != 0:
