@@ -15,7 +15,7 @@ the page cache (they were just written): cold-cache reads are disk-bound.
 
 Printed per (records, K, algorithm), first per analysis rank and stage (the first repeat's): its
 wall and CPU seconds, the records it owns and the bytes it sent and received
-(mpigraph.comm.traffic), each as a share of the stage's total against 1/K, and per stage whether
+(mpigraph.comm.meter), each as a share of the stage's total against 1/K, and per stage whether
 every rank is within 1.5x of 1/K ("balanced"): a rank-0 funnel shows in CPU seconds and bytes
 even where K ranks share fewer cores and wall times cannot.  Then, as each finishes and again as
 one markdown table at the end (as in docs/benchmarks.md): the median over repeats of each stage's seconds and
@@ -69,7 +69,7 @@ def probe(run_dir, prefault_mb):
     from mpi4py import MPI
 
     from mpigraph import analysis
-    from mpigraph.comm import parallel, traffic
+    from mpigraph.comm import meter, parallel
     from mpigraph.trace import logs as trace
 
     comm = MPI.COMM_WORLD
@@ -87,7 +87,7 @@ def probe(run_dir, prefault_mb):
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for rank, line in enumerate(comm.gather((wall, base, peak, records), root=0) or []):
         print("probe rank %d wall %.6f base_kb %d peak_kb %d records %d" % ((rank,) + line), flush=True)
-    for rank, stages in enumerate(comm.gather(traffic.last.stages, root=0) or []):
+    for rank, stages in enumerate(comm.gather(meter.last.stages, root=0) or []):
         for s in stages:
             print("probe stage rank %d %s wall %.6f cpu %.6f sent %d received %d"
                   % (rank, s.name, s.wall_s, s.cpu_s, s.sent, s.received), flush=True)

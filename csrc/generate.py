@@ -363,7 +363,7 @@ _CORE_PMPI = [
     "Testany", "Testsome", "Start", "Startall", "Request_free", "Comm_free",
     "Comm_rank", "Comm_size", "Comm_group", "Comm_test_inter", "Comm_remote_size", "Comm_remote_group",
     "Group_translate_ranks", "Group_free", "Type_size", "Get_count", "Allreduce", "Bcast",
-    "Mprobe", "Improbe", "Mrecv", "Imrecv", "Abort",
+    "Mprobe", "Improbe", "Mrecv", "Imrecv", "Abort", "Pcontrol",
 ]
 # MPI-4 functions: the large-count variants and the f08 status conversions.
 _CORE_PMPI_MPI4 = ["Get_count_c", "Mrecv_c", "Imrecv_c", "Status_f082c", "Status_c2f08"]

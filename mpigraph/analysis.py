@@ -1,6 +1,7 @@
 """The analysis pipeline: the same code inside the job (at MPI_Finalize) and offline.
 
-Stages (docs/design.md, "Data flow"): trace -> clock -> match -> metrics -> path -> report.
+Stages (docs/design.md, "Data flow"): trace -> clock -> match -> metrics -> traffic -> path -> report
+(traffic: the communication matrix, size histograms and communicators, mpigraph.traffic).
 clock and match are in match/link.py (their results: match/core.py's interface);
 path_stage runs the topological-sort algorithms or the graph ones (mpigraph.paths).
 
@@ -25,9 +26,11 @@ from mpigraph.match import link
 from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.metrics import profile as metrics
 from mpigraph.comm import node_memory
-from mpigraph.comm import launch, parallel, traffic
+from mpigraph.comm import launch, meter, parallel
 from mpigraph.report import datasets, writer as report
 from mpigraph.trace import logs as trace
+from mpigraph.traffic import stage as traffic_stage
+from mpigraph.phases import stage as phases_stage
 
 # Stage timings go to stderr when the run has more records than this (or MPIGRAPH_VERBOSE=1).
 PROGRESS_RECORDS = 1_000_000
@@ -45,7 +48,7 @@ class Progress:
         self.may_print = is_root and (config.verbose or not config.quiet)
         self.enabled = is_root and config.verbose
         self.done = []   # (stage, seconds, peak RSS MB, note) of the stages so far
-        self.meter = traffic.last = traffic.Meter()    # every rank's own figures, for the benchmark
+        self.meter = meter.last = meter.Meter()    # every rank's own figures, for the benchmark
 
     def enable_for(self, n_records):
         """Switch on for big runs, printing the stages already done."""
@@ -119,6 +122,12 @@ def _metrics(comm, logs, linked, codec, times, algorithm):
     return tables, extra
 
 
+def _traffic(comm, logs, times, linked, world_size):
+    """Stage traffic: (the communication matrix, sizes and communicators; the per-phase tables when a
+    rank called MPI_Pcontrol) on rank 0, (None, None) elsewhere."""
+    return (traffic_stage.traffic(comm, linked, world_size), phases_stage.phases(comm, logs, times, linked))
+
+
 def _write_report(comm, out_dir, info, tables, path, linked):
     """Stage report: every analysis rank writes its parts of the big tables (report.datasets: calls,
     wait states, critical path), then rank 0 the small tables and summary.txt (last: its presence
@@ -180,6 +189,9 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     # Every record's (start, end) on rank 0's clock, after the receive-before-send repair.
     times = {rank: calls.record_times() for rank, calls in linked.calls.items()}
     tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times, config.algorithm)
+    flows = progress.run("traffic", parallel.collectively, comm, _traffic, comm, logs, times, linked, info.world_size)
+    if tables[1] is not None:
+        tables[1]["traffic"], tables[1]["phases"] = flows
     if on_graph:
         times = None      # only toposort's path reads them: not held through the graph's build
     path = progress.run("path", parallel.collectively, comm, paths.path_stage, comm, config, info, logs, linked, times,

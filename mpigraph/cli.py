@@ -203,6 +203,9 @@ def build_parser():
 
     from mpigraph.network.cli import add_parser as add_network_parsers   # calibrate, netprobe
     add_network_parsers(sub)
+
+    from mpigraph.export.cli import add_parser as add_export_parser    # export --otf2
+    add_export_parser(sub)
     return parser
 
 
@@ -237,7 +240,8 @@ def _user_error_types():
                          ("mpigraph.report.writer", "ReportError"), ("mpigraph.comm.node_memory", "NotEnoughMemory"),
                          ("mpigraph.model.mva", "ModelError"), ("mpigraph.report.outdir", "OutputDirError"),
                          ("mpigraph.view", "ViewError"), ("mpigraph.network", "NetworkError"),
-                         ("mpigraph.whatif.build", "WhatifError"), ("mpigraph.comm.launch", "MPIMismatch")):
+                         ("mpigraph.whatif.build", "WhatifError"), ("mpigraph.comm.launch", "MPIMismatch"),
+                         ("mpigraph.export.otf2_trace", "ExportError")):
         if module in sys.modules:
             types.append(getattr(sys.modules[module], name))
     return tuple(types)

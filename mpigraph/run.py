@@ -134,6 +134,23 @@ class Run:
         """Operations without a partner (no rows when every message and collective matched)."""
         return self.frame("unmatched")
 
+    @property
+    def comm_matrix(self) -> "pandas.DataFrame":
+        """Rank x rank traffic: src, dst, messages, bytes, kind (p2p or collective; dst -1: a
+        collective's bytes without pairs).  ``run.comm_matrix.pivot_table(index="src", columns="dst",
+        values="bytes", aggfunc="sum")`` is the matrix."""
+        return self.frame("commmatrix")
+
+    @property
+    def sizes(self) -> "pandas.DataFrame":
+        """Message-size histograms: function, comm, comm_id, bin_lo, bin_hi, count, bytes."""
+        return self.frame("sizes")
+
+    @property
+    def communicators(self) -> "pandas.DataFrame":
+        """The run's communicators: id, name, size, members, function, call, parent."""
+        return self.frame("communicators")
+
     # ---- facts and text ---------------------------------------------------------------------
 
     @property
@@ -221,7 +238,10 @@ def _schema_columns(name: str):
 
     return {"ranks": schema.RANK_COLUMNS, "functions": schema.FUNCTION_COLUMNS, "calls": schema.CALL_COLUMNS,
             "collectives": schema.COLLECTIVE_COLUMNS, "waitstates": schema.WAITSTATE_COLUMNS,
-            "unmatched": schema.UNMATCHED_COLUMNS, "critical_path": schema.SEGMENT_COLUMNS}.get(name)
+            "unmatched": schema.UNMATCHED_COLUMNS, "critical_path": schema.SEGMENT_COLUMNS,
+            "commmatrix": schema.COMM_MATRIX_COLUMNS, "sizes": schema.SIZE_COLUMNS,
+            "communicators": schema.COMMUNICATOR_COLUMNS, "phases": schema.PHASE_COLUMNS,
+            "phase_functions": schema.PHASE_FUNCTION_COLUMNS}.get(name)
 
 
 def _read_text(run_dir: str, name: str) -> str:

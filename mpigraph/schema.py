@@ -171,3 +171,59 @@ INFLIGHT_COLUMNS = [
     Column("since", "time", "when the call began, from the end of the rank's MPI_Init (its own clock)"),
     Column("deadlock", "int", "the deadlock cycle the rank is in (from 0), -1 for none"),
 ]
+
+# The communication matrix (mpigraph.traffic.matrix; apportioning rules in docs/concepts.md).
+COMM_MATRIX_COLUMNS = [
+    Column("src", "int", "sending MPI_COMM_WORLD rank"),
+    Column("dst", "int", "receiving MPI_COMM_WORLD rank; -1: a collective's bytes with no pairs (Allreduce, "
+                         "Scan, the v-variants of Scatter and Alltoall: counted per rank, see concepts.md)"),
+    Column("messages", "int", "messages (point-to-point) or collective calls apportioned to the pair"),
+    Column("bytes", "int", "bytes: received (point-to-point), apportioned (collectives)"),
+    Column("kind", "str", "p2p (matched messages) or collective"),
+]
+
+# Message-size histograms (mpigraph.traffic.sizes).
+SIZE_COLUMNS = [
+    Column("function", "str", "MPI function that posted the send or receive, or the collective"),
+    Column("comm", "str", "communicator name (communicators.csv)"),
+    Column("comm_id", "int", "communicator id (calls.parquet's comm)"),
+    Column("bin_lo", "int", "smallest size of the bin, bytes: 0, or a power of two"),
+    Column("bin_hi", "int", "largest size of the bin, bytes: 0, or 2 * bin_lo - 1"),
+    Column("count", "int", "sends, receives or collective calls (one per member) of a size in the bin"),
+    Column("bytes", "int", "their summed bytes"),
+]
+
+# The communicators of the run (mpigraph.traffic.communicators).
+COMMUNICATOR_COLUMNS = [
+    Column("id", "int", "communicator id (calls.parquet's comm; 0 is MPI_COMM_WORLD)"),
+    Column("name", "str", "name in the report: world, or <creating call>#<k> (<size> ranks)"),
+    Column("size", "int", "ranks in the communicator"),
+    Column("members", "str", "their MPI_COMM_WORLD ranks in its rank order; a rule past 16: a-b, a-b:step"),
+    Column("function", "str", "the call that created it (MPI_Init for world)"),
+    Column("call", "int", "that call's index among the calls of the communicator's rank 0 (-1: unknown)"),
+    Column("parent", "str", "the communicator the creating call was made on"),
+]
+
+# Phases split at MPI_Pcontrol (mpigraph.phases): written when a rank called it.
+_PHASE_SUMS = [
+    Column("calls", "int", "MPI calls"),
+    Column("time_total", "time", "summed duration of the calls"),
+    Column("wait_before", "time", "summed wait before the calls"),
+    Column("wait_after", "time", "summed wait after the calls"),
+    Column("execution", "time", "summed execution time of the calls"),
+    Column("bytes_sent", "int", "point-to-point bytes sent (counted as in ranks.csv)"),
+    Column("bytes_received", "int", "point-to-point bytes received"),
+    Column("bytes_collective", "int", "bytes passed to collectives"),
+]
+PHASE_COLUMNS = [
+    Column("phase", "int", "phase number: 0 before a rank's first MPI_Pcontrol, k from its k-th MPI_Pcontrol on"),
+    Column("level", "int", "the level the phase's MPI_Pcontrol passed (-1 for phase 0)"),
+    Column("ranks", "int", "ranks that made calls in the phase"),
+    Column("functions", "int", "MPI functions called in the phase"),
+] + _PHASE_SUMS
+PHASE_FUNCTION_COLUMNS = [
+    Column("phase", "int", "phase number (phases.csv)"),
+    Column("level", "int", "the level the phase's MPI_Pcontrol passed (-1 for phase 0)"),
+    Column("function", "str", "MPI function name"),
+    Column("ranks", "int", "ranks that called it in the phase"),
+] + _PHASE_SUMS

@@ -45,6 +45,30 @@ TABLES = {
                          "A blocking call's start is on disk before it blocks, so a run that hung, was "
                          "killed or aborted shows where each rank was; ranks blocked on each other share a "
                          "`deadlock` number."),
+    "COMM_MATRIX_COLUMNS": ("commmatrix", "one row per (sender, receiver, kind) that exchanged data, and per rank "
+                            "a row with `dst` -1 for its collective bytes without pairs",
+                            "Point-to-point rows are the matched messages (bytes as received); collective rows are "
+                            "apportioned by rules that assume no algorithm (Bcast: root to each member the "
+                            "buffer; Gather and Reduce: each member to the root; Allgather: each member to each "
+                            "other; Alltoall: each member to each other its buffer / n; Allreduce, Scan, the "
+                            "v-variants: no pairs), listed in "
+                            "[concepts.md](concepts.md#the-communication-matrix). `commmatrix.svg` shows the bytes "
+                            "as a heatmap; `mpigraph.load(DIR).comm_matrix` is this table."),
+    "SIZE_COLUMNS": ("sizes", "one row per (MPI function, communicator, size bin) that occurred",
+                     "Bins are powers of two: [0, 0], [1, 1], [2, 3], [4, 7], ... A point-to-point message "
+                     "counts under the function that posted it on each side (MPI_Send with the bytes sent, "
+                     "MPI_Recv or MPI_Irecv with the bytes its status says arrived); a collective once per "
+                     "member with the bytes the member passed (a Scatter's non-roots pass 0)."),
+    "COMMUNICATOR_COLUMNS": ("communicators", "one row per communicator: world, then each one the program created",
+                             "From the records of MPI_Comm_split, _dup, _create and the other creating calls. "
+                             "summary.txt names communicators by `name`. MPI_COMM_SELF (named `self`) and "
+                             "communicators created where the shim did not see them are not listed."),
+    "PHASE_COLUMNS": ("phases", "one row per phase (written only when a rank called MPI_Pcontrol)",
+                      "Each MPI_Pcontrol call starts a new phase of its rank's calls (mpiP's levels); phases "
+                      "are numbered per rank and added up across ranks by number. The phases' sums equal "
+                      "the run's ([concepts.md](concepts.md#phases))."),
+    "PHASE_FUNCTION_COLUMNS": ("phase_functions", "one row per (phase, MPI function) called in it",
+                               "Summed over phases, each function's columns equal functions.csv's."),
     "SEGMENT_COLUMNS": ("critical_path", "one row per segment of the critical path, in path order",
                         "Written when a path was computed. The segments cover the run from the first "
                         "rank's start to the end, without gaps: their durations add up to the run time."),
@@ -70,8 +94,10 @@ A run directory (`mpigraph-<date>-<id>/`, `MPIGRAPH_OUT`, or `--out`) holds:
 | `raw/rank-<r>.log` | the shim's log of rank r: every call, enough to analyse again (format: [design.md](design.md#formats)) |
 | `summary.txt` | the run in words and short tables ([README](../README.md#reading-the-summary)) |
 {table_rows}{extra_rows}| `ranks.svg` | a bar per rank: compute, MPI time (execution and wait), time on the critical path |
+| `commmatrix.svg` | the communication matrix as a heatmap: bytes per (sender, receiver), log shade |
 | `timeline.html` | `mpigraph view`: one self-contained page, a row per rank, every call, the messages, the critical path |
 | `trace.json` | `mpigraph view --perfetto`: Chrome trace event format (Perfetto UI, chrome://tracing) |
+| `OUT/traces.otf2` | `mpigraph export DIR --otf2 OUT` (extra `otf2`): the run as OTF2 for Vampir, Scalasca, pipit ([concepts.md](concepts.md#otf2-export)) |
 
 Conventions of every table:
 

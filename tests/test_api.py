@@ -175,7 +175,8 @@ def test_summary_and_repr(demo):
     assert run.summary == (demo / "summary.txt").read_text()
     text = repr(run)
     assert text.startswith("<mpigraph.Run %s: %d ranks on 1 host, run time " % (demo, NPROCS))
-    assert "%d calls, dijkstra; tables: calls, collectives, critical_path" % (NPROCS * CALLS_PER_RANK) in text
+    assert ("%d calls, dijkstra; tables: calls, collectives, commmatrix, communicators, critical_path"
+            % (NPROCS * CALLS_PER_RANK)) in text
 
 
 def test_a_report_without_run_json_gives_the_same_facts(demo, tmp_path):

@@ -170,7 +170,8 @@ def test_bad_algorithm_option(tmp_path):
 def test_analyze_verbose_prints_stages(tmp_path):
     result = mpigraph_cmd("analyze", write_run(tmp_path / "run"), "--verbose", "--quiet")
     assert result.returncode == 0 and result.stdout == ""
-    assert [line.split()[1] for line in result.stderr.splitlines()] == ["trace", "clock", "match", "metrics", "path", "report"]
+    assert [line.split()[1] for line in result.stderr.splitlines()] == ["trace", "clock", "match", "metrics", "traffic", "path",
+                                                                        "report"]
     result = mpigraph_cmd("analyze", write_run(tmp_path / "run2"))
     assert result.returncode == 0 and result.stderr == ""    # small runs: no progress unless asked
 

@@ -8,7 +8,7 @@ encoding, no pickles.  The big one-time moves
 
 import numpy as np
 
-from mpigraph.comm import traffic
+from mpigraph.comm import meter
 
 
 def send_rows(comm, dest, columns, with_source=False):
@@ -37,7 +37,7 @@ def send_rows(comm, dest, columns, with_source=False):
         outgoing = np.ascontiguousarray(np.asarray(column)[order])
         incoming = np.empty(int(recv_counts.sum()), outgoing.dtype)
         comm.Alltoallv([outgoing, (send_counts, send_displ)], [incoming, (recv_counts, recv_displ)])
-        traffic.count((send_counts.sum() - send_counts[rank]) * outgoing.itemsize,
+        meter.count((send_counts.sum() - send_counts[rank]) * outgoing.itemsize,
                       (recv_counts.sum() - recv_counts[rank]) * outgoing.itemsize)
         result.append(incoming)
     if with_source:

@@ -41,7 +41,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpigraph.comm.codec import Codec, CodecError, decode
-from mpigraph.comm import traffic
+from mpigraph.comm import meter
 from mpigraph.comm.parallel import wait_idly
 
 ORDERS = ("rounds", "naive")
@@ -221,7 +221,7 @@ def exchange(comm, batches_by_dest, codec=None, order="rounds"):
     send_sizes = np.array([len(outgoing.get(d, b"")) for d in range(size)], np.int64)
     recv_sizes = np.empty(size, np.int64)
     comm.Alltoall(send_sizes, recv_sizes)
-    traffic.count(send_sizes.sum(), recv_sizes.sum())     # own batch: never encoded, size 0 here
+    meter.count(send_sizes.sum(), recv_sizes.sum())     # own batch: never encoded, size 0 here
     plan = _rounds if order == "rounds" else _naive
     received = plan(comm, outgoing, recv_sizes)
     stats.exchange_seconds = time.perf_counter() - t
@@ -511,7 +511,7 @@ class RootPull:
             return None
         buf = np.empty(size[0], np.uint8)
         self.comm.Recv([buf, MPI.BYTE], source, PULL_TAG)
-        traffic.count(received=len(buf))
+        meter.count(received=len(buf))
         return buf
 
     def close(self):
@@ -536,7 +536,7 @@ def serve_root(comm, chunks, root=0, codec=None):
             return
         comm.Send([np.array([len(data)], np.int64), MPI.INT64_T], root, PULL_TAG)
         comm.Send([data, MPI.BYTE], root, PULL_TAG)
-        traffic.count(sent=len(data))
+        meter.count(sent=len(data))
     wait_idly(comm.Irecv([ask, MPI.INT64_T], root, PULL_TAG))
     if ask[0]:
         comm.Send([np.full(1, -1, np.int64), MPI.INT64_T], root, PULL_TAG)     # "that was all"

@@ -18,6 +18,7 @@ from mpigraph.match import probes
 from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, NONBLOCKING,
                                  Dependencies, rank_calls)
 from mpigraph.metrics.waits import waits_and_member_totals
+from mpigraph.traffic import stage as traffic_stage
 
 
 @dataclasses.dataclass
@@ -49,6 +50,8 @@ class Linked:
     # The end of every owned receive completion a matched message released (the late-sender
     # edges' destinations, repaired times): toposort's bulk-synchronous check reads them.
     receive_ends: np.ndarray = None
+    # the matched messages' (sender, receiver) sums and the operations' sizes (traffic.stage.from_match)
+    traffic: dict = None
 
 
 # ---- clock ---------------------------------------------------------------------------------
@@ -176,7 +179,7 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=
     dependencies = dependency_edges(messages, from_me, members, probe_edges) if with_edges else None
     receive_ends = messages["r_done_end"][messages["r_done_call"] >= 0].astype(np.int64)
     return Linked(calls, dependencies, waits, instances, pairs.unmatched, orphans, _incomplete(ops, calls), repair,
-                  clock_info, path_ends, receive_ends)
+                  clock_info, path_ends, receive_ends, traffic_stage.from_match(ops, messages))
 
 
 def _probe_links(calls, ops, pairs, messages):

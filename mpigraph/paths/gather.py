@@ -9,7 +9,7 @@ sort) puts them straight into place.
 import numpy as np
 
 from mpigraph.paths import graph as graph_module
-from mpigraph.comm import traffic
+from mpigraph.comm import meter
 from mpigraph.comm.node_memory import NotEnoughMemory, available_bytes
 
 
@@ -113,11 +113,11 @@ def gatherv(comm, local, extra=0):
     counts = comm.gather(len(local), root=0)
     if comm.Get_rank() != 0:
         comm.Gatherv(local, None, root=0)
-        traffic.count(sent=local.nbytes)
+        meter.count(sent=local.nbytes)
         return None
     out = np.empty(sum(counts) + extra, local.dtype)
     comm.Gatherv(local, [out[:sum(counts)], counts], root=0)
-    traffic.count(received=(sum(counts) - len(local)) * local.itemsize)
+    meter.count(received=(sum(counts) - len(local)) * local.itemsize)
     return out
 
 
@@ -128,9 +128,9 @@ def scatterv(comm, whole, n_here):
     counts = comm.gather(n_here, root=0)
     comm.Scatterv([whole, counts] if comm.Get_rank() == 0 else None, here, root=0)
     if comm.Get_rank() == 0:
-        traffic.count(sent=(sum(counts) - n_here) * here.itemsize)
+        meter.count(sent=(sum(counts) - n_here) * here.itemsize)
     else:
-        traffic.count(received=here.nbytes)
+        meter.count(received=here.nbytes)
     return here
 
 

@@ -15,7 +15,7 @@ holds; rank 0 writes the small tables (CSV and Parquet files) and summary.txt.
 import os
 import shutil
 
-from mpigraph.comm import traffic
+from mpigraph.comm import meter
 from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.paths import segments as cp
 from mpigraph.report import writer
@@ -72,12 +72,12 @@ def scatter_path(comm, path):
         table = writer.arrow_table(path, cp.SEGMENT_COLUMNS)
         n, k = table.num_rows, comm.size
         blocks = [_ipc(table.slice(n * a // k, n * (a + 1) // k - n * a // k)) for a in range(k)]
-        traffic.count(sent=sum(len(b) for b in blocks[1:]))
+        meter.count(sent=sum(len(b) for b in blocks[1:]))
     mine = comm.scatter(blocks, root=0) if comm.bcast(blocks is not None, root=0) else None
     if mine is None:
         return None
     if comm.rank != 0:
-        traffic.count(received=len(mine))
+        meter.count(received=len(mine))
     import pyarrow as pa
 
     return pa.ipc.open_stream(mine).read_all()

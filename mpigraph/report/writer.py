@@ -463,17 +463,23 @@ def _wait_section(ranks):
              "of its time a rank waited; total row: the program's)"] + _text_table(header, rows))
 
 
-def _collective_section(collectives):
+def _collective_section(collectives, names=None):
     n = len(collectives["seq"])
     if n == 0:
         return ["Collectives: none"]
     top = np.argsort(-collectives["wait_total"], kind="stable")[:MAX_COLLECTIVE_ROWS]
     header = ["function", "comm", "seq", "members", "wait s", "execution s", "imbalance", "last rank"]
-    rows = [[collectives["function"][i], collectives["comm"][i], collectives["seq"][i], collectives["members"][i],
+    rows = [[collectives["function"][i], _comm_name(names, collectives["comm"][i]), collectives["seq"][i],
+             collectives["members"][i],
              _seconds(collectives["wait_total"][i]), _seconds(collectives["execution"][i]),
              _percent(collectives["imbalance"][i]), collectives["last_rank"][i]] for i in top]
     return (["Top imbalanced collectives by summed wait (%d instances, all in %s)" % (n, COLLECTIVES_PARQUET)]
             + _text_table(header, rows))
+
+
+def _comm_name(names, comm_id):
+    """A communicator's name in the summary ("world", "split#1 (4 ranks)"); its id without names."""
+    return comm_id if names is None else names.name(comm_id)
 
 
 def _clock_section(ranks, facts):
@@ -491,15 +497,16 @@ def _clock_section(ranks, facts):
     return lines + _text_table(header, rows)
 
 
-def _unmatched_section(unmatched):
+def _unmatched_section(unmatched, names=None):
     n = len(unmatched["rank"])
     if n == 0:
         return ["Unmatched operations: none"]
     lines = ["Unmatched operations: %d (all in %s)" % (n, UNMATCHED_CSV)]
     for i in range(min(n, MAX_UNMATCHED_ROWS)):
-        lines.append("  rank %d %s %s (call %d, comm %d, peer %d, tag %d, %d bytes): %s"
+        lines.append("  rank %d %s %s (call %d, comm %s, peer %d, tag %d, %d bytes): %s"
                      % (unmatched["rank"][i], unmatched["function"][i], unmatched["what"][i], unmatched["call"][i],
-                        unmatched["comm"][i], unmatched["peer"][i], unmatched["tag"][i], unmatched["bytes"][i],
+                        _comm_name(names, unmatched["comm"][i]), unmatched["peer"][i], unmatched["tag"][i],
+                        unmatched["bytes"][i],
                         unmatched["reason"][i]))
     return lines
 
@@ -534,11 +541,12 @@ def summary_text(info, tables, linked=None, path_lines=(), in_flight=None):
         lines += inflight.summary_lines(in_flight)
     if path_lines:
         lines += [""] + list(path_lines)
+    names = linked["traffic"]["names"] if linked is not None and linked.get("traffic") else None
     if linked is not None:      # the waits first: what the diagnosis is made of
-        lines += [""] + _wait_section(ranks) + [""] + _collective_section(linked["collectives"])
+        lines += [""] + _wait_section(ranks) + [""] + _collective_section(linked["collectives"], names)
     lines += [""] + _rank_section(ranks) + [""] + _function_section(functions, mpi_total)
     if linked is not None:
-        lines += ([""] + _unmatched_section(linked["unmatched"]) + [""]
+        lines += ([""] + _unmatched_section(linked["unmatched"], names) + [""]
                   + _clock_section(ranks, linked["facts"]))
         lines += _csv_left_out(ranks)
     return "\n".join(lines) + "\n"
@@ -592,6 +600,48 @@ def _linked_files(linked, with_csv):
         _File(WAITSTATES_PARQUET, lambda p: write_parquet(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
         _File(UNMATCHED_CSV, lambda p: write_csv(p, linked["unmatched"], lt.UNMATCHED_COLUMNS)),
         _File(UNMATCHED_PARQUET, lambda p: write_parquet(p, linked["unmatched"], lt.UNMATCHED_COLUMNS))]
+
+
+COMM_MATRIX_CSV, COMM_MATRIX_PARQUET = "commmatrix.csv", "commmatrix.parquet"
+SIZES_CSV, SIZES_PARQUET = "sizes.csv", "sizes.parquet"
+COMMUNICATORS_CSV, COMMUNICATORS_PARQUET = "communicators.csv", "communicators.parquet"
+
+
+def _traffic_files(traffic):
+    """The communication matrix (CSV, Parquet, heatmap), the size histograms and the communicators
+    (mpigraph.traffic); none when the traffic stage did not run."""
+    if not traffic:
+        return []
+    from mpigraph.traffic import heatmap
+
+    files = []
+    for names, key, columns in (((COMM_MATRIX_CSV, COMM_MATRIX_PARQUET), "matrix", schema.COMM_MATRIX_COLUMNS),
+                                ((SIZES_CSV, SIZES_PARQUET), "sizes", schema.SIZE_COLUMNS),
+                                ((COMMUNICATORS_CSV, COMMUNICATORS_PARQUET), "communicators",
+                                 schema.COMMUNICATOR_COLUMNS)):
+        table = traffic[key]
+        files += [_File(names[0], lambda p, t=table, c=columns: write_csv(p, t, c)),
+                  _File(names[1], lambda p, t=table, c=columns: write_parquet(p, t, c))]
+    text = heatmap.svg_text(traffic["matrix"], traffic["world_size"])
+    return files + [_File(heatmap.SVG_NAME, lambda p: _write_text(p, text))]
+
+
+PHASES_CSV, PHASES_PARQUET = "phases.csv", "phases.parquet"
+PHASE_FUNCTIONS_CSV, PHASE_FUNCTIONS_PARQUET = "phase_functions.csv", "phase_functions.parquet"
+
+
+def _phase_files(phases):
+    """The per-phase tables (mpigraph.phases); none when no rank called MPI_Pcontrol."""
+    if not phases:
+        return []
+    files = []
+    for names, key, columns in (((PHASES_CSV, PHASES_PARQUET), "phases", schema.PHASE_COLUMNS),
+                                ((PHASE_FUNCTIONS_CSV, PHASE_FUNCTIONS_PARQUET), "phase_functions",
+                                 schema.PHASE_FUNCTION_COLUMNS)):
+        table = phases[key]
+        files += [_File(names[0], lambda p, t=table, c=columns: write_csv(p, t, c)),
+                  _File(names[1], lambda p, t=table, c=columns: write_parquet(p, t, c))]
+    return files
 
 
 # Rows of calls.csv made into text at a time: fewer than CSV_BLOCK_ROWS, since the calls table's
@@ -653,6 +703,8 @@ def _report_files(info, tables, linked, path, text):
                   _File(cp.PARQUET_NAME, lambda p: write_parquet(p, path, cp.SEGMENT_COLUMNS))]
     if linked is not None:
         files += _linked_files(linked, _big_csv_written(tables.ranks))
+        files += _traffic_files(linked.get("traffic"))
+        files += _phase_files(linked.get("phases"))
     chart = svg.per_rank_from_table(tables.ranks)
     files.append(_File(svg.SVG_NAME, lambda p: svg.write_rank_chart(os.path.dirname(p), chart)))
     facts = run_facts(info, tables, linked, path, sorted(n for f in files for n in (f.name,) + f.also))

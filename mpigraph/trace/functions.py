@@ -55,10 +55,11 @@ NEIGHBOR = "neighbor"          # neighbourhood collectives (comm and seq recorde
 COLL_INIT = "coll_init"        # persistent collective initialisation (MPI_Allreduce_init, ...)
 PARTITION = "partition"        # MPI_Pready*, MPI_Parrived
 ABORT = "abort"                # MPI_Abort: tag is the error code
+PHASE = "phase"                # MPI_Pcontrol: tag is the level; each call starts a phase (mpigraph.phases)
 # Fences, collective file operations, window creation/free and file open/close use the
 # collective kinds above (N_TO_N, COMM_CREATE, COMM_FREE) on a pseudo-communicator per
 # window or file (csrc/windows.c), so the matcher groups them into instances by (comm, seq).
-RECORDED_ONLY_KINDS = (IO, RMA, RMA_SYNC, NEIGHBOR, COLL_INIT, PARTITION, ABORT)
+RECORDED_ONLY_KINDS = (IO, RMA, RMA_SYNC, NEIGHBOR, COLL_INIT, PARTITION, ABORT, PHASE)
 
 COLLECTIVE_KINDS = frozenset({N_TO_N, ONE_TO_N, N_TO_ONE, SCAN, COMM_CREATE, COMM_FREE})
 # Calls numbered on their communicator (seq), in the order MPI requires all members to call them.
@@ -322,6 +323,7 @@ FUNCTIONS += [
        since=4),
     _f(335, "MPI_Parrived", PARTITION, "MPI_Request request, int partition, int *flag", since=4),
     _f(340, "MPI_Abort", ABORT),
+    _f(341, "MPI_Pcontrol", PHASE),
 ]
 
 # Kinds whose calls may block: their wrappers show the call in the header's in-flight slot

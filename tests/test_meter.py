@@ -1,4 +1,4 @@
-"""Per-stage figures of each analysis rank (mpigraph.comm.traffic) and the benchmark's per-rank
+"""Per-stage figures of each analysis rank (mpigraph.comm.meter) and the benchmark's per-rank
 shares (issue 28: a rank-0 funnel shows even on 2 cores)."""
 
 import os
@@ -9,18 +9,18 @@ import pytest
 
 import mpi_env
 from test_benchmarks import run_benchmark
-from mpigraph.comm import traffic
+from mpigraph.comm import meter as counting
 
 sys.path.insert(0, os.path.join(mpi_env.REPO, "benchmarks"))
 import bench_analysis  # noqa: E402
 
 
 def test_a_stage_gets_the_bytes_counted_while_it_ran():
-    meter = traffic.Meter()
-    traffic.count(sent=5)                       # before the stage: not its own
+    meter = counting.Meter()
+    counting.count(sent=5)                       # before the stage: not its own
     with meter.stage("one"):
-        traffic.count(sent=100, received=7)
-        traffic.count(received=3)
+        counting.count(sent=100, received=7)
+        counting.count(received=3)
     with meter.stage("two"):
         pass
     assert [(s.name, s.sent, s.received) for s in meter.stages] == [("one", 100, 10), ("two", 0, 0)]

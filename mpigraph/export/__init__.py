@@ -1,0 +1,1 @@
+"""Traces other tools open: OTF2 (Vampir, Scalasca's Cube tools, pipit, Trace Compass)."""

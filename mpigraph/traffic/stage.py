@@ -1,0 +1,72 @@
+"""The traffic stage: on every analysis rank the tables of the trace ranks it owns, summed on
+analysis rank 0 (each is small: rank pairs, size bins, communicators).
+
+The point-to-point pairs and sizes come from the match stage (``Linked.traffic``: the messages
+each analysis rank matched, on the owner of their receivers, and its operation table);
+collectives from the owned ranks' records; the communicators from every rank's creation records, gathered to every
+analysis rank first (a collective's members are needed to apportion it).
+"""
+
+import numpy as np
+
+from mpigraph import schema
+from mpigraph.traffic import communicators as comms
+from mpigraph.traffic import matrix, sizes
+from mpigraph.trace import functions as mf
+
+
+def from_match(ops, messages):
+    """What the match stage hands on (``Linked.traffic``): the matched messages' (sender, receiver)
+    sums and the size histogram of the owned ranks' point-to-point operations, made where the
+    operation table and the messages are at hand (no second pass over the logs for them).
+    CHUNK_ROWS rows at a time: the keys and sort orders of millions of rows would add to the
+    match stage's peak memory."""
+    pairs = [matrix.p2p_pairs(_rows(messages, piece)) for piece in _pieces(len(messages["s_rank"]))]
+    hists = [sizes.p2p_sizes(_rows(ops, piece)) for piece in _pieces(len(ops["side"]))]
+    return {"pairs": matrix.concat(pairs), "sizes": sizes.concat(hists)}
+
+
+CHUNK_ROWS = 1 << 18
+
+
+def _pieces(n):
+    return [slice(a, a + CHUNK_ROWS) for a in range(0, n, CHUNK_ROWS)]
+
+
+def _rows(table, piece):
+    return {name: col[piece] for name, col in table.items()}
+
+
+def traffic(comm, linked, world_size):
+    """{"matrix", "sizes", "communicators": tables (schema columns)} on analysis rank 0, with
+    "names" ({comm id: name}); None elsewhere.  Collective over comm."""
+    mine = comms.concat([comms.creation_rows(c) for c in linked.calls.values()])
+    known = comms.Communicators(comms.concat(comm.allgather(mine)), world_size)
+    matched = linked.traffic or {"pairs": matrix.empty(), "sizes": sizes.empty()}
+    local_matrix = matrix.concat([matched["pairs"]]
+                                 + [matrix.collective_pairs(c, known) for c in linked.calls.values()])
+    local_sizes = sizes.concat([matched["sizes"]] + [sizes.collective_sizes(c) for c in linked.calls.values()])
+    gathered = comm.gather((local_matrix, local_sizes), root=0)
+    if comm.rank != 0:
+        return None
+    whole = matrix.concat([m for m, _ in gathered])
+    hist = sizes.concat([s for _, s in gathered])
+    return {"matrix": matrix_table(whole), "sizes": size_table(hist, known),
+            "communicators": known.table(), "names": known, "world_size": int(world_size)}
+
+
+def matrix_table(whole):
+    """schema.COMM_MATRIX_COLUMNS of the summed pairs."""
+    return {"src": whole["src"], "dst": whole["dst"], "messages": whole["messages"], "bytes": whole["bytes"],
+            "kind": np.array(matrix.KINDS, object)[whole["kind"]] if len(whole["kind"]) else np.zeros(0, object)}
+
+
+def size_table(hist, known):
+    """schema.SIZE_COLUMNS of the histogram rows, functions and communicators named."""
+    return {"function": mf.names_array()[hist["func"]], "comm": known.name_all(hist["comm"]),
+            "comm_id": hist["comm"], "bin_lo": hist["bin_lo"], "bin_hi": hist["bin_hi"], "count": hist["count"],
+            "bytes": hist["bytes"]}
+
+
+COLUMNS = {"matrix": schema.COMM_MATRIX_COLUMNS, "sizes": schema.SIZE_COLUMNS,
+           "communicators": schema.COMMUNICATOR_COLUMNS}
