@@ -52,7 +52,7 @@ def test_bench_analysis_prints_every_rank_of_every_stage(wheel):
     stages = {}
     for name, rank, wall, cpu, records, sent, received in rows:
         stages.setdefault(name, {})[int(rank)] = (int(records), int(sent), int(received))
-    assert list(stages) == ["trace", "clock", "match", "metrics", "path", "report"]
+    assert list(stages) == ["trace", "clock", "match", "metrics", "traffic", "path", "report"]
     total = int(re.search(r"^generated .*: \d+ ranks, (\d+) records", out, re.M).group(1))
     for name, ranks in stages.items():
         assert sorted(ranks) == [0, 1]
@@ -64,4 +64,4 @@ def test_bench_analysis_prints_every_rank_of_every_stage(wheel):
     # The report: rank 0 hands rank 1 its share of the path's segments to write; no calls go to
     # rank 0 (each rank writes its own part of calls.parquet).
     assert stages["report"][0][1] > 0 and stages["report"][1][1] == 0
-    assert len(re.findall(r"^  \w+\s+balanced: records yes, cpu (yes|NO), bytes (yes|NO)$", out, re.M)) == 6
+    assert len(re.findall(r"^  \w+\s+balanced: records yes, cpu (yes|NO), bytes (yes|NO)$", out, re.M)) == len(stages)
