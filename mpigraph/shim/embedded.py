@@ -125,6 +125,11 @@ def _report_failure(error):
 
 def register_atexit(ffi, lib):
     import atexit
+    # The analysis at interpreter exit may import modules that register exit handlers of their
+    # own on import, which Python refuses once it is shutting down: pyarrow imports pandas when it
+    # is installed, and pandas imports concurrent.futures' thread pool.  Imported now, while the
+    # interpreter runs, it registers its handler here and not in the middle of the report.
+    import concurrent.futures.thread  # noqa: F401
 
     def analyse_at_exit():
         # Closing the log may rule the analysis out (MPI already finalised, a rank missing at the
