@@ -74,7 +74,7 @@ def test_run_verbose_prints_the_stages(program, tmp_path):
     assert result.returncode == 0, result.stderr
     stages = [line.split()[1] for line in result.stderr.splitlines() if line.startswith("mpigraph: ")
               and len(line.split()) > 2 and line.split()[2].replace(".", "").isdigit()]
-    assert stages == ["trace", "clock", "match", "metrics", "path", "report"], result.stderr
+    assert stages == ["trace", "clock", "match", "metrics", "traffic", "path", "report"], result.stderr
     assert result.stdout.count("mpigraph %s report" % __import__("mpigraph").__version__) == 1
 
 

@@ -273,7 +273,7 @@ def test_analyze_progress_when_verbose(tmp_path, capsys):
     analysis.analyze(str(tmp_path), MPI.COMM_WORLD, config.Config(verbose=True))
     err = capsys.readouterr().err
     stages = [line.split()[1] for line in err.splitlines()]
-    assert stages == ["trace", "clock", "match", "metrics", "path", "report"]
+    assert stages == ["trace", "clock", "match", "metrics", "traffic", "path", "report"]
     assert "2 ranks, 19 records" in err
     # Each line carries the peak RSS so far: positive, and a peak never falls.
     peaks = [float(line.split("peak RSS")[1].split()[0]) for line in err.splitlines()]

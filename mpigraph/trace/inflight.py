@@ -25,8 +25,6 @@ communicator-creation parts (``record`` module doc).
 """
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from mpigraph.clock import models as clock
 from mpigraph.trace import functions as mf
@@ -137,6 +135,10 @@ def deadlocks(rank, src, dst, world_size):
     A deadlock is a strongly connected component of the wait-for graph with two or more ranks,
     or one rank waiting for itself.
     """
+    # Here, not at the top: only a run that hung pays scipy's import (the report imports this module).
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
     graph = coo_matrix((np.ones(len(src)), (src, dst)), shape=(world_size, world_size)).tocsr()
     _, component = connected_components(graph, directed=True, connection="strong")
     size = np.bincount(component, minlength=world_size)
