@@ -92,6 +92,7 @@ clock method, the critical path's length, the table files written), for
 programs (``mpigraph.load(DIR).facts``).
 """
 
+import concurrent.futures.thread  # noqa: F401  (see below)
 import dataclasses
 import json
 import os
@@ -111,6 +112,11 @@ from mpigraph.view import svg
 from mpigraph.report import diagnosis
 from mpigraph.trace import functions as mf
 from mpigraph.trace import inflight
+
+# concurrent.futures.thread, imported above: pyarrow imports pandas where it is installed, and
+# pandas that module, which registers an exit handler on import.  A report written at interpreter
+# exit (an mpi4py program's analysis) would import it then, which Python refuses; imported with
+# the writer, it is there already.
 
 SUMMARY = "summary.txt"
 RANKS_CSV = "ranks.csv"
