@@ -234,7 +234,9 @@ def test_analyze_under_mpiexec_returns_the_run_on_rank_0_only(demo, tmp_path):
     out = tmp_path / "parallel"
     code = ("import sys, mpigraph\nfrom mpi4py import MPI\n"
             "run = mpigraph.analyze(sys.argv[1], out_dir=sys.argv[2])\n"
-            "print(MPI.COMM_WORLD.rank, type(run).__name__, run.facts['ranks'] if run else '-', flush=True)\n")
+            "line = '%d %s %s' % (MPI.COMM_WORLD.rank, type(run).__name__, run.facts['ranks'] if run else '-')\n"
+            "lines = MPI.COMM_WORLD.gather(line)\n"      # one writer: two ranks' prints can interleave
+            "print('\\n'.join(lines) if lines else '', end='\\n' if lines else '', flush=True)\n")
     result = subprocess.run([mpi_env.wheel_mpi().mpiexec, "-n", "2", sys.executable, "-c", code, str(demo),
                              str(out)], capture_output=True, text=True, env=mpi_env.base_env())
     assert result.returncode == 0, result.stderr
