@@ -134,9 +134,13 @@ def test_ranks_svg_shows_the_summarys_numbers(demo):
 
 
 def test_a_balanced_program_gets_no_false_diagnosis(tmp_path, builder, wheel):
+    # No more ranks than cores: on an oversubscribed machine the scheduler can hold one
+    # busy-polling rank back at most Allreduces, and then that rank really is late (the
+    # diagnosis says so rightly), which is not what this test is about.
+    ranks = max(2, min(4, len(os.sched_getaffinity(0))))
     exe = builder.build("halo.c", wheel.mpicc)
     out = tmp_path / "balanced"
-    result = mpi_env.mpirun(wheel, 4, [exe, "40", "2000", "1", "0"], out=out, rank_env={"MPIGRAPH_QUIET": "1"})
+    result = mpi_env.mpirun(wheel, ranks, [exe, "40", "2000", "1", "0"], out=out, rank_env={"MPIGRAPH_QUIET": "1"})
     assert result.returncode == 0, result.stderr[-4000:]
     text = (out / "summary.txt").read_text()
     diagnosis_text = text.split("Diagnosis:")[1].split("\n\n")[0]
