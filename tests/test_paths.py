@@ -40,12 +40,12 @@ def test_late_sender_path_goes_through_the_sender():
     assert path["duration"].sum() == 890          # = last Finalize start - first Init end
 
 
-def test_build_lets_go_of_a_read_once_input_and_of_no_other():
-    """The analysis's own input (read_once) is emptied by the build, which reads it once; an
-    input a caller reuses (every other) keeps its calls and edges, and builds the same graph."""
+def test_build_lets_go_of_a_handed_over_input_and_of_no_other():
+    """The analysis's own input (a HandedOverInput) is emptied by the build, which reads it
+    once; an input a caller reuses (every other) keeps its calls and edges, and builds the
+    same graph."""
     kept = late_sender()
-    once = late_sender()
-    once.read_once = True
+    once = graph.HandedOverInput(kept.n_trace_ranks, *late_sender().hand_over())
     a, b = graph.build(SELF, kept), graph.build(SELF, once)
     assert once.calls is None and once.deps is None
     assert kept.calls is not None and len(kept.deps) == 1
