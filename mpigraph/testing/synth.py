@@ -1,4 +1,16 @@
-"""Synthetic runs: raw logs written exactly as the shim writes them, with a known critical path.
+"""Synthetic runs with a known critical path, for tests and benchmarks.
+
+One generator, two outputs:
+
+- raw logs, written exactly as the shim writes them (structures ``bsp`` and
+  ``halo``, ``generate``; below), for every stage of the analysis;
+- the path stage's input in memory (structure ``ring``, ``ring_run`` and
+  ``path_input``; at the end of this module), the calls and dependency edges
+  the match stage would give, for the path algorithms alone.
+
+Both speak of *phases* (one repeat of the program's pattern), each with a *slow
+rank* that computes longer and so is on the path, of ``compute_ns`` (the base
+compute of a phase) and of ``seed``.
 
     python -m mpigraph.testing.synth OUT --ranks 64 --calls 10000 --structure halo
 
@@ -56,9 +68,12 @@ import os
 import shutil
 import sys
 import time
+from collections import namedtuple
 
 import numpy as np
 
+from mpigraph.comm.parallel import Ownership
+from mpigraph.paths import graph
 from mpigraph.util import arrays
 from mpigraph.trace import functions as mpi_functions
 from mpigraph.trace import record
@@ -534,6 +549,109 @@ def main(argv=None):
           % (args.out, args.ranks, gen.p.calls_per_rank, gen.p.records_per_rank * args.ranks, size / 1e9,
              time.perf_counter() - started, expected.path_length_ns / 1e9, len(expected.path["rank"])))
     return 0
+
+
+# ---- structure ring: the path stage's input, in memory ------------------------------
+#
+# Each phase every rank computes (the phase's slow rank compute_ns longer), sends to its
+# right neighbour and receives from its left (blocking, eager: a late sender makes the
+# receive wait), and every `sync_every` phases all ranks meet in an MPI_Allreduce.  The run
+# starts with MPI_Init and ends with a barrier and MPI_Finalize.  Times are exact (every wait
+# explained by a dependency) unless `clock_noise_ns` moves them.  No log is written: the
+# calls and edges are the match stage's output for the run (graph.RankCalls, Dependencies).
+
+RingRun = namedtuple("RingRun", "start end func deps slow_ranks")   # (ranks, calls) arrays; slow rank per phase
+RING_LATENCY_NS = 1_000    # from a send's start to the receive's end, at the earliest
+RING_CALL_NS = 200         # how long a call takes when it does not wait
+
+
+class _RingRecorder:
+    """Calls per rank as growing lists of arrays (one entry per simulated step)."""
+
+    def __init__(self, ranks):
+        self.n = ranks
+        self.start, self.end, self.func = [], [], []
+        self.deps = []          # (src_rank, src_call, src_vertex, dst_rank, dst_call, kind) arrays
+        self.count = 0          # calls so far on every rank (all ranks make the same number)
+
+    def call(self, name, start, end):
+        self.start.append(np.asarray(start, np.int64))
+        self.end.append(np.asarray(end, np.int64))
+        self.func.append(np.full(self.n, FID[name], np.int64))
+        self.count += 1
+        return self.count - 1
+
+    def dep(self, src_rank, src_call, dst_rank, dst_call, kind):
+        n = len(dst_rank)
+        self.deps.append([np.broadcast_to(np.asarray(v, np.int64), n) for v in
+                          (src_rank, src_call, np.zeros(n), dst_rank, dst_call, np.full(n, kind))])
+
+
+def _ring_collective(rec, name, t):
+    """All ranks enter at t; all leave RING_CALL_NS after the last arrival."""
+    last = int(np.lexsort((np.arange(rec.n), -t))[0])
+    end = np.full(rec.n, t[last] + RING_CALL_NS)
+    call = rec.call(name, t, end)
+    rec.dep(last, call, np.arange(rec.n), call, graph.N_TO_N)
+    return end
+
+
+def ring_run(ranks: int, phases: int, sync_every: int = 1, seed: int = 0, clock_noise_ns: int = 0,
+             compute_ns: int = 100_000) -> RingRun:
+    """A RingRun: start, end, func as (ranks, calls) arrays, the Dependencies of all ranks, and
+    the slow rank of each phase.  A phase's compute is U[compute_ns / 2, compute_ns) per rank,
+    plus compute_ns on its slow rank."""
+    rng = np.random.default_rng(seed)
+    rec = _RingRecorder(ranks)
+    every = np.arange(ranks)
+    t = rng.integers(0, 1000, ranks)
+    rec.call("MPI_Init", t, t + 5 * RING_CALL_NS)
+    t = t + 5 * RING_CALL_NS
+    slow = rng.integers(0, ranks, phases)
+    for i in range(phases):
+        work = rng.integers(compute_ns // 2, compute_ns, ranks)
+        work[slow[i]] += compute_ns
+        t = t + work
+        if ranks > 1:
+            send = rec.call("MPI_Send", t, t + RING_CALL_NS)
+            t = t + 2 * RING_CALL_NS
+            left = (every - 1) % ranks
+            arrival = np.asarray(rec.start[send])[left] + RING_LATENCY_NS
+            recv_end = np.maximum(t + RING_CALL_NS, arrival)
+            recv = rec.call("MPI_Recv", t, recv_end)
+            rec.dep(left, send, every, recv, graph.LATE_SENDER)
+            t = recv_end
+        if (i + 1) % sync_every == 0:
+            t = _ring_collective(rec, "MPI_Allreduce", t + RING_CALL_NS)
+    t = _ring_collective(rec, "MPI_Barrier", t + RING_CALL_NS)
+    t = t + RING_CALL_NS
+    rec.call("MPI_Finalize", t, t + RING_CALL_NS)
+    start, end, func = (np.stack(c, axis=1) for c in (rec.start, rec.end, rec.func))
+    if clock_noise_ns:
+        start, end = _clock_noise(rng, start, end, clock_noise_ns)
+    deps = graph.Dependencies(*(np.concatenate(c) for c in zip(*rec.deps))) if rec.deps \
+        else graph.Dependencies.empty()
+    return RingRun(start, end, func, deps, slow)
+
+
+def _clock_noise(rng, start, end, noise_ns):
+    """Noisy clocks: every time moved by up to noise_ns, then kept in order on each rank."""
+    times = np.empty((start.shape[0], 2 * start.shape[1]), np.int64)
+    times[:, 0::2], times[:, 1::2] = start, end
+    times = np.sort(times + rng.integers(-noise_ns, noise_ns + 1, times.shape), axis=1)
+    return times[:, 0::2], times[:, 1::2]
+
+
+def path_input(run: RingRun, n_analysis: int = 1, me: int = 0) -> graph.PathInput:
+    """The PathInput analysis rank `me` of `n_analysis` would hold of a RingRun."""
+    start, end, func, deps = run[:4]
+    n_ranks = start.shape[0]
+    mine = Ownership(n_ranks, n_analysis).ranks_of(me)
+    calls = {r: graph.RankCalls(func[r], start[r], end[r]) for r in mine}
+    owned = (deps.dst_rank >= mine.start) & (deps.dst_rank < mine.stop)
+    return graph.PathInput(n_ranks, calls, graph.Dependencies(
+        deps.src_rank[owned], deps.src_call[owned], deps.src_vertex[owned], deps.dst_rank[owned],
+        deps.dst_call[owned], deps.kind[owned]))
 
 
 if __name__ == "__main__":
