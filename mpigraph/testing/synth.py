@@ -1,9 +1,12 @@
 """Synthetic runs with a known critical path, for tests and benchmarks.
 
-One generator, two outputs:
+One generator, three outputs:
 
 - raw logs, written exactly as the shim writes them (structures ``bsp`` and
   ``halo``, ``generate``; below), for every stage of the analysis;
+- raw logs of a noisy run (``write_noisy``): no known path, but times drawn
+  with realistic entropy (not round numbers), for what measures compression
+  and sizes (the view, self-profiling);
 - the path stage's input in memory (structure ``ring``, ``ring_run`` and
   ``path_input``; at the end of this module), the calls and dependency edges
   the match stage would give, for the path algorithms alone.
@@ -549,6 +552,85 @@ def main(argv=None):
           % (args.out, args.ranks, gen.p.calls_per_rank, gen.p.records_per_rank * args.ranks, size / 1e9,
              time.perf_counter() - started, expected.path_length_ns / 1e9, len(expected.path["rank"])))
     return 0
+
+
+# ---- a noisy run: raw logs with realistic entropy, no known path -------------------------
+#
+# Each phase every rank computes (a per-rank load times log-normal noise, ns times), calls
+# MPI_Allreduce (everybody leaves after the last one arrived), then exchanges halos with
+# MPI_Sendrecv to the right and to the left (each ends after its partner arrived plus a
+# transfer time).  Made phase by phase with numpy over the ranks (the dependencies run along
+# time); each rank's records are then filled column by column.
+
+NOISY_CALLS_PER_PHASE = 3      # Allreduce, Sendrecv right, Sendrecv left
+NOISY_RECORDS_PER_PHASE = 5    # the two Sendrecvs each have a receive part
+
+
+def noisy_times(ranks: int, phases: int, seed: int = 1) -> tuple:
+    """(start, end) arrays [phase, call in phase, rank] of int64 ns of a noisy run."""
+    rng = np.random.default_rng(seed)
+    load = 150_000 * (1 + 0.5 * rng.random(ranks))          # ns of compute per phase, per rank
+    start = np.zeros((phases, NOISY_CALLS_PER_PHASE, ranks), np.int64)
+    end = np.zeros_like(start)
+    t = np.full(ranks, 1_000_000, np.int64) + rng.integers(0, 5000, ranks)
+    right, left = np.roll(np.arange(ranks), -1), np.roll(np.arange(ranks), 1)
+    noise = rng.lognormal(0.0, 0.15, (phases, ranks))
+    small = rng.integers(300, 3000, (phases, 4, ranks))
+    for it in range(phases):
+        arrive = t + (load * noise[it]).astype(np.int64)
+        start[it, 0] = arrive
+        end[it, 0] = arrive.max() + 15_000 + small[it, 0]
+        a = end[it, 0] + small[it, 1]
+        start[it, 1] = a
+        end[it, 1] = np.maximum(a, a[right]) + 2_000 + small[it, 2] // 4      # partner: the right neighbour
+        b = end[it, 1] + small[it, 3] // 2
+        start[it, 2] = b
+        end[it, 2] = np.maximum(b, b[left]) + 2_000 + small[it, 2] // 3
+        t = end[it, 2]
+    return start, end
+
+
+def write_noisy(run_dir, ranks: int = 64, calls: int = 100_000, seed: int = 1, job_id: str = "synthetic") -> int:
+    """Write run_dir/raw/rank-<r>.log of a noisy run for every rank; returns the calls per
+    rank (`calls`, Init and Finalize included, rounded down to whole phases; one phase at least)."""
+    phases = max(1, (calls - 2) // NOISY_CALLS_PER_PHASE)
+    start, end = noisy_times(ranks, phases, seed)
+    raw = os.path.join(str(run_dir), "raw")
+    os.makedirs(raw, exist_ok=True)
+    n = 2 + phases * NOISY_RECORDS_PER_PHASE
+    right, left = np.roll(np.arange(ranks), -1), np.roll(np.arange(ranks), 1)
+    for r in range(ranks):
+        recs = _blank(n)
+        recs[0]["func"], recs[0]["t_start"], recs[0]["t_end"] = FID["MPI_Init"], 0, 900_000
+        body = recs[1:-1].reshape(phases, NOISY_RECORDS_PER_PHASE)
+        it = np.arange(phases)
+        # 0: Allreduce
+        body["func"][:, 0] = FID["MPI_Allreduce"]
+        body["t_start"][:, 0], body["t_end"][:, 0] = start[:, 0, r], end[:, 0, r]
+        body["bytes"][:, 0] = 8
+        body["seq"][:, 0] = it + 1
+        # 1, 2: Sendrecv to the right (send to right, receive from left), its receive part
+        # 3, 4: Sendrecv to the left (send to left, receive from right), its receive part
+        for k, (call, dest, source, tag) in enumerate(((1, right[r], left[r], 1), (2, left[r], right[r], 2))):
+            c, p = 1 + 2 * k, 2 + 2 * k
+            for j in (c, p):
+                body["func"][:, j] = FID["MPI_Sendrecv"]
+                body["t_start"][:, j], body["t_end"][:, j] = start[:, call, r], end[:, call, r]
+                body["tag"][:, j] = tag
+                body["bytes"][:, j] = 4096
+            body["peer"][:, c], body["flags"][:, c] = dest, record.SEND
+            body["peer"][:, p], body["flags"][:, p] = source, record.RECV | record.PART
+        recs[-1]["func"] = FID["MPI_Finalize"]
+        recs[-1]["t_start"] = recs[-1]["t_end"] = end[-1, 2, r] + 10_000
+        header = record.empty_header(r, ranks)
+        header["job_id"] = job_id.encode()
+        header["hostname"] = b"synth%d" % (r // 16)
+        header["pid"] = 1000 + r
+        header["clock_source"] = record.CLOCK_MONOTONIC
+        header["n_functions"] = len(mpi_functions.FUNCTIONS)
+        header["flags"] = record.HEADER_FINALIZED
+        record.write_log(os.path.join(raw, "rank-%d.log" % r), header, recs)
+    return 2 + phases * NOISY_CALLS_PER_PHASE
 
 
 # ---- structure ring: the path stage's input, in memory ------------------------------
