@@ -111,11 +111,11 @@ class Bypass:
 
         The slacks are held in the edges' dtype, uint32 where the graph's slacks fit it (four
         bytes a vertex, not eight, of memory new to the process, and no narrowing copy after),
-        else int64.  A run's slacks are summed exactly in int64; should a sum not fit uint32,
-        the slacks widen to int64 there (``_holding``), once, and the work goes on: nothing is
-        summed twice.  No bound known beforehand would do: the weights out of one-way
-        vertices add up to far more than any one run (seconds over a whole run, microseconds a
-        run), and a bound by their total would give up the four bytes on every large run.
+        else int64.  Should a run's sum not fit uint32, the slacks widen to int64 there, once,
+        and the work goes on: nothing is summed twice.  No bound known beforehand would do:
+        the weights out of one-way vertices add up to far more than any one run (seconds over
+        a whole run, microseconds a run), and a bound by their total would give up the four
+        bytes on every large run.
         """
         n = len(one_way)
         slack_type = np.uint32 if weight.dtype == np.uint32 else np.int64
@@ -308,8 +308,8 @@ def _row_chunks(indptr, dtype):
 
 def _jump(one_way, target, slack):
     """Pointer jumping: each one-way vertex's target becomes the first vertex of its run that is
-    not one-way, its slack the weights up to it; returns the slacks (``_holding``: int64 where
-    a sum did not fit their dtype).
+    not one-way, its slack the weights up to it; returns the slacks (int64 where a sum did not
+    fit their dtype: they widen once, and the pass goes on).
 
     Each pass doubles the hops made (log2 of the longest run's length in passes), over the
     vertices still pointing at a one-way vertex, a chunk at a time: their ids (in target's
@@ -326,8 +326,10 @@ def _jump(one_way, target, slack):
         for a in range(0, len(jumping), SCAN_CHUNK):
             v = jumping[a:a + SCAN_CHUNK]
             t = target[v]
-            sums = np.add(slack[v], slack[t], dtype=np.int64)
-            slack = _holding(slack, sums)
+            a, b = slack[v], slack[t]
+            sums = a + b
+            if sums.dtype.kind == "u" and (sums < a).any():      # an unsigned sum wrapped
+                slack, sums = slack.astype(np.int64), a.astype(np.int64) + b
             slack[v] = sums
             target[v] = target[t]
             still.append(v[one_way[target[v]]])
