@@ -3,9 +3,9 @@
     python benchmarks/bench_path.py [--sizes 1e5,1e6,1e7] [--ranks 16] [--budget 120]
     mpiexec -n 2 python benchmarks/bench_path.py --algorithms parallel-delta-stepping
 
-Each size is a target edge count; the run (mpigraph.testing.simulated: compute with a
-slow rank per iteration, ring send/receive, an Allreduce every 4th
-iteration) gets as many iterations as that takes.  For every algorithm the
+Each size is a target edge count; the run (mpigraph.testing.synth.ring_run: compute with a
+slow rank per phase, ring send/receive, an Allreduce every 4th
+phase) gets as many phases as that takes.  For every algorithm the
 graph is built and searched, splits on; printed: build and total seconds
 (slowest analysis rank), edges per second of the whole call, bucket rounds
 (delta-stepping) or settled vertices (Dijkstra), and the path's length.  An
@@ -23,7 +23,7 @@ from mpi4py import MPI
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mpigraph import paths
 from mpigraph.paths import graph
-from mpigraph.testing import simulated as synthetic  # noqa: E402
+from mpigraph.testing import synth  # noqa: E402
 
 EDGES_PER_RANK_ITERATION = 6.5      # measured on this generator: used only to choose iterations
 
@@ -61,8 +61,8 @@ def main():
                                                            "edges/s", "rounds", "path s"))
     for size in (int(float(s)) for s in args.sizes.split(",")):
         iterations = max(1, int(size / (EDGES_PER_RANK_ITERATION * args.ranks)))
-        sim = synthetic.simulate(args.ranks, iterations, sync_every=4, seed=1, jitter_ns=2_000)
-        inp = synthetic.path_input(sim, comm.size, comm.rank)
+        sim = synth.ring_run(args.ranks, iterations, sync_every=4, seed=1, clock_noise_ns=2_000)
+        inp = synth.path_input(sim, comm.size, comm.rank)
         del sim
         build = build_seconds(comm, inp)
         for algorithm in algorithms:

@@ -28,15 +28,15 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
+from mpigraph.report import outdir
+from mpigraph.report.outdir import RAW, RUN_JSON
+
 if TYPE_CHECKING:      # for the type hints only: importing mpigraph stays cheap
     import pandas
     import pyarrow
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-SUMMARY = "summary.txt"       # mpigraph.report.writer's names (not imported: it pulls in numpy)
-RUN_JSON = "run.json"
-RAW = "raw"
 
 
 class Run:
@@ -172,7 +172,7 @@ class Run:
     @property
     def summary(self) -> str:
         """The text of summary.txt, as ``mpigraph report DIR`` prints it."""
-        return _read_text(self.run_dir, SUMMARY)
+        return outdir.read_summary(self.run_dir)
 
     def _read_facts(self) -> Dict[str, Any]:
         path = os.path.join(self.run_dir, RUN_JSON)
@@ -242,16 +242,6 @@ def _schema_columns(name: str):
             "commmatrix": schema.COMM_MATRIX_COLUMNS, "sizes": schema.SIZE_COLUMNS,
             "communicators": schema.COMMUNICATOR_COLUMNS, "phases": schema.PHASE_COLUMNS,
             "phase_functions": schema.PHASE_FUNCTION_COLUMNS}.get(name)
-
-
-def _read_text(run_dir: str, name: str) -> str:
-    path = os.path.join(run_dir, name)
-    try:
-        with open(path) as f:
-            return f.read()
-    except FileNotFoundError:
-        raise FileNotFoundError("%s does not exist: analyse the run first (mpigraph analyze %s)"
-                                % (path, run_dir)) from None
 
 
 def _facts_of_older_report(run: Run) -> Dict[str, Any]:
@@ -327,7 +317,6 @@ def analyze_text(run_dir: str, comm: Any, cfg: Any, out_dir: Optional[str] = Non
     others).  Prints nothing on stdout: the command prints the text."""
     from mpigraph import analysis
     from mpigraph.comm import parallel
-    from mpigraph.report import outdir
 
     if comm is None:
         from mpi4py import MPI

@@ -24,18 +24,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pathbuild import SETTINGS, random_input, rows, share, solve_all  # noqa: E402
 
 from mpigraph import paths
-from mpigraph.testing import simulated as synthetic  # noqa: E402
+from mpigraph.testing import synth  # noqa: E402
 from mpigraph.paths import delta_stepping, labels, parallel_dijkstra  # noqa: E402
 
 
 def cases():
     """(name, whole-run PathInput, options): the same on every rank."""
-    yield "bsp", synthetic.path_input(synthetic.simulate(5, 8, sync_every=2, seed=7)), {}
-    yield "bsp-jitter", synthetic.path_input(synthetic.simulate(4, 8, sync_every=3, seed=8, jitter_ns=20_000)), {}
-    yield "bsp-threshold", synthetic.path_input(synthetic.simulate(4, 6, sync_every=2, seed=9)), {"threshold_s": 1e-6}
+    yield "bsp", synth.path_input(synth.ring_run(5, 8, sync_every=2, seed=7)), {}
+    yield "bsp-jitter", synth.path_input(synth.ring_run(4, 8, sync_every=3, seed=8, clock_noise_ns=20_000)), {}
+    yield "bsp-threshold", synth.path_input(synth.ring_run(4, 6, sync_every=2, seed=9)), {"threshold_s": 1e-6}
     for seed in range(6):
         yield "random-%d" % seed, random_input(seed, 2 + seed % 3, 6, 25, collectives=seed % 3), {}
-    yield "two-ranks-on-many", synthetic.path_input(synthetic.simulate(2, 4, seed=10)), {}
+    yield "two-ranks-on-many", synth.path_input(synth.ring_run(2, 4, seed=10)), {}
     for seed in range(3):     # slacks of seconds: int64 weights on every rank, whichever has them
         yield "seconds-%d" % seed, random_input(seed, 3, 6, 25, collectives=1, step_ns=2**31), {}
 

@@ -4,7 +4,7 @@ when there is one, or the run is small; the summary says which algorithm ran and
 import pytest
 
 import mpi_env
-import synthrun
+from mpigraph.testing import synth
 from mpigraph import config
 from mpigraph.paths import algorithms
 
@@ -32,10 +32,10 @@ def test_auto_is_the_default_and_not_a_search_of_its_own():
 
 @pytest.mark.parametrize("nprocs", [1, 2])
 def test_the_summary_says_which_algorithm_ran_and_why(tmp_path, nprocs):
-    synthrun.write_run(tmp_path / "run", ranks=4, calls_per_rank=50)
+    synth.write_noisy(tmp_path / "run", ranks=4, calls=50)
     result = mpi_env.mpigraph(["analyze", tmp_path / "run", "--out", tmp_path / "out"], nprocs=nprocs)
     assert result.returncode == 0, result.stderr
-    # synthrun: 16 iterations of 5 records and Init and Finalize per rank.  The same words for
+    # synth.write_noisy: 16 phases of 5 records and Init and Finalize per rank.  The same words for
     # every K: the report of a small run does not depend on K.
     why = "auto: %d records, at most 1,000,000: the graph on one analysis rank" % (4 * (2 + 16 * 5))
     assert "  algorithm dijkstra (%s)\n" % why in (tmp_path / "out" / "summary.txt").read_text()

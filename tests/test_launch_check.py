@@ -6,14 +6,14 @@ import os
 import pytest
 
 import mpi_env
-import synthrun
+from mpigraph.testing import synth
 from mpigraph.comm import launch
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     run = tmp_path_factory.mktemp("run")
-    synthrun.write_run(run, ranks=4, calls_per_rank=50)
+    synth.write_noisy(run, ranks=4, calls=50)
     return run
 
 

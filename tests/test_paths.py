@@ -8,7 +8,7 @@ from mpi4py import MPI
 from mpigraph import paths
 from mpigraph.paths import graph
 from mpigraph.paths import splits
-from mpigraph.testing import simulated as synthetic
+from mpigraph.testing import synth
 from mpigraph.paths import threshold
 from pathbuild import (FID, SETTINGS, deps, least_slack, path_input, random_input, rank_calls, rows,
                        solve_all)
@@ -40,12 +40,12 @@ def test_late_sender_path_goes_through_the_sender():
     assert path["duration"].sum() == 890          # = last Finalize start - first Init end
 
 
-def test_build_lets_go_of_a_read_once_input_and_of_no_other():
-    """The analysis's own input (read_once) is emptied by the build, which reads it once; an
-    input a caller reuses (every other) keeps its calls and edges, and builds the same graph."""
+def test_build_lets_go_of_a_handed_over_input_and_of_no_other():
+    """The analysis's own input (a HandedOverInput) is emptied by the build, which reads it
+    once; an input a caller reuses (every other) keeps its calls and edges, and builds the
+    same graph."""
     kept = late_sender()
-    once = late_sender()
-    once.read_once = True
+    once = graph.HandedOverInput(kept.n_trace_ranks, *late_sender().hand_over())
     a, b = graph.build(SELF, kept), graph.build(SELF, once)
     assert once.calls is None and once.deps is None
     assert kept.calls is not None and len(kept.deps) == 1
@@ -100,23 +100,23 @@ def test_single_rank_and_bad_input():
 # ---- synthetic bulk-synchronous runs: known bottlenecks, splits -------------------
 
 def test_path_visits_the_slow_rank_of_every_phase_and_spans_the_run():
-    sim = synthetic.simulate(4, 12, sync_every=1, seed=3)
-    path = assert_all_same(solve_all(synthetic.path_input(sim)))
+    sim = synth.ring_run(4, 12, sync_every=1, seed=3)
+    path = assert_all_same(solve_all(synth.path_input(sim)))
     run_time = sim.start[:, -1].max() - sim.end[:, 0].min()
     assert abs(path["duration"].sum() - run_time) <= 0.01 * run_time
     compute = path["kind"] == "compute"
     # Phase i lies between Allreduce i-1 and i: the path's longest compute in it is the slow rank's.
     allreduce_ends = np.sort(sim.end[0][sim.func[0] == FID["MPI_Allreduce"]]) - sim.end[:, 0].min()
     phase = np.searchsorted(allreduce_ends, path["start"], "right")
-    for i, slow in enumerate(sim.slow.tolist()):
+    for i, slow in enumerate(sim.slow_ranks.tolist()):
         in_phase = np.flatnonzero(compute & (phase == i))
         longest = in_phase[np.argmax(path["duration"][in_phase])]
         assert path["rank"][longest] == slow, (i, rows(path))
 
 
 def test_sync_points_become_hubs_unless_crossed():
-    sim = synthetic.simulate(3, 6, sync_every=2, seed=1)
-    inp = synthetic.path_input(sim)
+    sim = synth.ring_run(3, 6, sync_every=2, seed=1)
+    inp = synth.path_input(sim)
     stats = {}
     reference = paths.critical_path(SELF, inp, stats=stats)
     assert stats["hubs"] == 6 // 2 + 1                      # the Allreduces and the final Barrier
@@ -139,7 +139,7 @@ def test_sync_points_are_the_same_found_a_few_edges_at_a_time(monkeypatch, seed)
     """_instances reduces the N-to-N edges a chunk of runs at a time: chunks of a single edge
     (each run alone) give the same points as one chunk, on a bulk-synchronous run (its edges one
     block) and on random runs (N-to-N edges among the others)."""
-    inputs = [synthetic.path_input(synthetic.simulate(5, 12, sync_every=2, seed=seed)),
+    inputs = [synth.path_input(synth.ring_run(5, 12, sync_every=2, seed=seed)),
               random_input(seed, 4, 10, 25, 3)]
     for inp in inputs:
         whole = sync_points(monkeypatch, inp)
@@ -163,7 +163,7 @@ def sync_points(monkeypatch, inp):
 
 
 def test_the_piece_of_a_few_vertices_is_the_piece_of_them_among_all(monkeypatch):
-    inp = synthetic.path_input(synthetic.simulate(4, 8, sync_every=2, seed=2))
+    inp = synth.path_input(synth.ring_run(4, 8, sync_every=2, seed=2))
     points, g = sync_points(monkeypatch, inp), graph.build(SELF, inp)
     assert g.n_hubs > 2
     every = np.arange(g.n_rank_vertices, dtype=np.int64)
@@ -177,10 +177,10 @@ def test_the_piece_of_a_few_vertices_is_the_piece_of_them_among_all(monkeypatch)
 @pytest.mark.parametrize("missing_rank", [2, 0])
 def test_a_collective_without_all_ranks_is_no_sync_point(missing_rank):
     # Rank 0 missing: the candidates come from rank 0's edges (splits._candidate_keys).
-    sim = synthetic.simulate(3, 2, sync_every=1, seed=2)
+    sim = synth.ring_run(3, 2, sync_every=1, seed=2)
     d = sim.deps
     partial = ~((d.kind == graph.N_TO_N) & (d.dst_rank == missing_rank))   # its member edges missing
-    inp = synthetic.path_input(sim._replace(deps=graph.Dependencies(
+    inp = synth.path_input(sim._replace(deps=graph.Dependencies(
         d.src_rank[partial], d.src_call[partial], d.src_vertex[partial], d.dst_rank[partial],
         d.dst_call[partial], d.kind[partial])))
     stats = {}
@@ -203,8 +203,8 @@ def test_threshold_merges_calls_across_short_gaps_only():
 
 
 def test_threshold_shrinks_the_graph_and_keeps_the_algorithms_equal():
-    sim = synthetic.simulate(3, 8, sync_every=2, seed=5)
-    inp = synthetic.path_input(sim)
+    sim = synth.ring_run(3, 8, sync_every=2, seed=5)
+    inp = synth.path_input(sim)
     full, merged = {}, {}
     paths.critical_path(SELF, inp, stats=full)
     path = assert_all_same(solve_all(inp, threshold_s=1e-6))     # merges each Send with its Recv
@@ -255,8 +255,8 @@ def test_every_algorithm_matches_the_dp_on_random_dags(seed, n_ranks, n_calls, n
 @given(seed=st.integers(0, 2**32 - 1), n_ranks=st.integers(2, 4), iterations=st.integers(1, 6),
        jitter=st.sampled_from([0, 50, 5_000, 100_000]), delta=st.sampled_from([None, 1, 777, 10**12]))
 def test_noisy_bulk_synchronous_runs_agree_with_the_dp(seed, n_ranks, iterations, jitter, delta):
-    sim = synthetic.simulate(n_ranks, iterations, sync_every=2, seed=seed, jitter_ns=jitter)
-    inp = synthetic.path_input(sim)
+    sim = synth.ring_run(n_ranks, iterations, sync_every=2, seed=seed, clock_noise_ns=jitter)
+    inp = synth.path_input(sim)
     expected, _ = least_slack(inp)
     slacks = {}
     path = assert_all_same(solve_all(inp, delta=delta, slacks=slacks))

@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings, strategies as st
 from mpi4py import MPI
 
 from mpigraph.paths import graph
-from mpigraph.testing import simulated as synthetic
+from mpigraph.testing import synth
 from mpigraph.paths.graph import INF
 from mpigraph.paths import delta_stepping, dijkstra, labels as labels_module, parallel_dijkstra
 from mpigraph.paths.labels import NO_NEXT, combine_hubs
@@ -98,8 +98,8 @@ def test_every_search_leaves_the_heap_dijkstras_labels_on_random_dags(seed, n_ra
 @given(seed=st.integers(0, 2**32 - 1), n_ranks=st.integers(2, 4), iterations=st.integers(1, 6),
        jitter=st.sampled_from([0, 50, 5_000]))
 def test_every_search_leaves_the_heap_dijkstras_labels_on_bsp_runs(seed, n_ranks, iterations, jitter):
-    sim = synthetic.simulate(n_ranks, iterations, sync_every=2, seed=seed, jitter_ns=jitter)
-    assert_labels_match_the_heap(graph.build(SELF, synthetic.path_input(sim)))
+    sim = synth.ring_run(n_ranks, iterations, sync_every=2, seed=seed, clock_noise_ns=jitter)
+    assert_labels_match_the_heap(graph.build(SELF, synth.path_input(sim)))
 
 
 @settings(max_examples=20, deadline=None)
@@ -217,7 +217,7 @@ def test_distances_beyond_float64_exact_integers_are_refused():
 
 
 def test_next_from_dist_is_the_same_in_small_chunks(monkeypatch):
-    g = graph.build(SELF, synthetic.path_input(synthetic.simulate(4, 6, sync_every=2, seed=3, jitter_ns=500)))
+    g = graph.build(SELF, synth.path_input(synth.ring_run(4, 6, sync_every=2, seed=3, clock_noise_ns=500)))
     for split in (False, True):
         whole = dijkstra.solve(g, split)
         monkeypatch.setattr(labels_module, "CHUNK_EDGES", 7)
@@ -236,7 +236,7 @@ def test_next_from_dist_is_the_same_in_small_chunks(monkeypatch):
 def test_the_hub_offers_next_from_dist_keeps_give_each_hub_its_best_offer(seed, chunk_edges):
     """Whatever the distances (few distinct values: ties across chunks), the offers kept chunk
     by chunk give each hub the least (offer, key) over all its edges H -> v."""
-    g = graph.build(SELF, synthetic.path_input(synthetic.simulate(4, 6, sync_every=1, seed=seed % 1000)))
+    g = graph.build(SELF, synth.path_input(synth.ring_run(4, 6, sync_every=1, seed=seed % 1000)))
     rng = np.random.default_rng(seed)
     dist = rng.integers(0, 6, len(g.time)).astype(np.int64)
     dist[rng.random(len(g.time)) < 0.2] = INF
@@ -327,7 +327,7 @@ def test_path_weights_from_dist_are_the_chosen_edges_slacks(seed):
     dist[u] - dist[next[u]] is next_weight[u] for every rank vertex with a next, splits on and off,
     hubs' own weights 0; and the gathered searches leave next_weight out."""
     from mpigraph.paths import walk
-    bsp = synthetic.path_input(synthetic.simulate(4, 8, sync_every=2, seed=seed, jitter_ns=500))
+    bsp = synth.path_input(synth.ring_run(4, 8, sync_every=2, seed=seed, clock_noise_ns=500))
     for g, split in [(graph.build(SELF, inp), split) for inp in (random_input(seed, 4, 10, 25, 3), bsp)
                      for split in (False, True)]:
         full = dijkstra.solve(g, split)

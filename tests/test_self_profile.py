@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import mpi_env
-import synthrun
+from mpigraph.testing import synth
 
 # The analysis's stages (mpigraph.analysis.analyze): trace, clock, match, metrics, path, report;
 # each runs through parallel.collectively, which ends in an Ibarrier and an allgather.
@@ -18,7 +18,7 @@ STAGES = 6
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     run = tmp_path_factory.mktemp("run")
-    synthrun.write_run(run, ranks=4, calls_per_rank=200)
+    synth.write_noisy(run, ranks=4, calls=200)
     return run
 
 

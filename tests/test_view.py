@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import mpi_env
-import synthrun
+from mpigraph.testing import synth
 import tracebuild as tb
 from headless import Browser
 from mpigraph.clock import models as clock
@@ -275,9 +275,9 @@ def test_tooltip_zoom_and_pan(demo_run, tmp_path):
 def test_big_synthetic_run_loads_and_paints(tmp_path):
     """64 ranks x BIG_CALLS calls: the page loads and paints, zoomed out per pixel, zoomed in call by call."""
     run = tmp_path / "big"
-    calls_per_rank = synthrun.write_run(run, ranks=64, calls_per_rank=BIG_CALLS)
+    calls_per_rank = synth.write_noisy(run, ranks=64, calls=BIG_CALLS)
     data = view_data.load(str(run))
-    iterations = (calls_per_rank - 2) // synthrun.CALLS_PER_ITERATION
+    iterations = (calls_per_rank - 2) // synth.NOISY_CALLS_PER_PHASE
     assert data.n_calls == 64 * calls_per_rank and len(data.messages["send"]) == 64 * 2 * iterations
     path, stats = timeline.write(data)
     size = stats["file_bytes"]
@@ -298,7 +298,7 @@ def test_big_synthetic_run_loads_and_paints(tmp_path):
 
 def test_big_run_zoomed_in_draws_calls_and_messages(tmp_path):
     run = tmp_path / "mid"
-    synthrun.write_run(run, ranks=16, calls_per_rank=3000)
+    synth.write_noisy(run, ranks=16, calls=3000)
     path, _ = timeline.write(view_data.load(str(run)))
     with Browser(timeout=GUARD) as browser:
         page = browser.open("file://" + path, width=1200, height=700)
@@ -337,7 +337,7 @@ def decode_blob(html):
 
 def test_blob_round_trip(tmp_path):
     run = tmp_path / "run"
-    synthrun.write_run(run, ranks=4, calls_per_rank=500)
+    synth.write_noisy(run, ranks=4, calls=500)
     data = view_data.load(str(run))
     path, _ = timeline.write(data)
     meta, cols = decode_blob(path)

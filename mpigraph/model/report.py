@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from mpigraph.util.atomic import atomic_write
 from mpigraph.model.runs import COMPONENTS
+from mpigraph.report import sections
 
 TABLE_COLUMNS = ("P", "run", "source", "component", "measured", "modelled", "rel_error")
 RANK_COLUMNS = ("P", "run", "rank", "compute", "switch", "service", "contention", "total", "measured_program",
@@ -122,8 +123,8 @@ def paragraph(result) -> str:
 def write_model(result, out_dir: str, summary: bool = False) -> list:
     """Write model.csv, model.parquet, model_ranks.csv, model.txt and model.svg into out_dir.
 
-    With summary, the paragraph also replaces any earlier model section at the end of
-    out_dir/summary.txt (so `mpigraph report` shows it).  Returns the paths written.
+    With summary, the paragraph is also the last section of out_dir/summary.txt, in place of an
+    earlier model section (report.sections; so `mpigraph report` shows it).  Returns the paths written.
     """
     from mpigraph.model.svg import model_chart
 
@@ -138,12 +139,7 @@ def write_model(result, out_dir: str, summary: bool = False) -> list:
         f.write(result.text)
     with atomic_write(paths["model.svg"]) as f:
         f.write(model_chart(result))
-    written = list(paths.values())
-    summary_path = os.path.join(out_dir, "summary.txt")
-    if summary and os.path.isfile(summary_path):
-        _append_to_summary(summary_path, result.text)
-        written.append(summary_path)
-    return written
+    return list(paths.values()) + (sections.add_section(out_dir, SUMMARY_HEADER, result.text) if summary else [])
 
 
 def _write_csv(path, table):
@@ -154,13 +150,3 @@ def _write_csv(path, table):
         for row in zip(*columns):
             w.writerow(["" if v is None or (isinstance(v, float) and not np.isfinite(v)) else
                         ("%.9g" % v if isinstance(v, float) else v) for v in row])
-
-
-def _append_to_summary(path, text):
-    """The paragraph as the last section of summary.txt, replacing the one a previous model run wrote."""
-    with open(path) as f:
-        old = f.read()
-    cut = old.find("\n" + SUMMARY_HEADER)
-    head = old if cut < 0 else old[:cut + 1]
-    with atomic_write(path) as f:
-        f.write(head.rstrip("\n") + "\n\n" + text)

@@ -9,9 +9,11 @@ seed's 30% band around each measured point (grey bar).
 
 import numpy as np
 
-from mpigraph.view.svg import _esc, _nice_step
+from mpigraph.view.svg import _nice_step, chart_start, legend
 
 COLORS = {"measured": "#000000", "run": "#2e6fb0", "loo": "#e4872e", "predict": "#2a9d4b", "band": "#dddddd"}
+LEGEND = [("measured", "measured"), ("run", "modelled from the run"), ("loo", "leave-one-out prediction"),
+          ("predict", "predicted"), ("band", "measured +-30%")]
 LEFT, TOP, WIDTH, HEIGHT = 70, 54, 560, 300
 
 
@@ -41,10 +43,8 @@ def model_chart(result, title="Run time against P: measured and modelled (seed 0
     def y(t):
         return TOP + HEIGHT - t / top_t * HEIGHT
 
-    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">'
-           % (LEFT + WIDTH + 30, TOP + HEIGHT + 50), '<rect width="100%" height="100%" fill="white"/>',
-           '<text x="%d" y="18" font-size="14" font-weight="bold">%s</text>' % (LEFT, _esc(title))]
-    out += _legend()
+    out = chart_start(LEFT + WIDTH + 30, TOP + HEIGHT + 50, LEFT, title)
+    out += legend(LEGEND, COLORS, LEFT)
     out += _axes(sorted({int(p) for p in counts}), x, y, top_t, step)
     for p, t in series["measured"]:     # the seed's 30% tolerance around each measurement
         out.append('<rect x="%.1f" y="%.1f" width="8" height="%.1f" fill="%s"/>'
@@ -62,17 +62,6 @@ def model_chart(result, title="Run time against P: measured and modelled (seed 0
             % (x(p), y(t), COLORS["predict"]) for p, t in series["predict"]]
     out.append("</svg>")
     return "\n".join(out) + "\n"
-
-
-def _legend():
-    items = [("measured", "measured"), ("run", "modelled from the run"), ("loo", "leave-one-out prediction"),
-             ("predict", "predicted"), ("band", "measured +-30%")]
-    out, x = [], LEFT
-    for key, label in items:
-        out.append('<rect x="%d" y="28" width="10" height="10" fill="%s"/><text x="%d" y="37">%s</text>'
-                   % (x, COLORS[key], x + 14, _esc(label)))
-        x += 24 + 6 * len(label)
-    return out
 
 
 def _axes(counts, x, y, top_t, step):

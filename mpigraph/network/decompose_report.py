@@ -6,6 +6,7 @@ from xml.sax.saxutils import escape
 
 import pyarrow.parquet as pq
 
+from mpigraph.report import sections
 from mpigraph.util.atomic import atomic_write
 
 SUMMARY_HEADER = "MPI time decomposition (seed 003; network and stack are ESTIMATES)"
@@ -64,25 +65,7 @@ def write(result, out_dir: str, summary: bool = True) -> list:
         w.writerows(zip(*(result.table.column(c).to_pylist() for c in result.table.column_names)))
     with atomic_write(paths["decomposition.svg"]) as f:
         f.write(bars_svg(result.ranks))
-    written = list(paths.values())
-    summary_path = os.path.join(out_dir, "summary.txt")
-    if summary and os.path.isfile(summary_path):
-        append_to_summary(summary_path, result.text)
-        written.append(summary_path)
-    return written
-
-
-def append_to_summary(path: str, text: str) -> None:
-    """The section as the last of summary.txt; an earlier decompose section (up to its first blank
-    line) is taken out first, and other sections (the model's) stay."""
-    with open(path) as f:
-        old = f.read()
-    at = old.find(SUMMARY_HEADER)
-    if at >= 0:
-        stop = old.find("\n\n", at)
-        old = old[:at] + (old[stop + 2:] if stop >= 0 else "")
-    with atomic_write(path) as f:
-        f.write(old.rstrip("\n") + "\n\n" + text)
+    return list(paths.values()) + (sections.add_section(out_dir, SUMMARY_HEADER, result.text) if summary else [])
 
 
 def bars_svg(per_rank: dict) -> str:

@@ -91,12 +91,7 @@ class Bypass:
         searched[sources] = False
         n_kept = int(degree[searched].sum())   # the search's edges
         del degree
-        try:        # the runs' slacks summed in the edges' uint32 where they fit, else again in int64
-            target, self.slack, kept = self._runs(one_way, self.vertices, searched, indptr, src, weight, index,
-                                                  n_kept, np.uint32 if weight.dtype == np.uint32 else np.int64)
-        except _SlackOverflow:
-            target, self.slack, kept = self._runs(one_way, self.vertices, searched, indptr, src, weight, index,
-                                                  n_kept, np.int64)
+        target, self.slack, kept = self._runs(one_way, self.vertices, searched, indptr, src, weight, index, n_kept)
         dst, src, weight = kept
         del one_way, searched, kept
         position = _positions(self.vertices, n, index)
@@ -110,15 +105,20 @@ class Bypass:
         self.src, self.weight = src[order], weight[order]
 
     @staticmethod
-    def _runs(one_way, others, searched, indptr, src, weight, index, n_kept, slack_type):
+    def _runs(one_way, others, searched, indptr, src, weight, index, n_kept):
         """(target, slack) per vertex: itself and 0 unless one-way (see the class); and the
         (dst, src, weight) of the n_kept edges out of `searched` vertices, the search's.
 
-        The slacks are summed as slack_type: the edges' uint32 (four bytes a vertex, not eight,
-        of memory new to the process, and no narrowing copy after), or int64; _SlackOverflow
-        when a sum does not fit.
+        The slacks are held in the edges' dtype, uint32 where the graph's slacks fit it (four
+        bytes a vertex, not eight, of memory new to the process, and no narrowing copy after),
+        else int64.  Should a run's sum not fit uint32, the slacks widen to int64 there, once,
+        and the work goes on: nothing is summed twice.  No bound known beforehand would do:
+        the weights out of one-way vertices add up to far more than any one run (seconds over
+        a whole run, microseconds a run), and a bound by their total would give up the four
+        bytes on every large run.
         """
         n = len(one_way)
+        slack_type = np.uint32 if weight.dtype == np.uint32 else np.int64
         target, slack = np.empty(n, index), np.empty(n, slack_type)
         kept = [np.empty(n_kept, index), np.empty(n_kept, src.dtype), np.empty(n_kept, weight.dtype)]
         at = 0
@@ -136,8 +136,8 @@ class Bypass:
                 column[at:at + k] = values[out_of_searched]
             at += k
         target[others], slack[others] = others, 0
-        _skip_straight_runs(one_way, target, slack)
-        _jump(one_way, target, slack)
+        slack = _skip_straight_runs(one_way, target, slack)
+        slack = _jump(one_way, target, slack)
         return target, slack, kept
 
     def index_of(self, vertices):
@@ -182,23 +182,12 @@ class Bypass:
         return end
 
 
-class _SlackOverflow(Exception):
-    """A run's slacks summed past what their narrow dtype holds: Bypass sums them again in int64."""
-
-
-def _fitting(sums, dtype):
-    """int64 sums, checked to fit `dtype` (a Bypass's slack dtype)."""
-    if dtype != np.int64 and len(sums) and sums.max() > np.iinfo(dtype).max:
-        raise _SlackOverflow()
-    return sums
-
-
-def _sum(a, b):
-    """a + b of two slack arrays of one dtype: _SlackOverflow where an unsigned sum wraps."""
-    total = a + b
-    if total.dtype.kind == "u" and (total < a).any():
-        raise _SlackOverflow()
-    return total
+def _holding(slack, sums):
+    """`slack`, or an int64 copy of it where the int64 `sums` about to be stored in it do not
+    fit its dtype (a Bypass's uint32 slacks; the copy's values are the same)."""
+    if slack.dtype != np.int64 and len(sums) and sums.max() > np.iinfo(slack.dtype).max:
+        return slack.astype(np.int64)
+    return slack
 
 
 def _narrowed(slack):
@@ -232,7 +221,8 @@ LONG_RUN = 64
 
 
 def _skip_straight_runs(one_way, target, slack):
-    """Point each one-way vertex of a straight run at the run's end at once, the slacks summed.
+    """Point each one-way vertex of a straight run at the run's end at once, the slacks summed;
+    returns the slacks (``_holding``: int64 where a sum did not fit their dtype).
 
     A straight run is v, v + 1, ..., e - 1, one-way vertices each of whose target is the id
     after it (S -> E -> S of the next call, along a rank); e is the first vertex after it that
@@ -243,15 +233,16 @@ def _skip_straight_runs(one_way, target, slack):
     """
     n = len(target)
     if not n:
-        return
+        return slack
     straight = _straight(one_way, target)
     if not _has_long_run(straight):         # short runs only: a few passes of the jumping do them
-        return
-    _point_at_run_ends(straight, target, slack)
+        return slack
+    return _point_at_run_ends(straight, target, slack)
 
 
 def _point_at_run_ends(straight, target, slack):
-    """target and slack of every straight vertex: its run's end and the run's slacks from it.
+    """target and slack of every straight vertex: its run's end and the run's slacks from it;
+    returns the slacks (``_holding``: int64 where a sum did not fit their dtype).
 
     A chunk at a time from the last, each chunk carrying in the first vertex after it that
     is not straight and the straight slacks up to it: the temporaries are a chunk's (whole-array
@@ -276,13 +267,16 @@ def _point_at_run_ends(straight, target, slack):
         np.cumsum(np.where(is_straight, slack[a:b], 0)[::-1], dtype=np.int64, out=after[-3::-1])
         after[:-1] += carry_sum
         local_end = np.where(end < b, end - a, b - a + 1)
-        slack[a + run] = _fitting(after[run] - after[local_end[run]], slack.dtype)
+        sums = after[run] - after[local_end[run]]
+        slack = _holding(slack, sums)
+        slack[a + run] = sums
         target[a + run] = end[run]
         first = np.flatnonzero(~is_straight)[:1]          # as arrays: int64 sums wrap silently
         if len(first):
             carry_end, carry_sum = a + int(first[0]), (after[:1] - after[first])[0]
         else:
             carry_sum = after[0]
+    return slack
 
 
 # Vertices per chunk of the straight-run checks: their temporaries stay small and in cache
@@ -314,7 +308,8 @@ def _row_chunks(indptr, dtype):
 
 def _jump(one_way, target, slack):
     """Pointer jumping: each one-way vertex's target becomes the first vertex of its run that is
-    not one-way, its slack the weights up to it.
+    not one-way, its slack the weights up to it; returns the slacks (int64 where a sum did not
+    fit their dtype: they widen once, and the pass goes on).
 
     Each pass doubles the hops made (log2 of the longest run's length in passes), over the
     vertices still pointing at a one-way vertex, a chunk at a time: their ids (in target's
@@ -326,17 +321,22 @@ def _jump(one_way, target, slack):
     jumping = _ids(one_way & one_way[target], target.dtype)
     for _ in range(len(target).bit_length() + 1):
         if not len(jumping):
-            return
+            return slack
         still = []
         for a in range(0, len(jumping), SCAN_CHUNK):
             v = jumping[a:a + SCAN_CHUNK]
             t = target[v]
-            slack[v] = _sum(slack[v], slack[t])
+            a, b = slack[v], slack[t]
+            sums = a + b
+            if sums.dtype.kind == "u" and (sums < a).any():      # an unsigned sum wrapped
+                slack, sums = slack.astype(np.int64), a.astype(np.int64) + b
+            slack[v] = sums
             target[v] = target[t]
             still.append(v[one_way[target[v]]])
         jumping = np.concatenate(still)
     if len(jumping):
         raise ValueError("the graph has a cycle of one-way vertices")
+    return slack
 
 
 def _ids(mask, dtype):

@@ -55,9 +55,23 @@ class PathInput:
     n_trace_ranks: int
     calls: dict                  # owned trace rank -> match.core.RankCalls
     deps: Dependencies           # the edges whose dst_rank this analysis rank owns
-    # The analysis's own input is read once: ``build`` lets go of the calls and edges as soon as
-    # it has used them, so the build's later steps and the search do not hold them too.
-    read_once: bool = False
+
+    def hand_over(self) -> tuple:
+        """(calls, deps) for ``build`` to read; this input keeps them (it can be built again)."""
+        return self.calls, self.deps
+
+
+class HandedOverInput(PathInput):
+    """A PathInput whose calls and edges go to the first ``build`` that reads them: the
+    analysis's own (``paths.stage.graph_input``), which nothing reads again."""
+
+    def hand_over(self) -> tuple:
+        # The input lets go of its columns as it hands them over, so that the build's later
+        # steps and the search, which never read them again, do not hold them (and the
+        # callers' frames, which hold this input until the search returns, keep nothing).
+        calls, deps = self.calls, self.deps
+        self.calls = self.deps = None
+        return calls, deps
 
 
 @dataclasses.dataclass
@@ -184,10 +198,9 @@ def build(comm, inp, threshold_ns=0, keep_remote_hub_edges=False):
     n_analysis, me = comm.Get_size(), comm.Get_rank()
     ownership = Ownership(inp.n_trace_ranks, n_analysis)
     mine = list(ownership.ranks_of(me))
-    blocks = {r: _merged(inp.calls.get(r), threshold_ns) for r in mine}
-    deps_in = inp.deps
-    if inp.read_once:
-        inp.calls = inp.deps = None
+    calls, deps_in = inp.hand_over()
+    blocks = {r: _merged(calls.get(r), threshold_ns) for r in mine}
+    del calls
     base = _bases(comm, inp.n_trace_ranks, blocks)
     bounds = base[[ownership.first_of(a) for a in range(n_analysis + 1)]]
     lo = int(bounds[me])

@@ -43,7 +43,6 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
     distributed = algorithms.get(algorithm).distributed
     g = graph_module.build(comm, inp, int(round(threshold_s * 1e9)),
                            keep_remote_hub_edges=splits and distributed)
-    del inp           # a read-once input is let go of now (the caller passes it and keeps none)
     n_edges = comm.allreduce(g.n_edges)
     if not distributed and not whole_graph_fits(comm, algorithm, g.n_vertices, n_edges):
         return None       # analysis rank 0 raised GraphTooBig; the others leave without a path

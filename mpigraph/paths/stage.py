@@ -15,14 +15,14 @@ def graph_input(world_size, linked):
     """The path stage's input from the match stage: corrected, repaired call times and the
     dependency edges into the owned ranks (match.py's interface).
 
-    The edges move out of `linked` (the report does not read them) into an input that the
-    graph's build lets go of once read (``PathInput.read_once``): they are not held through
+    The edges move out of `linked` (the report does not read them) into an input that hands
+    them over to the graph's build (``graph.HandedOverInput``): they are not held through
     the build's peak and the search.  A polling run of probes is one wait on the path: its calls
     end where the next one starts (linked.path_ends)."""
     deps, linked.dependencies = linked.dependencies, None
     calls = {rank: dataclasses.replace(c, end_ns=linked.path_ends[rank]) if rank in linked.path_ends else c
              for rank, c in linked.calls.items()}
-    return graph.PathInput(world_size, calls, deps, read_once=True)
+    return graph.HandedOverInput(world_size, calls, deps)
 
 
 def path_stage(comm, config, info, logs, linked, times, say=None):

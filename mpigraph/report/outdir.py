@@ -1,4 +1,5 @@
-"""Which existing directories mpigraph writes into: never over a user's own files.
+"""Which existing directories mpigraph writes into (never over a user's own files), and the
+names of what a run directory holds.
 
 A *run directory* is one that mpigraph made: it holds ``raw/``, the directory of the shim's
 logs.  The shim (csrc/logfile.c, at MPI_Init) and ``mpigraph run``/``demo`` (before the program
@@ -19,6 +20,7 @@ import os
 
 RAW = "raw"
 RUN_JSON = "run.json"      # mpigraph.report.writer.RUN_JSON: written by every report
+SUMMARY = "summary.txt"    # mpigraph.report.writer.SUMMARY: the report's text
 
 # The files of ``mpigraph view`` (mpigraph.view).
 VIEW_NAMES = frozenset(["timeline.html", "ranks.svg", "trace.json"])
@@ -26,6 +28,17 @@ VIEW_NAMES = frozenset(["timeline.html", "ranks.svg", "trace.json"])
 
 class OutputDirError(Exception):
     """An existing directory that is not mpigraph's was named to write into; the message says the fix."""
+
+
+def read_summary(run_dir):
+    """The text of run_dir/summary.txt; FileNotFoundError with a hint when there is none."""
+    path = os.path.join(run_dir, SUMMARY)
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        raise FileNotFoundError("%s does not exist: analyse the run first (mpigraph analyze %s)"
+                                % (path, run_dir)) from None
 
 
 def _entries(path):

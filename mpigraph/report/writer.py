@@ -110,6 +110,7 @@ from mpigraph import schema
 from mpigraph.paths import segments as cp
 from mpigraph.view import svg
 from mpigraph.report import diagnosis
+from mpigraph.report.outdir import read_summary
 from mpigraph.trace import functions as mf
 from mpigraph.trace import inflight
 
@@ -847,17 +848,6 @@ def _remove(paths):
             os.remove(path)
         except OSError:
             pass
-
-
-def read_summary(run_dir):
-    """The text of run_dir/summary.txt; FileNotFoundError with a hint when there is none."""
-    path = os.path.join(run_dir, SUMMARY)
-    try:
-        with open(path) as f:
-            return f.read()
-    except FileNotFoundError:
-        raise FileNotFoundError("%s does not exist: analyse the run first (mpigraph analyze %s)"
-                                % (path, run_dir)) from None
 
 
 def print_summary(run_dir, file=None):

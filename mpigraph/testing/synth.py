@@ -1,4 +1,19 @@
-"""Synthetic runs: raw logs written exactly as the shim writes them, with a known critical path.
+"""Synthetic runs with a known critical path, for tests and benchmarks.
+
+One generator, three outputs:
+
+- raw logs, written exactly as the shim writes them (structures ``bsp`` and
+  ``halo``, ``generate``; below), for every stage of the analysis;
+- raw logs of a noisy run (``write_noisy``): no known path, but times drawn
+  with realistic entropy (not round numbers), for what measures compression
+  and sizes (the view, self-profiling);
+- the path stage's input in memory (structure ``ring``, ``ring_run`` and
+  ``path_input``; at the end of this module), the calls and dependency edges
+  the match stage would give, for the path algorithms alone.
+
+Both speak of *phases* (one repeat of the program's pattern), each with a *slow
+rank* that computes longer and so is on the path, of ``compute_ns`` (the base
+compute of a phase) and of ``seed``.
 
     python -m mpigraph.testing.synth OUT --ranks 64 --calls 10000 --structure halo
 
@@ -56,9 +71,12 @@ import os
 import shutil
 import sys
 import time
+from collections import namedtuple
 
 import numpy as np
 
+from mpigraph.comm.parallel import Ownership
+from mpigraph.paths import graph
 from mpigraph.util import arrays
 from mpigraph.trace import functions as mpi_functions
 from mpigraph.trace import record
@@ -534,6 +552,188 @@ def main(argv=None):
           % (args.out, args.ranks, gen.p.calls_per_rank, gen.p.records_per_rank * args.ranks, size / 1e9,
              time.perf_counter() - started, expected.path_length_ns / 1e9, len(expected.path["rank"])))
     return 0
+
+
+# ---- a noisy run: raw logs with realistic entropy, no known path -------------------------
+#
+# Each phase every rank computes (a per-rank load times log-normal noise, ns times), calls
+# MPI_Allreduce (everybody leaves after the last one arrived), then exchanges halos with
+# MPI_Sendrecv to the right and to the left (each ends after its partner arrived plus a
+# transfer time).  Made phase by phase with numpy over the ranks (the dependencies run along
+# time); each rank's records are then filled column by column.
+
+NOISY_CALLS_PER_PHASE = 3      # Allreduce, Sendrecv right, Sendrecv left
+NOISY_RECORDS_PER_PHASE = 5    # the two Sendrecvs each have a receive part
+
+
+def noisy_times(ranks: int, phases: int, seed: int = 1) -> tuple:
+    """(start, end) arrays [phase, call in phase, rank] of int64 ns of a noisy run."""
+    rng = np.random.default_rng(seed)
+    load = 150_000 * (1 + 0.5 * rng.random(ranks))          # ns of compute per phase, per rank
+    start = np.zeros((phases, NOISY_CALLS_PER_PHASE, ranks), np.int64)
+    end = np.zeros_like(start)
+    t = np.full(ranks, 1_000_000, np.int64) + rng.integers(0, 5000, ranks)
+    right, left = np.roll(np.arange(ranks), -1), np.roll(np.arange(ranks), 1)
+    noise = rng.lognormal(0.0, 0.15, (phases, ranks))
+    small = rng.integers(300, 3000, (phases, 4, ranks))
+    for it in range(phases):
+        arrive = t + (load * noise[it]).astype(np.int64)
+        start[it, 0] = arrive
+        end[it, 0] = arrive.max() + 15_000 + small[it, 0]
+        a = end[it, 0] + small[it, 1]
+        start[it, 1] = a
+        end[it, 1] = np.maximum(a, a[right]) + 2_000 + small[it, 2] // 4      # partner: the right neighbour
+        b = end[it, 1] + small[it, 3] // 2
+        start[it, 2] = b
+        end[it, 2] = np.maximum(b, b[left]) + 2_000 + small[it, 2] // 3
+        t = end[it, 2]
+    return start, end
+
+
+def write_noisy(run_dir, ranks: int = 64, calls: int = 100_000, seed: int = 1, job_id: str = "synthetic") -> int:
+    """Write run_dir/raw/rank-<r>.log of a noisy run for every rank; returns the calls per
+    rank (`calls`, Init and Finalize included, rounded down to whole phases; one phase at least)."""
+    phases = max(1, (calls - 2) // NOISY_CALLS_PER_PHASE)
+    start, end = noisy_times(ranks, phases, seed)
+    raw = os.path.join(str(run_dir), "raw")
+    os.makedirs(raw, exist_ok=True)
+    n = 2 + phases * NOISY_RECORDS_PER_PHASE
+    right, left = np.roll(np.arange(ranks), -1), np.roll(np.arange(ranks), 1)
+    for r in range(ranks):
+        recs = _blank(n)
+        recs[0]["func"], recs[0]["t_start"], recs[0]["t_end"] = FID["MPI_Init"], 0, 900_000
+        body = recs[1:-1].reshape(phases, NOISY_RECORDS_PER_PHASE)
+        it = np.arange(phases)
+        # 0: Allreduce
+        body["func"][:, 0] = FID["MPI_Allreduce"]
+        body["t_start"][:, 0], body["t_end"][:, 0] = start[:, 0, r], end[:, 0, r]
+        body["bytes"][:, 0] = 8
+        body["seq"][:, 0] = it + 1
+        # 1, 2: Sendrecv to the right (send to right, receive from left), its receive part
+        # 3, 4: Sendrecv to the left (send to left, receive from right), its receive part
+        for k, (call, dest, source, tag) in enumerate(((1, right[r], left[r], 1), (2, left[r], right[r], 2))):
+            c, p = 1 + 2 * k, 2 + 2 * k
+            for j in (c, p):
+                body["func"][:, j] = FID["MPI_Sendrecv"]
+                body["t_start"][:, j], body["t_end"][:, j] = start[:, call, r], end[:, call, r]
+                body["tag"][:, j] = tag
+                body["bytes"][:, j] = 4096
+            body["peer"][:, c], body["flags"][:, c] = dest, record.SEND
+            body["peer"][:, p], body["flags"][:, p] = source, record.RECV | record.PART
+        recs[-1]["func"] = FID["MPI_Finalize"]
+        recs[-1]["t_start"] = recs[-1]["t_end"] = end[-1, 2, r] + 10_000
+        header = record.empty_header(r, ranks)
+        header["job_id"] = job_id.encode()
+        header["hostname"] = b"synth%d" % (r // 16)
+        header["pid"] = 1000 + r
+        header["clock_source"] = record.CLOCK_MONOTONIC
+        header["n_functions"] = len(mpi_functions.FUNCTIONS)
+        header["flags"] = record.HEADER_FINALIZED
+        record.write_log(os.path.join(raw, "rank-%d.log" % r), header, recs)
+    return 2 + phases * NOISY_CALLS_PER_PHASE
+
+
+# ---- structure ring: the path stage's input, in memory ------------------------------
+#
+# Each phase every rank computes (the phase's slow rank compute_ns longer), sends to its
+# right neighbour and receives from its left (blocking, eager: a late sender makes the
+# receive wait), and every `sync_every` phases all ranks meet in an MPI_Allreduce.  The run
+# starts with MPI_Init and ends with a barrier and MPI_Finalize.  Times are exact (every wait
+# explained by a dependency) unless `clock_noise_ns` moves them.  No log is written: the
+# calls and edges are the match stage's output for the run (graph.RankCalls, Dependencies).
+
+RingRun = namedtuple("RingRun", "start end func deps slow_ranks")   # (ranks, calls) arrays; slow rank per phase
+RING_LATENCY_NS = 1_000    # from a send's start to the receive's end, at the earliest
+RING_CALL_NS = 200         # how long a call takes when it does not wait
+
+
+class _RingRecorder:
+    """Calls per rank as growing lists of arrays (one entry per simulated step)."""
+
+    def __init__(self, ranks):
+        self.n = ranks
+        self.start, self.end, self.func = [], [], []
+        self.deps = []          # (src_rank, src_call, src_vertex, dst_rank, dst_call, kind) arrays
+        self.count = 0          # calls so far on every rank (all ranks make the same number)
+
+    def call(self, name, start, end):
+        self.start.append(np.asarray(start, np.int64))
+        self.end.append(np.asarray(end, np.int64))
+        self.func.append(np.full(self.n, FID[name], np.int64))
+        self.count += 1
+        return self.count - 1
+
+    def dep(self, src_rank, src_call, dst_rank, dst_call, kind):
+        n = len(dst_rank)
+        self.deps.append([np.broadcast_to(np.asarray(v, np.int64), n) for v in
+                          (src_rank, src_call, np.zeros(n), dst_rank, dst_call, np.full(n, kind))])
+
+
+def _ring_collective(rec, name, t):
+    """All ranks enter at t; all leave RING_CALL_NS after the last arrival."""
+    last = int(np.lexsort((np.arange(rec.n), -t))[0])
+    end = np.full(rec.n, t[last] + RING_CALL_NS)
+    call = rec.call(name, t, end)
+    rec.dep(last, call, np.arange(rec.n), call, graph.N_TO_N)
+    return end
+
+
+def ring_run(ranks: int, phases: int, sync_every: int = 1, seed: int = 0, clock_noise_ns: int = 0,
+             compute_ns: int = 100_000) -> RingRun:
+    """A RingRun: start, end, func as (ranks, calls) arrays, the Dependencies of all ranks, and
+    the slow rank of each phase.  A phase's compute is U[compute_ns / 2, compute_ns) per rank,
+    plus compute_ns on its slow rank."""
+    rng = np.random.default_rng(seed)
+    rec = _RingRecorder(ranks)
+    every = np.arange(ranks)
+    t = rng.integers(0, 1000, ranks)
+    rec.call("MPI_Init", t, t + 5 * RING_CALL_NS)
+    t = t + 5 * RING_CALL_NS
+    slow = rng.integers(0, ranks, phases)
+    for i in range(phases):
+        work = rng.integers(compute_ns // 2, compute_ns, ranks)
+        work[slow[i]] += compute_ns
+        t = t + work
+        if ranks > 1:
+            send = rec.call("MPI_Send", t, t + RING_CALL_NS)
+            t = t + 2 * RING_CALL_NS
+            left = (every - 1) % ranks
+            arrival = np.asarray(rec.start[send])[left] + RING_LATENCY_NS
+            recv_end = np.maximum(t + RING_CALL_NS, arrival)
+            recv = rec.call("MPI_Recv", t, recv_end)
+            rec.dep(left, send, every, recv, graph.LATE_SENDER)
+            t = recv_end
+        if (i + 1) % sync_every == 0:
+            t = _ring_collective(rec, "MPI_Allreduce", t + RING_CALL_NS)
+    t = _ring_collective(rec, "MPI_Barrier", t + RING_CALL_NS)
+    t = t + RING_CALL_NS
+    rec.call("MPI_Finalize", t, t + RING_CALL_NS)
+    start, end, func = (np.stack(c, axis=1) for c in (rec.start, rec.end, rec.func))
+    if clock_noise_ns:
+        start, end = _clock_noise(rng, start, end, clock_noise_ns)
+    deps = graph.Dependencies(*(np.concatenate(c) for c in zip(*rec.deps))) if rec.deps \
+        else graph.Dependencies.empty()
+    return RingRun(start, end, func, deps, slow)
+
+
+def _clock_noise(rng, start, end, noise_ns):
+    """Noisy clocks: every time moved by up to noise_ns, then kept in order on each rank."""
+    times = np.empty((start.shape[0], 2 * start.shape[1]), np.int64)
+    times[:, 0::2], times[:, 1::2] = start, end
+    times = np.sort(times + rng.integers(-noise_ns, noise_ns + 1, times.shape), axis=1)
+    return times[:, 0::2], times[:, 1::2]
+
+
+def path_input(run: RingRun, n_analysis: int = 1, me: int = 0) -> graph.PathInput:
+    """The PathInput analysis rank `me` of `n_analysis` would hold of a RingRun."""
+    start, end, func, deps = run[:4]
+    n_ranks = start.shape[0]
+    mine = Ownership(n_ranks, n_analysis).ranks_of(me)
+    calls = {r: graph.RankCalls(func[r], start[r], end[r]) for r in mine}
+    owned = (deps.dst_rank >= mine.start) & (deps.dst_rank < mine.stop)
+    return graph.PathInput(n_ranks, calls, graph.Dependencies(
+        deps.src_rank[owned], deps.src_call[owned], deps.src_vertex[owned], deps.dst_rank[owned],
+        deps.dst_call[owned], deps.kind[owned]))
 
 
 if __name__ == "__main__":

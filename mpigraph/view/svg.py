@@ -32,6 +32,25 @@ def _nice_step(top, ticks=6):
     return next(m * p for m in (1, 2, 5, 10) if m * p >= raw)
 
 
+def chart_start(width, height, left, title):
+    """The first elements of a chart: the svg element, a white background, the title at (left, 18)."""
+    return ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" '
+            'font-size="11">' % (width, height),
+            '<rect width="100%" height="100%" fill="white"/>',
+            '<text x="%d" y="18" font-size="14" font-weight="bold">%s</text>' % (left, _esc(title))]
+
+
+def legend(items, colors, left):
+    """A row of swatches under the title (y 28 to 38), from x = left: items are (key, label),
+    each swatch colors[key]."""
+    out, x = [], left
+    for key, label in items:
+        out.append('<rect x="%d" y="28" width="10" height="10" fill="%s"/><text x="%d" y="37">%s</text>'
+                   % (x, colors[key], x + 14, _esc(label)))
+        x += 24 + 6 * len(label)
+    return out
+
+
 def _parts(per_rank, r, program, mpi):
     """[(colour key, ns)] of rank index r's bar."""
     wait, given_compute, given_execution = (per_rank.get(k) for k in ("wait", "compute", "execution"))
@@ -61,21 +80,13 @@ def rank_chart(per_rank, title="Time per rank"):
     longest = max((sum(ns for _, ns in parts) for parts in bars), default=0)
     scale_max = max(int(program.max(initial=0)), int(longest), int(np.max(path)) if has_path and n else 0, 1)
     px = width / scale_max
-    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" '
-           'font-size="11">' % (left + width + 30, height),
-           '<rect width="100%" height="100%" fill="white"/>',
-           '<text x="%d" y="18" font-size="14" font-weight="bold">%s</text>' % (left, _esc(title))]
-    # Legend.
+    out = chart_start(left + width + 30, height, left, title)
     items = [("compute", "compute")]
     items += [("execution", "MPI execution"), ("wait", "MPI wait (before + after)")] if has_wait \
         else [("mpi", "MPI (wait not measured)")]
     if has_path:
         items.append(("critical_path", "on the critical path"))
-    x = left
-    for key, label in items:
-        out.append('<rect x="%d" y="28" width="10" height="10" fill="%s"/><text x="%d" y="37">%s</text>'
-                   % (x, COLORS[key], x + 14, _esc(label)))
-        x += 24 + 6 * len(label)
+    out += legend(items, COLORS, left)
     # Axis.
     step = _nice_step(scale_max / 1e9)
     t = 0.0

@@ -37,28 +37,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "spin.h"
 
 #define BASE_MS 2.0
 #define DELAY_MS 20.0
 #define IDELAY_MS 8.0
 #define COMPUTE_MS 1.0
 #define MAX_ITERATIONS 1000
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static double spin(double ms, double x)
-{
-    double end = now() + ms * 1e-3;
-    while (now() < end)
-        x = x * 0.999999 + 1e-6;
-    return x;
-}
 
 static int late_rank(const char *mode, int size)
 {
@@ -96,20 +82,20 @@ int main(int argc, char **argv)
             MPI_Request request;
             began = now();
             if (rank == late)
-                x = spin(IDELAY_MS, x);
+                x = spin_ms(IDELAY_MS, x);
             late_ns[it] = rank == late ? (now() - began) * 1e9 : 0;
             call_ns[it] = now() * 1e9;
             MPI_Iallreduce(in, out, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &request);
-            x = spin(COMPUTE_MS, x);
+            x = spin_ms(COMPUTE_MS, x);
             wait_ns[it] = now() * 1e9;
             MPI_Wait(&request, MPI_STATUS_IGNORE);
             continue;
         }
         MPI_Barrier(MPI_COMM_WORLD);
-        x = spin(BASE_MS, x);
+        x = spin_ms(BASE_MS, x);
         began = now();
         if (rank == late)
-            x = spin(DELAY_MS, x);
+            x = spin_ms(DELAY_MS, x);
         late_ns[it] = rank == late ? (now() - began) * 1e9 : 0;
         wait_ns[it] = 0;
         call_ns[it] = now() * 1e9;

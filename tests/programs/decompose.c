@@ -24,25 +24,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "spin.h"
 
 #define BIG (1 << 20)
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
+static volatile double sink;   /* keeps the spins' result live */
 
-static volatile double sink;
-
-static void spin_us(double us)
+static void compute_us(double us)
 {
-    double end = now() + us * 1e-6, x = 1.0;
-    while (now() < end)
-        x = x * 0.999999 + 1e-6;
-    sink = x;
+    sink = spin_us(us, 1.0);
 }
 
 static void go_send(int to, int tag)
@@ -73,11 +64,11 @@ static void cases(int rank, int reps)
             if (rank == 0) {
                 go_recv(1, tag);
                 if (tag == 1 || tag == 4 || tag == 5) {
-                    spin_us(tag == 5 ? 200 : 1000);
+                    compute_us(tag == 5 ? 200 : 1000);
                     MPI_Send(buf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD);
                 } else if (tag == 6) {
                     MPI_Isend(buf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD, &req);
-                    spin_us(200);
+                    compute_us(200);
                     MPI_Wait(&req, MPI_STATUS_IGNORE);
                 } else {
                     MPI_Send(buf, n, MPI_BYTE, 1, tag, MPI_COMM_WORLD);
@@ -86,12 +77,12 @@ static void cases(int rank, int reps)
                 if (tag == 4 || tag == 5) {
                     MPI_Irecv(buf, n, MPI_BYTE, 0, tag, MPI_COMM_WORLD, &req);
                     go_send(0, tag);
-                    spin_us(500);
+                    compute_us(500);
                     MPI_Wait(&req, MPI_STATUS_IGNORE);
                 } else {
                     go_send(0, tag);
                     if (tag != 1)
-                        spin_us(1000);
+                        compute_us(1000);
                     MPI_Recv(buf, n, MPI_BYTE, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 }
             }
@@ -111,7 +102,7 @@ int main(int argc, char **argv)
         int k = atoi(argv[2]);
         double x = atof(argv[rank == 0 ? 3 : 4]);
         for (int i = 0; i < k; i++) {
-            spin_us(x);
+            compute_us(x);
             MPI_Barrier(MPI_COMM_WORLD);
         }
     } else if (rank == 0) {

@@ -17,22 +17,8 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static double spin(double us, double x)
-{
-    double end = now() + us * 1e-6;
-    while (now() < end)
-        x = x * 0.999999 + 1e-6;
-    return x;
-}
+#include "spin.h"
 
 int main(int argc, char **argv)
 {
@@ -53,7 +39,7 @@ int main(int argc, char **argv)
     MPI_Send_init(&out[0], 1, MPI_DOUBLE, right, 1, MPI_COMM_WORLD, &req[2]);
     MPI_Send_init(&out[1], 1, MPI_DOUBLE, left, 2, MPI_COMM_WORLD, &req[3]);
     for (int i = 0; i < iterations; i++) {
-        x = spin(base_us * (spread ? 1 + (rank + i) % 3 : 1), x);
+        x = spin_us(base_us * (spread ? 1 + (rank + i) % 3 : 1), x);
         out[0] = out[1] = x;
         MPI_Startall(4, req);
         MPI_Waitall(4, req, MPI_STATUSES_IGNORE);

@@ -23,26 +23,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "spin.h"
 
 #define TASK_MS 20.0
 #define TAG_TASK 1
 #define TAG_RESULT 2
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static double spin(double ms, double x)
-{
-    double end = now() + ms * 1e-3;
-    while (now() < end)
-        x = x * 0.999999 + 1e-6;
-    return x;
-}
 
 /* The next result's source (mode: probe, iprobe or mprobe), received into *value. */
 static int next_result(const char *mode, double *value)
@@ -94,13 +80,13 @@ int main(int argc, char **argv)
         double ms = rank == size - 1 ? 3 * TASK_MS : TASK_MS;
         if (rank != size - 1) {
             double began = now();
-            x = spin(TASK_MS / 2, x);
+            x = spin_ms(TASK_MS / 2, x);
             busy += now() - began;
         }
         for (int t = 0; t < tasks; t++) {
             MPI_Recv(&task, 1, MPI_DOUBLE, 0, TAG_TASK, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             double began = now();
-            x = spin(ms, x);
+            x = spin_ms(ms, x);
             busy += now() - began;
             double result = x > 0 ? 1.0 : 0.0;
             MPI_Send(&result, 1, MPI_DOUBLE, 0, TAG_RESULT, MPI_COMM_WORLD);

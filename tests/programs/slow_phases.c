@@ -16,25 +16,11 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "spin.h"
 
 #define BASE_MS 5.0
 #define MAX_PHASES 1000
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-
-static double spin(double ms, double x)
-{
-    double end = now() + ms * 1e-3;
-    while (now() < end)
-        x = x * 0.999999 + 1e-6;
-    return x;
-}
 
 int main(int argc, char **argv)
 {
@@ -48,7 +34,7 @@ int main(int argc, char **argv)
     MPI_Barrier(MPI_COMM_WORLD);
     for (int p = 0; p < phases; p++) {
         double began = now();
-        x = spin(rank == (2 * p + 1) % size ? 4 * BASE_MS : BASE_MS, x);
+        x = spin_ms(rank == (2 * p + 1) % size ? 4 * BASE_MS : BASE_MS, x);
         measured[p] = now() - began;
         MPI_Allreduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     }

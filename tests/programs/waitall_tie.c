@@ -17,14 +17,8 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
+#include "spin.h"
 
 int main(int argc, char **argv)
 {
@@ -37,9 +31,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < rounds; i++) {
         MPI_Barrier(MPI_COMM_WORLD);
         if (rank == 1) {
-            double began = now(), end = began + delay_ms * 1e-3;
-            while (now() < end)
-                x = x * 0.999999 + 1e-6;
+            double began = now();
+            x = spin_until(began + delay_ms * 1e-3, x);
             measured += now() - began;
             MPI_Isend(&out[0], 1, MPI_INT, 0, 1, MPI_COMM_WORLD, &req[0]);
             MPI_Isend(&out[1], 1, MPI_INT, 0, 2, MPI_COMM_WORLD, &req[1]);
