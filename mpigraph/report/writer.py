@@ -551,6 +551,10 @@ def summary_text(info, tables, linked=None, path_lines=(), in_flight=None):
     if linked is not None:      # the waits first: what the diagnosis is made of
         lines += [""] + _wait_section(ranks) + [""] + _collective_section(linked["collectives"], names)
     lines += [""] + _rank_section(ranks) + [""] + _function_section(functions, mpi_total)
+    if linked is not None and linked.get("phases"):
+        from mpigraph.phases import summary as phases_summary
+
+        lines += [""] + phases_summary.section(linked["phases"], _text_table)
     if linked is not None:
         lines += ([""] + _unmatched_section(linked["unmatched"], names) + [""]
                   + _clock_section(ranks, linked["facts"]))
@@ -637,7 +641,7 @@ PHASE_FUNCTIONS_CSV, PHASE_FUNCTIONS_PARQUET = "phase_functions.csv", "phase_fun
 
 
 def _phase_files(phases):
-    """The per-phase tables (mpigraph.phases); none when no rank called MPI_Pcontrol."""
+    """The per-phase tables (mpigraph.phases); none when no rank marked a phase."""
     if not phases:
         return []
     files = []
