@@ -406,7 +406,8 @@ def _rank_section(ranks):
 
 
 def _function_section(functions, mpi_time_total):
-    user_calls = ~np.isin(functions["kind"], [mf.INIT, mf.FINALIZE])
+    # The phase API's marks (kind region) are no MPI time: phases.csv shows them.
+    user_calls = ~np.isin(functions["kind"], [mf.INIT, mf.FINALIZE, mf.REGION])
     index = np.flatnonzero(user_calls)[:MAX_FUNCTION_ROWS]   # the table is sorted by time_total
     header = ["function", "calls", "total s", "% MPI", "mean s", "min s", "max s", "sent", "received",
               "collective"]
@@ -415,7 +416,8 @@ def _function_section(functions, mpi_time_total):
              _seconds(functions["time_mean"][i]), _seconds(functions["time_min"][i]),
              _seconds(functions["time_max"][i]), _size(functions["bytes_sent"][i]),
              _size(functions["bytes_received"][i]), _size(functions["bytes_collective"][i])] for i in index]
-    title = "Top MPI functions by time (MPI_Init and MPI_Finalize left out; all functions in %s)" % FUNCTIONS_CSV
+    title = ("Top MPI functions by time (MPI_Init, MPI_Finalize and phase marks left out; all functions in %s)"
+             % FUNCTIONS_CSV)
     if not rows:
         return [title, "(no MPI calls besides MPI_Init and MPI_Finalize)"]
     return [title] + _text_table(header, rows)
