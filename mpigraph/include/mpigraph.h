@@ -27,27 +27,26 @@ extern "C" {
 typedef void (*mpigraph_phase_fn)(const char *name);
 
 /* The shim's function `symbol`, or a no-op when the shim is not loaded. */
+static inline void mpigraph__none(const char *name) { (void)name; }
+
 static inline mpigraph_phase_fn mpigraph__resolve(const char *symbol)
 {
+    mpigraph_phase_fn f;
+    /* POSIX's way to turn dlsym's void * into a function pointer (ISO C has no cast for it). */
 #ifdef RTLD_DEFAULT
-    void *f = dlsym(RTLD_DEFAULT, symbol);
+    *(void **)(&f) = dlsym(RTLD_DEFAULT, symbol);
 #else
-    void *f = dlsym((void *)0, symbol); /* glibc's RTLD_DEFAULT, without _GNU_SOURCE */
+    *(void **)(&f) = dlsym((void *)0, symbol); /* glibc's RTLD_DEFAULT, without _GNU_SOURCE */
 #endif
-    return (mpigraph_phase_fn)f;
+    return f ? f : mpigraph__none;
 }
-
-static inline void mpigraph__none(const char *name) { (void)name; }
 
 /* Begin the region `name` on this rank. */
 static inline void mpigraph_phase_begin(const char *name)
 {
-    static mpigraph_phase_fn f;
-    if (!f) {
+    static mpigraph_phase_fn f; /* looked up once per file that calls it */
+    if (!f)
         f = mpigraph__resolve("mpigraph_phase_begin");
-        if (!f || f == mpigraph_phase_begin)
-            f = mpigraph__none;
-    }
     f(name);
 }
 
@@ -55,11 +54,8 @@ static inline void mpigraph_phase_begin(const char *name)
 static inline void mpigraph_phase_end(const char *name)
 {
     static mpigraph_phase_fn f;
-    if (!f) {
+    if (!f)
         f = mpigraph__resolve("mpigraph_phase_end");
-        if (!f || f == mpigraph_phase_end)
-            f = mpigraph__none;
-    }
     f(name);
 }
 

@@ -51,16 +51,20 @@ def rank_phases(log, start_ns, end_ns, waits):
     key indices (for the path's share), counts of unmatched ends and unclosed regions}."""
     seg = regions.rank_segments(log)
     keys = sorted(set(seg["keys"]))
-    key_of_segment = np.array([keys.index(k) for k in seg["keys"]], np.int64)
+    index = {k: i for i, k in enumerate(keys)}
+    key_of_segment = np.array([index[k] for k in seg["keys"]], np.int64)
     at = seg["marks"]
     # Record i is in segment (marks at or before i): the marks start their segments.
     segment = np.searchsorted(at, np.arange(log.n_records), side="right")
     record_key = key_of_segment[segment]
+    # The records of each key, in log order: one stable sort, then a slice per key.
+    by_key = np.argsort(record_key, kind="stable")
+    cuts = np.searchsorted(record_key[by_key], np.arange(len(keys) + 1))
     is_call = (log.column("flags") & record.PART) == 0
     call_number = np.cumsum(is_call) - 1         # a call record's index among the calls
     rows = []
     for k in range(len(keys)):
-        mine = np.flatnonzero(record_key == k)
+        mine = by_key[cuts[k]:cuts[k + 1]]
         calls = call_number[mine[is_call[mine]]]
         part = profile.function_partials(_Records(log, mine), start_ns[mine], end_ns[mine],
                                          {n: v[calls] for n, v in waits.items()} if waits is not None else None)
