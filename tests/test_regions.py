@@ -244,3 +244,60 @@ def test_path_share_cuts_segments_at_the_marks():
     # rank 0 [0,12): 10 in phase 0, 2 in phase 1; rank 1 [0,40): 40 in phase 1; rank 0 [12,40): 8, 10, 10
     assert share.tolist() == [10 + 10, 2 + 40 + 8, 10]
     assert share.sum() == 12 + 40 + 28
+
+
+# ---- a hand-built run: exact shares ----------------------------------------------------------------
+
+def _hand_built_run(run_dir):
+    """Two ranks (ns).  Rank 0 computes 100..6100 with the region "assemble" from 1100 to 5100 (marks
+    in the middle of its compute), rank 1 computes 100..5000; both meet in a Barrier (6100..6200:
+    rank 0 arrives last), call MPI_Pcontrol(3) at 6500 and MPI_Finalize at 7000.  The path runs
+    through rank 0's compute, so "assemble" holds 4000 ns of it."""
+    import tracebuild as tb
+
+    barrier = [tb.rec("MPI_Barrier", 6100, 6200, seq=1), tb.rec("MPI_Barrier", 5000, 6200, seq=1)]
+    tail = [tb.rec("MPI_Pcontrol", 6500, 6500, tag=3), tb.rec("MPI_Finalize", 7000, 7000)]
+    tb.write_rank(run_dir, 0, 2, [tb.rec("MPI_Init", 0, 100), tb.rec("mpigraph_phase_begin", 1100, 1100, tag=0),
+                                  tb.rec("mpigraph_phase_end", 5100, 5100, tag=0), barrier[0]] + tail)
+    tb.write_rank(run_dir, 1, 2, [tb.rec("MPI_Init", 0, 100), barrier[1]] + tail)
+    with open(os.path.join(str(run_dir), "raw", "rank-0.names"), "w") as f:
+        f.write("0\tassemble\n")
+
+
+@pytest.mark.parametrize("algorithm", ["dijkstra", "toposort"])
+def test_hand_built_shares_and_times(tmp_path, algorithm):
+    from mpigraph import analysis, config
+
+    _hand_built_run(tmp_path)
+    analysis.analyze(str(tmp_path), config=config.Config(algorithm=algorithm, quiet=True))
+    import mpigraph
+
+    run = mpigraph.load(tmp_path)
+    phases = run["phases"]
+    got = {(int(p), int(lv), n): (int(t), int(c)) for p, lv, n, t, c in
+           zip(phases["phase"], phases["level"], phases["name"].fillna(""), phases["time_ns"],
+               phases["critical_path_ns"])}
+    # time: rank 0 outside 1000 + 1000 + 100 + 300, in "assemble" 4000, after Pcontrol 500; rank 1 6400 and 500.
+    # path (100..7000): outside 1000 + 1000 + 100 (Barrier) + 300, "assemble" 4000, after Pcontrol 500.
+    assert got == {(0, -1, ""): (2400 + 6400, 2400), (0, -1, "assemble"): (4000, 4000), (1, 3, ""): (1000, 500)}
+    per = run["phase_functions"]
+    rows = {(int(p), n, f): int(c) for p, n, f, c in zip(per["phase"], per["name"].fillna(""), per["function"],
+                                                          per["calls"])}
+    assert rows == {(0, "", "MPI_Init"): 2, (0, "", "MPI_Barrier"): 2, (0, "", "mpigraph_phase_end"): 1,
+                    (0, "assemble", "mpigraph_phase_begin"): 1, (1, "", "MPI_Pcontrol"): 2,
+                    (1, "", "MPI_Finalize"): 2}
+
+
+def test_hand_built_phase_selection(tmp_path):
+    from mpigraph import analysis, config
+    from mpigraph.phases.stage import PhaseError
+
+    _hand_built_run(tmp_path)
+    text = analysis.analyze(str(tmp_path), config=config.Config(quiet=True, phase="1"))
+    assert "Phase 1 (--phase" in text
+    import mpigraph
+
+    phases = mpigraph.load(tmp_path)["phases"]
+    assert phases["phase"].tolist() == [1] and phases["critical_path_ns"].tolist() == [500]
+    with pytest.raises(PhaseError, match="its phases: 0, 1, assemble"):
+        analysis.analyze(str(tmp_path), config=config.Config(quiet=True, phase="2"))
