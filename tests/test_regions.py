@@ -281,8 +281,8 @@ def test_hand_built_shares_and_times(tmp_path, algorithm):
     # path (100..7000): outside 1000 + 1000 + 100 (Barrier) + 300, "assemble" 4000, after Pcontrol 500.
     assert got == {(0, -1, ""): (2400 + 6400, 2400), (0, -1, "assemble"): (4000, 4000), (1, 3, ""): (1000, 500)}
     per = run["phase_functions"]
-    rows = {(int(p), n, f): int(c) for p, n, f, c in zip(per["phase"], per["name"].fillna(""), per["function"],
-                                                          per["calls"])}
+    rows = {(int(p), n, f): int(c)
+            for p, n, f, c in zip(per["phase"], per["name"].fillna(""), per["function"], per["calls"])}
     assert rows == {(0, "", "MPI_Init"): 2, (0, "", "MPI_Barrier"): 2, (0, "", "mpigraph_phase_end"): 1,
                     (0, "assemble", "mpigraph_phase_begin"): 1, (1, "", "MPI_Pcontrol"): 2,
                     (1, "", "MPI_Finalize"): 2}
@@ -301,3 +301,13 @@ def test_hand_built_phase_selection(tmp_path):
     assert phases["phase"].tolist() == [1] and phases["critical_path_ns"].tolist() == [500]
     with pytest.raises(PhaseError, match="its phases: 0, 1, assemble"):
         analysis.analyze(str(tmp_path), config=config.Config(quiet=True, phase="2"))
+
+
+def test_phase_names_select_whole_components():
+    from mpigraph.phases.stage import selected_rows
+
+    names = np.array(["", "solve", "solve/halo", "solver", "out/solve"], dtype=object)
+    table = {"phase": np.array([0, 0, 0, 0, 2]), "name": names}
+    assert selected_rows(table, "solve").tolist() == [False, True, True, False, True]
+    assert selected_rows(table, "solve/halo").tolist() == [False, False, True, False, False]
+    assert selected_rows(table, "2").tolist() == [False, False, False, False, True]

@@ -156,10 +156,9 @@ def selected_rows(table, select):
     """Rows of a phases table that `select` names: a region name, at any depth, with the regions
     nested in it ("solve" picks "solve" and "solve/halo"; "solve/halo" picks that path), else a
     Pcontrol phase number ("2")."""
-    names = table["name"].tolist()
-    by_name = np.array([select == n or n.startswith(select + regions.SEPARATOR)
-                        or (regions.SEPARATOR + select + regions.SEPARATOR) in (regions.SEPARATOR + n + regions.SEPARATOR)
-                        for n in names], bool)
+    sep = regions.SEPARATOR
+    # Whole path components: "/solve/" is in "/solve/", "/solve/halo/" and "/outer/solve/", not in "/solver/".
+    by_name = np.array([sep + select + sep in sep + n + sep for n in table["name"].tolist()], bool)
     if by_name.any() or not select.lstrip("-").isdigit():
         return by_name
     return table["phase"] == int(select)
