@@ -159,6 +159,15 @@ def test_analyze_phase_keeps_one_phase(c_run, tmp_path):
         assert {r["name"] for r in csv.DictReader(f)} == {"long", "long/exchange"}
 
 
+def test_two_analysis_ranks_give_the_same_phases(c_run, tmp_path):
+    _, out = c_run
+    result = mpi_env.mpigraph(["analyze", out, "--out", tmp_path / "k2", "--quiet"], nprocs=2)
+    assert result.returncode == 0, result.stderr
+    for name in ("phases.csv", "phase_functions.csv"):
+        with open(out / name) as one, open(tmp_path / "k2" / name) as two:
+            assert one.read() == two.read(), name
+
+
 def test_analyze_phase_of_no_phase_is_a_user_error(c_run, tmp_path):
     result = mpi_env.mpigraph(["analyze", c_run[1], "--phase", "nosuch", "--out", tmp_path / "x"])
     assert result.returncode == 2

@@ -35,7 +35,8 @@ class PhaseError(ValueError):
 
 
 class _Records:
-    """Records `rows` (indices) of a log, with the ``records`` and ``column`` that function_partials reads."""
+    """Records `rows` (a slice or indices) of a log, with the ``records`` and ``column`` that function_partials
+    reads."""
 
     def __init__(self, log, rows):
         self.records = log.records[rows]
@@ -45,27 +46,46 @@ class _Records:
         return self._log.column(name)[self._rows]
 
 
+def _ranges(a, b):
+    """The indices a[0]..b[0]-1, a[1]..b[1]-1, ... in one array (no Python loop)."""
+    lengths = b - a
+    return np.repeat(a - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+
+
+def _key_rows(seg_start, seg_end, seg_calls, segments):
+    """Records and calls of the segments `segments` (ascending): a slice each when there is one
+    segment (a view: the common case, a Pcontrol phase), else index arrays."""
+    if len(segments) == 1:
+        s = int(segments[0])
+        return slice(seg_start[s], seg_end[s]), slice(seg_calls[s], seg_calls[s + 1])
+    return (_ranges(seg_start[segments], seg_end[segments]),
+            _ranges(seg_calls[segments], seg_calls[segments + 1]))
+
+
 def rank_phases(log, start_ns, end_ns, waits):
     """One rank's phases: {"keys": its distinct phase keys, "rows": sparse rows (key, func, SUMMED...)
     indexing them, "time": its time per key, "bounds"/"segment_key": its segments' start times and
-    key indices (for the path's share), counts of unmatched ends and unclosed regions}."""
+    key indices (for the path's share), counts of unmatched ends and unclosed regions}.
+
+    Segment j is records [start_j, end_j) (the marks start their segments); its calls are the calls
+    numbered [calls_j, calls_j+1) among the rank's calls (the waits are per call).  No array per
+    record is made beyond the is-a-call mask: a phase's records are read through a slice, or the
+    indices of its own segments."""
     seg = regions.rank_segments(log)
     keys = sorted(set(seg["keys"]))
     index = {k: i for i, k in enumerate(keys)}
     key_of_segment = np.array([index[k] for k in seg["keys"]], np.int64)
     at = seg["marks"]
-    # Record i is in segment (marks at or before i): the marks start their segments.
-    segment = np.searchsorted(at, np.arange(log.n_records), side="right")
-    record_key = key_of_segment[segment]
-    # The records of each key, in log order: one stable sort, then a slice per key.
-    by_key = np.argsort(record_key, kind="stable")
-    cuts = np.searchsorted(record_key[by_key], np.arange(len(keys) + 1))
+    seg_start = np.concatenate([[0], at]).astype(np.int64)
+    seg_end = np.concatenate([at, [log.n_records]]).astype(np.int64)
     is_call = (log.column("flags") & record.PART) == 0
-    call_number = np.cumsum(is_call) - 1         # a call record's index among the calls
+    # A loop per segment, each a count over its records.
+    calls_in = np.array([np.count_nonzero(is_call[a:b]) for a, b in zip(seg_start.tolist(), seg_end.tolist())],
+                        np.int64)
+    seg_calls = np.concatenate([[0], np.cumsum(calls_in)])
     rows = []
     for k in range(len(keys)):
-        mine = by_key[cuts[k]:cuts[k + 1]]
-        calls = call_number[mine[is_call[mine]]]
+        mine, calls = _key_rows(seg_start, seg_end, seg_calls, np.flatnonzero(key_of_segment == k))
         part = profile.function_partials(_Records(log, mine), start_ns[mine], end_ns[mine],
                                          {n: v[calls] for n, v in waits.items()} if waits is not None else None)
         funcs = np.flatnonzero(part["calls"])
