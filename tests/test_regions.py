@@ -62,12 +62,17 @@ def c_run(tmp_path_factory, c_program):
 
 
 @pytest.fixture(scope="module")
-def fortran_run(tmp_path_factory, builder):
+def fortran_program(builder):
     mpi = mpi_env.debian_mpich()
     if mpi is None or mpi.mpif90 is None:
         pytest.skip("no mpif90.mpich or no gfortran (apt-get install gfortran libmpich-dev)")
     module = os.path.abspath(os.path.join(INCLUDE, "mpigraph.f90"))
-    exe = builder.build("regions.f90", mpi.mpif90, [module])
+    return mpi, builder.build("regions.f90", mpi.mpif90, [module])
+
+
+@pytest.fixture(scope="module")
+def fortran_run(tmp_path_factory, fortran_program):
+    mpi, exe = fortran_program
     return _run(tmp_path_factory, "regions_f90", mpi, [exe])
 
 
@@ -200,6 +205,13 @@ def test_fortran_regions(fortran_run):
     assert calls[("", "mpigraph_phase_end")] == 2 * RANKS
     _check_sums(run)
     _check_lengths(run, *_constants("regions.f90"))
+
+
+def test_fortran_program_runs_without_the_shim(fortran_program, tmp_path):
+    mpi, exe = fortran_program
+    result = mpi_env.mpirun(mpi, RANKS, [exe], cwd=str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "regions ok" in result.stdout and os.listdir(tmp_path) == []
 
 
 def test_python_regions(python_run):
