@@ -30,6 +30,7 @@ from mpigraph.comm import launch, meter, parallel
 from mpigraph.report import datasets, writer as report
 from mpigraph.trace import logs as trace
 from mpigraph.traffic import stage as traffic_stage
+from mpigraph.phases import share as phases_share
 from mpigraph.phases import stage as phases_stage
 
 # Stage timings go to stderr when the run has more records than this (or MPIGRAPH_VERBOSE=1).
@@ -122,10 +123,12 @@ def _metrics(comm, logs, linked, codec, times, algorithm):
     return tables, extra
 
 
-def _traffic(comm, logs, times, linked, world_size):
+def _traffic(comm, logs, times, linked, world_size, phase=None):
     """Stage traffic: (the communication matrix, sizes and communicators; the per-phase tables when a
-    rank called MPI_Pcontrol) on rank 0, (None, None) elsewhere."""
-    return (traffic_stage.traffic(comm, linked, world_size), phases_stage.phases(comm, logs, times, linked))
+    rank marked a phase: MPI_Pcontrol or the phase API, `phase` only when given) on rank 0, (None,
+    None) elsewhere."""
+    return (traffic_stage.traffic(comm, linked, world_size),
+            phases_stage.phases(comm, logs, times, linked, select=phase))
 
 
 def _write_report(comm, out_dir, info, tables, path, linked):
@@ -189,7 +192,8 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     # Every record's (start, end) on rank 0's clock, after the receive-before-send repair.
     times = {rank: calls.record_times() for rank, calls in linked.calls.items()}
     tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times, config.algorithm)
-    flows = progress.run("traffic", parallel.collectively, comm, _traffic, comm, logs, times, linked, info.world_size)
+    flows = progress.run("traffic", parallel.collectively, comm, _traffic, comm, logs, times, linked, info.world_size,
+                         config.phase)
     if tables[1] is not None:
         tables[1]["traffic"], tables[1]["phases"] = flows
     if on_graph:
@@ -197,6 +201,9 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
     path = progress.run("path", parallel.collectively, comm, paths.path_stage, comm, config, info, logs, linked, times,
                         progress.say)
 
+    # The critical path's time in each phase: rank 0 holds both (the others only learn if it failed).
+    parallel.collectively(comm, lambda: phases_share.add_path_share(tables[1]["phases"], path.table)
+                          if tables[1] is not None else None)
     if path.lines:         # which algorithm ran, and why (the default picks one by the run's size)
         path = path._replace(lines=list(path.lines) + ["  algorithm %s (%s)" % (algorithm, why)])
     text = progress.run("report", parallel.collectively, comm, _write_report, comm, out_dir or info.run_dir, info, tables,

@@ -4,10 +4,11 @@
     mpigraph demo [-n 4] [--out DIR] [--quiet] [--verbose]
                                           profile the bundled imbalanced demo
     mpigraph run -n N [--out DIR] [--algorithm A] [--quiet] [--verbose] [--mpiexec PATH] -- prog args
-    mpigraph analyze DIR [--out OUT] [--algorithm A] [--quiet] [--verbose]
+    mpigraph analyze DIR [--out OUT] [--algorithm A] [--phase NAME] [--quiet] [--verbose]
                                           analyse saved logs again (serially, or
                                           under mpiexec -n K in parallel)
     mpigraph report DIR                   print DIR/summary.txt again
+    mpigraph include                      directory of mpigraph.h / mpigraph.f90 (the phase API)
     mpigraph view DIR [--out OUT] [--perfetto]
                                           write timeline.html and ranks.svg (and
                                           trace.json for Perfetto UI) into DIR or OUT
@@ -89,7 +90,8 @@ def cmd_analyze(args):
 
     try:
         cfg = settings.from_env().with_overrides(
-            algorithm=args.algorithm, quiet=True if args.quiet else None, verbose=True if args.verbose else None)
+            algorithm=args.algorithm, quiet=True if args.quiet else None, verbose=True if args.verbose else None,
+            phase=args.phase)
     except settings.ConfigError:
         if _analysis_rank() != 0:
             return EXIT_USER_ERROR   # every rank found the same error: rank 0 says it
@@ -177,6 +179,9 @@ def build_parser():
     _add_algorithm(p, dest="algorithm")
     _add_out(p, "write the report files into OUT (default: DIR itself)", metavar="OUT")
     _add_quiet_verbose(p)
+    p.add_argument("--phase", metavar="NAME",
+                   help="phases.csv and phase_functions.csv of this phase only (a region name, with the regions "
+                        "nested in it, or a Pcontrol phase number), and its section in the summary")
     p.set_defaults(func=cmd_analyze)
 
     p = sub.add_parser("report", help="print the summary of an analysed run again")
@@ -206,6 +211,9 @@ def build_parser():
 
     from mpigraph.export.cli import add_parser as add_export_parser    # export --otf2
     add_export_parser(sub)
+
+    from mpigraph.phases.cli import add_parser as add_phases_parser    # include (the phase API's header)
+    add_phases_parser(sub)
     return parser
 
 
@@ -241,7 +249,7 @@ def _user_error_types():
                          ("mpigraph.model.mva", "ModelError"), ("mpigraph.report.outdir", "OutputDirError"),
                          ("mpigraph.view", "ViewError"), ("mpigraph.network", "NetworkError"),
                          ("mpigraph.whatif.build", "WhatifError"), ("mpigraph.comm.launch", "MPIMismatch"),
-                         ("mpigraph.export.otf2_trace", "ExportError")):
+                         ("mpigraph.export.otf2_trace", "ExportError"), ("mpigraph.phases.stage", "PhaseError")):
         if module in sys.modules:
             types.append(getattr(sys.modules[module], name))
     return tuple(types)

@@ -94,6 +94,7 @@ class Config:
     compress: int = DEFAULT_COMPRESS_LEVEL   # zstandard level, 0 = off
     quiet: bool = False
     verbose: bool = False
+    phase: str = None             # `mpigraph analyze --phase NAME`: the per-phase tables of that phase only
 
     def with_overrides(self, **changes):
         """A copy with the non-None `changes` applied and validated (command-line options)."""

@@ -204,7 +204,8 @@ COMMUNICATOR_COLUMNS = [
     Column("parent", "str", "the communicator the creating call was made on"),
 ]
 
-# Phases split at MPI_Pcontrol (mpigraph.phases): written when a rank called it.
+# Phases (mpigraph.phases): the run split at MPI_Pcontrol calls and at the named regions of the
+# phase API (mpigraph_phase_begin/_end); written when a rank marked one.
 _PHASE_SUMS = [
     Column("calls", "int", "MPI calls"),
     Column("time_total", "time", "summed duration of the calls"),
@@ -215,15 +216,19 @@ _PHASE_SUMS = [
     Column("bytes_received", "int", "point-to-point bytes received"),
     Column("bytes_collective", "int", "bytes passed to collectives"),
 ]
-PHASE_COLUMNS = [
-    Column("phase", "int", "phase number: 0 before a rank's first MPI_Pcontrol, k from its k-th MPI_Pcontrol on"),
+_PHASE_KEY = [
+    Column("phase", "int", "Pcontrol phase: 0 before a rank's first MPI_Pcontrol, k from its k-th MPI_Pcontrol on"),
     Column("level", "int", "the level the phase's MPI_Pcontrol passed (-1 for phase 0)"),
+    Column("name", "str", "the named regions open (phase API), outermost first, joined by /; empty outside any"),
+]
+PHASE_COLUMNS = _PHASE_KEY + [
     Column("ranks", "int", "ranks that made calls in the phase"),
     Column("functions", "int", "MPI functions called in the phase"),
+    Column("time", "time", "the ranks' time in the phase (mark to next mark, inside each rank's program time), "
+                           "summed over ranks"),
+    Column("critical_path", "time", "time of the critical path's segments inside the phase (on the segment's rank)"),
 ] + _PHASE_SUMS
-PHASE_FUNCTION_COLUMNS = [
-    Column("phase", "int", "phase number (phases.csv)"),
-    Column("level", "int", "the level the phase's MPI_Pcontrol passed (-1 for phase 0)"),
+PHASE_FUNCTION_COLUMNS = _PHASE_KEY + [
     Column("function", "str", "MPI function name"),
     Column("ranks", "int", "ranks that called it in the phase"),
 ] + _PHASE_SUMS

@@ -76,6 +76,12 @@ from mpigraph.comm.parallel import barrier_idly
 
 ALGORITHMS = algorithms.TOPOSORT_ALGORITHMS
 
+# Phase marks (MPI_Pcontrol, the phase API's begin/end) wait for no one and take no time: the
+# compute around one is one interval, else a mark inside a rank's work would cut it in pieces
+# shorter than another rank's and the group would pick the wrong work.
+_MARK = np.zeros(1 << 16, bool)
+_MARK[[f.id for f in mpi_functions.FUNCTIONS if f.kind in (mpi_functions.PHASE, mpi_functions.REGION)]] = True
+
 # The columns of an interval, as shuffled (every rank must use these dtypes).
 INTERVAL_DTYPES = {
     "start": np.int64,   # ns: end of the call before
@@ -104,12 +110,14 @@ def empty_intervals():
 def rank_intervals(log, start_ns, end_ns, threshold_ns=0):
     """The compute intervals of one rank log, inside its program span, at least threshold_ns long.
 
-    Part records are not calls and are skipped.  Intervals before the end of
+    Part records are not calls and are skipped, and so are phase marks (_MARK).  Intervals before the end of
     MPI_Init or after the start of MPI_Finalize are outside the program (the
     run's time axis starts and ends there), and negative ones (overlapping
     calls of a threaded program) are not work.
     """
     calls = np.flatnonzero((log.records["flags"] & record.PART) == 0)
+    position = np.flatnonzero(~_MARK[log.records["func"][calls]])     # the calls that are not phase marks
+    calls = calls[position]
     if len(calls) < 2:
         return empty_intervals()
     first, last = metrics.program_span(log, start_ns, end_ns)
@@ -120,7 +128,7 @@ def rank_intervals(log, start_ns, end_ns, threshold_ns=0):
         "start": start[keep].astype(np.int64),
         "end": end[keep].astype(np.int64),
         "rank": np.full(int(keep.sum()), log.rank, np.int32),
-        "call": np.flatnonzero(keep).astype(np.int64),
+        "call": position[:-1][keep].astype(np.int64),
         "before": func[:-1][keep].astype(np.uint16),
         "after": func[1:][keep].astype(np.uint16),
     }

@@ -407,7 +407,8 @@ def _rank_section(ranks):
 
 
 def _function_section(functions, mpi_time_total):
-    user_calls = ~np.isin(functions["kind"], [mf.INIT, mf.FINALIZE])
+    # The phase API's marks (kind region) are no MPI time: phases.csv shows them.
+    user_calls = ~np.isin(functions["kind"], [mf.INIT, mf.FINALIZE, mf.REGION])
     index = np.flatnonzero(user_calls)[:MAX_FUNCTION_ROWS]   # the table is sorted by time_total
     header = ["function", "calls", "total s", "% MPI", "mean s", "min s", "max s", "sent", "received",
               "collective"]
@@ -416,7 +417,8 @@ def _function_section(functions, mpi_time_total):
              _seconds(functions["time_mean"][i]), _seconds(functions["time_min"][i]),
              _seconds(functions["time_max"][i]), _size(functions["bytes_sent"][i]),
              _size(functions["bytes_received"][i]), _size(functions["bytes_collective"][i])] for i in index]
-    title = "Top MPI functions by time (MPI_Init and MPI_Finalize left out; all functions in %s)" % FUNCTIONS_CSV
+    title = ("Top MPI functions by time (MPI_Init, MPI_Finalize and phase marks left out; all functions in %s)"
+             % FUNCTIONS_CSV)
     if not rows:
         return [title, "(no MPI calls besides MPI_Init and MPI_Finalize)"]
     return [title] + _text_table(header, rows)
@@ -552,6 +554,10 @@ def summary_text(info, tables, linked=None, path_lines=(), in_flight=None):
     if linked is not None:      # the waits first: what the diagnosis is made of
         lines += [""] + _wait_section(ranks) + [""] + _collective_section(linked["collectives"], names)
     lines += [""] + _rank_section(ranks) + [""] + _function_section(functions, mpi_total)
+    if linked is not None and linked.get("phases"):
+        from mpigraph.phases import summary as phases_summary
+
+        lines += [""] + phases_summary.section(linked["phases"], _text_table)
     if linked is not None:
         lines += ([""] + _unmatched_section(linked["unmatched"], names) + [""]
                   + _clock_section(ranks, linked["facts"]))
@@ -638,7 +644,7 @@ PHASE_FUNCTIONS_CSV, PHASE_FUNCTIONS_PARQUET = "phase_functions.csv", "phase_fun
 
 
 def _phase_files(phases):
-    """The per-phase tables (mpigraph.phases); none when no rank called MPI_Pcontrol."""
+    """The per-phase tables (mpigraph.phases); none when no rank marked a phase."""
     if not phases:
         return []
     files = []

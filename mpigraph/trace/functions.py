@@ -56,10 +56,12 @@ COLL_INIT = "coll_init"        # persistent collective initialisation (MPI_Allre
 PARTITION = "partition"        # MPI_Pready*, MPI_Parrived
 ABORT = "abort"                # MPI_Abort: tag is the error code
 PHASE = "phase"                # MPI_Pcontrol: tag is the level; each call starts a phase (mpigraph.phases)
+REGION = "region"              # the phase API (mpigraph/include/mpigraph.h): a named region begins or ends; tag is
+                               # the name's id in raw/rank-N.names; t_start == t_end (no MPI call: a mark in time)
 # Fences, collective file operations, window creation/free and file open/close use the
 # collective kinds above (N_TO_N, COMM_CREATE, COMM_FREE) on a pseudo-communicator per
 # window or file (csrc/windows.c), so the matcher groups them into instances by (comm, seq).
-RECORDED_ONLY_KINDS = (IO, RMA, RMA_SYNC, NEIGHBOR, COLL_INIT, PARTITION, ABORT, PHASE)
+RECORDED_ONLY_KINDS = (IO, RMA, RMA_SYNC, NEIGHBOR, COLL_INIT, PARTITION, ABORT, PHASE, REGION)
 
 COLLECTIVE_KINDS = frozenset({N_TO_N, ONE_TO_N, N_TO_ONE, SCAN, COMM_CREATE, COMM_FREE})
 # Calls numbered on their communicator (seq), in the order MPI requires all members to call them.
@@ -324,6 +326,9 @@ FUNCTIONS += [
     _f(335, "MPI_Parrived", PARTITION, "MPI_Request request, int partition, int *flag", since=4),
     _f(340, "MPI_Abort", ABORT),
     _f(341, "MPI_Pcontrol", PHASE),
+    # The phase API (csrc/regions.c): not MPI functions, records of their own.
+    _f(342, "mpigraph_phase_begin", REGION),
+    _f(343, "mpigraph_phase_end", REGION),
 ]
 
 # Kinds whose calls may block: their wrappers show the call in the header's in-flight slot

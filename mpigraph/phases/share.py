@@ -1,0 +1,59 @@
+"""The critical path's time in each phase.
+
+A path segment is time of one rank (critical_path.csv's rank: for a message, the receiving
+rank).  On that rank the phases are a partition of the time line: segment j of the rank's
+marks runs from the start of mark j-1 to the start of mark j (phases/regions.py; the first from
+minus infinity, the last to plus infinity).  A path segment [s, e) is cut at the marks inside
+it, and each piece counts for its interval's phase:
+
+    critical_path[phase] = sum over path segments, over the rank's intervals i of that phase,
+                           of |[s, e) intersected with interval i|
+
+so the phases' shares add up to the path's length (the sum of its segments' durations).
+Vectorised per rank: searchsorted finds the marks inside each segment, np.repeat makes the
+pieces.
+"""
+
+import numpy as np
+
+
+def pieces(bounds, start, end):
+    """The pieces of segments [start, end) cut at the sorted `bounds`: (segment index, interval
+    index, piece length), interval i lying between bounds[i-1] and bounds[i] (unbounded at the ends)."""
+    edges = np.concatenate([[np.iinfo(np.int64).min], bounds, [np.iinfo(np.int64).max]])
+    first = np.searchsorted(bounds, start, side="right")      # interval holding each segment's start
+    last = np.maximum(np.searchsorted(bounds, end, side="left"), first)   # interval holding its end
+    count = last - first + 1
+    segment = np.repeat(np.arange(len(start)), count)
+    interval = first[segment] + np.arange(len(segment)) - np.repeat(np.cumsum(count) - count, count)
+    lo = np.maximum(start[segment], edges[interval])
+    hi = np.minimum(end[segment], edges[interval + 1])
+    return segment, interval, np.maximum(hi - lo, 0)
+
+
+def path_share(intervals, path, run_start, n_phases):
+    """Critical path ns per global phase index (length n_phases).  `intervals`: {rank: (mark start
+    times in absolute ns, global phase of each of the rank's segments)}; `path`: the critical
+    path table (rank, start, end in ns from the run's start at `run_start`)."""
+    share = np.zeros(n_phases, np.int64)
+    rank = np.asarray(path["rank"], np.int64)
+    start = np.asarray(path["start"], np.int64) + run_start
+    end = np.asarray(path["end"], np.int64) + run_start
+    for r in np.unique(rank).tolist():
+        if r not in intervals:
+            continue
+        bounds, segment_phase = intervals[r]
+        mine = np.flatnonzero(rank == r)
+        _, interval, length = pieces(np.asarray(bounds, np.int64), start[mine], end[mine])
+        np.add.at(share, segment_phase[interval], length)
+    return share
+
+
+def add_path_share(result, path):
+    """Fill the phases table's critical_path column from the path table (analysis rank 0)."""
+    if not result or path is None:
+        return
+    notes = result["notes"]
+    share = path_share(result["intervals"], path, notes["run_start"], notes["n_keys"])
+    result["phases"]["critical_path"] = share[notes["phase_of_key"]]
+    notes["path_total"] = int(share.sum())      # the whole path's, for a selected phase's share
