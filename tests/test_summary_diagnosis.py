@@ -75,6 +75,17 @@ def test_no_late_rank_where_the_numbers_do_not_carry_one(last, wait_ms):
     assert lines[0] == "Diagnosis:" and lines[1].startswith("- No rank holds the others up")
 
 
+def test_two_ranks_last_by_turns_is_chance_not_a_late_rank():
+    # Two ranks, 40 Allreduces: rank 1 last at 27 (chance gives 20 +- 3.2: 27 is within 3 sigma)
+    # and the cause of most of the wait; at 32 of 40 it is beyond chance and named.
+    ranks = ranks_table([20, 20])
+    chance = collectives_table([1] * 27 + [0] * 13, [4] * 40, members=2)
+    assert diagnosis.late_rank_sentences(ranks, chance, 100 * MS) == []
+    late = collectives_table([1] * 32 + [0] * 8, [4] * 40, members=2)
+    (_, words), = diagnosis.late_rank_sentences(ranks, late, 100 * MS)
+    assert words.startswith("rank 1 arrives last at 32 of 40 MPI_Allreduce calls")
+
+
 def test_late_senders_are_named_per_function():
     ranks = ranks_table([20, 20, 20, 20])
     ws = {"rank": np.array([1, 2, 1]), "function": np.array(["MPI_Recv", "MPI_Recv", "MPI_Wait"], object),

@@ -8,8 +8,8 @@ that says no rank holds the others up.
   Barrier, Allgather, ...) of collectives.parquet, per function: the rank
   whose late arrivals made the others wait most is named when that is at
   least LATE_RANK_SHARE of the function's wait, it was last at that share of
-  the instances too (and more often than its fair share, instances / members;
-  at least twice), and the others' wait
+  the instances too (and far more often than chance: by_chance; at least
+  twice), and the others' wait
   in those instances is at least NOTABLE_SHARE of their summed program time
   (a busy node delays ranks at random: one long delay is not a late rank).  Per
   instance the others waited wait_total (the last one waits 0), so it came
@@ -31,6 +31,7 @@ import textwrap
 import numpy as np
 
 LATE_RANK_SHARE = 0.5      # the share of a function's wait (and calls) a late rank must cause (be last at)
+CHANCE_SIGMAS = 3.0       # a late rank is last this many standard deviations above chance
 NOTABLE_SHARE = 0.05       # a wait worth a sentence: this share of the waiting ranks' program time
 MAX_SENTENCES = 4
 WIDTH = 100              # the diagnosis is wrapped to this many columns
@@ -68,6 +69,14 @@ def _program_of(ranks, which):
     return int(ranks["program_time"][at].sum())
 
 
+def by_chance(instances, members):
+    """The most instances one rank is last at by chance: if each of `members` ranks were last
+    at random (p = 1 / members), the count is binomial; its mean plus CHANCE_SIGMAS standard
+    deviations is exceeded by chance about once in a thousand functions."""
+    p = 1.0 / members
+    return instances * p + CHANCE_SIGMAS * np.sqrt(instances * p * (1.0 - p))
+
+
 def late_rank_sentences(ranks, collectives, run_time):
     """[(the others' wait ns, sentence)] of the late ranks at N-to-N collectives (module doc)."""
     out = []
@@ -80,10 +89,10 @@ def late_rank_sentences(ranks, collectives, run_time):
         late = int(np.argmax(caused))
         held = last == late
         k, total = int(held.sum()), int(mine.sum())
-        # Last at most of the calls (more often than its fair share, 1 / members, too) and the cause
-        # of most of the wait: a busy node delays ranks at random, a late rank is late every time.
-        fair = total / float(collectives["members"][mine].mean())
-        if k < 2 or k <= fair or k < LATE_RANK_SHARE * total or caused[late] < LATE_RANK_SHARE * wait.sum():
+        # Last at most of the calls, far more often than chance would make it, and the cause of
+        # most of the wait: a busy node delays ranks at random, a late rank is late every time.
+        if k < 2 or k < by_chance(total, float(collectives["members"][mine].mean())) \
+                or k < LATE_RANK_SHARE * total or caused[late] < LATE_RANK_SHARE * wait.sum():
             continue
         members = collectives["members"][mine][held].astype(np.int64)
         others = [r for r in ranks["rank"].tolist() if r != late]
