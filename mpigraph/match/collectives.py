@@ -20,18 +20,22 @@ import numpy as np
 
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
-from mpigraph.match.core import (COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, FUNC_KIND, KIND_CODE,
-                            NONBLOCKING, SCAN, CallIndex, group_key, kind_is, pair_occurrences, route, sort_rows)
+from mpigraph.match.core import (COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_NEIGHBOR, COLLECTIVE_ONE_TO_N,
+                                 FUNC_KIND, KIND_CODE, NONBLOCKING, RMA_EARLY_WAIT, RMA_LATE_POST, SCAN, CallIndex,
+                                 group_key, kind_is, pair_occurrences, route, sort_rows)
 
 # Pattern of who releases whom, per function kind (-1: no dependency, e.g. Comm_free).
 _PATTERN = {mf.N_TO_N: COLLECTIVE_N_TO_N, mf.COMM_CREATE: COLLECTIVE_N_TO_N, mf.ONE_TO_N: COLLECTIVE_ONE_TO_N,
-            mf.N_TO_ONE: COLLECTIVE_N_TO_ONE, mf.SCAN: SCAN}
+            mf.N_TO_ONE: COLLECTIVE_N_TO_ONE, mf.SCAN: SCAN, mf.NEIGHBOR: COLLECTIVE_NEIGHBOR}
 PATTERN_OF_KIND = np.full(len(KIND_CODE), -1, np.int8)
 for _kind, _pattern in _PATTERN.items():
     PATTERN_OF_KIND[KIND_CODE[_kind]] = _pattern
 
 
 PATTERN_OF_FUNC = PATTERN_OF_KIND[FUNC_KIND]       # by function id: one lookup per member, not two
+# General active target synchronisation (match.rma): its releases are member rows of these functions.
+PATTERN_OF_FUNC[mf.BY_NAME["MPI_Win_start"].id] = RMA_LATE_POST
+PATTERN_OF_FUNC[mf.BY_NAME["MPI_Win_wait"].id] = RMA_EARLY_WAIT
 
 
 def pattern_of(func):
@@ -42,7 +46,9 @@ def comm_table(rank_calls, world_size, is_part, func):
     """(comm ids sorted, this rank's rank in each, its size) from the rank's comm-creation parts
     (`is_part`, `func`: the records' columns)."""
     records = rank_calls.records
-    created = np.flatnonzero(is_part & kind_is(func, mf.COMM_CREATE))
+    # A topology communicator's in-neighbours follow its creation part, flagged COLLECTIVE (match.neighbors).
+    neighbour = (rank_calls.field("flags") & record.COLLECTIVE) != 0
+    created = np.flatnonzero(is_part & kind_is(func, mf.COMM_CREATE) & ~neighbour)
     ids = np.concatenate([[0], records["comm"][created]]).astype(np.int64)
     ranks = np.concatenate([[rank_calls.rank], records["tag"][created]]).astype(np.int64)
     sizes = np.concatenate([[world_size], records["bytes"][created]]).astype(np.int64)
@@ -119,7 +125,7 @@ def completing_calls(rank_calls, rows, call, is_part, func):
 # Per function id: a collective, blocking or not (or communicator creation/free), a member when
 # it has a sequence number.
 _COLLECTIVE = kind_is(np.arange(len(NONBLOCKING)), mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN, mf.COMM_CREATE,
-                      mf.COMM_FREE)
+                      mf.COMM_FREE, mf.NEIGHBOR)
 
 
 def instance_owner(comm_ids, seq, n_owners):
@@ -413,7 +419,8 @@ def combine_partials(parts):
 
 def _released_by_table():
     """[function id, member is the root]: who releases the member (see _member_results)."""
-    by_pattern = np.zeros((max(PATTERN_OF_KIND) + 2, 2), np.int64)     # [pattern + 1, is root]
+    # [pattern + 1, is root]; neighbourhood collectives: released by match.neighbors instead
+    by_pattern = np.zeros((max(PATTERN_OF_FUNC) + 2, 2), np.int64)
     by_pattern[COLLECTIVE_N_TO_N + 1, :] = 1            # the last arriver, root or not
     by_pattern[COLLECTIVE_N_TO_ONE + 1, 1] = 1          # the root waits for the last arriver
     by_pattern[COLLECTIVE_ONE_TO_N + 1, 0] = 2          # the others wait for the root
