@@ -169,7 +169,13 @@ def test_report_shows_the_correction_applied(skewed_demo):
     init, _ = clock.offsets_at_samples(clock.pingpong_lines(samples), samples)
     assert [float(r["clock_offset_s"]) * 1e9 for r in ranks] == pytest.approx(init.tolist(), abs=1.5)
     truth_drift = np.array(DRIFTS_PPM, float) - DRIFTS_PPM[0]
-    assert [float(r["clock_drift_ppm"]) for r in ranks] == pytest.approx(truth_drift.tolist(), abs=10)
+    # Within 10 ppm, or within what the offsets' bound at MPI_Init and MPI_Finalize allows over
+    # the time between them (a loaded machine's long round trips on a short run).
+    span_ns = (samples["final"]["local_ns"] - samples["init"]["local_ns"]).astype(float)
+    tolerance = np.maximum(10, 2 * (pingpong_bounds(samples) + TRUTH_NOISE_NS) / span_ns * 1e6)
+    drift = np.array([float(r["clock_drift_ppm"]) for r in ranks])
+    print("drift ppm %s, tolerance ppm %s" % (drift.round(1).tolist(), tolerance.round(1).tolist()))
+    assert (np.abs(drift - truth_drift) <= tolerance).all(), (drift, truth_drift, tolerance)
     text = (skewed_demo / "summary.txt").read_text()
     assert "Clock correction: pingpong" in text and "LEFT" not in text
 
