@@ -8,6 +8,8 @@ ITERATIONS times.  Who waits follows from the program's design alone:
     cart   (1-D Cartesian, in-neighbours r-1, r+1; late rank 3): rank 2 waits about the delay
            in MPI_Neighbor_allgather, ranks 0 and 1 (not neighbours of 3) do not, rank 3 waits 0;
     icart  the same with MPI_Ineighbor_alltoall + MPI_Wait: the wait is rank 2's MPI_Wait's;
+    pcart  the same with MPI_Neighbor_allgather_init, then MPI_Start + MPI_Wait: each start an
+           instance, the wait rank 2's MPI_Wait's;
     ring, graph  (directed ring r-1 -> r, by MPI_Dist_graph_create_adjacent / _create; late
            rank 3): rank 0 waits, ranks 1 and 2 do not, rank 3 waits 0;
     late_post  (target 0 late to MPI_Win_post): each origin 1-3 waits about the delay (late_post);
@@ -47,6 +49,7 @@ ALGORITHMS = ("dijkstra", "delta-stepping", "parallel-dijkstra", "parallel-delta
 MODES = {
     "cart": (3, "wait_neighbor", [2], [0, 1], [3]),
     "icart": (3, "wait_neighbor", [2], [0, 1], [3]),
+    "pcart": (3, "wait_neighbor", [2], [0, 1], [3]),
     "ring": (3, "wait_neighbor", [0], [1, 2], [3]),
     "graph": (3, "wait_neighbor", [0], [1, 2], [3]),
     "late_post": (0, "late_post", [1, 2, 3], [], [0]),
@@ -66,6 +69,9 @@ def expected_counts(mode):
         return {"MPI_File_open": n, "MPI_File_set_view": n, "MPI_File_close": n, "MPI_File_seek": n * it,
                 "MPI_File_write_all_begin": n * it, "MPI_File_write_all_end": n * it,
                 "MPI_File_read_at_all_begin": n * it, "MPI_File_read_at_all_end": n * it}
+    if mode == "pcart":
+        return {"MPI_Cart_create": n, "MPI_Comm_free": n, "MPI_Neighbor_allgather_init": n, "MPI_Start": n * it,
+                "MPI_Wait": n * it, "MPI_Request_free": n}
     create = {"cart": "MPI_Cart_create", "icart": "MPI_Cart_create", "ring": "MPI_Dist_graph_create_adjacent",
               "graph": "MPI_Dist_graph_create"}[mode]
     call = {"cart": "MPI_Neighbor_allgather", "icart": "MPI_Ineighbor_alltoall", "ring": "MPI_Neighbor_alltoall",
@@ -148,7 +154,7 @@ def test_each_rank_waits_for_whom_the_operation_needs(run):
         assert wait[rank] == 0, (rank, wait)
 
 
-@pytest.mark.parametrize("run", ["cart", "icart", "ring", "graph"], indirect=True)
+@pytest.mark.parametrize("run", ["cart", "icart", "pcart", "ring", "graph"], indirect=True)
 def test_neighbourhood_collectives_are_instances_charged_where_they_complete(run):
     mode, run_dir, _, _ = run
     function = expected_counts(mode)
@@ -160,11 +166,12 @@ def test_neighbourhood_collectives_are_instances_charged_where_they_complete(run
     calls = pq.read_table(run_dir / "calls.parquet").to_pydict()
     func = np.array(calls["function"], object)
     waiting = MODES[mode][2][0]
-    charged = "MPI_Wait" if mode == "icart" else name
+    charged = "MPI_Wait" if mode in ("icart", "pcart") else name
     rows = (func == charged) & (np.array(calls["rank"]) == waiting)
-    assert (np.array(calls["wait_state"], object)[rows] == "wait_neighbor").all()
-    if mode == "icart":     # the nonblocking call itself is all execution
-        assert not np.array(calls["wait_before_ns"])[func == name].any()
+    assert rows.sum() == ITERATIONS and (np.array(calls["wait_state"], object)[rows] == "wait_neighbor").all()
+    starts = {"icart": name, "pcart": "MPI_Start"}.get(mode)
+    if starts:              # the nonblocking call or the start itself is all execution
+        assert not np.array(calls["wait_before_ns"])[func == starts].any()
 
 
 @pytest.mark.parametrize("run", list(MODES), indirect=True)

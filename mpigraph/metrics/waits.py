@@ -135,7 +135,7 @@ def _collective_state_table():
     funcs = np.arange(len(PATTERN_OF_FUNC))
     table = np.full((len(funcs), 2), NO_STATE, np.int8)
     nxn = PATTERN_OF_FUNC == COLLECTIVE_N_TO_N
-    barrier = (funcs == BARRIER_ID) | (funcs == mf.BY_NAME["MPI_Ibarrier"].id)
+    barrier = np.isin(funcs, [BARRIER_ID, mf.BY_NAME["MPI_Ibarrier"].id, mf.BY_NAME["MPI_Barrier_init"].id])
     table[nxn, :] = np.where(barrier[nxn], WAIT_BARRIER, WAIT_NXN)[:, None]
     table[PATTERN_OF_FUNC == SCAN, :] = EARLY_SCAN
     table[PATTERN_OF_FUNC == COLLECTIVE_NEIGHBOR, :] = WAIT_NEIGHBOR

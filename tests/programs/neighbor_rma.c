@@ -6,6 +6,8 @@
  *   cart        MPI_Neighbor_allgather on a 1-D non-periodic Cartesian communicator (in-neighbours
  *               of r: r-1 and r+1); late rank P-1: only rank P-2 waits for it.
  *   icart       MPI_Ineighbor_alltoall + MPI_Wait on the same; late rank P-1: rank P-2's Wait waits.
+ *   pcart       MPI_Neighbor_allgather_init once, then MPI_Start + MPI_Wait per iteration on the same
+ *               (MPI-4 persistent); late rank P-1: rank P-2's Wait waits.
  *   ring        MPI_Neighbor_alltoall on a directed ring (MPI_Dist_graph_create_adjacent: in r-1,
  *               out r+1); late rank P-1: only rank 0 waits for it.
  *   graph       MPI_Neighbor_allgather on a dist graph made by MPI_Dist_graph_create (rank r names
@@ -40,7 +42,7 @@ static long neighbours(const char *mode, int iterations, int rank, int size)
 {
     MPI_Comm topo;
     int late = size - 1;
-    if (!strcmp(mode, "cart") || !strcmp(mode, "icart")) {
+    if (!strcmp(mode, "cart") || !strcmp(mode, "icart") || !strcmp(mode, "pcart")) {
         int dims[1] = {size}, periods[1] = {0};
         MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &topo);
     } else if (!strcmp(mode, "ring")) {
@@ -54,11 +56,17 @@ static long neighbours(const char *mode, int iterations, int rank, int size)
     }
     int send[2] = {rank, rank}, recv[2] = {-1, -1};
     long got = 0;
+    MPI_Request persistent = MPI_REQUEST_NULL;
+    if (!strcmp(mode, "pcart"))
+        MPI_Neighbor_allgather_init(send, 1, MPI_INT, recv, 1, MPI_INT, topo, MPI_INFO_NULL, &persistent);
     for (int it = 0; it < iterations; it++) {
         MPI_Barrier(MPI_COMM_WORLD);
         if (rank == late)
             compute_ms(DELAY_MS);
-        if (!strcmp(mode, "icart")) {
+        if (!strcmp(mode, "pcart")) {
+            MPI_Start(&persistent);
+            MPI_Wait(&persistent, MPI_STATUS_IGNORE);
+        } else if (!strcmp(mode, "icart")) {
             MPI_Request request;
             MPI_Ineighbor_alltoall(send, 1, MPI_INT, recv, 1, MPI_INT, topo, &request);
             MPI_Wait(&request, MPI_STATUS_IGNORE);
@@ -70,6 +78,8 @@ static long neighbours(const char *mode, int iterations, int rank, int size)
         got += recv[0] + 10 * recv[1];
         recv[0] = recv[1] = -1;
     }
+    if (persistent != MPI_REQUEST_NULL)
+        MPI_Request_free(&persistent);
     MPI_Comm_free(&topo);
     return got;
 }

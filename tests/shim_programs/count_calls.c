@@ -74,6 +74,8 @@ COUNT(MPI_Pready, int, (int p, MPI_Request q), (p, q))
 /* tests/test_neighbor_rma.py */
 COUNT(MPI_Neighbor_allgather, int, (const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
                                     MPI_Comm c), (s, sc, st, r, rc, rt, c))
+COUNT(MPI_Neighbor_allgather_init, int, (const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
+                                         MPI_Comm c, MPI_Info i, MPI_Request *q), (s, sc, st, r, rc, rt, c, i, q))
 COUNT(MPI_Ineighbor_alltoall, int, (const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
                                     MPI_Comm c, MPI_Request *q), (s, sc, st, r, rc, rt, c, q))
 COUNT(MPI_Dist_graph_create_adjacent, int, (MPI_Comm c, int ni, const int s[], const int sw[], int no, const int d[],
