@@ -47,12 +47,15 @@ SCAN = "scan"                  # Scan, Exscan: rank i waits for ranks < i
 COMM_CREATE = "comm_create"    # collective over the parent, writes a part with the new comm
 COMM_FREE = "comm_free"
 
-# Recorded for their time (MPI time, named in the report), not matched (yet):
+# Recorded for their time (MPI time, named in the report); matched where said:
 IO = "io"                      # MPI-IO calls of one rank (read, write, seek, ... on its own)
 RMA = "rma"                    # one-sided communication: Put, Get, Accumulate, ... (peer: the target)
 RMA_SYNC = "rma_sync"          # passive/general active target synchronisation: lock, flush, post, start, ...
-NEIGHBOR = "neighbor"          # neighbourhood collectives (comm and seq recorded, not grouped)
-COLL_INIT = "coll_init"        # persistent collective initialisation (MPI_Allreduce_init, ...)
+                               # (post/start/complete/wait epochs matched: mpigraph.match.rma)
+NEIGHBOR = "neighbor"          # neighbourhood collectives: instances by (comm, seq), each member released by
+                               # its in-neighbours (mpigraph.match.neighbors)
+COLL_INIT = "coll_init"        # persistent collective initialisation (MPI_Allreduce_init, ...): each MPI_Start
+                               # of its request is a member of an instance of its collective
 PARTITION = "partition"        # MPI_Pready*, MPI_Parrived
 ABORT = "abort"                # MPI_Abort: tag is the error code
 PHASE = "phase"                # MPI_Pcontrol: tag is the level; each call starts a phase (mpigraph.phases)
