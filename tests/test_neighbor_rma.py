@@ -12,6 +12,8 @@ ITERATIONS times.  Who waits follows from the program's design alone:
            instance, the wait rank 2's MPI_Wait's;
     ring, graph  (directed ring r-1 -> r, by MPI_Dist_graph_create_adjacent / _create; late
            rank 3): rank 0 waits, ranks 1 and 2 do not, rank 3 waits 0;
+    oldgraph  (MPI_Graph_create ring, neighbours r-1 and r+1; late rank 3): ranks 2 and 0 wait,
+           rank 1 does not, rank 3 waits 0;
     late_post  (target 0 late to MPI_Win_post): each origin 1-3 waits about the delay (late_post);
     early_wait (origin 3 late to its MPI_Put + MPI_Win_complete): the target's MPI_Win_wait waits
            about the delay (early_wait), the other origins wait for nobody long;
@@ -52,6 +54,7 @@ MODES = {
     "pcart": (3, "wait_neighbor", [2], [0, 1], [3]),
     "ring": (3, "wait_neighbor", [0], [1, 2], [3]),
     "graph": (3, "wait_neighbor", [0], [1, 2], [3]),
+    "oldgraph": (3, "wait_neighbor", [0, 2], [1], [3]),
     "late_post": (0, "late_post", [1, 2, 3], [], [0]),
     "early_wait": (3, "early_wait", [0], [], [3]),
     "split": (3, "wait_nxn", [0, 1, 2], [], []),     # rank 3's begins: test_split_collective_begins_...
@@ -73,9 +76,9 @@ def expected_counts(mode):
         return {"MPI_Cart_create": n, "MPI_Comm_free": n, "MPI_Neighbor_allgather_init": n, "MPI_Start": n * it,
                 "MPI_Wait": n * it, "MPI_Request_free": n}
     create = {"cart": "MPI_Cart_create", "icart": "MPI_Cart_create", "ring": "MPI_Dist_graph_create_adjacent",
-              "graph": "MPI_Dist_graph_create"}[mode]
+              "graph": "MPI_Dist_graph_create", "oldgraph": "MPI_Graph_create"}[mode]
     call = {"cart": "MPI_Neighbor_allgather", "icart": "MPI_Ineighbor_alltoall", "ring": "MPI_Neighbor_alltoall",
-            "graph": "MPI_Neighbor_allgather"}[mode]
+            "graph": "MPI_Neighbor_allgather", "oldgraph": "MPI_Neighbor_allgather"}[mode]
     return {create: n, "MPI_Comm_free": n, call: n * it}
 
 
@@ -154,7 +157,7 @@ def test_each_rank_waits_for_whom_the_operation_needs(run):
         assert wait[rank] == 0, (rank, wait)
 
 
-@pytest.mark.parametrize("run", ["cart", "icart", "pcart", "ring", "graph"], indirect=True)
+@pytest.mark.parametrize("run", ["cart", "icart", "pcart", "ring", "graph", "oldgraph"], indirect=True)
 def test_neighbourhood_collectives_are_instances_charged_where_they_complete(run):
     mode, run_dir, _, _ = run
     function = expected_counts(mode)

@@ -12,6 +12,8 @@
  *               out r+1); late rank P-1: only rank 0 waits for it.
  *   graph       MPI_Neighbor_allgather on a dist graph made by MPI_Dist_graph_create (rank r names
  *               the edge r -> r+1 mod P: the same ring); late rank P-1: only rank 0 waits.
+ *   oldgraph    MPI_Neighbor_allgather on an MPI_Graph_create ring (each rank's neighbours r-1 and
+ *               r+1, both ways); late rank P-1: ranks P-2 and 0 wait, the others do not.
  *   late_post   a window on MPI_COMM_WORLD, target 0, origins 1..P-1: the target computes before
  *               MPI_Win_post + MPI_Win_wait; each origin MPI_Win_start, MPI_Put, MPI_Win_complete:
  *               every origin waits for the post.
@@ -49,6 +51,16 @@ static long neighbours(const char *mode, int iterations, int rank, int size)
         int in = (rank + size - 1) % size, out = (rank + 1) % size;
         MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, &in, MPI_UNWEIGHTED, 1, &out, MPI_UNWEIGHTED,
                                        MPI_INFO_NULL, 0, &topo);
+    } else if (!strcmp(mode, "oldgraph")) {
+        int *index = malloc(sizeof(int) * size), *edges = malloc(sizeof(int) * 2 * size);
+        for (int i = 0; i < size; i++) {
+            index[i] = 2 * (i + 1);
+            edges[2 * i] = (i + size - 1) % size;
+            edges[2 * i + 1] = (i + 1) % size;
+        }
+        MPI_Graph_create(MPI_COMM_WORLD, size, index, edges, 0, &topo);
+        free(index);
+        free(edges);
     } else {
         int source = rank, degree = 1, destination = (rank + 1) % size;
         MPI_Dist_graph_create(MPI_COMM_WORLD, 1, &source, &degree, &destination, MPI_UNWEIGHTED, MPI_INFO_NULL, 0,

@@ -83,6 +83,7 @@ COUNT(MPI_Dist_graph_create_adjacent, int, (MPI_Comm c, int ni, const int s[], c
       (c, ni, s, sw, no, d, dw, i, r, o))
 COUNT(MPI_Dist_graph_create, int, (MPI_Comm c, int n, const int s[], const int g[], const int d[], const int w[],
                                    MPI_Info i, int r, MPI_Comm *o), (c, n, s, g, d, w, i, r, o))
+COUNT(MPI_Graph_create, int, (MPI_Comm c, int n, const int x[], const int e[], int r, MPI_Comm *o), (c, n, x, e, r, o))
 COUNT(MPI_Win_post, int, (MPI_Group g, int a, MPI_Win w), (g, a, w))
 COUNT(MPI_Win_start, int, (MPI_Group g, int a, MPI_Win w), (g, a, w))
 COUNT(MPI_Win_complete, int, (MPI_Win w), (w))
