@@ -15,8 +15,8 @@ records of the creating call flagged COLLECTIVE, one per in-neighbour as a world
 (csrc/topology.c; MPI_PROC_NULL left out).  A member of a communicator whose neighbours were
 not recorded waits for nobody.
 
-Persistent neighbourhood collectives (MPI_Neighbor_*_init, started by MPI_Start) are recorded
-but not members: their starts are MPI_Start part records, like every persistent collective's.
+A persistent one (MPI_Neighbor_*_init) is a member at each MPI_Start of its request
+(collectives.persistent_starts), released the same way.
 """
 
 import dataclasses
