@@ -31,7 +31,6 @@ LIBRARY = "libmpigraph.so"
 C_SOURCES = ["shim.c", "pmpi.c", "logfile.c", "handle_map.c", "comms.c", "requests.c", "clock_sync.c",
              "messages.c", "fortran.c", "types.c", "spare_cpu.c", "windows.c",
              "phases.c"]
-C_SOURCES += ["topology.c"]   # in-neighbours and one-sided groups (groups.h)
 
 # The Python side of the shim: cffi runs this once, in the program's process,
 # at the first call into Python.
@@ -52,6 +51,9 @@ EMBEDDING_API = """
 int mpigraph_py_finalize(const char *run_dir);
 int mpigraph_py_register_atexit(void);
 """
+
+# topology.c: a topology communicator's in-neighbours and the groups of one-sided epochs (groups.h).
+C_SOURCES += ["topology.c"]
 
 # C functions of shim.c that the Python side calls.
 SHIM_API = """
