@@ -52,6 +52,9 @@ int mpigraph_py_finalize(const char *run_dir);
 int mpigraph_py_register_atexit(void);
 """
 
+# topology.c: a topology communicator's in-neighbours and the groups of one-sided epochs (groups.h).
+C_SOURCES += ["topology.c"]
+
 # C functions of shim.c that the Python side calls.
 SHIM_API = """
 int mpigraph_close_log(void);

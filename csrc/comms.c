@@ -3,8 +3,8 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include "groups.h"
 #include "handle_map.h"
-#include "shim.h"
 
 static handle_map comm_map;
 static int64_t comm_counter = 1; /* creation counter agreed with other members */
@@ -111,17 +111,18 @@ mg_comm *mg_comm_lookup_slow(MPI_Comm comm)
     return c ? c : register_comm(comm, 0);
 }
 
-void mg_comm_created(int func, int64_t t0, int64_t t1, int rc, MPI_Comm parent, MPI_Comm newcomm)
+/* Shared by communicators and by windows' and files' groups (windows.c): one layout of the
+ * creation records for the analysis (match/collectives.py comm_table). */
+void mg_creation_records(int func, int64_t t0, int64_t t1, int rc, const mg_comm *parent, uint32_t seq,
+                         const mg_comm *c, const int *neighbours, int n_neighbours)
 {
-    mg_comm *p = mg_comm_of(parent);
-    uint32_t seq = ++p->seq;
-    mg_comm *c = newcomm != MPI_COMM_NULL ? register_comm(newcomm, 1) : NULL;
-    mg_record *r = mg_reserve(c ? 2 : 1);
+    int n = 1 + (c ? 1 + n_neighbours : 0);
+    mg_record *r = mg_reserve(n);
     if (!r)
         return;
     uint16_t err = rc == MPI_SUCCESS ? 0 : MG_ERROR;
     mg_fill(r, func, t0, t1, err);
-    r->comm = p->id;
+    r->comm = parent->id;
     r->seq = seq;
     if (c) {
         mg_fill(r + 1, func, t0, t1, MG_PART | err);
@@ -129,8 +130,26 @@ void mg_comm_created(int func, int64_t t0, int64_t t1, int rc, MPI_Comm parent, 
         r[1].tag = c->rank;
         r[1].bytes = c->size;
         r[1].peer = c->is_inter ? c->remote_size : MG_PEER_NONE;
+        for (int i = 0; i < n_neighbours; i++) {
+            /* An in-neighbour of the new topology communicator (neighbourhood collectives wait for them). */
+            mg_fill(r + 2 + i, func, t0, t1, MG_PART | MG_COLLECTIVE | err);
+            r[2 + i].comm = c->id;
+            r[2 + i].peer = neighbours[i];
+            r[2 + i].tag = i;
+        }
     }
-    mg_publish(c ? 2 : 1);
+    mg_publish(n);
+}
+
+void mg_comm_created(int func, int64_t t0, int64_t t1, int rc, MPI_Comm parent, MPI_Comm newcomm)
+{
+    mg_comm *p = mg_comm_of(parent);
+    uint32_t seq = ++p->seq;
+    mg_comm *c = newcomm != MPI_COMM_NULL ? register_comm(newcomm, 1) : NULL;
+    int *neighbours = NULL;
+    int n_neighbours = c ? mg_in_neighbours(c, &neighbours) : 0;
+    mg_creation_records(func, t0, t1, rc, p, seq, c, neighbours, n_neighbours);
+    free(neighbours);
 }
 
 int MPI_Comm_free(MPI_Comm *comm)

@@ -7,8 +7,8 @@
  * its members from it. */
 #include <stdlib.h>
 
+#include "groups.h"
 #include "handle_map.h"
-#include "shim.h"
 
 static handle_map win_map, file_map;
 
@@ -49,20 +49,7 @@ static void group_created(int func, int64_t t0, int64_t t1, int rc, MPI_Comm par
         if (mg.threaded)
             mg_unlock();
     }
-    mg_record *r = mg_reserve(c ? 2 : 1);
-    if (!r)
-        return;
-    uint16_t err = rc == MPI_SUCCESS ? 0 : MG_ERROR;
-    mg_fill(r, func, t0, t1, err);
-    r->comm = p->id;
-    r->seq = seq;
-    if (c) {
-        mg_fill(r + 1, func, t0, t1, MG_PART | err);
-        r[1].comm = c->id;
-        r[1].tag = c->rank;
-        r[1].bytes = c->size;
-    }
-    mg_publish(c ? 2 : 1);
+    mg_creation_records(func, t0, t1, rc, p, seq, c, NULL, 0);
 }
 
 void mg_win_created(int func, int64_t t0, int64_t t1, int rc, MPI_Comm parent, MPI_Win win)

@@ -9,7 +9,7 @@ Column = namedtuple("Column", "name kind help")
 
 # The wait-state kinds, in the order of their codes (mpigraph.metrics.waits).
 WAIT_STATES = ("late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce",
-               "early_scan")
+               "early_scan", "wait_neighbor", "late_post", "early_wait")
 
 RANK_COLUMNS = [
     Column("rank", "int", "MPI_COMM_WORLD rank"),
@@ -38,6 +38,12 @@ RANK_COLUMNS = [
     Column("late_broadcast", "time", "wait state: 1-to-N members waiting for the root"),
     Column("early_reduce", "time", "wait state: N-to-1 root waiting for the last member"),
     Column("early_scan", "time", "wait state: Scan/Exscan member waiting for the latest lower rank"),
+    Column("wait_neighbor", "time", "wait state: neighbourhood collective member waiting for its latest "
+                                    "in-neighbour"),
+    Column("late_post", "time", "wait state: one-sided origin (MPI_Win_start ... MPI_Win_complete) waiting for "
+                                "its target's MPI_Win_post"),
+    Column("early_wait", "time", "wait state: one-sided target's MPI_Win_wait waiting for its origins' "
+                                 "MPI_Win_complete"),
     Column("clock_offset", "time", "clock correction applied: offset to rank 0 at MPI_Init"),
     Column("clock_drift_ppm", "float", "clock correction applied: drift against rank 0, parts per million"),
     Column("clock_shift", "time", "forward shift at its end from the receive-before-send repair"),

@@ -2,7 +2,9 @@
 
 - the demo with injected clock offsets (up to 50 ms) and drifts (up to 100 ppm):
   the ping-pong alignment recovers them within 5 us at MPI_Init and at
-  MPI_Finalize; the barrier-and-median baseline is measured beside it;
+  MPI_Finalize, or within the error bound the run's own round trips give where
+  they are longer (a loaded machine); the barrier-and-median baseline is measured
+  beside it;
 - the demo with long work (100 ms base, so the imbalance dominates the noise of
   a busy machine): the overloaded rank waits least at the Allreduce and the
   others wait for it by its extra work; rank 0's late sends show up as late-
@@ -34,6 +36,8 @@ HEAVY = NPROCS - 1
 OFFSETS_NS = [-20_000_000, 50_000_000, -50_000_000, 35_000_000]
 DRIFTS_PPM = [30, -100, 100, -70]
 TOLERANCE_NS = 5_000
+# The injected truth is itself read from the calibration pairs (the middle of two clock reads).
+TRUTH_NOISE_NS = 1_000
 
 
 def run_program(tmp_path_factory, wheel, exe, args=(), **rank_env):
@@ -99,6 +103,32 @@ def true_offsets(logs, samples):
     return truth
 
 
+def pingpong_bounds(samples):
+    """Per rank: how far the ping-pong model may be off rank 0's clock, from the run's own round trips.
+
+    A ping-pong's midpoint offset is within half its round trip of the truth whatever the
+    asymmetry of the two legs (the clock read on the other side falls inside the round
+    trip).  A rank's line to rank 0 is its line to its parent composed with the parent's
+    (models.pingpong_lines), each interpolating between its MPI_Init and MPI_Finalize
+    samples: the errors add up the tree, each edge's at most half the longer of its two
+    round trips.  On a quiet machine the round trips are a few us and the bound is below
+    TOLERANCE_NS; on a loaded one a rank preempted mid-ping-pong has round trips of tens of us
+    and no method can do better than this bound there."""
+    half = np.maximum(samples["init"]["rtt_ns"], samples["final"]["rtt_ns"]).astype(float) / 2
+    bound = np.zeros(len(samples))
+    for r in range(1, len(samples)):              # a parent is a lower rank (csrc/clock_sync.c)
+        bound[r] = half[r] + bound[int(samples["parent"][r])]
+    return bound
+
+
+def test_pingpong_bounds_compose_up_the_tree():
+    samples = np.zeros(4, clock.SAMPLES_DTYPE)
+    samples["rank"], samples["parent"] = np.arange(4), [-1, 0, 0, 2]
+    samples["init"]["rtt_ns"] = [0, 4_000, 10_000, 42_000]
+    samples["final"]["rtt_ns"] = [0, 6_000, 2_000, 8_000]
+    assert pingpong_bounds(samples).tolist() == [0, 3_000, 5_000, 26_000]
+
+
 def test_injected_skew_is_what_the_test_asked_for(skewed_demo):
     for r, log in trace.open_run(str(skewed_demo)).logs.items():
         t0, skew, _ = injected_skew(log, DRIFTS_PPM[r])
@@ -122,7 +152,11 @@ def test_pingpong_recovers_injected_offsets_and_drifts(skewed_demo):
             method, np.round(residual[method][0] / 1e3, 3).tolist(), np.round(residual[method][1] / 1e3, 3).tolist()))
     print("round trips ns: init %s final %s" % (samples["init"]["rtt_ns"].tolist(), samples["final"]["rtt_ns"].tolist()))
     init, final = residual["pingpong"]
-    assert np.abs(init).max() < TOLERANCE_NS and np.abs(final).max() < TOLERANCE_NS, residual
+    # Within 5 us, or within what the run's own round trips allow where they were long (a busy
+    # machine): on a quiet machine the bound is below 5 us and this is the 5 us test.
+    tolerance = np.maximum(TOLERANCE_NS, pingpong_bounds(samples) + TRUTH_NOISE_NS)
+    print("tolerance us per rank %s" % np.round(tolerance / 1e3, 3).tolist())
+    assert (np.abs(init) < tolerance).all() and (np.abs(final) < tolerance).all(), (residual, tolerance)
     # The baseline is measured in the same run (its residuals are printed above) ...
     assert np.isfinite(residual["barrier"][0]).all() and np.isfinite(residual["barrier"][1]).all()
     # ... and no correction at all is off by the injected offsets: the test can fail.
@@ -135,7 +169,13 @@ def test_report_shows_the_correction_applied(skewed_demo):
     init, _ = clock.offsets_at_samples(clock.pingpong_lines(samples), samples)
     assert [float(r["clock_offset_s"]) * 1e9 for r in ranks] == pytest.approx(init.tolist(), abs=1.5)
     truth_drift = np.array(DRIFTS_PPM, float) - DRIFTS_PPM[0]
-    assert [float(r["clock_drift_ppm"]) for r in ranks] == pytest.approx(truth_drift.tolist(), abs=10)
+    # Within 10 ppm, or within what the offsets' bound at MPI_Init and MPI_Finalize allows over
+    # the time between them (a loaded machine's long round trips on a short run).
+    span_ns = (samples["final"]["local_ns"] - samples["init"]["local_ns"]).astype(float)
+    tolerance = np.maximum(10, 2 * (pingpong_bounds(samples) + TRUTH_NOISE_NS) / span_ns * 1e6)
+    drift = np.array([float(r["clock_drift_ppm"]) for r in ranks])
+    print("drift ppm %s, tolerance ppm %s" % (drift.round(1).tolist(), tolerance.round(1).tolist()))
+    assert (np.abs(drift - truth_drift) <= tolerance).all(), (drift, truth_drift, tolerance)
     text = (skewed_demo / "summary.txt").read_text()
     assert "Clock correction: pingpong" in text and "LEFT" not in text
 

@@ -20,18 +20,27 @@ import numpy as np
 
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
-from mpigraph.match.core import (COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, FUNC_KIND, KIND_CODE,
-                            NONBLOCKING, SCAN, CallIndex, group_key, kind_is, pair_occurrences, route, sort_rows)
+from mpigraph.match.core import (COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_NEIGHBOR, COLLECTIVE_ONE_TO_N,
+                                 FUNC_KIND, KIND_CODE, NONBLOCKING, RMA_EARLY_WAIT, RMA_LATE_POST, SCAN, CallIndex,
+                                 group_key, kind_is, pair_occurrences, route, sort_rows)
 
 # Pattern of who releases whom, per function kind (-1: no dependency, e.g. Comm_free).
 _PATTERN = {mf.N_TO_N: COLLECTIVE_N_TO_N, mf.COMM_CREATE: COLLECTIVE_N_TO_N, mf.ONE_TO_N: COLLECTIVE_ONE_TO_N,
-            mf.N_TO_ONE: COLLECTIVE_N_TO_ONE, mf.SCAN: SCAN}
+            mf.N_TO_ONE: COLLECTIVE_N_TO_ONE, mf.SCAN: SCAN, mf.NEIGHBOR: COLLECTIVE_NEIGHBOR}
 PATTERN_OF_KIND = np.full(len(KIND_CODE), -1, np.int8)
 for _kind, _pattern in _PATTERN.items():
     PATTERN_OF_KIND[KIND_CODE[_kind]] = _pattern
 
 
 PATTERN_OF_FUNC = PATTERN_OF_KIND[FUNC_KIND]       # by function id: one lookup per member, not two
+# A persistent collective's starts are members of its init's function (members): its pattern.
+for _f in mf.FUNCTIONS:
+    if _f.kind == mf.COLL_INIT:
+        PATTERN_OF_FUNC[_f.id] = PATTERN_OF_FUNC[mf.BY_NAME[_f.name[:-len("_init")]].id]
+_START = kind_is(np.arange(len(PATTERN_OF_FUNC)), mf.START)
+# General active target synchronisation (match.rma): its releases are member rows of these functions.
+PATTERN_OF_FUNC[mf.BY_NAME["MPI_Win_start"].id] = RMA_LATE_POST
+PATTERN_OF_FUNC[mf.BY_NAME["MPI_Win_wait"].id] = RMA_EARLY_WAIT
 
 
 def pattern_of(func):
@@ -42,7 +51,9 @@ def comm_table(rank_calls, world_size, is_part, func):
     """(comm ids sorted, this rank's rank in each, its size) from the rank's comm-creation parts
     (`is_part`, `func`: the records' columns)."""
     records = rank_calls.records
-    created = np.flatnonzero(is_part & kind_is(func, mf.COMM_CREATE))
+    # A topology communicator's in-neighbours follow its creation part, flagged COLLECTIVE (match.neighbors).
+    neighbour = (rank_calls.field("flags") & record.COLLECTIVE) != 0
+    created = np.flatnonzero(is_part & kind_is(func, mf.COMM_CREATE) & ~neighbour)
     ids = np.concatenate([[0], records["comm"][created]]).astype(np.int64)
     ranks = np.concatenate([[rank_calls.rank], records["tag"][created]]).astype(np.int64)
     sizes = np.concatenate([[world_size], records["bytes"][created]]).astype(np.int64)
@@ -70,33 +81,62 @@ def members(rank_calls, world_size):
     # A plain view of the log: a field of a memmap goes through numpy.memmap's slow __getitem__.
     records = np.asarray(rank_calls.records)
     # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
-    is_part = (rank_calls.field("flags") & record.PART) != 0
+    flags = rank_calls.field("flags")
+    is_part = (flags & record.PART) != 0
     func = rank_calls.field("func")
     rows = np.flatnonzero(_COLLECTIVE[func] & ~is_part)
+    member_func, root = func[rows], records["root"][rows]
+    starts = np.flatnonzero(is_part & ((flags & record.COLLECTIVE) != 0) & _START[func])
+    if len(starts):       # persistent collectives: each start is a member (persistent_starts)
+        init_func, init_root, found = persistent_starts(records, is_part, func, starts)
+        starts, init_func, init_root = starts[found], init_func[found], init_root[found]
+        rows = np.concatenate([rows, starts])
+        member_func, root = np.concatenate([member_func, init_func]), np.concatenate([root, init_root])
     seq = records["seq"][rows]
-    rows, seq = rows[seq > 0], seq[seq > 0]
+    has = seq > 0
+    rows, seq, member_func, root = rows[has], seq[has], member_func[has], root[has]
     comm = records["comm"][rows]
     ids, ranks, sizes = comm_table(rank_calls, world_size, is_part, func)
     at = np.minimum(np.searchsorted(ids, comm), len(ids) - 1)
     known = ids[at] == comm
     call = rank_calls.record_call[rows]
-    done_call = completing_calls(rank_calls, rows, call, is_part, func)
+    done_call = completing_calls(rank_calls, rows, call, is_part, func, member_func)
     end_call = call if done_call is call else np.where(done_call >= 0, done_call, call)
     return {
         "comm": comm, "seq": seq,
         "rank": np.full(len(rows), rank_calls.rank, np.int32),
         "comm_rank": np.where(known, ranks[at], -1), "comm_size": np.where(known, sizes[at], -1),
-        "call": call, "func": func[rows], "root": records["root"][rows],
+        "call": call, "func": member_func, "root": root,
         "start": rank_calls.start_ns[call], "end": rank_calls.end_ns[end_call], "done_call": done_call,
     }
 
 
-def completing_calls(rank_calls, rows, call, is_part, func):
+def persistent_starts(records, is_part, func, starts):
+    """(function, root, found) of the persistent collective each MPI_Start(all) part `starts`
+    started: its MPI_<collective>_init call record's, found by request id (a persistent request
+    keeps its id from its init to its free); found is False where the init is not in the log.
+
+    A start is a member arriving when the MPI_Start call starts, numbered by the shim on the
+    communicator (csrc/requests.c), released in the Wait/Test that completed that activation:
+    the instance is the init's collective (MPI_Allreduce_init: N-to-N, MPI_Bcast_init: 1-to-N
+    with the init's root, MPI_Neighbor_*_init: by in-neighbours, ...)."""
+    inits = np.flatnonzero(~is_part & kind_is(func, mf.COLL_INIT))
+    request = records["request"][inits]
+    order = np.argsort(request, kind="stable")
+    wanted = records["request"][starts]
+    at = np.minimum(np.searchsorted(request[order], wanted), max(len(inits) - 1, 0))
+    found = (request[order][at] == wanted) if len(inits) else np.zeros(len(starts), bool)
+    init = inits[order][at] if len(inits) else np.zeros(len(starts), np.int64)
+    return func[init], records["root"][init], found
+
+
+def completing_calls(rank_calls, rows, call, is_part, func, member_func=None):
     """The call that completed each collective call record `rows` (calls `call`): the call itself
     when blocking; for a nonblocking one the Wait/Test whose part record carries its request id
     (the k-th post of a request id with the k-th completion of it, as p2p.request_pairs pairs
-    them), -1 when none.  `call` itself when every one is blocking."""
-    nonblocking = NONBLOCKING[func[rows]]
+    them), -1 when none.  `call` itself when every one is blocking.  `member_func`: the
+    members' functions where they are not the records' (a persistent collective's start)."""
+    nonblocking = NONBLOCKING[func[rows] if member_func is None else member_func]
     if not nonblocking.any():
         return call
     records = np.asarray(rank_calls.records)
@@ -119,7 +159,7 @@ def completing_calls(rank_calls, rows, call, is_part, func):
 # Per function id: a collective, blocking or not (or communicator creation/free), a member when
 # it has a sequence number.
 _COLLECTIVE = kind_is(np.arange(len(NONBLOCKING)), mf.N_TO_N, mf.ONE_TO_N, mf.N_TO_ONE, mf.SCAN, mf.COMM_CREATE,
-                      mf.COMM_FREE)
+                      mf.COMM_FREE, mf.NEIGHBOR)
 
 
 def instance_owner(comm_ids, seq, n_owners):
@@ -413,7 +453,8 @@ def combine_partials(parts):
 
 def _released_by_table():
     """[function id, member is the root]: who releases the member (see _member_results)."""
-    by_pattern = np.zeros((max(PATTERN_OF_KIND) + 2, 2), np.int64)     # [pattern + 1, is root]
+    # [pattern + 1, is root]; neighbourhood collectives: released by match.neighbors instead
+    by_pattern = np.zeros((max(PATTERN_OF_FUNC) + 2, 2), np.int64)
     by_pattern[COLLECTIVE_N_TO_N + 1, :] = 1            # the last arriver, root or not
     by_pattern[COLLECTIVE_N_TO_ONE + 1, 1] = 1          # the root waits for the last arriver
     by_pattern[COLLECTIVE_ONE_TO_N + 1, 0] = 2          # the others wait for the root

@@ -42,6 +42,14 @@ stored with their vertex owner), as equal-length numpy columns:
       4 collective_n_to_one    last arriver's start -> the root's end
       5 scan                   last arriver among lower ranks of the
                                communicator -> member's end (Scan, Exscan)
+      6 collective_neighbor    the latest of a neighbourhood collective's
+                               in-neighbours (match.neighbors) -> member's end
+      7 rma_late_post          the latest MPI_Win_post of an access epoch's
+                               targets -> end of the origin's first call of the
+                               epoch (Win_start, a Put, ..., Win_complete) that
+                               ended after it (match.rma)
+      8 rma_early_wait         the latest MPI_Win_complete of an exposure
+                               epoch's origins -> end of the target's MPI_Win_wait
     A nonblocking collective's member (MPI_Iallreduce, ...) arrives at the start
     of its call and is released at the end of the Wait/Test call that completed
     its request: kinds 2-5 go from the releasing member's (nonblocking) call's
@@ -91,8 +99,11 @@ COLLECTIVE_N_TO_N = 2
 COLLECTIVE_ONE_TO_N = 3
 COLLECTIVE_N_TO_ONE = 4
 SCAN = 5
+COLLECTIVE_NEIGHBOR = 6
+RMA_LATE_POST = 7
+RMA_EARLY_WAIT = 8
 KIND_NAMES = ("message_late_sender", "message_late_receiver", "collective_n_to_n", "collective_one_to_n",
-              "collective_n_to_one", "scan")
+              "collective_n_to_one", "scan", "collective_neighbor", "rma_late_post", "rma_early_wait")
 
 
 @dataclasses.dataclass

@@ -13,8 +13,10 @@ import numpy as np
 from mpigraph.clock import repair as causality
 from mpigraph.clock import models as clock
 from mpigraph.match import collectives
+from mpigraph.match import neighbors
 from mpigraph.match import p2p
 from mpigraph.match import probes
+from mpigraph.match import rma
 from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, NONBLOCKING,
                                  Dependencies, rank_calls)
 from mpigraph.metrics.waits import waits_and_member_totals
@@ -125,10 +127,12 @@ def _repair_loop(comm, ownership, calls, ops, world_size, codec):
     repair = causality.Repair()
     pairs = p2p.MessagePairs(comm, ownership, ops, codec)
     groups = collectives.LocalGroups.of(_owned_members(calls, world_size))     # the rows let go of once grouped
+    releases = _Releases(comm, calls)
     while True:
         messages = pairs.messages(comm, p2p.with_times(ops, calls), codec)
         groups = groups.retimed(calls) if repair.rounds else groups
         instances, members = collectives.match_collectives(comm, groups, codec)
+        members = releases.applied(comm, calls, groups, members, codec)
         rank, _, _ = causality.violations(messages, members)
         n = comm.allreduce(len(rank))
         if repair.rounds == 0:
@@ -140,6 +144,30 @@ def _repair_loop(comm, ownership, calls, ops, world_size, codec):
         passes = comm.allreduce(sum(c.n_calls for c in calls.values())) + 1
         causality.repair_chains(comm, calls, causality.edges(messages, members), repair, passes)
         repair.rounds += 1
+
+
+class _Releases:
+    """The releases collectives.py cannot combine from per-instance partials: neighbourhood
+    collectives (by in-neighbour, match.neighbors) and post/start/complete/wait epochs
+    (match.rma, rows appended after the collective members).  What is matched with what is
+    found once; each repair round only re-reads the times."""
+
+    def __init__(self, comm, calls):
+        self.epochs = rma.Epochs(calls)
+        self.any_epochs = comm.allreduce(len(self.epochs)) > 0
+        self.wants, self.any_neighbours = None, False
+
+    def applied(self, comm, calls, groups, members, codec=None):
+        if self.wants is None:
+            self.wants = neighbors.Wants.of(calls, members, groups.instance["comm"][groups.group],
+                                            groups.instance["seq"][groups.group])
+            self.any_neighbours = comm.allreduce(len(self.wants.rows)) > 0
+        if self.any_neighbours:
+            members = self.wants.released(comm, members, codec)
+        if self.any_epochs:
+            extra = rma.member_rows(comm, self.epochs, calls, members, codec)
+            members = {name: np.concatenate([members[name], extra[name]]) for name in members}
+        return members
 
 
 def dependency_edges(to_me, from_me, members, probe_edges=None):
@@ -175,7 +203,8 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=
     from_me = p2p.to_senders(comm, ownership, messages, calls, codec)
     probe_waits, probe_edges, path_ends = _probe_links(calls, ops, pairs, messages)
     waits, (member_wait, member_time) = waits_and_member_totals(calls, messages, from_me, members, probe_waits)
-    instances = collectives.instance_waits(comm, groups, member_wait, member_time, instances, codec)
+    n = len(groups.group)       # the instances' own members: match.rma's epoch rows come after them
+    instances = collectives.instance_waits(comm, groups, member_wait[:n], member_time[:n], instances, codec)
     dependencies = dependency_edges(messages, from_me, members, probe_edges) if with_edges else None
     receive_ends = messages["r_done_end"][messages["r_done_call"] >= 0].astype(np.int64)
     return Linked(calls, dependencies, waits, instances, pairs.unmatched, orphans, _incomplete(ops, calls), repair,

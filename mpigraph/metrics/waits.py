@@ -17,6 +17,12 @@ Collectives, per member i of an instance, by the pattern of its function
     Scan, Exscan: the member of rank i waits for the latest of the ranks < i (early
         scan), wait_before = clamp(max_{j<i} start_j - start_i), i and j ranks of the
         communicator (whose order may differ from MPI_COMM_WORLD's);
+    neighbourhood collectives (MPI_Neighbor_*, MPI_Ineighbor_*): the member waits for the
+        latest of its in-neighbours, wait_before = clamp(max_{j in in(i)} start_j - start_i)
+        (match.neighbors);
+    post/start/complete/wait epochs (match.rma): an origin's access epoch waits for its
+        targets' latest MPI_Win_post (late post), in the first call of the epoch that ended
+        after it; a target's MPI_Win_wait for its origins' latest MPI_Win_complete (early wait);
 where clamp(x) = min(max(x, 0), duration).  A nonblocking collective (MPI_Iallreduce,
 MPI_Ibarrier, ...) arrives when its call starts and waits in the Wait/Test call that
 completed its request: that call's wait_before is clamp(releasing start - its start)
@@ -43,7 +49,10 @@ Wait states (Scalasca's names): the wait before of each call, by kind:
     wait_barrier  the same for MPI_Barrier (and MPI_Ibarrier);
     late_broadcast  1-to-N non-root members: until the root arrived;
     early_reduce    N-to-1 root: until the last member arrived;
-    early_scan      Scan, Exscan: until the latest lower rank arrived.
+    early_scan      Scan, Exscan: until the latest lower rank arrived;
+    wait_neighbor   neighbourhood collectives: until the latest in-neighbour arrived;
+    late_post       one-sided origin: until its target posted the exposure epoch;
+    early_wait      one-sided target's MPI_Win_wait: until the last origin completed.
 """
 
 import collections.abc
@@ -53,12 +62,13 @@ import numpy as np
 from mpigraph.comm import codec as codec_module
 from mpigraph.metrics import message_kinds
 from mpigraph.match.collectives import PATTERN_OF_FUNC
-from mpigraph.match.core import (BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, NONBLOCKING,
-                                  SCAN, CallIndex)
+from mpigraph.match.core import (BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_NEIGHBOR,
+                                 COLLECTIVE_ONE_TO_N, NONBLOCKING, RMA_EARLY_WAIT, RMA_LATE_POST, SCAN, CallIndex)
 from mpigraph.trace import functions as mf
 from mpigraph.schema import WAIT_STATES  # noqa: F401  (the kinds, in the order of the codes below)
 
-LATE_SENDER, LATE_RECEIVER, WAIT_NXN, WAIT_BARRIER, LATE_BROADCAST, EARLY_REDUCE, EARLY_SCAN = range(7)
+(LATE_SENDER, LATE_RECEIVER, WAIT_NXN, WAIT_BARRIER, LATE_BROADCAST, EARLY_REDUCE, EARLY_SCAN, WAIT_NEIGHBOR,
+ LATE_POST, EARLY_WAIT) = range(10)
 NO_STATE = -1
 
 
@@ -125,9 +135,12 @@ def _collective_state_table():
     funcs = np.arange(len(PATTERN_OF_FUNC))
     table = np.full((len(funcs), 2), NO_STATE, np.int8)
     nxn = PATTERN_OF_FUNC == COLLECTIVE_N_TO_N
-    barrier = (funcs == BARRIER_ID) | (funcs == mf.BY_NAME["MPI_Ibarrier"].id)
+    barrier = np.isin(funcs, [BARRIER_ID, mf.BY_NAME["MPI_Ibarrier"].id, mf.BY_NAME["MPI_Barrier_init"].id])
     table[nxn, :] = np.where(barrier[nxn], WAIT_BARRIER, WAIT_NXN)[:, None]
     table[PATTERN_OF_FUNC == SCAN, :] = EARLY_SCAN
+    table[PATTERN_OF_FUNC == COLLECTIVE_NEIGHBOR, :] = WAIT_NEIGHBOR
+    table[PATTERN_OF_FUNC == RMA_LATE_POST, :] = LATE_POST
+    table[PATTERN_OF_FUNC == RMA_EARLY_WAIT, :] = EARLY_WAIT
     table[PATTERN_OF_FUNC == COLLECTIVE_ONE_TO_N, 0] = LATE_BROADCAST
     table[PATTERN_OF_FUNC == COLLECTIVE_N_TO_ONE, 1] = EARLY_REDUCE
     return table

@@ -29,9 +29,12 @@ ranks.csv, ranks.parquet: one row per rank, in rank order
     late_receiver_s/_ns   time      sends waiting for a late receive, N-to-N collectives and
     wait_nxn_s/_ns        time      barriers waiting for the last member, 1-to-N members waiting
     wait_barrier_s/_ns    time      for the root, the N-to-1 root waiting for the last member,
-    late_broadcast_s/_ns  time      Scan members waiting for the latest lower rank
-    early_reduce_s/_ns    time
-    early_scan_s/_ns      time
+    late_broadcast_s/_ns  time      Scan members waiting for the latest lower rank, neighbourhood
+    early_reduce_s/_ns    time      collectives waiting for the latest in-neighbour, one-sided
+    early_scan_s/_ns      time      origins waiting for a late MPI_Win_post, MPI_Win_wait waiting
+    wait_neighbor_s/_ns   time      for the last MPI_Win_complete
+    late_post_s/_ns       time
+    early_wait_s/_ns      time
     clock_offset_s/_ns    time    clock correction applied: offset to rank 0 at MPI_Init
     clock_drift_ppm       float   clock correction applied: drift against rank 0 (ppm)
     clock_shift_s/_ns     time    forward shift at its end from the receive-before-send repair
@@ -456,8 +459,10 @@ def _list(ranks, limit=16):
 def _wait_section(ranks):
     """Per-process imbalance table (seed 004's example output) with totals and the program's imbalance."""
     header = ["rank", "program s", "MPI s", "execution s", "compute s", "wait s", "imbalance", "late sender",
-              "late recv", "wait NxN", "barrier", "late bcast", "early red", "early scan", "calls"]
-    kinds = ["late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce", "early_scan"]
+              "late recv", "wait NxN", "barrier", "late bcast", "early red", "early scan", "neighbour", "late post",
+              "early wait", "calls"]
+    kinds = ["late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce", "early_scan",
+             "wait_neighbor", "late_post", "early_wait"]
 
     def cells(label, values, imbalance):
         return ([label] + [_seconds(values[k]) for k in ("program_time", "mpi_time", "execution", "compute", "wait")]

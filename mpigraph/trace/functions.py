@@ -47,12 +47,15 @@ SCAN = "scan"                  # Scan, Exscan: rank i waits for ranks < i
 COMM_CREATE = "comm_create"    # collective over the parent, writes a part with the new comm
 COMM_FREE = "comm_free"
 
-# Recorded for their time (MPI time, named in the report), not matched (yet):
+# Recorded for their time (MPI time, named in the report); matched where said:
 IO = "io"                      # MPI-IO calls of one rank (read, write, seek, ... on its own)
 RMA = "rma"                    # one-sided communication: Put, Get, Accumulate, ... (peer: the target)
 RMA_SYNC = "rma_sync"          # passive/general active target synchronisation: lock, flush, post, start, ...
-NEIGHBOR = "neighbor"          # neighbourhood collectives (comm and seq recorded, not grouped)
-COLL_INIT = "coll_init"        # persistent collective initialisation (MPI_Allreduce_init, ...)
+                               # (post/start/complete/wait epochs matched: mpigraph.match.rma)
+NEIGHBOR = "neighbor"          # neighbourhood collectives: instances by (comm, seq), each member released by
+                               # its in-neighbours (mpigraph.match.neighbors)
+COLL_INIT = "coll_init"        # persistent collective initialisation (MPI_Allreduce_init, ...): each MPI_Start
+                               # of its request is a member of an instance of its collective
 PARTITION = "partition"        # MPI_Pready*, MPI_Parrived
 ABORT = "abort"                # MPI_Abort: tag is the error code
 PHASE = "phase"                # MPI_Pcontrol: tag is the level; each call starts a phase (mpigraph.phases)
@@ -251,6 +254,24 @@ _FILE_IOPS = [
     ("File_iwrite_at_all", N_TO_N, _FH + ", " + _AT + _IO_BUF + _REQ),
 ]
 
+# Split collective file operations: the _begin call is the collective (N_TO_N on the file's
+# group, like MPI_File_read_all: ROMIO does the whole collective in it), the _end call returns
+# its status (recorded as IO: MPI time, no instance).
+_FILE_SPLIT = [
+    ("File_read_all_begin", N_TO_N, _FH + ", " + _IO_RBUF),
+    ("File_read_all_end", IO, _FH + ", void *buf" + _ST),
+    ("File_write_all_begin", N_TO_N, _FH + ", " + _IO_BUF),
+    ("File_write_all_end", IO, _FH + ", const void *buf" + _ST),
+    ("File_read_at_all_begin", N_TO_N, _FH + ", " + _AT + _IO_RBUF),
+    ("File_read_at_all_end", IO, _FH + ", void *buf" + _ST),
+    ("File_write_at_all_begin", N_TO_N, _FH + ", " + _AT + _IO_BUF),
+    ("File_write_at_all_end", IO, _FH + ", const void *buf" + _ST),
+    ("File_read_ordered_begin", N_TO_N, _FH + ", " + _IO_RBUF),
+    ("File_read_ordered_end", IO, _FH + ", void *buf" + _ST),
+    ("File_write_ordered_begin", N_TO_N, _FH + ", " + _IO_BUF),
+    ("File_write_ordered_end", IO, _FH + ", const void *buf" + _ST),
+]
+
 _ORIGIN = "const void *origin_addr, int origin_count, MPI_Datatype origin_datatype"
 _TARGET = "int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype"
 _RESULT = "void *result_addr, int result_count, MPI_Datatype result_datatype"
@@ -303,6 +324,7 @@ _INFO = ", MPI_Info info"
 
 FUNCTIONS += [_f(200 + i, "MPI_" + name, kind, params) for i, (name, kind, params) in enumerate(_FILE_OPS)]
 FUNCTIONS += [_f(230 + i, "MPI_" + name, kind, params, True) for i, (name, kind, params) in enumerate(_FILE_IOPS)]
+FUNCTIONS += [_f(350 + i, "MPI_" + name, kind, params) for i, (name, kind, params) in enumerate(_FILE_SPLIT)]
 FUNCTIONS += [_f(250 + i, "MPI_" + name, kind, params, name.startswith("R"))
               for i, (name, kind, params) in enumerate(_ONE_SIDED)]
 FUNCTIONS += [_f(290 + i, "MPI_" + name, NEIGHBOR, params) for i, (name, params) in enumerate(_NEIGHBOR)]

@@ -26,7 +26,7 @@ def creation_rows(rank_calls):
     records = np.asarray(rank_calls.records)
     flags, func = rank_calls.field("flags"), rank_calls.field("func")
     parts = np.flatnonzero(((flags & record.PART) != 0) & kind_is(func, mf.COMM_CREATE)
-                           & ((flags & record.ERROR) == 0))
+                           & ((flags & (record.ERROR | record.COLLECTIVE)) == 0))   # COLLECTIVE: in-neighbours
     call = rank_calls.record_call[parts] if rank_calls.record_call is not None else parts
     # The call record is the first record of its call: record_call is sorted.
     first = np.searchsorted(rank_calls.record_call, call) if rank_calls.record_call is not None else parts

@@ -2,7 +2,7 @@
  * each MPI_X below counts its calls and passes them on to the next definition (the shim's),
  * and MPI_Finalize prints "count_calls: rank R MPI_X N" on stderr for every X called.  It
  * shares no code or table with the shim, so the tests compare the shim's functions.csv with
- * it (tests/test_io_rma.py, test_mpi4.py, test_polling.py).
+ * it (tests/test_io_rma.py, test_mpi4.py, test_polling.py, test_neighbor_rma.py).
  * Build: mpicc -shared -fPIC -o count_calls.so count_calls.c -ldl */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -70,6 +70,28 @@ COUNT(MPI_Psend_init, int, (const void *b, int p, MPI_Count n, MPI_Datatype t, i
 COUNT(MPI_Precv_init, int, (void *b, int p, MPI_Count n, MPI_Datatype t, int s, int g, MPI_Comm c, MPI_Info i,
                             MPI_Request *q), (b, p, n, t, s, g, c, i, q))
 COUNT(MPI_Pready, int, (int p, MPI_Request q), (p, q))
+
+/* tests/test_neighbor_rma.py */
+COUNT(MPI_Neighbor_allgather, int, (const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
+                                    MPI_Comm c), (s, sc, st, r, rc, rt, c))
+COUNT(MPI_Neighbor_allgather_init, int, (const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
+                                         MPI_Comm c, MPI_Info i, MPI_Request *q), (s, sc, st, r, rc, rt, c, i, q))
+COUNT(MPI_Ineighbor_alltoall, int, (const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
+                                    MPI_Comm c, MPI_Request *q), (s, sc, st, r, rc, rt, c, q))
+COUNT(MPI_Dist_graph_create_adjacent, int, (MPI_Comm c, int ni, const int s[], const int sw[], int no, const int d[],
+                                            const int dw[], MPI_Info i, int r, MPI_Comm *o),
+      (c, ni, s, sw, no, d, dw, i, r, o))
+COUNT(MPI_Dist_graph_create, int, (MPI_Comm c, int n, const int s[], const int g[], const int d[], const int w[],
+                                   MPI_Info i, int r, MPI_Comm *o), (c, n, s, g, d, w, i, r, o))
+COUNT(MPI_Graph_create, int, (MPI_Comm c, int n, const int x[], const int e[], int r, MPI_Comm *o), (c, n, x, e, r, o))
+COUNT(MPI_Win_post, int, (MPI_Group g, int a, MPI_Win w), (g, a, w))
+COUNT(MPI_Win_start, int, (MPI_Group g, int a, MPI_Win w), (g, a, w))
+COUNT(MPI_Win_complete, int, (MPI_Win w), (w))
+COUNT(MPI_Win_wait, int, (MPI_Win w), (w))
+COUNT(MPI_File_write_all_begin, int, (MPI_File fh, const void *b, int n, MPI_Datatype t), (fh, b, n, t))
+COUNT(MPI_File_write_all_end, int, (MPI_File fh, const void *b, MPI_Status *st), (fh, b, st))
+COUNT(MPI_File_read_at_all_begin, int, (MPI_File fh, MPI_Offset o, void *b, int n, MPI_Datatype t), (fh, o, b, n, t))
+COUNT(MPI_File_read_at_all_end, int, (MPI_File fh, void *b, MPI_Status *st), (fh, b, st))
 
 int MPI_Finalize(void)
 {
