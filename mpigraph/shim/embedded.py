@@ -11,6 +11,7 @@ The shim calls in here through cffi (see EMBEDDING_INIT in setup.py):
 Keep imports lazy: this module is imported at MPI_Init of every Python program.
 """
 
+import contextlib
 import sys
 
 
@@ -63,13 +64,45 @@ def _analyse(run_dir):
         print("mpigraph: analysing with the Python of %s, mpigraph from %s"
               % (sys.prefix, os.path.dirname(os.path.abspath(mpigraph.__file__))), file=sys.stderr)
     try:
-        # in_job: analysis rank r owns trace rank r; with fewer, the blocks of the offline analysis.
-        text = analysis.analyze(run_dir, comm, settings, in_job=comm.size == MPI.COMM_WORLD.size)
+        with _pandas_left_out():
+            # in_job: analysis rank r owns trace rank r; with fewer, the blocks of the offline analysis.
+            text = analysis.analyze(run_dir, comm, settings, in_job=comm.size == MPI.COMM_WORLD.size)
     finally:
         comm.Free()
     if text is not None and not settings.quiet:      # analysis rank 0; `mpigraph run` sets quiet and prints it
         sys.stdout.write(text)
         sys.stdout.flush()
+
+
+class _NoPandas:
+    """An import finder that answers "not installed" for pandas (see _pandas_left_out)."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "pandas":
+            raise ModuleNotFoundError("mpigraph's analysis leaves pandas out", name=name)
+        return None
+
+
+@contextlib.contextmanager
+def _pandas_left_out():
+    """No import of pandas while the analysis runs, unless the program had imported it.
+
+    The analysis never uses pandas, but pyarrow imports it when it is installed, to recognise
+    pandas objects among its inputs: the first pa.array, pa.scalar or compute call with a Python
+    value does, half a second at every in-job analysis (more than all the stages of a small run).
+    Without pandas those checks answer "not a pandas object", which is what the analysis's
+    numpy arrays and Python values are: the report is the same.  After the analysis pandas
+    imports again (pyarrow tries again when it needs it: to_pandas).
+    """
+    if "pandas" in sys.modules:
+        yield
+        return
+    sys.meta_path.insert(0, _NoPandas)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(_NoPandas)
 
 
 def _analysis_comm(mpi):
