@@ -64,7 +64,7 @@ def _analyse(run_dir):
         print("mpigraph: analysing with the Python of %s, mpigraph from %s"
               % (sys.prefix, os.path.dirname(os.path.abspath(mpigraph.__file__))), file=sys.stderr)
     try:
-        with _pandas_left_out():
+        with _left_out():
             # in_job: analysis rank r owns trace rank r; with fewer, the blocks of the offline analysis.
             text = analysis.analyze(run_dir, comm, settings, in_job=comm.size == MPI.COMM_WORLD.size)
     finally:
@@ -74,35 +74,40 @@ def _analyse(run_dir):
         sys.stdout.flush()
 
 
-class _NoPandas:
-    """An import finder that answers "not installed" for pandas (see _pandas_left_out)."""
+# Modules that pyarrow imports, when they are installed, only to recognise their objects among
+# its inputs, and that the analysis never passes it: pandas (0.5 s of imports) at the first
+# pa.array, pa.scalar or compute call with a Python value; it tries twice in a small run.
+# Not dateutil (its relativedelta, 3-14 ms): pyarrow tries it again at every Python value whose
+# type it infers, 0.14 ms a failed try, and a small run has dozens.
+LEFT_OUT = ("pandas",)
+
+
+class _LeftOut:
+    """An import finder that answers "not installed" for the modules of LEFT_OUT (see _left_out)."""
 
     @staticmethod
     def find_spec(name, path=None, target=None):
-        if name == "pandas":
-            raise ModuleNotFoundError("mpigraph's analysis leaves pandas out", name=name)
+        if name in LEFT_OUT:
+            raise ModuleNotFoundError("mpigraph's analysis leaves %s out" % name, name=name)
         return None
 
 
 @contextlib.contextmanager
-def _pandas_left_out():
-    """No import of pandas while the analysis runs, unless the program had imported it.
+def _left_out():
+    """No import of the modules of LEFT_OUT while the analysis runs (one the program had imported
+    stays: sys.modules answers before any finder).
 
-    The analysis never uses pandas, but pyarrow imports it when it is installed, to recognise
-    pandas objects among its inputs: the first pa.array, pa.scalar or compute call with a Python
-    value does, half a second at every in-job analysis (more than all the stages of a small run).
-    Without pandas those checks answer "not a pandas object", which is what the analysis's
-    numpy arrays and Python values are: the report is the same.  After the analysis pandas
-    imports again (pyarrow tries again when it needs it: to_pandas).
+    The analysis never uses them, but pyarrow imports them to recognise their objects among its
+    inputs: half a second at every in-job analysis, more than all the stages of a small run.
+    Without them those checks answer "not such an object", which is what the analysis's numpy
+    arrays and Python values are: the report is the same.  After the analysis they import again
+    (pyarrow tries pandas again when it needs it: to_pandas).
     """
-    if "pandas" in sys.modules:
-        yield
-        return
-    sys.meta_path.insert(0, _NoPandas)
+    sys.meta_path.insert(0, _LeftOut)
     try:
         yield
     finally:
-        sys.meta_path.remove(_NoPandas)
+        sys.meta_path.remove(_LeftOut)
 
 
 def _analysis_comm(mpi):
