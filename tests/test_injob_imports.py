@@ -4,6 +4,7 @@ log (PYTHONPROFILEIMPORTTIME, set for the ranks) says which modules the analysis
 
 import os
 import re
+import sys
 
 import mpi_env
 
@@ -36,3 +37,28 @@ def test_an_empty_program_is_analysed_without_modules_it_does_not_need(wheel, bu
     # The log is the analysis rank's, and it shows a package imported as such.
     assert imported_packages(result.stderr, ["mpigraph.analysis"]) == ["mpigraph.analysis"], result.stderr[-2000:]
     assert imported_packages(result.stderr, NOT_NEEDED) == []
+
+
+PROGRAM_GOES_ON = """
+from mpi4py import MPI
+
+MPI.COMM_WORLD.Barrier()
+MPI.Finalize()              # the shim analyses the run here, and the program goes on
+import pandas
+import pyarrow
+
+print("after MPI_Finalize:", pyarrow.array(pandas.Series(["a", "b", "a"], dtype="category")).type)
+"""
+
+
+def test_a_python_program_that_goes_on_after_mpi_finalize_keeps_pandas_in_pyarrow(wheel, tmp_path):
+    # pyarrow takes a pandas categorical for a dictionary array only while it knows pandas is
+    # there: the analysis must not have left pandas out of a process whose program goes on.
+    program = tmp_path / "goes_on.py"
+    program.write_text(PROGRAM_GOES_ON)
+    run = tmp_path / "run"
+    result = mpi_env.mpirun(wheel, 2, [sys.executable, program], out=run, rank_env={"MPIGRAPH_QUIET": "1"})
+    assert result.returncode == 0, result.stderr
+    assert (run / "summary.txt").exists(), result.stderr
+    lines = [line for line in result.stdout.splitlines() if line.startswith("after MPI_Finalize:")]
+    assert len(lines) == 2 and all(line.startswith("after MPI_Finalize: dictionary<") for line in lines), lines
