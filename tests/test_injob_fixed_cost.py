@@ -1,6 +1,6 @@
-"""The in-job analysis of a small run imports only what its stages need (issue 28: the fixed cost
-of an analysis in the job is Python's start and its imports, not the work).  Python's own import
-log (PYTHONPROFILEIMPORTTIME, set for the ranks) says which modules the analysis rank imported."""
+"""The fixed cost of the in-job analysis (issue 28): the analysis rank of a small run imports only
+what its stages need (Python's own import log, PYTHONPROFILEIMPORTTIME set for the ranks, says
+which modules it imported), and the ranks that do not analyse leave MPI_Finalize at once."""
 
 import os
 import re
@@ -62,3 +62,15 @@ def test_a_python_program_that_goes_on_after_mpi_finalize_keeps_pandas_in_pyarro
     assert (run / "summary.txt").exists(), result.stderr
     lines = [line for line in result.stdout.splitlines() if line.startswith("after MPI_Finalize:")]
     assert len(lines) == 2 and all(line.startswith("after MPI_Finalize: dictionary<") for line in lines), lines
+
+
+def test_the_ranks_that_do_not_analyse_leave_mpi_finalize_before_the_report_exists(wheel, builder, tmp_path):
+    # With the mpich wheel MPI_Finalize is collective unless the shim makes it local: the other
+    # ranks would return only once rank 0 has analysed the run and written summary.txt.
+    exe = builder.build("leave_finalize.c", wheel.mpicc)
+    run = tmp_path / "run"
+    result = mpi_env.mpirun(wheel, 3, [exe], out=run, rank_env={"MPIGRAPH_QUIET": "1"})
+    assert result.returncode == 0, result.stderr
+    assert (run / "summary.txt").exists(), result.stderr
+    assert os.listdir(run / "calls.parquet") == ["part-0000.parquet"]      # one analysis rank
+    assert sorted(result.stdout.splitlines()) == ["rank %d left MPI_Finalize before the report" % r for r in (1, 2)]
