@@ -237,17 +237,17 @@ static void finalize_locally(void)
     __typeof__(MPI_T_finalize) *t_finalize = mpi_t_symbol("MPI_T_finalize");
     __typeof__(MPI_T_cvar_get_index) *get_index = mpi_t_symbol("MPI_T_cvar_get_index");
     __typeof__(MPI_T_cvar_handle_alloc) *handle_alloc = mpi_t_symbol("MPI_T_cvar_handle_alloc");
-    __typeof__(MPI_T_cvar_write) *write = mpi_t_symbol("MPI_T_cvar_write");
+    __typeof__(MPI_T_cvar_write) *cvar_write = mpi_t_symbol("MPI_T_cvar_write");
     __typeof__(MPI_T_cvar_handle_free) *handle_free = mpi_t_symbol("MPI_T_cvar_handle_free");
     int provided, index, count, one = 1;
     MPI_T_cvar_handle handle;
-    if (!t_init || !t_finalize || !get_index || !handle_alloc || !write || !handle_free
+    if (!t_init || !t_finalize || !get_index || !handle_alloc || !cvar_write || !handle_free
         || t_init(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS)
         return;
     if (get_index("MPIR_CVAR_NO_COLLECTIVE_FINALIZE", &index) == MPI_SUCCESS
         && handle_alloc(index, NULL, &handle, &count) == MPI_SUCCESS) {
         if (count == 1)
-            write(handle, &one);
+            cvar_write(handle, &one);
         handle_free(&handle);
     }
     t_finalize();

@@ -66,7 +66,7 @@ def _analyse(run_dir, process_ends):
         print("mpigraph: analysing with the Python of %s, mpigraph from %s"
               % (sys.prefix, os.path.dirname(os.path.abspath(mpigraph.__file__))), file=sys.stderr)
     try:
-        # pandas: pyarrow would import it (0.5 s), but only the program may decide it for the
+        # pandas: pyarrow would import it (0.15-0.5 s), but only the program may decide it for the
         # rest of the process (a Python program that calls MPI_Finalize and goes on).
         with left_out() if process_ends else contextlib.nullcontext():
             # in_job: analysis rank r owns trace rank r; with fewer, the blocks of the offline analysis.

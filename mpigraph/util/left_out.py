@@ -2,8 +2,8 @@
 or `mpigraph analyze`): pyarrow imports them, when they are installed, only to recognise their
 objects among its inputs, and the analysis never passes it any.
 
-pandas: 0.5 s of imports, at the first pa.array, pa.scalar or compute call with a Python value;
-pyarrow tries twice in a small run.  Without it those checks answer "not a pandas object", which
+pandas: 0.15 s of CPU on an idle core (0.5 s with Python's import log on a busy machine), at the
+first pa.array, pa.scalar or compute call with a Python value; pyarrow tries twice in a small run.  Without it those checks answer "not a pandas object", which
 is what the analysis's numpy arrays and Python values are: the report is the same.
 Not dateutil (its relativedelta, 3-14 ms): pyarrow tries it again at every Python value whose
 type it infers, 0.14 ms a failed try, and a small run has dozens: as much as the import.
