@@ -1,10 +1,11 @@
-"""Modules kept from being imported while an analysis runs in a process of its own (in the job,
-or `mpigraph analyze`): pyarrow imports them, when they are installed, only to recognise their
+"""Modules kept from being imported while the in-job analysis runs at the end of a program
+(mpigraph.shim.embedded): pyarrow imports them, when they are installed, only to recognise their
 objects among its inputs, and the analysis never passes it any.
 
-pandas: 0.15 s of CPU on an idle core (0.5 s with Python's import log on a busy machine), at the
-first pa.array, pa.scalar or compute call with a Python value; pyarrow tries twice in a small run.  Without it those checks answer "not a pandas object", which
-is what the analysis's numpy arrays and Python values are: the report is the same.
+pandas: 0.15 s of CPU on an idle core (0.5 s with Python's import log on a busy machine), at
+the first pa.array, pa.scalar or compute call with a Python value; pyarrow tries twice in a
+small run.  Without it those checks answer "not a pandas object", which is what the analysis's
+numpy arrays and Python values are: the report is the same.
 Not dateutil (its relativedelta, 3-14 ms): pyarrow tries it again at every Python value whose
 type it infers, 0.14 ms a failed try, and a small run has dozens: as much as the import.
 """
