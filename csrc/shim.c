@@ -39,7 +39,7 @@ static int32_t mg_next_thread_slot = 1;
 static int mg_analysis_ranks; /* the analysis runs on world ranks 0 .. mg_analysis_ranks - 1 */
 
 /* Records an analysis rank is given at least before another one joins: an analysis rank costs
- * a fixed start (Python, imports: about a second) and analyses about a million records a second,
+ * a fixed start (Python, imports: a few tenths of a second) and analyses about a million records a second,
  * so a small run is analysed by few ranks and the others leave MPI_Finalize at once. */
 #define RECORDS_PER_ANALYSIS_RANK 1000000LL
 
