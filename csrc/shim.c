@@ -39,7 +39,7 @@ static int32_t mg_next_thread_slot = 1;
 static int mg_analysis_ranks; /* the analysis runs on world ranks 0 .. mg_analysis_ranks - 1 */
 
 /* Records an analysis rank is given at least before another one joins: an analysis rank costs
- * a fixed start (Python, imports: about a second) and analyses about a million records a second,
+ * a fixed start (Python, imports: a few tenths of a second) and analyses about a million records a second,
  * so a small run is analysed by few ranks and the others leave MPI_Finalize at once. */
 #define RECORDS_PER_ANALYSIS_RANK 1000000LL
 
@@ -213,6 +213,46 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 
 /* ---- Finalize: close the log, hand over to Python ------------------------------ */
 
+/* A symbol of the MPI library's tool interface: its PMPI_T_ name, else its MPI_T_ one. */
+static void *mpi_t_symbol(const char *name)
+{
+    char pmpi[64];
+    snprintf(pmpi, sizeof pmpi, "P%s", name);
+    void *f = mg_mpi_symbol(pmpi);
+    return f ? f : mg_mpi_symbol(name);
+}
+
+/* Let MPI_Finalize return without waiting for the other ranks, where the MPI can: the ranks that
+ * do not analyse then leave it at once, while the analysis ranks analyse.  MPICH's MPI_Finalize is
+ * collective (it ends with a barrier over MPI_COMM_WORLD), so they would wait there for the whole
+ * analysis; its control variable MPIR_CVAR_NO_COLLECTIVE_FINALIZE makes it local.  The variable
+ * must be the same on every rank (set on the ones that leave only, the analysis ranks' own
+ * MPI_Finalize waits for them for ever), so every rank sets it here.  Safe at this point: every
+ * rank has completed its communication (the Allreduce of choose_analysis_ranks came after it),
+ * and the analysis ranks talk only among themselves.  An MPI without the variable (Open MPI)
+ * keeps its collective MPI_Finalize: nothing changes. */
+static void finalize_locally(void)
+{
+    __typeof__(MPI_T_init_thread) *t_init = mpi_t_symbol("MPI_T_init_thread");
+    __typeof__(MPI_T_finalize) *t_finalize = mpi_t_symbol("MPI_T_finalize");
+    __typeof__(MPI_T_cvar_get_index) *get_index = mpi_t_symbol("MPI_T_cvar_get_index");
+    __typeof__(MPI_T_cvar_handle_alloc) *handle_alloc = mpi_t_symbol("MPI_T_cvar_handle_alloc");
+    __typeof__(MPI_T_cvar_write) *cvar_write = mpi_t_symbol("MPI_T_cvar_write");
+    __typeof__(MPI_T_cvar_handle_free) *handle_free = mpi_t_symbol("MPI_T_cvar_handle_free");
+    int provided, index, count, one = 1;
+    MPI_T_cvar_handle handle;
+    if (!t_init || !t_finalize || !get_index || !handle_alloc || !cvar_write || !handle_free
+        || t_init(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS)
+        return;
+    if (get_index("MPIR_CVAR_NO_COLLECTIVE_FINALIZE", &index) == MPI_SUCCESS
+        && handle_alloc(index, NULL, &handle, &count) == MPI_SUCCESS) {
+        if (count == 1)
+            cvar_write(handle, &one);
+        handle_free(&handle);
+    }
+    t_finalize();
+}
+
 /* Every rank here (they all arrived) and its log closed: how many ranks analyse the run, from
  * its records; the ranks past them do not analyse.  The Allreduce also makes sure every log is
  * closed before an analysis rank reads it. */
@@ -222,6 +262,8 @@ static void choose_analysis_ranks(void)
     PMPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     long long k = (total + RECORDS_PER_ANALYSIS_RANK - 1) / RECORDS_PER_ANALYSIS_RANK;
     mg_analysis_ranks = k < 1 ? 1 : k > mg.world_size ? mg.world_size : (int)k;
+    if (mg_analysis_ranks < mg.world_size)
+        finalize_locally();
     if (mg.world_rank >= mg_analysis_ranks)
         mg_analyze = 0;
 }

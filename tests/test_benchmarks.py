@@ -99,3 +99,21 @@ def test_bench_overhead_prints_the_empty_programs_row(wheel):
     for column in ("record %", "full %"):
         assert re.match(r"^-?\d+\.\d%$", cells[column]), cells[column]
     assert "wall seconds of each round" in out and "the benchmark took" in out
+
+
+def test_bench_startup_prints_a_row_per_rank_count(wheel):
+    out = run_benchmark(wheel, "bench_startup.py", "--nprocs", "2", "--rounds", "1", "--breakdown")
+    assert out.startswith("machine: ")
+    header, rows = markdown_table(out, "ranks")
+    assert header == ["ranks", "bare s", "record s", "analysis s", "analysis - record s", "CPU analysis - record s",
+                      "analysis ranks"]
+    assert [row[0] for row in rows] == ["2"]
+    cells = dict(zip(header, rows[0]))
+    for column in ("bare s", "record s", "analysis s"):
+        best, median = (float(x) for x in cells[column].split(" / "))
+        assert 0 < best <= median
+    # 4 records (MPI_Init and MPI_Finalize of 2 ranks): one analysis rank.
+    assert cells["analysis ranks"] == "1"
+    stages = re.findall(r"^  stage (\S+) ", out, re.M)
+    assert stages[0] == "trace" and stages[-1] == "report", out
+    assert re.search(r"^    import mpigraph\.analysis +\d+\.\d{3} s$", out, re.M), out

@@ -11,6 +11,7 @@ The shim calls in here through cffi (see EMBEDDING_INIT in setup.py):
 Keep imports lazy: this module is imported at MPI_Init of every Python program.
 """
 
+import contextlib
 import sys
 
 
@@ -36,8 +37,9 @@ def _provide_libmpi_name():
         ctypes.CDLL(os.path.join(PACKAGE_DIR, "compat", "libmpi.so.12"))
 
 
-def _analyse(run_dir):
-    """Analyse the finished run on a private duplicate of MPI_COMM_WORLD."""
+def _analyse(run_dir, process_ends):
+    """Analyse the finished run on a private communicator of the analysis ranks; `process_ends`:
+    nothing of the program runs after the analysis."""
     if "mpi4py.MPI" not in sys.modules:
         _provide_libmpi_name()
     import mpi4py
@@ -50,6 +52,7 @@ def _analyse(run_dir):
 
     from mpigraph import analysis, config
     from mpigraph.comm import launch
+    from mpigraph.util.left_out import left_out
 
     launch.check_initialized(MPI)
     settings = config.from_env()
@@ -63,8 +66,11 @@ def _analyse(run_dir):
         print("mpigraph: analysing with the Python of %s, mpigraph from %s"
               % (sys.prefix, os.path.dirname(os.path.abspath(mpigraph.__file__))), file=sys.stderr)
     try:
-        # in_job: analysis rank r owns trace rank r; with fewer, the blocks of the offline analysis.
-        text = analysis.analyze(run_dir, comm, settings, in_job=comm.size == MPI.COMM_WORLD.size)
+        # pandas: pyarrow would import it (0.15-0.5 s), but only the program may decide it for the
+        # rest of the process (a Python program that calls MPI_Finalize and goes on).
+        with left_out() if process_ends else contextlib.nullcontext():
+            # in_job: analysis rank r owns trace rank r; with fewer, the blocks of the offline analysis.
+            text = analysis.analyze(run_dir, comm, settings, in_job=comm.size == MPI.COMM_WORLD.size)
     finally:
         comm.Free()
     if text is not None and not settings.quiet:      # analysis rank 0; `mpigraph run` sets quiet and prints it
@@ -88,10 +94,16 @@ def _analysis_comm(mpi):
         group.Free()
 
 
-def analyse_at_finalize(run_dir):
-    """Entry point from the C MPI_Finalize wrapper; 1 on success (cffi returns 0 on failure)."""
+# True in a Python program (register_atexit ran at its MPI_Init): its own MPI_Finalize call may
+# come before more of its work.  In a C program the shim's interpreter runs only the analysis.
+_python_program = False
+
+
+def analyse_at_finalize(run_dir, process_ends=None):
+    """Entry point from the C MPI_Finalize wrapper; 1 on success (cffi returns 0 on failure).
+    `process_ends` (default: in a C program) says nothing of the program runs after."""
     try:
-        _analyse(run_dir)
+        _analyse(run_dir, not _python_program if process_ends is None else process_ends)
         return 1
     except BaseException as error:
         _report_failure(error)
@@ -124,7 +136,10 @@ def _report_failure(error):
 
 
 def register_atexit(ffi, lib):
+    global _python_program
     import atexit
+
+    _python_program = True
     # The analysis at interpreter exit may import modules that register exit handlers of their
     # own on import, which Python refuses once it is shutting down: pyarrow imports pandas when it
     # is installed, and pandas imports concurrent.futures' thread pool.  Imported now, while the
@@ -137,7 +152,7 @@ def register_atexit(ffi, lib):
         lib.mpigraph_close_log()
         if lib.mpigraph_analysis_wanted():
             run_dir = ffi.string(lib.mpigraph_run_dir()).decode()
-            if not analyse_at_finalize(run_dir):
+            if not analyse_at_finalize(run_dir, process_ends=True):
                 print("mpigraph: the analysis did not complete; raw logs are in %s "
                       "(run: mpigraph analyze %s)" % (run_dir, run_dir), file=sys.stderr)
             lib.mpigraph_mark_analysed()
