@@ -1,0 +1,162 @@
+"""The pieces of a split model graph spread over the analysis ranks, and combined.
+
+A run's model graph splits at its global synchronisation points (cuts.py): T(L) is the sum
+of the pieces' T_j(L) for every L, and each piece is a graph of its own.  ``Spread`` gives
+every analysis rank of `comm` a contiguous block of pieces (about the same number of edges
+each, cut where the running sum of edges crosses a K-th of the total), sent once from
+analysis rank 0 in columnar batches (comm.shuffle.exchange: the codec, the bytes counted by
+comm.meter).  Then each rank
+
+- searches its own pieces' breakpoints (``Model.envelope_units``: every piece on its own, in
+  passes over its block only), and rank 0 adds the pieces' envelopes up in piece order
+  (``envelope.combine_units``);
+- evaluates its pieces at given values (``forward``: a Pass per piece, gathered in piece
+  order and summed there), for the tolerance's Newton steps and the slopes at a point;
+- walks its pieces' critical paths (``path``: per piece; the edges as the whole graph's ids).
+
+Every number is computed per piece by the same pass whatever K is, and the sums over pieces
+are taken on the gathered per-piece values in piece order, as one rank takes them: the
+answers are identical for every K (tests/test_whatif_spread.py).  The tolerance "tight"
+(``Model.eps_abs``) and the asymptote's far point are the whole graph's, computed on rank 0.
+
+A graph without cuts (no collective over all ranks: a ping-pong, or --collectives
+dissemination) is one piece: it is solved on one rank while the others wait.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from mpigraph.comm import shuffle
+from mpigraph.whatif.envelope import Edges, Model, Pass, combine_units, tight_eps
+
+
+@dataclasses.dataclass
+class Plan:
+    """What every rank knows of the spread (computed on rank 0, broadcast)."""
+
+    first_unit: np.ndarray       # K + 1 bounds: rank a holds units first_unit[a]:first_unit[a+1]
+    edges_per_rank: np.ndarray   # edges each rank holds
+    eps_abs: float               # the whole graph's "tight" tolerance
+    span: float                  # the asymptote's scale: sum |c| + max |start| + 1 (whole graph)
+    min_coef: dict               # param -> the smallest positive coefficient of the whole graph
+
+
+def plan(edges: Edges, edge_piece, n_ranks):
+    """Blocks of units per rank: unit u goes to rank floor(K * edges before u / all edges)."""
+    n_units = len(np.atleast_1d(edges.sink))
+    per_unit = np.bincount(np.asarray(edge_piece, np.int64), minlength=n_units)
+    before = np.r_[0, np.cumsum(per_unit)[:-1]]
+    owner = np.minimum(before * n_ranks // max(int(per_unit.sum()), 1), n_ranks - 1)
+    first = np.searchsorted(owner, np.arange(n_ranks + 1), "left")
+    first[-1] = n_units
+    cum = np.r_[0, np.cumsum(per_unit)]
+    held = cum[first[1:]] - cum[first[:-1]]
+    start = edges.start[np.isfinite(edges.start)]
+    min_coef = {p: float(c[c > 0].min()) if (c > 0).any() else 1.0 for p, c in (("L", edges.m), ("G", edges.b))}
+    span = float(np.abs(edges.c).sum()) + float(np.abs(start).max(initial=0)) + 1.0
+    return Plan(first, held, tight_eps(edges), span, min_coef)
+
+
+def _blocks(edges: Edges, edge_piece, p: Plan):
+    """Per rank: (edge batch, vertex batch, sink batch) of its units, vertices renumbered in
+    their global order (so each vertex keeps its in-edges' order: the same critical edges)."""
+    edge_piece = np.asarray(edge_piece, np.int64)
+    sinks = np.atleast_1d(np.asarray(edges.sink, np.int64))
+    order = np.argsort(edge_piece, kind="stable")            # edges by unit, each unit's in their order
+    bounds = np.searchsorted(edge_piece[order], p.first_unit)
+    out = []
+    for a in range(len(p.first_unit) - 1):                   # a loop over analysis ranks
+        ids = order[bounds[a]:bounds[a + 1]]
+        u0, u1 = p.first_unit[a], p.first_unit[a + 1]
+        vertices = np.unique(np.r_[edges.src[ids], edges.dst[ids], sinks[u0:u1]])
+        local = np.searchsorted(vertices, [edges.src[ids], edges.dst[ids]])
+        out.append(({"src": local[0], "dst": local[1], "c": edges.c[ids], "m": edges.m[ids], "b": edges.b[ids],
+                     "unit": edge_piece[ids] - u0, "edge": ids.astype(np.int64)},
+                    {"start": edges.start[vertices]},
+                    {"sink": np.searchsorted(vertices, sinks[u0:u1]).astype(np.int64)}))
+    return out
+
+
+class Spread:
+    """A split graph's units spread over comm's ranks (see the module doc).  Collective: every
+    rank constructs it and calls the same methods in the same order; `edges` and
+    `edge_piece` (``cuts.split_union``'s, or a graph of one unit with edge_piece zeros) are
+    read on rank 0 only."""
+
+    def __init__(self, comm, edges=None, edge_piece=None):
+        self.comm = comm
+        rank, size = comm.Get_rank(), comm.Get_size()
+        self.plan = comm.bcast(plan(edges, edge_piece, size) if rank == 0 else None)
+        blocks = _blocks(edges, edge_piece, self.plan) if rank == 0 else None
+        mine = []
+        for part in range(3):                 # edges, vertices, sinks: three batches of their own lengths
+            got, _ = shuffle.exchange(comm, [b[part] for b in blocks] if rank == 0 else [None] * size)
+            mine.append(got.get(0))
+        u0, u1 = self.plan.first_unit[rank], self.plan.first_unit[rank + 1]
+        self.n_units = int(self.plan.first_unit[-1])
+        self.n_local = int(u1 - u0)
+        self.model = None
+        self.edge_ids = np.zeros(0, np.int64)
+        if self.n_local:
+            e, v, s = mine
+            local = Edges(len(v["start"]), e["src"], e["dst"], e["c"], e["m"], e["b"], v["start"], s["sink"])
+            self.model = Model(local, e["unit"], eps_abs=self.plan.eps_abs)
+            self.edge_ids = e["edge"]
+        self.eps_abs = self.plan.eps_abs
+
+    @property
+    def n_edges(self):
+        """Edges this rank solves."""
+        return len(self.edge_ids)
+
+    # ---- the whole envelope -------------------------------------------------------------
+
+    def envelope(self, lo, hi, param="L", fixed=0.0):
+        """T's pieces on [lo, hi], the same on every rank: each rank's units searched there,
+        added up on rank 0 in unit order."""
+        mine = self.model.envelope_units(lo, hi, param, fixed) if self.model is not None else []
+        units = self.comm.gather(mine, root=0)
+        pieces = combine_units([u for block in units for u in block], lo, hi) if self.comm.Get_rank() == 0 else None
+        return self.comm.bcast(pieces, root=0)
+
+    # ---- passes at given values ------------------------------------------------------------
+
+    def forward(self, values, param="L", fixed=0.0):
+        """A Pass at each of `values` (the same on every rank): the units' values gathered in
+        unit order and summed."""
+        values = np.atleast_1d(np.asarray(values, np.float64))
+        if self.model is not None:
+            got = self.model.forward_pieces(np.tile(values, (self.n_local, 1)), param, fixed)
+            mine = np.stack([got.T, got.right, got.left, got.other])
+        else:
+            mine = np.zeros((4, 0, len(values)))
+        every = np.concatenate(self.comm.allgather(mine), axis=1)
+        return Pass(*(every[i].sum(axis=0) for i in range(4)))
+
+    def path(self, value, param="L", fixed=0.0):
+        """(Pass at `value` with the other coefficient on the path, the critical edges as the
+        whole graph's edge ids, sorted), the same on every rank."""
+        if self.model is not None:
+            got, on = self.model.path_units(value, param, fixed)
+            mine = np.stack([got.T, got.right, got.left, got.other])
+            on = self.edge_ids[on]
+        else:
+            mine, on = np.zeros((4, 0, 1)), np.zeros(0, np.int64)
+        every = np.concatenate(self.comm.allgather(mine), axis=1)
+        edges = np.sort(np.concatenate(self.comm.allgather(on)))
+        return Pass(*(every[i].sum(axis=0) for i in range(4))), edges
+
+    # ---- tolerance (Model's Newton steps on the spread passes) --------------------------------
+
+    tolerance = Model.tolerance
+
+    def _t_eps(self, t):
+        return Model._t_eps(self, t)
+
+    def asymptote(self, param="L", fixed=0.0):
+        """(a, C) of the steepest line of T (Model.asymptote, with the whole graph's scale)."""
+        big = 4 * self.plan.span / self.plan.min_coef[param]
+        got = self.forward([big], param, fixed)
+        a = float(got.right[0])
+        return a, float(got.T[0]) - a * big
