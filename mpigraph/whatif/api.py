@@ -41,6 +41,7 @@ class Result:
     seconds: float = 0.0
     files: list = dataclasses.field(default_factory=list)
     spread: tuple = (0, 0)       # (pieces, edges) this analysis rank solved
+    records_read: int = 0        # trace records this analysis rank read (rank 0: all)
 
 
 def load_params(path):
@@ -103,7 +104,7 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
     if lo >= hi or (model == "delta" and lo < 0):
         raise WhatifError("--latency %g:%g s: need 0 <= lo < hi (delta adds latency to the measured run)" % (lo, hi))
     with meter.stage("whatif graph"):          # trace, clock, match and the model graph: analysis rank 0
-        graph, edges, edge_piece, net, ref_ns, base_ns = parallel.collectively(
+        graph, edges, edge_piece, net, ref_ns, base_ns, records = parallel.collectively(
             comm, _graph if comm.Get_rank() == 0 else _nothing, run_dir, model, params, loggps, collectives, at, clock)
         net, ref_ns, base_ns, measured_ns = comm.bcast((net, ref_ns, base_ns, graph.measured_ns if graph else None))
     with meter.stage("whatif spread"):         # the pieces to their ranks
@@ -137,6 +138,7 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
                                        for p in m.envelope(glo, ghi, param="G", fixed=ref_ns)]
     result.seconds = time.perf_counter() - started
     result.spread = (m.n_local, m.n_edges)
+    result.records_read = records
     result.text = summary(result, net)
     if out:
         from mpigraph.whatif import outputs
@@ -147,7 +149,7 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
 
 def _nothing(*args):
     """What the ranks other than 0 hold before the spread: nothing."""
-    return None, None, None, None, None, None
+    return None, None, None, None, None, None, 0
 
 
 def _graph(run_dir, model, params, loggps, collectives, at, clock):
@@ -169,7 +171,7 @@ def _graph(run_dir, model, params, loggps, collectives, at, clock):
     else:
         ref_ns = float(at) / NS if at else net.L0_ns
         base_ns = 0.0
-    return graph, edges, edge_piece, net, ref_ns, base_ns
+    return graph, edges, edge_piece, net, ref_ns, base_ns, sum(len(c.records) for c in matched.calls.values())
 
 
 def _piece_rows(pieces, base_ns, model):
