@@ -35,7 +35,16 @@ def agree(verdict):
 
 
 def test_spread_equals_the_whole_graph():
-    whole, joints = chain_of_pieces(SEEDS)
+    check(SEEDS, "spread")
+
+
+def test_few_pieces_share_the_columns():
+    """Two pieces: on 3 ranks every rank holds both and the passes' columns are shared."""
+    check(SEEDS[:2], "columns", replicate=WORLD.size > 2)
+
+
+def check(seeds, name, replicate=False):
+    whole, joints = chain_of_pieces(seeds)
     reference = Model(whole)
     edges, kept, edge_piece = split_union(whole, joints)
     spread = Spread(WORLD, edges if WORLD.rank == 0 else None, edge_piece if WORLD.rank == 0 else None)
@@ -54,8 +63,10 @@ def test_spread_equals_the_whole_graph():
         want_g = reference.envelope(0.0, 0.5, param="G", fixed=40.0)
         checks = [
             ("cuts kept", list(kept) == joints),
-            ("every rank holds pieces", all(u > 0 for u, _ in held) and sum(u for u, _ in held) == len(SEEDS)),
-            ("every edge held once", sum(e for _, e in held) == len(whole.src)),
+            ("the mode", spread.plan.replicate == replicate),
+            ("every rank holds pieces", all(u > 0 for u, _ in held)
+             and sum(u for u, _ in held) == len(seeds) * (WORLD.size if replicate else 1)),
+            ("every edge held once", sum(e for _, e in held) == len(whole.src) * (WORLD.size if replicate else 1)),
             ("slopes", [p.slope for p in pieces] == [p.slope for p in want]),
             ("breakpoints", np.allclose([p.hi for p in pieces], [p.hi for p in want], rtol=1e-12)),
             ("intercepts", np.allclose([p.intercept for p in pieces], [p.intercept for p in want], rtol=1e-12)),
@@ -78,6 +89,6 @@ def test_spread_equals_the_whole_graph():
                       "tolerance": hexes(tol) + hexes([t0]), "forward": [hexes(getattr(at, f)) for f in
                                                                          ("T", "right", "left", "other")],
                       "G": [hexes((p.lo, p.hi, p.slope, p.intercept)) for p in g_pieces]}
-            with open(os.path.join(out, "spread-%d.json" % WORLD.size), "w") as f:
+            with open(os.path.join(out, "%s-%d.json" % (name, WORLD.size)), "w") as f:
                 json.dump(record, f)
     agree(verdict)

@@ -23,11 +23,15 @@ def test_plan_gives_contiguous_blocks_of_about_equal_edges():
                   np.zeros(len(piece)), np.zeros(n), np.arange(6) * 0 + n - 1)
     p = plan(edges, piece, 2)
     assert list(p.first_unit) == [0, 3, 6] and list(p.edges_per_rank) == [60, 40]
-    # 8 ranks: unit u goes to floor(8 * edges before u / 100): edges before 0, 10, 20, 60, 70, 80
-    # give ranks 0, 0, 1, 4, 5, 6; ranks 2, 3 and 7 hold none
+    # 4 ranks: unit u goes to floor(4 * edges before u / 100): edges before 0, 10, 20, 60, 70, 80
+    # give ranks 0, 0, 0, 2, 2, 3; rank 1 holds none (unit 2 is 40 of the 100 edges)
+    p = plan(edges, piece, 4)
+    assert list(p.first_unit) == [0, 3, 3, 5, 6] and not p.replicate
+    assert list(p.edges_per_rank) == [60, 0, 20, 20]
+    # more ranks than units: every rank holds the whole graph (the columns are shared instead)
     p = plan(edges, piece, 8)
-    assert list(p.first_unit) == [0, 2, 3, 3, 3, 4, 5, 6, 6]
-    assert list(p.edges_per_rank) == [20, 40, 0, 0, 10, 10, 20, 0]
+    assert p.replicate and list(p.edges_per_rank) == [100] * 8
+    assert all(len(b[0]["edge"]) == 100 for b in _blocks(edges, piece, p))
     blocks = _blocks(edges, piece, plan(edges, piece, 2))
     assert [len(b[0]["edge"]) for b in blocks] == [60, 40]
     assert list(blocks[1][0]["unit"][:1]) == [0] and blocks[1][0]["edge"][0] == 60
@@ -43,10 +47,11 @@ def spread_records(tmp_path_factory):
     return out
 
 
-def test_spread_equals_the_whole_graph_and_is_the_same_for_every_K(spread_records):
-    first = (spread_records / "spread-1.json").read_text()
+@pytest.mark.parametrize("name", ["spread", "columns"])
+def test_spread_equals_the_whole_graph_and_is_the_same_for_every_K(spread_records, name):
+    first = (spread_records / ("%s-1.json" % name)).read_text()
     for k in KS[1:]:
-        assert (spread_records / ("spread-%d.json" % k)).read_text() == first, "K=%d differs from K=1" % k
+        assert (spread_records / ("%s-%d.json" % (name, k))).read_text() == first, "K=%d differs from K=1" % k
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +64,8 @@ def halo_run(tmp_path_factory):
 
 
 @pytest.mark.parametrize("args", [[], ["--model", "loggps", "--bandwidth", "0.02:0.1ns"],
-                                  ["--latency", "0:0.3us", "--tolerance", "1,50,200"]])
+                                  ["--latency", "0:0.3us", "--tolerance", "1,50,200"],
+                                  ["--collectives", "dissemination"]])     # no cuts: the columns shared
 def test_cli_files_are_the_same_for_every_K(halo_run, tmp_path, args):
     """`mpiexec -n K mpigraph whatif` on a synthetic run: the same files, byte for byte, for
     K = 1, 2, 3, T(0) the measured run time, and with --verbose every rank solved pieces."""

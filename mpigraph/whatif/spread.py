@@ -19,8 +19,15 @@ are taken on the gathered per-piece values in piece order, as one rank takes the
 answers are identical for every K (tests/test_whatif_spread.py).  The tolerance "tight"
 (``Model.eps_abs``) and the asymptote's far point are the whole graph's, computed on rank 0.
 
-A graph without cuts (no collective over all ranks: a ping-pong, or --collectives
-dissemination) is one piece: it is solved on one rank while the others wait.
+Fewer pieces than ranks (a graph without cuts: a ping-pong, --collectives dissemination, a
+program without collectives over all ranks) cannot be shared out that way: then every rank
+gets the whole graph and the ranks share the *values* instead.  The breakpoint search
+evaluates all open intervals of a round as columns of one pass, and every column is a pass of
+its own (the same numbers however the columns are chunked): each rank computes a contiguous
+K-th of a round's columns, and the rounds' answers are put together in column order on every
+rank (``_ColumnSplit``).  All ranks then run the same search in lockstep.  A round with fewer
+columns than ranks leaves some idle: a search of many pieces (1034 on the 1e6-record halo with
+dissemination rounds) has hundreds of columns in its late rounds.
 """
 
 import dataclasses
@@ -40,22 +47,33 @@ class Plan:
     eps_abs: float               # the whole graph's "tight" tolerance
     span: float                  # the asymptote's scale: sum |c| + max |start| + 1 (whole graph)
     min_coef: dict               # param -> the smallest positive coefficient of the whole graph
+    replicate: bool = False      # fewer units than ranks: every rank holds them all, columns shared
 
 
 def plan(edges: Edges, edge_piece, n_ranks):
     """Blocks of units per rank: unit u goes to rank floor(K * edges before u / all edges)."""
     n_units = len(np.atleast_1d(edges.sink))
     per_unit = np.bincount(np.asarray(edge_piece, np.int64), minlength=n_units)
-    before = np.r_[0, np.cumsum(per_unit)[:-1]]
-    owner = np.minimum(before * n_ranks // max(int(per_unit.sum()), 1), n_ranks - 1)
-    first = np.searchsorted(owner, np.arange(n_ranks + 1), "left")
-    first[-1] = n_units
-    cum = np.r_[0, np.cumsum(per_unit)]
-    held = cum[first[1:]] - cum[first[:-1]]
+    replicate = n_units < n_ranks
+    if replicate:            # every rank all units (see the module doc)
+        first = np.r_[0, np.full(n_ranks, n_units)]
+        held = np.full(n_ranks, int(per_unit.sum()))
+    else:
+        before = np.r_[0, np.cumsum(per_unit)[:-1]]
+        owner = np.minimum(before * n_ranks // max(int(per_unit.sum()), 1), n_ranks - 1)
+        first = np.searchsorted(owner, np.arange(n_ranks + 1), "left")
+        first[-1] = n_units
+        cum = np.r_[0, np.cumsum(per_unit)]
+        held = cum[first[1:]] - cum[first[:-1]]
     start = edges.start[np.isfinite(edges.start)]
     min_coef = {p: float(c[c > 0].min()) if (c > 0).any() else 1.0 for p, c in (("L", edges.m), ("G", edges.b))}
     span = float(np.abs(edges.c).sum()) + float(np.abs(start).max(initial=0)) + 1.0
-    return Plan(first, held, tight_eps(edges), span, min_coef)
+    return Plan(first, held, tight_eps(edges), span, min_coef, replicate)
+
+
+def _units_of(p: Plan, rank):
+    """The units rank `rank` holds: (first, end)."""
+    return (0, int(p.first_unit[-1])) if p.replicate else (int(p.first_unit[rank]), int(p.first_unit[rank + 1]))
 
 
 def _blocks(edges: Edges, edge_piece, p: Plan):
@@ -67,8 +85,11 @@ def _blocks(edges: Edges, edge_piece, p: Plan):
     bounds = np.searchsorted(edge_piece[order], p.first_unit)
     out = []
     for a in range(len(p.first_unit) - 1):                   # a loop over analysis ranks
-        ids = order[bounds[a]:bounds[a + 1]]
-        u0, u1 = p.first_unit[a], p.first_unit[a + 1]
+        if p.replicate and a:
+            out.append(out[0])
+            continue
+        u0, u1 = _units_of(p, a)
+        ids = order[bounds[a]:bounds[a + 1]] if not p.replicate else order
         vertices = np.unique(np.r_[edges.src[ids], edges.dst[ids], sinks[u0:u1]])
         local = np.searchsorted(vertices, [edges.src[ids], edges.dst[ids]])
         out.append(({"src": local[0], "dst": local[1], "c": edges.c[ids], "m": edges.m[ids], "b": edges.b[ids],
@@ -93,7 +114,7 @@ class Spread:
         for part in range(3):                 # edges, vertices, sinks: three batches of their own lengths
             got, _ = shuffle.exchange(comm, [b[part] for b in blocks] if rank == 0 else [None] * size)
             mine.append(got.get(0))
-        u0, u1 = self.plan.first_unit[rank], self.plan.first_unit[rank + 1]
+        u0, u1 = _units_of(self.plan, rank)
         self.n_units = int(self.plan.first_unit[-1])
         self.n_local = int(u1 - u0)
         self.model = None
@@ -101,7 +122,10 @@ class Spread:
         if self.n_local:
             e, v, s = mine
             local = Edges(len(v["start"]), e["src"], e["dst"], e["c"], e["m"], e["b"], v["start"], s["sink"])
-            self.model = Model(local, e["unit"], eps_abs=self.plan.eps_abs)
+            if self.plan.replicate and size > 1:
+                self.model = _ColumnSplit(comm, local, e["unit"], eps_abs=self.plan.eps_abs)
+            else:
+                self.model = Model(local, e["unit"], eps_abs=self.plan.eps_abs)
             self.edge_ids = e["edge"]
         self.eps_abs = self.plan.eps_abs
 
@@ -116,6 +140,8 @@ class Spread:
         """T's pieces on [lo, hi], the same on every rank: each rank's units searched there,
         added up on rank 0 in unit order."""
         mine = self.model.envelope_units(lo, hi, param, fixed) if self.model is not None else []
+        if self.plan.replicate:             # every rank searched every unit, in lockstep
+            return combine_units(mine, lo, hi)
         units = self.comm.gather(mine, root=0)
         pieces = combine_units([u for block in units for u in block], lo, hi) if self.comm.Get_rank() == 0 else None
         return self.comm.bcast(pieces, root=0)
@@ -131,7 +157,7 @@ class Spread:
             mine = np.stack([got.T, got.right, got.left, got.other])
         else:
             mine = np.zeros((4, 0, len(values)))
-        every = np.concatenate(self.comm.allgather(mine), axis=1)
+        every = mine if self.plan.replicate else np.concatenate(self.comm.allgather(mine), axis=1)
         return Pass(*(every[i].sum(axis=0) for i in range(4)))
 
     def path(self, value, param="L", fixed=0.0):
@@ -143,8 +169,11 @@ class Spread:
             on = self.edge_ids[on]
         else:
             mine, on = np.zeros((4, 0, 1)), np.zeros(0, np.int64)
-        every = np.concatenate(self.comm.allgather(mine), axis=1)
-        edges = np.sort(np.concatenate(self.comm.allgather(on)))
+        if self.plan.replicate:
+            every, edges = mine, np.sort(on)
+        else:
+            every = np.concatenate(self.comm.allgather(mine), axis=1)
+            edges = np.sort(np.concatenate(self.comm.allgather(on)))
         return Pass(*(every[i].sum(axis=0) for i in range(4))), edges
 
     # ---- tolerance (Model's Newton steps on the spread passes) --------------------------------
@@ -160,3 +189,29 @@ class Spread:
         got = self.forward([big], param, fixed)
         a = float(got.right[0])
         return a, float(got.T[0]) - a * big
+
+
+class _ColumnSplit(Model):
+    """A Model whose passes share their columns among comm's ranks (every rank holds the whole
+    graph and calls the same passes): rank r computes the r-th of K contiguous chunks of the
+    columns, and every rank gets all of them back in column order.  A pass that keeps the
+    critical in-edges (one column: the path) runs whole on every rank."""
+
+    def __init__(self, comm, edges, edge_piece, eps_abs):
+        super().__init__(edges, edge_piece, eps_abs=eps_abs)
+        self.comm = comm
+
+    def _columns(self, values, param, fixed, keep, with_other):
+        if keep:
+            return super()._columns(values, param, fixed, keep, with_other)
+        chunks = np.array_split(np.arange(values.shape[-1]), self.comm.Get_size())
+        cols = chunks[self.comm.Get_rank()]
+        if len(cols):
+            # a copy with the strides of its own shape (a view's may not be, whatever its flags say)
+            mine_values = values[..., cols[0]:cols[-1] + 1].copy(order="C")
+            got = super()._columns(mine_values, param, fixed, False, with_other)[0]
+            mine = np.stack([got.T, got.right, got.left, got.other])
+        else:
+            mine = np.zeros((4, len(self.sinks), 0))
+        every = np.concatenate(self.comm.allgather(mine), axis=2)
+        return Pass(*every), None
