@@ -54,7 +54,7 @@ def steps(run_dir):
     return out, len(graph.edges.src), len(kept), model.n_levels
 
 
-def probe(run_dir):
+def probe(run_dir, collectives="recdoub"):
     """One whatif on this process's MPI_COMM_WORLD; per rank its lines (parsed by ``on_ranks``)."""
     from mpi4py import MPI
 
@@ -64,7 +64,7 @@ def probe(run_dir):
     meter = Meter()
     comm.Barrier()
     started = time.perf_counter()
-    result = whatif(run_dir, latency=(0.0, 100e-6), comm=comm, meter=meter)
+    result = whatif(run_dir, latency=(0.0, 100e-6), collectives=collectives, comm=comm, meter=meter)
     wall = time.perf_counter() - started
     records = result.records_read
     rows = comm.gather((wall, records, result.spread, meter.stages, result.T0_s, len(result.pieces)), root=0)
@@ -80,13 +80,14 @@ PROBE_LINE = re.compile(r"probe rank (\d+) wall (\S+) records (\d+) pieces (\d+)
 STAGE_RANK_LINE = re.compile(r"probe stage rank (\d+) (\S+) wall (\S+) cpu (\S+) sent (\d+) received (\d+)")
 
 
-def on_ranks(run_dir, nprocs):
+def on_ranks(run_dir, nprocs, collectives="recdoub"):
     """(per rank (wall, records, pieces, edges, T0, envelope pieces), {step: [(rank, wall, cpu, sent,
     received)]}) of whatif on nprocs analysis ranks."""
     from mpigraph.shim.launcher import find_mpi_tool
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("MPIGRAPH_") and k != "LD_PRELOAD"}
-    cmd = [find_mpi_tool("mpiexec"), "-n", str(nprocs), sys.executable, os.path.abspath(__file__), "--probe", run_dir]
+    cmd = [find_mpi_tool("mpiexec"), "-n", str(nprocs), sys.executable, os.path.abspath(__file__), "--probe", run_dir,
+           "--collectives", collectives]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit("whatif failed (%s):\n%s" % (" ".join(cmd), done.stderr[-3000:]))
@@ -99,14 +100,14 @@ def on_ranks(run_dir, nprocs):
     return ranks, steps
 
 
-def print_on_ranks(run_dir, nprocs_list, repeat):
+def print_on_ranks(run_dir, nprocs_list, repeat, collectives="recdoub"):
     """Per K: the whole call's median wall (the slowest rank), per rank its pieces and edges, and
     bench_analysis's per-rank shares table of the first repeat."""
     from bench_analysis import print_rank_shares
 
     answers = set()
     for k in nprocs_list:
-        runs = [on_ranks(run_dir, k) for _ in range(repeat)]
+        runs = [on_ranks(run_dir, k, collectives) for _ in range(repeat)]
         ranks, steps = runs[0]
         answers.add((ranks[0][4], ranks[0][5]))
         print("\nwhatif on %d analysis rank%s: %.2f s (median of %d, the slowest rank); pieces / edges per rank: %s"
@@ -126,10 +127,12 @@ def main():
     parser.add_argument("--keep", metavar="DIR", help="write the run here and keep it")
     parser.add_argument("--nprocs", type=int, nargs="*", default=[1, 2, 4],
                         help="analysis ranks to run whatif on under mpiexec (none: only the in-process timing)")
+    parser.add_argument("--collectives", default="recdoub", choices=build_module.COLLECTIVE_ALGORITHMS,
+                        help="whatif's --collectives (dissemination: no cuts, the columns are shared)")
     parser.add_argument("--probe", metavar="RUN", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.probe:
-        return probe(args.probe)
+        return probe(args.probe, args.collectives)
     print("load average at start: %.2f %.2f %.2f" % os.getloadavg())
     per_rank = int(args.records) // args.ranks
     phases = (per_rank - 2) // synth.RECORDS_PER_PHASE[args.structure]
@@ -141,7 +144,7 @@ def main():
         totals, parts = [], []
         for _ in range(args.repeat):
             t = time.perf_counter()
-            result = whatif(run_dir, latency=(0.0, 100e-6))
+            result = whatif(run_dir, latency=(0.0, 100e-6), collectives=args.collectives)
             totals.append(time.perf_counter() - t)
             parts.append(steps(run_dir))
         step_names = list(parts[0][0])
@@ -155,7 +158,7 @@ def main():
         print("T(0) = %.6f s, lambda_L = %g, 1%% tolerance +%.3g us, %d pieces on 0..100 us"
               % (result.T0_s, result.lambda_L, result.tolerances[0]["added_latency_s"] * 1e6, len(result.pieces)))
         if args.nprocs:
-            print_on_ranks(run_dir, args.nprocs, args.repeat)
+            print_on_ranks(run_dir, args.nprocs, args.repeat, args.collectives)
     finally:
         if not args.keep:
             shutil.rmtree(run_dir, ignore_errors=True)

@@ -13,25 +13,28 @@ For each test program of tests/whatif_programs (compiled here with mpicc):
    instead of making it the first run of the sequence;
 3. runs with the test-program injector (inject.h: a received message's completion is held
    until its send's start + base + dL) for dL in {0, 1, 2, 5, 10, 20, 50, 100} us, --runs
-   each, in a shuffled order per round (a change of the machine's load hits every dL alike).
-   --measure untraced (the default, the spec's "trace once"): plain mpiexec, no shim; each
+   each, in a shuffled order per round (a change of the machine's load hits every dL alike),
+   two ways side by side (--measure both, the default; or one of them):
+   traced: under the shim like the traced run, T from each run's own trace: the same
+   measure on both sides, the recording's own cost included on both;
+   untraced: plain mpiexec, no shim, as the spec's "trace once" and the paper have it; each
    run's T is the program's own measure (inject.h, WHATIF_REPORT=1: CLOCK_MONOTONIC when
    MPI_Init returned and when MPI_Finalize was called on each rank; the earliest start to
    the latest end), the definition whatif's T has on a trace (earliest end of MPI_Init to the
    latest start of MPI_Finalize).  The traced run prints the same stamps, and its two
-   measures are printed side by side (they agree to microseconds).  --measure traced: every
-   run under the shim, T from its own trace;
+   measures are printed side by side (they agree to microseconds).  The difference from the
+   traced runs is what recording costs the program;
 4. RRMSE = RMSE(predicted, mean measured per dL) / mean(measured), as the paper's Table I.
 
-Per program it prints T(0) of the traced run (its trace and the program's stamps) against
-the measured runs at dL = 0 (mean, sd, min): a difference there is the same at every dL (the
+Per program and way it prints T(0) of the traced run (its trace and the program's stamps)
+against the measured runs at dL = 0 (mean, sd, min): a difference there is the same at every dL (the
 slope is lambda_L by construction) and is the part of the RRMSE the model cannot remove.  It
 also prints when the traced run's first message was received: the start-up of MPI's first
 exchange is inside T and varies from run to run (up to a millisecond on a quiet machine,
 several on a loaded one), which is why the ping-pong runs 2000 round trips (T(0) several
 ms), not 200 (under 1 ms, where one run's start-up was half of T).
 
-Writes measured_<program>.csv (dL_s, T_s) and the whatif files of each traced run into
+Writes measured_<program>_<way>.csv (dL_s, T_s) and the whatif files of each traced run into
 --out.  Timing on a shared machine: the load average is printed with the results; a loaded
 machine stretches the spinning ranks' times.
 """
@@ -154,18 +157,43 @@ def validate(name, exe, base_ns, runs, out_dir, work, trace_tries=1, measure="un
                                                            "source": "injector base %d ns" % base_ns},
                     out=os.path.join(out_dir, name) if out_dir else None)
     pieces = result.pieces
-    measured = {dl: [] for dl in DL_US}
+    modes = ("traced", "untraced") if measure == "both" else (measure,)
+    measured = {mode: {dl: [] for dl in DL_US} for mode in modes}
     run_dir = os.path.join(work, name + "-run")
     for _ in range(runs):
         order = list(DL_US)
         random.shuffle(order)
         for dl in order:
-            if measure == "traced":
-                measured[dl].append(traced_run(exe, args, run_dir, dl * 1000, base_ns)[0])
-            else:
-                measured[dl].append(untraced_run(exe, args, dl * 1000, base_ns))
-    dls = np.array(DL_US) * 1e-6
-    predicted = np.array([_t_at(pieces, x) for x in dls])
+            for mode in modes:         # side by side: a change of the machine's load hits both alike
+                if mode == "traced":
+                    measured[mode][dl].append(traced_run(exe, args, run_dir, dl * 1000, base_ns)[0])
+                else:
+                    measured[mode][dl].append(untraced_run(exe, args, dl * 1000, base_ns))
+    predicted = np.array([_t_at(pieces, x) for x in np.array(DL_US) * 1e-6])
+    print("\n%s %s: lambda_L by construction %s" % (name, " ".join(args), expect))
+    print("  whatif: T(0) = %.6f s, lambda_L %s on 0..100 us (pieces at %s us)"
+          % (result.T0_s, "/".join("%g" % p["lambda_L"] for p in pieces),
+             ", ".join("%.2f" % (p["dL_from_s"] * 1e6) for p in pieces)))
+    t_trace, t_stamps, first = best
+    print("  traced run at dL = 0: T %.3f ms from its trace, %.3f ms from the program's stamps; its first message "
+          "received %.3f ms after the start (MPI's first exchange, inside T)" % (t_trace * 1e3, t_stamps * 1e3,
+                                                                                first * 1e3))
+    out = {}
+    for mode in modes:
+        out[mode] = _compare(measured[mode], predicted, t_trace, mode, bound)
+        if out_dir:
+            with open(os.path.join(out_dir, "measured_%s_%s.csv" % (name, mode)), "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["dL_s", "T_s"])
+                for dl in DL_US:
+                    for t in measured[mode][dl]:
+                        w.writerow(["%.9g" % (dl * 1e-6), "%.9g" % t])
+    return out
+
+
+def _compare(measured, predicted, t_trace, mode, bound):
+    """Print the measured runs of one mode against the prediction; (RRMSE of means, medians,
+    minima, (T(0) traced, mean measured at dL = 0))."""
     mean = np.array([np.mean(measured[dl]) for dl in DL_US])
     median = np.array([np.median(measured[dl]) for dl in DL_US])
     least = np.array([np.min(measured[dl]) for dl in DL_US])
@@ -174,33 +202,19 @@ def validate(name, exe, base_ns, runs, out_dir, work, trace_tries=1, measure="un
     def rrmse_of(ref):
         return float(np.sqrt(np.mean((predicted - ref) ** 2)) / np.mean(ref))
 
-    rrmse, rrmse_median, rrmse_min = rrmse_of(mean), rrmse_of(median), rrmse_of(least)
-    print("\n%s %s: lambda_L by construction %s" % (name, " ".join(args), expect))
-    print("  whatif: T(0) = %.6f s, lambda_L %s on 0..100 us (pieces at %s us)"
-          % (result.T0_s, "/".join("%g" % p["lambda_L"] for p in pieces),
-             ", ".join("%.2f" % (p["dL_from_s"] * 1e6) for p in pieces)))
-    t_trace, t_stamps, first = best
-    m0, s0, n0 = mean[0], sd[0], len(measured[0])
-    print("  T(0) traced %.3f ms (its trace) / %.3f ms (the program's stamps); measured (%s) at dL = 0: "
-          "mean %.3f ms, sd %.3f, min %.3f (%d runs); traced - measured %+.3f ms = %+.1f%% of T(0)%s"
-          % (t_trace * 1e3, t_stamps * 1e3, measure, m0 * 1e3, s0 * 1e3, least[0] * 1e3, n0,
-             (t_trace - m0) * 1e3, 100 * (t_trace - m0) / m0,
-             " = %+.1f sd" % ((t_trace - m0) / s0) if s0 > 0 else ""))
-    print("  traced run's first message received %.3f ms after the start (MPI's first exchange, in T)" % (first * 1e3))
+    m0, s0 = mean[0], sd[0]
+    print("  runs %s (T from %s): at dL = 0 mean %.3f ms, sd %.3f, min %.3f (%d runs); T(0) traced - mean "
+          "%+.3f ms = %+.1f%%%s" % (mode, "each run's trace" if mode == "traced" else "the program's stamps",
+                                    m0 * 1e3, s0 * 1e3, least[0] * 1e3, len(measured[0]), (t_trace - m0) * 1e3,
+                                    100 * (t_trace - m0) / m0, " = %+.1f sd" % ((t_trace - m0) / s0) if s0 > 0 else ""))
     print("  %8s %12s %10s %12s %12s %12s %8s" % ("dL us", "mean s", "sd s", "median s", "min s", "predicted s",
                                                   "err %"))
     for dl, m, s, md, mn, p in zip(DL_US, mean, sd, median, least, predicted):
         print("  %8g %12.6f %10.6f %12.6f %12.6f %12.6f %8.2f" % (dl, m, s, md, mn, p, 100 * (p - m) / m))
-    print("  RRMSE %.2f%% against the means, %.2f%% the medians, %.2f%% the minima (issue: <= %g%%)"
-          % (100 * rrmse, 100 * rrmse_median, 100 * rrmse_min, 100 * bound))
-    if out_dir:
-        with open(os.path.join(out_dir, "measured_%s.csv" % name), "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["dL_s", "T_s"])
-            for dl in DL_US:
-                for t in measured[dl]:
-                    w.writerow(["%.9g" % (dl * 1e-6), "%.9g" % t])
-    return rrmse, rrmse_median, rrmse_min, (t_trace, m0)
+    rrmse = (rrmse_of(mean), rrmse_of(median), rrmse_of(least))
+    print("  RRMSE (%s runs) %.2f%% against the means, %.2f%% the medians, %.2f%% the minima (issue: <= %g%%)"
+          % ((mode,) + tuple(100 * r for r in rrmse) + (100 * bound,)))
+    return rrmse + ((t_trace, m0),)
 
 
 def _t_at(pieces, x):
@@ -216,9 +230,9 @@ def main():
     parser.add_argument("--programs", default=",".join(CASES))
     parser.add_argument("--out", metavar="DIR", help="keep the whatif files and measured points here")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--measure", choices=("untraced", "traced"), default="untraced",
-                        help="the runs at each dL: plain (T from the program's stamps; default) or under the shim "
-                             "(T from each run's trace)")
+    parser.add_argument("--measure", choices=("both", "traced", "untraced"), default="both",
+                        help="the runs at each dL: under the shim (T from each run's trace), plain (T from the "
+                             "program's stamps), or both side by side (default)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed runs before the traced one")
     parser.add_argument("--trace-tries", type=int, default=1,
                         help="trace this many times at dL = 0 and keep the fastest (a loaded machine)")
@@ -238,11 +252,14 @@ def main():
                    for name in args.programs.split(",")}
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print("\nRRMSE (means / medians / minima of the runs): "
-          + ", ".join("%s %.2f%% / %.2f%% / %.2f%%" % (k, 100 * v[0], 100 * v[1], 100 * v[2])
-                      for k, v in results.items()))
-    print("T(0) traced / measured at dL = 0: " + ", ".join("%s %.3f / %.3f ms" % (k, 1e3 * v[3][0], 1e3 * v[3][1])
-                                                          for k, v in results.items()))
+    for mode in ("traced", "untraced"):
+        got = {k: v[mode] for k, v in results.items() if mode in v}
+        if got:
+            print("\nruns %s: RRMSE (means / medians / minima): " % mode
+                  + ", ".join("%s %.2f%% / %.2f%% / %.2f%%" % (k, 100 * v[0], 100 * v[1], 100 * v[2])
+                              for k, v in got.items()))
+            print("runs %s: T(0) traced / mean measured at dL = 0: " % mode
+                  + ", ".join("%s %.3f / %.3f ms" % (k, 1e3 * v[3][0], 1e3 * v[3][1]) for k, v in got.items()))
     print("load average at end: %.2f %.2f %.2f; %.0f s" % (os.getloadavg() + (time.time() - started,)))
 
 
