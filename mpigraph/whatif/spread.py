@@ -34,6 +34,7 @@ import dataclasses
 
 import numpy as np
 
+from mpigraph.comm import parallel
 from mpigraph.comm import shuffle
 from mpigraph.whatif.envelope import Edges, Model, Pass, combine_units, tight_eps
 
@@ -81,15 +82,21 @@ def _blocks(edges: Edges, edge_piece, p: Plan):
     their global order (so each vertex keeps its in-edges' order: the same critical edges)."""
     edge_piece = np.asarray(edge_piece, np.int64)
     sinks = np.atleast_1d(np.asarray(edges.sink, np.int64))
-    order = np.argsort(edge_piece, kind="stable")            # edges by unit, each unit's in their order
-    bounds = np.searchsorted(edge_piece[order], p.first_unit)
+    if not p.replicate and len(p.first_unit) > 2:
+        order = np.argsort(edge_piece, kind="stable")        # edges by unit, each unit's in their order
+        bounds = np.searchsorted(edge_piece[order], p.first_unit)
     out = []
     for a in range(len(p.first_unit) - 1):                   # a loop over analysis ranks
         if p.replicate and a:
             out.append(out[0])
             continue
         u0, u1 = _units_of(p, a)
-        ids = order[bounds[a]:bounds[a + 1]] if not p.replicate else order
+        if u0 == 0 and u1 == len(sinks):         # every unit: the graph as it is (no renumbering)
+            out.append(({"src": edges.src, "dst": edges.dst, "c": edges.c, "m": edges.m, "b": edges.b,
+                         "unit": edge_piece, "edge": np.arange(len(edge_piece), dtype=np.int64)},
+                        {"start": edges.start}, {"sink": sinks}))
+            continue
+        ids = order[bounds[a]:bounds[a + 1]]
         vertices = np.unique(np.r_[edges.src[ids], edges.dst[ids], sinks[u0:u1]])
         local = np.searchsorted(vertices, [edges.src[ids], edges.dst[ids]])
         out.append(({"src": local[0], "dst": local[1], "c": edges.c[ids], "m": edges.m[ids], "b": edges.b[ids],
@@ -108,8 +115,10 @@ class Spread:
     def __init__(self, comm, edges=None, edge_piece=None):
         self.comm = comm
         rank, size = comm.Get_rank(), comm.Get_size()
-        self.plan = comm.bcast(plan(edges, edge_piece, size) if rank == 0 else None)
-        blocks = _blocks(edges, edge_piece, self.plan) if rank == 0 else None
+        the_plan = plan(edges, edge_piece, size) if rank == 0 else None
+        blocks = _blocks(edges, edge_piece, the_plan) if rank == 0 else None
+        parallel.barrier_idly(comm)            # the others wait for rank 0's blocks without spinning
+        self.plan = comm.bcast(the_plan)
         mine = []
         for part in range(3):                 # edges, vertices, sinks: three batches of their own lengths
             got, _ = shuffle.exchange(comm, [b[part] for b in blocks] if rank == 0 else [None] * size)
@@ -142,6 +151,7 @@ class Spread:
         mine = self.model.envelope_units(lo, hi, param, fixed) if self.model is not None else []
         if self.plan.replicate:             # every rank searched every unit, in lockstep
             return combine_units(mine, lo, hi)
+        parallel.barrier_idly(self.comm)    # ranks done first wait for the others without spinning
         units = self.comm.gather(mine, root=0)
         pieces = combine_units([u for block in units for u in block], lo, hi) if self.comm.Get_rank() == 0 else None
         return self.comm.bcast(pieces, root=0)
@@ -165,13 +175,13 @@ class Spread:
         whole graph's edge ids, sorted), the same on every rank."""
         if self.model is not None:
             got, on = self.model.path_units(value, param, fixed)
-            mine = np.stack([got.T, got.right, got.left, got.other])
-            on = self.edge_ids[on]
+            mine, on = np.stack([got.T, got.right, got.left, got.other]), self.edge_ids[on]
         else:
             mine, on = np.zeros((4, 0, 1)), np.zeros(0, np.int64)
         if self.plan.replicate:
             every, edges = mine, np.sort(on)
         else:
+            parallel.barrier_idly(self.comm)
             every = np.concatenate(self.comm.allgather(mine), axis=1)
             edges = np.sort(np.concatenate(self.comm.allgather(on)))
         return Pass(*(every[i].sum(axis=0) for i in range(4))), edges
