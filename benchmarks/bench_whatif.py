@@ -92,7 +92,8 @@ def on_ranks(run_dir, nprocs, collectives="recdoub"):
     if done.returncode != 0:
         raise SystemExit("whatif failed (%s):\n%s" % (" ".join(cmd), done.stderr[-3000:]))
     ranks = [m.groups() for m in map(PROBE_LINE.match, done.stdout.splitlines()) if m]
-    ranks = [(float(w), int(r), int(u), int(e), float(t), int(n)) for _, w, r, u, e, t, n in sorted(ranks, key=lambda x: int(x[0]))]
+    ranks = [(float(w), int(r), int(u), int(e), float(t), int(n))
+             for _, w, r, u, e, t, n in sorted(ranks, key=lambda x: int(x[0]))]
     steps = {}
     for m in filter(None, map(STAGE_RANK_LINE.match, done.stdout.splitlines())):
         rank, name, wall, cpu, sent, received = m.groups()

@@ -112,30 +112,8 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
         edges = edge_piece = None
     with meter.stage("whatif solve"):
         G = 0.0 if model == "delta" else net.G0_ns
-        pieces = m.envelope(lo / NS, hi / NS, fixed=G)
-        ref, on_path = m.path(ref_ns, fixed=G)          # T, lambda_L, lambda_G and the critical edges
-        T0 = float(ref.T[0])
-        lam = float(ref.right[0])
-        rho = (base_ns + ref_ns) * lam / T0 if T0 > 0 else 0.0
-        fractions = np.asarray(tolerance, np.float64) / 100
-        tol, _ = tolerance_from_pieces(pieces, ref_ns, fractions) if lo / NS <= ref_ns <= hi / NS else (
-            np.full(len(fractions), np.nan), None)
-        if np.isnan(tol).any():         # beyond the latency interval: Newton steps on the graph
-            tol = np.where(np.isnan(tol), m.tolerance(ref_ns, fractions, fixed=G)[0], tol)
-        slope_at_tol = _slopes_at(pieces, tol, m, G)
-        critical = comm.bcast(_critical(graph, on_path) if graph is not None else None)
-        result = Result(model, measured_ns * NS, T0 * NS, ref_ns * NS, base_ns * NS, lam, rho, float(ref.other[0]),
-                        _piece_rows(pieces, base_ns, model), [], [], critical, "", net)
-        for x, L_x, slope in zip(tolerance, tol, slope_at_tol):
-            result.tolerances.append({"degradation_pct": x, "T0_s": T0 * NS, "target_s": (1 + x / 100) * T0 * NS,
-                                      "latency_s": L_x * NS + (base_ns * NS if model == "delta" else 0.0),
-                                      "added_latency_s": (L_x - ref_ns) * NS, "lambda_L": slope})
-        if bandwidth is not None:
-            glo, ghi = sorted(float(x) / NS for x in bandwidth)     # 10GB/s:50GB/s is 0.1:0.02 ns/B
-            result.bandwidth_pieces = [{"G_from_s_per_byte": p.lo * NS, "G_to_s_per_byte": p.hi * NS,
-                                        "lambda_G_bytes": p.slope, "intercept_s": p.intercept * NS,
-                                        "T_from_s": p.at(p.lo) * NS, "T_to_s": p.at(p.hi) * NS}
-                                       for p in m.envelope(glo, ghi, param="G", fixed=ref_ns)]
+        result = _solve(m, comm, graph, model, (lo, hi), bandwidth, tolerance, net, ref_ns, base_ns, G)
+        result.measured_s = measured_ns * NS
     result.seconds = time.perf_counter() - started
     result.spread = (m.n_local, m.n_edges)
     result.records_read = records
@@ -147,6 +125,36 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
     return result
 
 
+def _solve(m, comm, graph, model, latency, bandwidth, tolerance, net, ref_ns, base_ns, G):
+    """The Result's numbers from the spread graph m (collective; `graph` on rank 0 only)."""
+    lo, hi = latency
+    pieces = m.envelope(lo / NS, hi / NS, fixed=G)
+    ref, on_path = m.path(ref_ns, fixed=G)          # T, lambda_L, lambda_G and the critical edges
+    T0 = float(ref.T[0])
+    lam = float(ref.right[0])
+    rho = (base_ns + ref_ns) * lam / T0 if T0 > 0 else 0.0
+    fractions = np.asarray(tolerance, np.float64) / 100
+    tol, _ = tolerance_from_pieces(pieces, ref_ns, fractions) if lo / NS <= ref_ns <= hi / NS else (
+        np.full(len(fractions), np.nan), None)
+    if np.isnan(tol).any():         # beyond the latency interval: Newton steps on the graph
+        tol = np.where(np.isnan(tol), m.tolerance(ref_ns, fractions, fixed=G)[0], tol)
+    slope_at_tol = _slopes_at(pieces, tol, m, G)
+    critical = comm.bcast(_critical(graph, on_path) if graph is not None else None)
+    result = Result(model, 0.0, T0 * NS, ref_ns * NS, base_ns * NS, lam, rho, float(ref.other[0]),
+                    _piece_rows(pieces, base_ns, model), [], [], critical, "", net)
+    for x, L_x, slope in zip(tolerance, tol, slope_at_tol):
+        result.tolerances.append({"degradation_pct": x, "T0_s": T0 * NS, "target_s": (1 + x / 100) * T0 * NS,
+                                  "latency_s": L_x * NS + (base_ns * NS if model == "delta" else 0.0),
+                                  "added_latency_s": (L_x - ref_ns) * NS, "lambda_L": slope})
+    if bandwidth is not None:
+        glo, ghi = sorted(float(x) / NS for x in bandwidth)     # 10GB/s:50GB/s is 0.1:0.02 ns/B
+        result.bandwidth_pieces = [{"G_from_s_per_byte": p.lo * NS, "G_to_s_per_byte": p.hi * NS,
+                                    "lambda_G_bytes": p.slope, "intercept_s": p.intercept * NS,
+                                    "T_from_s": p.at(p.lo) * NS, "T_to_s": p.at(p.hi) * NS}
+                                   for p in m.envelope(glo, ghi, param="G", fixed=ref_ns)]
+    return result
+
+
 def _nothing(*args):
     """What the ranks other than 0 hold before the spread: nothing."""
     return None, None, None, None, None, None, 0
@@ -154,7 +162,8 @@ def _nothing(*args):
 
 def _graph(run_dir, model, params, loggps, collectives, at, clock):
     """(RunGraph, its edges as pieces side by side, the piece of each edge, NetParams, the
-    reference point and the base latency in ns) of the run: analysis rank 0's part."""
+    reference point and the base latency in ns, the records read) of the run: analysis rank
+    0's part."""
     given = load_params(params) if params else {}
     given.update(loggps or {})
     matched = matched_run(run_dir, clock)

@@ -78,32 +78,47 @@ def _units_of(p: Plan, rank):
 
 
 def _blocks(edges: Edges, edge_piece, p: Plan):
-    """Per rank: (edge batch, vertex batch, sink batch) of its units, vertices renumbered in
-    their global order (so each vertex keeps its in-edges' order: the same critical edges)."""
+    """Per rank: (edge batch, vertex batch, sink batch) of its units.
+
+    Every vertex of a split graph lies in one unit (an edge's source and destination are in
+    its unit; a cut is split into the sink of one piece and the source of the next), so one
+    stable sort of the vertices and one of the edges by owner make every rank's block in a
+    few passes over the graph: each block's vertices in their global order, renumbered from
+    0 (so each vertex keeps its in-edges' order: the same critical edges), its edges in their
+    order.  A rank that holds every unit gets the graph as it is."""
     edge_piece = np.asarray(edge_piece, np.int64)
     sinks = np.atleast_1d(np.asarray(edges.sink, np.int64))
-    if not p.replicate and len(p.first_unit) > 2:
-        order = np.argsort(edge_piece, kind="stable")        # edges by unit, each unit's in their order
-        bounds = np.searchsorted(edge_piece[order], p.first_unit)
+    K = len(p.first_unit) - 1
+    if p.replicate or K == 1:
+        whole = ({"src": edges.src, "dst": edges.dst, "c": edges.c, "m": edges.m, "b": edges.b, "unit": edge_piece,
+                  "edge": np.arange(len(edge_piece), dtype=np.int64)}, {"start": edges.start}, {"sink": sinks})
+        return [whole] * K
+    unit_owner = np.repeat(np.arange(K), np.diff(p.first_unit))
+    e_owner = unit_owner[edge_piece]
+    v_owner = np.zeros(edges.n_vertices, np.int64)        # a vertex on no edge (none in a run's graph): rank 0
+    v_owner[edges.dst] = e_owner
+    v_owner[edges.src] = e_owner
+    v_owner[sinks] = unit_owner
+    v_order, v_bounds = _by_owner(v_owner, K)
+    local = np.empty(edges.n_vertices, np.int64)
+    local[v_order] = np.arange(len(v_order)) - np.repeat(v_bounds[:-1], np.diff(v_bounds))
+    e_order, e_bounds = _by_owner(e_owner, K)
+    cols = {"src": local[edges.src[e_order]], "dst": local[edges.dst[e_order]], "c": edges.c[e_order],
+            "m": edges.m[e_order], "b": edges.b[e_order], "unit": edge_piece[e_order], "edge": e_order}
+    start = edges.start[v_order]
     out = []
-    for a in range(len(p.first_unit) - 1):                   # a loop over analysis ranks
-        if p.replicate and a:
-            out.append(out[0])
-            continue
-        u0, u1 = _units_of(p, a)
-        if u0 == 0 and u1 == len(sinks):         # every unit: the graph as it is (no renumbering)
-            out.append(({"src": edges.src, "dst": edges.dst, "c": edges.c, "m": edges.m, "b": edges.b,
-                         "unit": edge_piece, "edge": np.arange(len(edge_piece), dtype=np.int64)},
-                        {"start": edges.start}, {"sink": sinks}))
-            continue
-        ids = order[bounds[a]:bounds[a + 1]]
-        vertices = np.unique(np.r_[edges.src[ids], edges.dst[ids], sinks[u0:u1]])
-        local = np.searchsorted(vertices, [edges.src[ids], edges.dst[ids]])
-        out.append(({"src": local[0], "dst": local[1], "c": edges.c[ids], "m": edges.m[ids], "b": edges.b[ids],
-                     "unit": edge_piece[ids] - u0, "edge": ids.astype(np.int64)},
-                    {"start": edges.start[vertices]},
-                    {"sink": np.searchsorted(vertices, sinks[u0:u1]).astype(np.int64)}))
+    for a in range(K):                                     # a loop over analysis ranks
+        e0, e1, u0, u1 = e_bounds[a], e_bounds[a + 1], p.first_unit[a], p.first_unit[a + 1]
+        batch = {name: col[e0:e1] for name, col in cols.items()}
+        batch["unit"] = batch["unit"] - u0
+        out.append((batch, {"start": start[v_bounds[a]:v_bounds[a + 1]]}, {"sink": local[sinks[u0:u1]]}))
     return out
+
+
+def _by_owner(owner, K):
+    """(the indices sorted by owner, stably, and each owner's bounds in them)."""
+    order = np.argsort(owner.astype(np.uint16) if K <= 1 << 16 else owner, kind="stable")   # a radix sort
+    return order, np.r_[0, np.cumsum(np.bincount(owner, minlength=K))]
 
 
 class Spread:
