@@ -71,6 +71,8 @@ CASES = {
 # for the "network" leaves its core to the others (spinning ranks were descheduled for
 # milliseconds: 3 of 6 runs of the ping-pong took up to 14 times as long).
 ENV = {"MPIR_CVAR_CH4_PROGRESS_THROTTLE": "0", "WHATIF_YIELD": "1"}
+# MPIGRAPH_LOG_HELPER for the traced runs (--log-helper; None: the shim's default, auto)
+LOG_HELPER = None
 
 
 def mpi_tool(name):
@@ -118,9 +120,11 @@ def program_time(stdout):
 def traced_run(exe, args, run_dir, dl_ns, base_ns):
     """(T from the trace, T from the program's stamps, the matched run) of a run under the shim."""
     shutil.rmtree(run_dir, ignore_errors=True)
+    extra = {"WHATIF_INJECT_NS": dl_ns, "WHATIF_BASE_NS": base_ns, "WHATIF_REPORT": 1}
+    if LOG_HELPER:
+        extra["MPIGRAPH_LOG_HELPER"] = LOG_HELPER
     out = subprocess.run([sys.executable, "-m", "mpigraph", "run", "-n", "2", "--out", run_dir, "--analyze", "off",
-                          "--", exe] + args, capture_output=True, text=True, check=True,
-                         env=env({"WHATIF_INJECT_NS": dl_ns, "WHATIF_BASE_NS": base_ns, "WHATIF_REPORT": 1}))
+                          "--", exe] + args, capture_output=True, text=True, check=True, env=env(extra))
     matched = build_module.matched_run(run_dir)
     return build_module.build(matched).measured_ns * 1e-9, program_time(out.stdout), matched
 
@@ -130,6 +134,16 @@ def untraced_run(exe, args, dl_ns, base_ns):
     out = subprocess.run([mpi_tool("mpiexec"), "-n", "2", exe] + args, capture_output=True, text=True, check=True,
                          env=env({"WHATIF_INJECT_NS": dl_ns, "WHATIF_BASE_NS": base_ns, "WHATIF_REPORT": 1}))
     return program_time(out.stdout)
+
+
+def log_helpers(run_dir):
+    """How many of the run's ranks had the shim's log helper thread (it faults the log's next
+    step in from MPI_Init on: on a run that short, work at the program's start)."""
+    from mpigraph.trace import logs, record
+
+    info = logs.find_run(run_dir)
+    return sum(bool(int(log.header["flags"]) & record.HEADER_LOG_HELPER)
+               for log in logs.open_logs(info, range(info.world_size)).values())
 
 
 def first_receive_s(matched):
@@ -150,7 +164,7 @@ def validate(name, exe, base_ns, runs, out_dir, work, trace_tries=1, measure="un
     for i in range(trace_tries):
         t, stamps, matched = traced_run(exe, args, traced + "-try", 0, base_ns)
         if best is None or t < best[0]:
-            best = (t, stamps, first_receive_s(matched))
+            best = (t, stamps, first_receive_s(matched), log_helpers(traced + "-try"))
             shutil.rmtree(traced, ignore_errors=True)
             shutil.copytree(traced + "-try", traced)
     result = whatif(traced, latency=(0.0, 100e-6), loggps={"L0_ns": float(base_ns), "o_ns": 0.0,
@@ -174,10 +188,10 @@ def validate(name, exe, base_ns, runs, out_dir, work, trace_tries=1, measure="un
     print("  whatif: T(0) = %.6f s, lambda_L %s on 0..100 us (pieces at %s us)"
           % (result.T0_s, "/".join("%g" % p["lambda_L"] for p in pieces),
              ", ".join("%.2f" % (p["dL_from_s"] * 1e6) for p in pieces)))
-    t_trace, t_stamps, first = best
+    t_trace, t_stamps, first, helpers = best
     print("  traced run at dL = 0: T %.3f ms from its trace, %.3f ms from the program's stamps; its first message "
-          "received %.3f ms after the start (MPI's first exchange, inside T)" % (t_trace * 1e3, t_stamps * 1e3,
-                                                                                first * 1e3))
+          "received %.3f ms after the start (MPI's first exchange, inside T); the shim's log helper ran on %d of 2 "
+          "ranks" % (t_trace * 1e3, t_stamps * 1e3, first * 1e3, helpers))
     out = {}
     for mode in modes:
         out[mode] = _compare(measured[mode], predicted, t_trace, mode, bound)
@@ -234,9 +248,14 @@ def main():
                         help="the runs at each dL: under the shim (T from each run's trace), plain (T from the "
                              "program's stamps), or both side by side (default)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed runs before the traced one")
+    parser.add_argument("--log-helper", choices=("auto", "on", "off"),
+                        help="MPIGRAPH_LOG_HELPER of the traced runs (default: the shim's, auto: on where a core "
+                             "is spare); its faulting at the start delayed a short run's first exchange")
     parser.add_argument("--trace-tries", type=int, default=1,
                         help="trace this many times at dL = 0 and keep the fastest (a loaded machine)")
     args = parser.parse_args()
+    global LOG_HELPER
+    LOG_HELPER = args.log_helper
     random.seed(args.seed)
     started = time.time()
     print("load average at start: %.2f %.2f %.2f" % os.getloadavg())
