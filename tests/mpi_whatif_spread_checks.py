@@ -43,8 +43,14 @@ def test_few_pieces_share_the_columns():
     check(SEEDS[:2], "columns", replicate=WORLD.size > 2)
 
 
-def check(seeds, name, replicate=False):
-    whole, joints = chain_of_pieces(seeds)
+def test_ranks_without_pieces():
+    """One piece of 200 vertices among four of 25: on 3 ranks the blocks of about a third of the
+    edges leave a rank with none, which still takes part in every collective step."""
+    check(SEEDS[:5], "uneven", sizes=[25, 200, 25, 25, 25], idle=WORLD.size == 3)
+
+
+def check(seeds, name, replicate=False, sizes=None, idle=False):
+    whole, joints = chain_of_pieces(seeds, sizes)
     reference = Model(whole)
     edges, kept, edge_piece = split_union(whole, joints)
     spread = Spread(WORLD, edges if WORLD.rank == 0 else None, edge_piece if WORLD.rank == 0 else None)
@@ -64,7 +70,8 @@ def check(seeds, name, replicate=False):
         checks = [
             ("cuts kept", list(kept) == joints),
             ("the mode", spread.plan.replicate == replicate),
-            ("every rank holds pieces", all(u > 0 for u, _ in held)
+            ("every rank holds pieces" if not idle else "a rank holds none",
+             all(u > 0 for u, _ in held) != idle
              and sum(u for u, _ in held) == len(seeds) * (WORLD.size if replicate else 1)),
             ("every edge held once", sum(e for _, e in held) == len(whole.src) * (WORLD.size if replicate else 1)),
             ("slopes", [p.slope for p in pieces] == [p.slope for p in want]),

@@ -47,7 +47,7 @@ def spread_records(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("name", ["spread", "columns"])
+@pytest.mark.parametrize("name", ["spread", "columns", "uneven"])
 def test_spread_equals_the_whole_graph_and_is_the_same_for_every_K(spread_records, name):
     first = (spread_records / ("%s-1.json" % name)).read_text()
     for k in KS[1:]:
