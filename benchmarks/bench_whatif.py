@@ -1,18 +1,29 @@
-"""`mpigraph whatif` on synthetic runs (mpigraph.testing.synth) on one analysis rank.
+"""`mpigraph whatif` on synthetic runs (mpigraph.testing.synth) on 1, 2 and 4 analysis ranks.
 
     python benchmarks/bench_whatif.py [--records 1e6] [--ranks 64] [--structure halo] [--repeat 3]
+                                      [--nprocs 1 2 4]
 
 Writes the run (raw logs exactly as the shim writes them) into a temporary directory, then
 times ``mpigraph.whatif.whatif`` (trace, clock and match stages, the model graph, the
 envelope on 0..100 us, the 1/2/5% tolerances, the critical messages) and each of its
-steps; prints the medians and the machine's load.  The issue's target: under 10 s for
-1e6 records on one analysis rank.
+steps on one analysis rank in this process; prints the medians and the machine's load.
+The issue's target: under 10 s for 1e6 records on one analysis rank.
+
+Then, for each K of --nprocs, ``mpiexec -n K python bench_whatif.py --probe RUN`` runs whatif
+on K analysis ranks (spread.py: the model graph built on rank 0, its pieces between global
+synchronisation points spread over the ranks and solved there) and prints per rank and step
+(whatif graph, whatif spread, whatif solve) its wall and CPU seconds, the records it read, the
+bytes it sent and received (mpigraph.comm.meter) and each one's share against 1/K, as
+bench_analysis.py does, and the pieces and edges each rank solved.  CPU seconds and bytes
+show a rank-0 funnel where wall times cannot (more ranks than cores).
 """
 
 import argparse
 import os
+import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +54,71 @@ def steps(run_dir):
     return out, len(graph.edges.src), len(kept), model.n_levels
 
 
+def probe(run_dir, collectives="recdoub"):
+    """One whatif on this process's MPI_COMM_WORLD; per rank its lines (parsed by ``on_ranks``)."""
+    from mpi4py import MPI
+
+    from mpigraph.comm.meter import Meter
+
+    comm = MPI.COMM_WORLD
+    meter = Meter()
+    comm.Barrier()
+    started = time.perf_counter()
+    result = whatif(run_dir, latency=(0.0, 100e-6), collectives=collectives, comm=comm, meter=meter)
+    wall = time.perf_counter() - started
+    records = result.records_read
+    rows = comm.gather((wall, records, result.spread, meter.stages, result.T0_s, len(result.pieces)), root=0)
+    for rank, (wall, records, (units, edges), stages, t0, n_pieces) in enumerate(rows or []):
+        print("probe rank %d wall %.6f records %d pieces %d edges %d T0 %.12g envelope %d"
+              % (rank, wall, records, units, edges, t0, n_pieces), flush=True)
+        for st in stages:
+            print("probe stage rank %d %s wall %.6f cpu %.6f sent %d received %d"
+                  % (rank, st.name.replace(" ", "_"), st.wall_s, st.cpu_s, st.sent, st.received), flush=True)
+
+
+PROBE_LINE = re.compile(r"probe rank (\d+) wall (\S+) records (\d+) pieces (\d+) edges (\d+) T0 (\S+) envelope (\d+)")
+STAGE_RANK_LINE = re.compile(r"probe stage rank (\d+) (\S+) wall (\S+) cpu (\S+) sent (\d+) received (\d+)")
+
+
+def on_ranks(run_dir, nprocs, collectives="recdoub"):
+    """(per rank (wall, records, pieces, edges, T0, envelope pieces), {step: [(rank, wall, cpu, sent,
+    received)]}) of whatif on nprocs analysis ranks."""
+    from mpigraph.shim.launcher import find_mpi_tool
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MPIGRAPH_") and k != "LD_PRELOAD"}
+    cmd = [find_mpi_tool("mpiexec"), "-n", str(nprocs), sys.executable, os.path.abspath(__file__), "--probe", run_dir,
+           "--collectives", collectives]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit("whatif failed (%s):\n%s" % (" ".join(cmd), done.stderr[-3000:]))
+    ranks = [m.groups() for m in map(PROBE_LINE.match, done.stdout.splitlines()) if m]
+    ranks = [(float(w), int(r), int(u), int(e), float(t), int(n))
+             for _, w, r, u, e, t, n in sorted(ranks, key=lambda x: int(x[0]))]
+    steps = {}
+    for m in filter(None, map(STAGE_RANK_LINE.match, done.stdout.splitlines())):
+        rank, name, wall, cpu, sent, received = m.groups()
+        steps.setdefault(name, []).append((int(rank), float(wall), float(cpu), int(sent), int(received)))
+    return ranks, steps
+
+
+def print_on_ranks(run_dir, nprocs_list, repeat, collectives="recdoub"):
+    """Per K: the whole call's median wall (the slowest rank), per rank its pieces and edges, and
+    bench_analysis's per-rank shares table of the first repeat."""
+    from bench_analysis import print_rank_shares
+
+    answers = set()
+    for k in nprocs_list:
+        runs = [on_ranks(run_dir, k, collectives) for _ in range(repeat)]
+        ranks, steps = runs[0]
+        answers.add((ranks[0][4], ranks[0][5]))
+        print("\nwhatif on %d analysis rank%s: %.2f s (median of %d, the slowest rank); pieces / edges per rank: %s"
+              % (k, "s" if k > 1 else "", statistics.median(max(r[0] for r in run[0]) for run in runs), repeat,
+                 ", ".join("%d: %d / %d" % (i, r[2], r[3]) for i, r in enumerate(ranks))))
+        print_rank_shares(steps, [r[1] for r in ranks])
+    print("\nT(0) and the envelope's pieces the same for every K: %s" % ("yes" if len(answers) == 1 else
+                                                                       "NO: %s" % sorted(answers)))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=float, default=1e6, help="records in all logs together")
@@ -50,7 +126,14 @@ def main():
     parser.add_argument("--structure", default="halo", choices=synth.STRUCTURES)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", metavar="DIR", help="write the run here and keep it")
+    parser.add_argument("--nprocs", type=int, nargs="*", default=[1, 2, 4],
+                        help="analysis ranks to run whatif on under mpiexec (none: only the in-process timing)")
+    parser.add_argument("--collectives", default="recdoub", choices=build_module.COLLECTIVE_ALGORITHMS,
+                        help="whatif's --collectives (dissemination: no cuts, the columns are shared)")
+    parser.add_argument("--probe", metavar="RUN", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.probe:
+        return probe(args.probe, args.collectives)
     print("load average at start: %.2f %.2f %.2f" % os.getloadavg())
     per_rank = int(args.records) // args.ranks
     phases = (per_rank - 2) // synth.RECORDS_PER_PHASE[args.structure]
@@ -62,7 +145,7 @@ def main():
         totals, parts = [], []
         for _ in range(args.repeat):
             t = time.perf_counter()
-            result = whatif(run_dir, latency=(0.0, 100e-6))
+            result = whatif(run_dir, latency=(0.0, 100e-6), collectives=args.collectives)
             totals.append(time.perf_counter() - t)
             parts.append(steps(run_dir))
         step_names = list(parts[0][0])
@@ -75,6 +158,8 @@ def main():
             print("  %-9s %.2f s" % (name, statistics.median(p[0][name] for p in parts)))
         print("T(0) = %.6f s, lambda_L = %g, 1%% tolerance +%.3g us, %d pieces on 0..100 us"
               % (result.T0_s, result.lambda_L, result.tolerances[0]["added_latency_s"] * 1e6, len(result.pieces)))
+        if args.nprocs:
+            print_on_ranks(run_dir, args.nprocs, args.repeat, args.collectives)
     finally:
         if not args.keep:
             shutil.rmtree(run_dir, ignore_errors=True)

@@ -159,10 +159,10 @@ def test_lambda_g_is_bytes_of_critical_messages(pass_kind):
     assert got.right[0] == edges.m[on].sum()
 
 
-def chain_of_pieces(seeds):
-    """Random DAGs joined sink to source: the joints are cuts every path crosses.
-    Also one edge that jumps over the second joint (an outstanding message): not a cut."""
-    parts = [random_dag(s, n=25) for s in seeds]
+def chain_of_pieces(seeds, sizes=None):
+    """Random DAGs joined sink to source: the joints are cuts every path crosses (sizes: the
+    vertices of each, default 25)."""
+    parts = [random_dag(s, n=n) for s, n in zip(seeds, sizes or [25] * len(seeds))]
     src, dst, c, m, b = [], [], [], [], []
     base, joints = 0, []
     for i, e in enumerate(parts):

@@ -17,7 +17,7 @@ import numpy as np
 from mpigraph.whatif.build import (COLLECTIVE_KINDS, LATE_RECEIVER, MESSAGE, WhatifError, build, default_params,
                                    delivery_base, matched_run)
 from mpigraph.whatif.cuts import split_union
-from mpigraph.whatif.envelope import Model, tolerance_from_pieces
+from mpigraph.whatif.envelope import tolerance_from_pieces
 
 NS = 1e-9
 
@@ -40,6 +40,8 @@ class Result:
     params: object
     seconds: float = 0.0
     files: list = dataclasses.field(default_factory=list)
+    spread: tuple = (0, 0)       # (pieces, edges) this analysis rank solved
+    records_read: int = 0        # trace records this analysis rank read (rank 0: all)
 
 
 def load_params(path):
@@ -72,7 +74,8 @@ def load_params(path):
 
 
 def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolerance=(1, 2, 5), params=None,
-           loggps=None, collectives="recdoub", at=0.0, measured=None, out=None, clock="pingpong"):
+           loggps=None, collectives="recdoub", at=0.0, measured=None, out=None, clock="pingpong", comm=None,
+           meter=None):
     """The what-if analysis of the run in run_dir (see the module doc and docs/whatif.md).
 
     latency: (lo, hi) of the latency axis in s (delta: added latency dL; loggps: L itself);
@@ -80,31 +83,51 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
     tolerance: degradations in %; params: a params.csv path; loggps: {o_ns, L0_ns, G0_ns,
     S_bytes} overrides; at: the reference point on the latency axis (delta: dL, default 0;
     loggps: default L0); measured: [(dL_s, T_s)] points for the plot; out: a directory for
-    the files (None: none written)."""
+    the files (None: none written).
+
+    comm: the analysis ranks (an mpi4py communicator; default one, MPI.COMM_SELF), collective:
+    analysis rank 0 builds the model graph, the pieces between its global synchronisation
+    points are spread over the ranks and solved there (spread.py); every rank returns the same
+    Result, rank 0 writes the files.  meter: a comm.meter.Meter for the steps' seconds and bytes."""
+    from mpi4py import MPI
+
+    from mpigraph.comm import meter as meters
+    from mpigraph.comm import parallel
+    from mpigraph.whatif.spread import Spread
+
     started = time.perf_counter()
+    comm = comm if comm is not None else MPI.COMM_SELF
+    meter = meter if meter is not None else meters.Meter()
     if not os.path.isdir(run_dir):
         raise WhatifError("%s is not a directory: give a run directory (with raw/ logs)" % run_dir)
     lo, hi = (float(x) for x in latency)
     if lo >= hi or (model == "delta" and lo < 0):
         raise WhatifError("--latency %g:%g s: need 0 <= lo < hi (delta adds latency to the measured run)" % (lo, hi))
-    given = load_params(params) if params else {}
-    given.update(loggps or {})
-    matched = matched_run(run_dir, clock)
-    net = default_params(matched, model, given)
-    graph = build(matched, model, net, collectives)
-    # pieces between global synchronisation points side by side: one pass solves them all
-    if len(graph.cuts):
-        edges, _, edge_piece = split_union(graph.edges, graph.cuts, graph.piece)
-        m = Model(edges, edge_piece)
-    else:
-        m = Model(graph.edges)
-    if model == "delta":
-        ref_ns = float(at or 0.0) / NS
-        base_ns = net.L0_ns if net.L0_given else delivery_base(matched, net)
-    else:
-        ref_ns = float(at) / NS if at else net.L0_ns
-        base_ns = 0.0
-    G = 0.0 if model == "delta" else net.G0_ns
+    with meter.stage("whatif graph"):          # trace, clock, match and the model graph: analysis rank 0
+        graph, edges, edge_piece, net, ref_ns, base_ns, records = parallel.collectively(
+            comm, _graph if comm.Get_rank() == 0 else _nothing, run_dir, model, params, loggps, collectives, at, clock)
+        net, ref_ns, base_ns, measured_ns = comm.bcast((net, ref_ns, base_ns, graph.measured_ns if graph else None))
+    with meter.stage("whatif spread"):         # the pieces to their ranks
+        m = Spread(comm, edges, edge_piece)
+        edges = edge_piece = None
+    with meter.stage("whatif solve"):
+        G = 0.0 if model == "delta" else net.G0_ns
+        result = _solve(m, comm, graph, model, (lo, hi), bandwidth, tolerance, net, ref_ns, base_ns, G)
+        result.measured_s = measured_ns * NS
+    result.seconds = time.perf_counter() - started
+    result.spread = (m.n_local, m.n_edges)
+    result.records_read = records
+    result.text = summary(result, net)
+    if out:
+        from mpigraph.whatif import outputs
+
+        result.files = comm.bcast(outputs.write(out, result, measured) if comm.Get_rank() == 0 else None)
+    return result
+
+
+def _solve(m, comm, graph, model, latency, bandwidth, tolerance, net, ref_ns, base_ns, G):
+    """The Result's numbers from the spread graph m (collective; `graph` on rank 0 only)."""
+    lo, hi = latency
     pieces = m.envelope(lo / NS, hi / NS, fixed=G)
     ref, on_path = m.path(ref_ns, fixed=G)          # T, lambda_L, lambda_G and the critical edges
     T0 = float(ref.T[0])
@@ -116,8 +139,9 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
     if np.isnan(tol).any():         # beyond the latency interval: Newton steps on the graph
         tol = np.where(np.isnan(tol), m.tolerance(ref_ns, fractions, fixed=G)[0], tol)
     slope_at_tol = _slopes_at(pieces, tol, m, G)
-    result = Result(model, graph.measured_ns * NS, T0 * NS, ref_ns * NS, base_ns * NS, lam, rho, float(ref.other[0]),
-                    _piece_rows(pieces, base_ns, model), [], [], _critical(graph, on_path), "", net)
+    critical = comm.bcast(_critical(graph, on_path) if graph is not None else None)
+    result = Result(model, 0.0, T0 * NS, ref_ns * NS, base_ns * NS, lam, rho, float(ref.other[0]),
+                    _piece_rows(pieces, base_ns, model), [], [], critical, "", net)
     for x, L_x, slope in zip(tolerance, tol, slope_at_tol):
         result.tolerances.append({"degradation_pct": x, "T0_s": T0 * NS, "target_s": (1 + x / 100) * T0 * NS,
                                   "latency_s": L_x * NS + (base_ns * NS if model == "delta" else 0.0),
@@ -128,13 +152,35 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
                                     "lambda_G_bytes": p.slope, "intercept_s": p.intercept * NS,
                                     "T_from_s": p.at(p.lo) * NS, "T_to_s": p.at(p.hi) * NS}
                                    for p in m.envelope(glo, ghi, param="G", fixed=ref_ns)]
-    result.seconds = time.perf_counter() - started
-    result.text = summary(result, net)
-    if out:
-        from mpigraph.whatif import outputs
-
-        result.files = outputs.write(out, result, measured)
     return result
+
+
+def _nothing(*args):
+    """What the ranks other than 0 hold before the spread: nothing."""
+    return None, None, None, None, None, None, 0
+
+
+def _graph(run_dir, model, params, loggps, collectives, at, clock):
+    """(RunGraph, its edges as pieces side by side, the piece of each edge, NetParams, the
+    reference point and the base latency in ns, the records read) of the run: analysis rank
+    0's part."""
+    given = load_params(params) if params else {}
+    given.update(loggps or {})
+    matched = matched_run(run_dir, clock)
+    net = default_params(matched, model, given)
+    graph = build(matched, model, net, collectives)
+    # pieces between global synchronisation points side by side: one pass solves them all
+    if len(graph.cuts):
+        edges, _, edge_piece = split_union(graph.edges, graph.cuts, graph.piece)
+    else:
+        edges, edge_piece = graph.edges, np.zeros(len(graph.edges.src), np.int64)
+    if model == "delta":
+        ref_ns = float(at or 0.0) / NS
+        base_ns = net.L0_ns if net.L0_given else delivery_base(matched, net)
+    else:
+        ref_ns = float(at) / NS if at else net.L0_ns
+        base_ns = 0.0
+    return graph, edges, edge_piece, net, ref_ns, base_ns, sum(len(c.records) for c in matched.calls.values())
 
 
 def _piece_rows(pieces, base_ns, model):

@@ -74,7 +74,15 @@ def read_measured(path):
 
 
 def cmd_whatif(args):
+    from mpi4py import MPI
+
+    from mpigraph.comm import launch
+    from mpigraph.comm.meter import Meter
     from mpigraph.whatif.api import whatif
+
+    launch.check_world()            # another MPI than the launcher's: say so before any work
+    comm = MPI.COMM_WORLD           # `mpiexec -n K mpigraph whatif`: K analysis ranks
+    meter = Meter()
 
     latency = parse_range(args.latency, parse_time)
     bandwidth = parse_range(args.bandwidth, parse_per_byte) if args.bandwidth else None
@@ -86,10 +94,27 @@ def cmd_whatif(args):
                     params=args.params, loggps=parse_loggps(args.loggps) if args.loggps else None,
                     collectives=args.collectives, at=parse_time(args.at) if args.at else 0.0,
                     measured=read_measured(args.measured) if args.measured else None,
-                    out=args.out or args.run_dir)
-    sys.stdout.write(result.text)
-    print("  files: %s  (%.2f s)" % (", ".join(result.files), result.seconds))
+                    out=args.out or args.run_dir, comm=comm, meter=meter)
+    rows = comm.gather((comm.Get_rank(), result.spread, meter.stages))
+    if comm.Get_rank() == 0:
+        sys.stdout.write(result.text)
+        print("  files: %s  (%.2f s on %d analysis rank%s)" % (", ".join(result.files), result.seconds,
+                                                               comm.Get_size(), "s" if comm.Get_size() > 1 else ""))
+        if args.verbose:
+            print(per_rank_table(rows))
     return 0
+
+
+def per_rank_table(rows):
+    """Per analysis rank: the pieces and edges it solved, and each step's wall and CPU seconds and
+    bytes sent and received (comm.meter)."""
+    lines = ["  %4s %7s %9s  %-14s %8s %8s %12s %12s" % ("rank", "pieces", "edges", "step", "wall s", "cpu s",
+                                                        "sent B", "received B")]
+    for rank, (units, edges), stages in rows:
+        for st in stages:
+            lines.append("  %4d %7d %9d  %-14s %8.3f %8.3f %12d %12d" % (rank, units, edges, st.name, st.wall_s,
+                                                                          st.cpu_s, st.sent, st.received))
+    return "\n".join(lines)
 
 
 def add_parser(subparsers):
@@ -111,4 +136,6 @@ def add_parser(subparsers):
     p.add_argument("--at", metavar="TIME", help="reference point on the latency axis (default: dL = 0 / L0)")
     p.add_argument("--measured", metavar="CSV", help="measured points (dL_s,T_s) to draw in whatif.svg")
     p.add_argument("--out", metavar="DIR", help="where to write the files (default RUN_DIR)")
+    p.add_argument("--verbose", action="store_true",
+                   help="print per analysis rank (mpiexec -n K mpigraph whatif) its pieces, edges, seconds and bytes")
     p.set_defaults(func=cmd_whatif)

@@ -72,6 +72,11 @@ class Edges:
             raise ValueError("message and byte counts must be >= 0")
 
 
+def tight_eps(edges):
+    """The absolute part of "tight": REL_EPS of the largest constant weight (at least 1 ns)."""
+    return REL_EPS * max(float(np.abs(edges.c).max(initial=0)), 1.0)
+
+
 def topological_levels(n, src, dst):
     """Level of each vertex: 0 without in-edges, else 1 + the largest level of its sources
     (Kahn's algorithm one whole frontier at a time).  ValueError on a cycle."""
@@ -134,11 +139,13 @@ class Model:
     by destination and vertices in a topological order; else in numpy, edges sorted by
     (level of dst, dst)."""
 
-    def __init__(self, edges: Edges, edge_piece=None, use_kernel=True):
+    def __init__(self, edges: Edges, edge_piece=None, use_kernel=True, eps_abs=None):
         """`edge_piece`: for a graph of pieces side by side (``cuts.split_union``), the piece of each
         edge; sink i must be piece i's.  Then ``envelope`` searches each piece's breakpoints
         on its own (all pieces in the same passes, each at its own values) and adds them up.
-        use_kernel=False: the numpy pass even where the C kernel compiles."""
+        use_kernel=False: the numpy pass even where the C kernel compiles.  eps_abs: the
+        absolute part of "tight" (default: from these edges' largest c); a part of a larger
+        graph (spread.py) takes the whole graph's, so that its answers are the whole's."""
         from mpigraph.whatif import kernel
 
         self.edges = edges
@@ -156,7 +163,7 @@ class Model:
         self.dst = edges.dst[order]
         self.c, self.m, self.b = edges.c[order], edges.m[order], edges.b[order]
         # tight: within eps_abs + REL_EPS |t| (an edge's own size, and the times' rounding)
-        self.eps_abs = REL_EPS * max(float(np.abs(edges.c).max(initial=0)), 1.0)
+        self.eps_abs = eps_abs if eps_abs is not None else tight_eps(edges)
         self.sinks = np.atleast_1d(np.asarray(edges.sink, np.int64))
         if edge_piece is None:
             self.epiece = None
@@ -338,7 +345,12 @@ class Model:
 
     def path(self, value, param="L", fixed=0.0):
         """(Pass at `value` with the other coefficient on the path, the critical edges): one pass."""
-        got, (t, pred) = self.forward([value], param, fixed, keep=True)
+        got, on = self.path_units(value, param, fixed)
+        return Pass(*(getattr(got, f).sum(axis=0) for f in ("T", "right", "left", "other"))), on
+
+    def path_units(self, value, param="L", fixed=0.0):
+        """``path`` with the Pass per sink (arrays of sinks x 1), not summed."""
+        got, (t, pred) = self._columns(np.atleast_1d(np.asarray([value], np.float64)), param, fixed, True, True)
         if self.kernel is not None:
             ffi, lib = self.kernel
             on_vertex = np.zeros(self.edges.n_vertices, np.int8)
@@ -369,6 +381,10 @@ class Model:
         """The pieces of T(p) on [lo, hi], in order: Eisner-Severance search, a round per depth,
         every open interval of a round in the same pass; for a graph of pieces each piece's
         own breakpoints, then their sum (``sum_envelopes``)."""
+        return combine_units(self.envelope_units(lo, hi, param, fixed), lo, hi)
+
+    def envelope_units(self, lo, hi, param="L", fixed=0.0):
+        """Each unit's pieces of T(p) on [lo, hi] (``envelope`` before the sum): a list per unit."""
         U = self.n_units
         ends = self._units(np.tile([lo, hi], (U, 1)), param, fixed)
         # open intervals: (unit, a, T(a), right slope at a, b, T(b), left slope at b)
@@ -402,9 +418,7 @@ class Model:
                     found[u] += [Piece(a, x, sa, ta - sa * a), Piece(x, b, sb, tb - sb * b)]
                 else:
                     todo += [(u, a, ta, sa, x, tx, got.left[u, i]), (u, x, tx, got.right[u, i], b, tb, sb)]
-        if U == 1:
-            return merge_pieces(found[0])
-        return sum_envelopes([merge_pieces(f) for f in found], lo, hi)
+        return [merge_pieces(f) for f in found]
 
     def _units(self, values, param, fixed):
         """Pass of (units x K) arrays at values (units x K)."""
@@ -471,6 +485,12 @@ def _ptr(ffi, array):
     if array.ndim == 2:
         assert array.strides[-1] == array.itemsize
     return ffi.cast(kind, array.ctypes.data)
+
+
+def combine_units(units, lo, hi):
+    """T's pieces from the units' (a list of piece lists, in unit order): one unit's as they
+    are, several summed (``sum_envelopes``)."""
+    return units[0] if len(units) == 1 else sum_envelopes(units, lo, hi)
 
 
 def merge_pieces(pieces):

@@ -23,6 +23,8 @@ int main(int argc, char **argv)
         MPI_Allreduce(in, out, 3, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
         wi_hold_until_sent_plus(out[1 + ((rank + 1) & 1)]);
     }
+    wi_finish(rank);
     MPI_Finalize();
+    wi_report();
     return 0;
 }

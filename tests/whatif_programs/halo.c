@@ -27,6 +27,8 @@ int main(int argc, char **argv)
     }
     free(sbuf);
     free(rbuf);
+    wi_finish(rank);
     MPI_Finalize();
+    wi_report();
     return 0;
 }

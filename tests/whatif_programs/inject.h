@@ -12,12 +12,20 @@
 #define WHATIF_INJECT_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
 
 static int64_t wi_dl = 0, wi_base = 0;
+/* The program's own measure of its run time (WHATIF_REPORT=1): CLOCK_MONOTONIC when MPI_Init
+ * returned (wi_init, first thing) and when MPI_Finalize is called (wi_finish), printed after
+ * MPI_Finalize (wi_report), outside the measured interval.  The harness takes the earliest
+ * start and the latest end over the ranks: the definition of T that mpigraph uses on a trace
+ * (earliest end of MPI_Init to the latest start of MPI_Finalize), measured without the shim. */
+static int64_t wi_t_init = 0, wi_t_finish = 0;
+static int wi_rank_seen = -1;
 
 static int64_t wi_now(void)
 {
@@ -32,8 +40,11 @@ static int64_t wi_now(void)
 static int wi_yield = 0;
 #define WI_SPIN_NS 30000     /* the last part of a hold is always spun: a sleep wakes late */
 
+static int64_t wi_now(void);
+
 static void wi_init(void)
 {
+    wi_t_init = wi_now();
     const char *dl = getenv("WHATIF_INJECT_NS"), *base = getenv("WHATIF_BASE_NS");
     const char *yield = getenv("WHATIF_YIELD");
     wi_dl = dl ? atoll(dl) : 0;
@@ -41,6 +52,21 @@ static void wi_init(void)
     wi_yield = yield && atoi(yield);
     if (wi_yield)
         prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+}
+
+/* Call right before MPI_Finalize. */
+static void wi_finish(int rank)
+{
+    wi_t_finish = wi_now();
+    wi_rank_seen = rank;
+}
+
+/* Call after MPI_Finalize: one line per rank, "WHATIF_T <rank> <init end ns> <finalize start ns>". */
+static void wi_report(void)
+{
+    const char *want = getenv("WHATIF_REPORT");
+    if (want && atoi(want))
+        printf("WHATIF_T %d %lld %lld\n", wi_rank_seen, (long long)wi_t_init, (long long)wi_t_finish);
 }
 
 /* Stamp the send start into the payload. */
