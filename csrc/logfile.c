@@ -213,9 +213,17 @@ void mg_start_log_helper(int spare_cpu)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (ahead.running)
         mg.header->flags |= MG_HEADER_LOG_HELPER;
-    /* The second step is prepared while the program fills the first. */
+    /* The second step is prepared while the program fills the second half of the
+     * first: the writer stops at the half (its capacity halved; the pages beyond are
+     * allocated and faulted in already) and asks then.  Not at once: faulting in a
+     * step holds the process's mmap lock, and the MPI library maps its own buffers
+     * around MPI_Init and the first messages; a run too short to fill half a step
+     * never needs the helper at all. */
     pthread_mutex_lock(&ahead.m);
-    ask_helper();
+    if (mg.n < mg.capacity / 2)
+        mg.capacity /= 2;
+    else
+        ask_helper();
     pthread_mutex_unlock(&ahead.m);
 }
 
