@@ -11,6 +11,8 @@ import os
 
 import numpy as np
 
+from mpigraph.report.sections import add_section
+
 ZONE_COLOURS = ("#b7e4b0", "#ffd59a", "#f4a6a6")
 
 
@@ -32,25 +34,11 @@ def write(out_dir, result, measured=None):
     with open(path, "w") as f:
         f.write(result.text)
     files.append(path)
-    summary = os.path.join(out_dir, "summary.txt")
-    if os.path.exists(summary):
-        add_to_summary(summary, result.text)
-        files.append(summary)
+    files += add_section(out_dir, SUMMARY_MARK, result.text)   # a report's summary.txt, if out_dir has one
     return files
 
 
 SUMMARY_MARK = "What if the network were slower"
-
-
-def add_to_summary(path, text):
-    """The paragraph at the end of the report's summary.txt, in place of an earlier one."""
-    with open(path) as f:
-        old = f.read()
-    at = old.find("\n" + SUMMARY_MARK)
-    if at >= 0:
-        old = old[:at + 1]
-    with open(path, "w") as f:
-        f.write(old.rstrip("\n") + "\n\n" + text)
 
 
 _DEFAULT_COLUMNS = {
