@@ -152,6 +152,7 @@ def main():
     parser.add_argument("--breakdown", action="store_true",
                         help="one more analysed run per rank count: its stages and slowest imports")
     parser.add_argument("--top", type=int, default=12, help="imports listed by --breakdown")
+    parser.add_argument("--program", help="init_finalize.c built elsewhere (a machine without mpicc)")
     args = parser.parse_args()
     started = time.perf_counter()
     print(describe_machine())
@@ -159,7 +160,7 @@ def main():
         print(note)
     workdir = tempfile.mkdtemp(prefix="mpigraph-startup-")
     try:
-        exe = build_empty(workdir)
+        exe = os.path.abspath(args.program) if args.program else build_empty(workdir)
         print("an empty program (MPI_Init, MPI_Finalize), best / median of %d rounds (modes interleaved)\n"
               % args.rounds)
         print(TABLE_HEADER, flush=True)
