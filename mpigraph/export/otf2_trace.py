@@ -13,6 +13,10 @@ earliest MPI_Init starts at 0: OTF2 times are unsigned):
   the tag and the bytes (match.p2p.operations, from the raw logs); MpiCollectiveBegin/End around
   each blocking collective on a known communicator (root as its rank there, size_sent the bytes
   the member passed, size_received 0: the shim does not record it).
+- the phase marks (MPI_Pcontrol, mpigraph_phase_begin/_end) are no MPI calls here: each named
+  region and each Pcontrol phase is a region of its own (paradigm USER, role CODE, named as in
+  phases.csv: "solve", "pcontrol 2 (level 1)"), entered and left at the marks' times, properly
+  nested (export.regions); regions still open are left at the end of the rank's last call.
 
 Nonblocking sends are written as MpiSend at their post (OTF2's MpiIsend needs the completion's
 request events, which a reader matching messages does not use); nonblocking collectives are

@@ -1,0 +1,104 @@
+"""Named regions and MPI_Pcontrol phases in the exports: OTF2 regions of their own (enter at the
+mark, leave at the mark that ends them), trace.json slices per region and rank; the marks are no
+MPI calls there.
+
+tests/programs/regions.c (2 ranks): "short", then "long" with "exchange" nested in it, an ignored
+second end of "long", then "tail" never ended (left at MPI_Finalize's end).
+tests/programs/phases.c: MPI_Pcontrol(1), (2), (0): three phases after phase 0."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import mpi_env
+from mpigraph.trace import functions as mf
+
+otf2 = pytest.importorskip("otf2", reason="the otf2 package is in the test extra: pip install '.[test]'")
+
+RANKS = 2
+INCLUDE = os.path.join(os.path.dirname(mf.__file__), os.pardir, "include")
+MARKS = ("mpigraph_phase_begin", "mpigraph_phase_end", "MPI_Pcontrol")
+# regions.c's region events in order, (event, region); the second end of "long" (mark 7) makes none.
+REGION_EVENTS = [("Enter", "short"), ("Leave", "short"), ("Enter", "long"), ("Enter", "exchange"),
+                 ("Leave", "exchange"), ("Leave", "long"), ("Enter", "tail"), ("Leave", "tail")]
+
+
+def _run(tmp_path_factory, source, flags, argv=()):
+    mpi = mpi_env.wheel_mpi()
+    exe = mpi_env.Builder(str(tmp_path_factory.mktemp("programs"))).build(source, mpi.mpicc, flags)
+    out = str(tmp_path_factory.mktemp("runs") / "run")
+    result = mpi_env.mpirun(mpi, RANKS, [exe, *argv], out=out, rank_env={"MPIGRAPH_QUIET": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def regions_run(tmp_path_factory):
+    return _run(tmp_path_factory, "regions.c", ["-I", INCLUDE])
+
+
+@pytest.fixture(scope="module")
+def phases_run(tmp_path_factory):
+    return _run(tmp_path_factory, "phases.c", [], ["2"])
+
+
+def _export(run_dir, where):
+    result = mpi_env.mpigraph(["export", run_dir, "--otf2", str(where)])
+    assert result.returncode == 0, result.stdout + result.stderr
+    return str(where)
+
+
+def _read(archive):
+    """{rank: [(event class, region name, paradigm, time)]} of the Enter and Leave events."""
+    events = {}
+    with otf2.reader.open(os.path.join(archive, "traces.otf2")) as trace:
+        rank_of = {loc: i for i, loc in enumerate(trace.definitions.locations)}
+        for location, event in trace.events:
+            if isinstance(event, (otf2.events.Enter, otf2.events.Leave)):
+                events.setdefault(rank_of[location], []).append(
+                    (type(event).__name__, event.region.name, event.region.paradigm, event.time))
+    return events
+
+
+def _calls(run_dir):
+    import mpigraph
+
+    return mpigraph.load(run_dir).calls
+
+
+def test_named_regions_enter_and_leave_at_their_marks(regions_run, tmp_path):
+    events = _read(_export(regions_run, tmp_path / "otf2"))
+    calls = _calls(regions_run)
+    shift = max(0, -int(calls["start_ns"].min()))
+    for rank in range(RANKS):
+        mine = calls[calls["rank"] == rank].sort_values("call")
+        user = [e for e in events[rank] if e[2] == otf2.Paradigm.USER]
+        assert [(e[0], e[1]) for e in user] == REGION_EVENTS
+        # Times: the marks' (the 7th mark, an end of "long" that is not open, makes no event),
+        # "tail" left at the end of the rank's last call (MPI_Finalize).
+        marks = mine[mine["function"].isin(MARKS)]["start_ns"].to_numpy()
+        assert len(marks) == 8
+        expected = np.concatenate([np.delete(marks, 6), [mine["end_ns"].iloc[-1]]]) + shift
+        assert [e[3] for e in user] == expected.tolist()
+        # The marks are no MPI calls: every MPI Enter is a call of calls.parquet that is no mark.
+        mpi = [e[1] for e in events[rank] if e[2] == otf2.Paradigm.MPI and e[0] == "Enter"]
+        assert mpi == mine[~mine["function"].isin(MARKS)]["function"].tolist()
+        assert not set(MARKS) & {e[1] for e in events[rank]}
+        # Nesting: the Sendrecv is inside "exchange", inside "long".
+        names = [e[1] for e in events[rank]]
+        assert names.index("long") < names.index("exchange") < names.index("MPI_Sendrecv")
+
+
+def test_pcontrol_phases_are_regions_one_after_another(phases_run, tmp_path):
+    events = _read(_export(phases_run, tmp_path / "otf2"))
+    calls = _calls(phases_run)
+    for rank in range(RANKS):
+        user = [(e[0], e[1]) for e in events[rank] if e[2] == otf2.Paradigm.USER]
+        assert user == [("Enter", "pcontrol 1 (level 1)"), ("Leave", "pcontrol 1 (level 1)"),
+                        ("Enter", "pcontrol 2 (level 2)"), ("Leave", "pcontrol 2 (level 2)"),
+                        ("Enter", "pcontrol 3 (level 0)"), ("Leave", "pcontrol 3 (level 0)")]
+        mine = calls[calls["rank"] == rank]
+        assert sum(e[0] == "Enter" and e[2] == otf2.Paradigm.MPI for e in events[rank]) == \
+            int((mine["function"] != "MPI_Pcontrol").sum())
