@@ -102,3 +102,46 @@ def test_pcontrol_phases_are_regions_one_after_another(phases_run, tmp_path):
         mine = calls[calls["rank"] == rank]
         assert sum(e[0] == "Enter" and e[2] == otf2.Paradigm.MPI for e in events[rank]) == \
             int((mine["function"] != "MPI_Pcontrol").sum())
+
+
+def _trace_json(run_dir, tmp_path):
+    result = mpi_env.mpigraph(["view", run_dir, "--perfetto", "--out", str(tmp_path / "view")])
+    assert result.returncode == 0, result.stdout + result.stderr
+    with open(tmp_path / "view" / "trace.json") as f:
+        trace = json.load(f)
+    # trace.json's ts: microseconds (three decimals), shifted so that the earliest call starts at 0 or later.
+    shift_us = max(0, -int(_calls(run_dir)["start_ns"].min())) / 1000
+    return trace["traceEvents"], shift_us
+
+
+def test_trace_json_has_a_slice_per_region_and_rank(regions_run, tmp_path):
+    events, shift_us = _trace_json(regions_run, tmp_path)
+    calls = _calls(regions_run)
+    for rank in range(RANKS):
+        mine = calls[calls["rank"] == rank].sort_values("call")
+        marks = mine[mine["function"].isin(MARKS)]["start_ns"].to_numpy()
+        finalize_end = int(mine["end_ns"].iloc[-1])
+        # (name, start, end) in ns from the marks: the 7th mark (an end of "long" not open) is ignored.
+        expected = {("short", marks[0], marks[1]), ("long", marks[2], marks[5]), ("exchange", marks[3], marks[4]),
+                    ("tail", marks[7], finalize_end)}
+        slices = [e for e in events if e["ph"] == "X" and e["pid"] == rank and e.get("tid") == 1]
+        got = {(e["name"], round((e["ts"] - shift_us) * 1000), round((e["ts"] - shift_us + e["dur"]) * 1000))
+               for e in slices}
+        assert got == {(n, int(a), int(b)) for n, a, b in expected}
+        assert {e["name"]: e["args"]["depth"] for e in slices} == {"short": 0, "long": 0, "exchange": 1, "tail": 0}
+        assert {e["cat"] for e in slices} == {"region"}
+        # The marks are no MPI calls; the MPI calls are calls.parquet's, with its times.
+        mpi = sorted((e["name"], round((e["ts"] - shift_us) * 1000)) for e in events
+                     if e.get("cat") == "mpi" and e["pid"] == rank)
+        real = mine[~mine["function"].isin(MARKS)]
+        assert mpi == sorted(zip(real["function"], real["start_ns"].astype(int)))
+
+
+def test_trace_json_pcontrol_phases(phases_run, tmp_path):
+    events, _ = _trace_json(phases_run, tmp_path)
+    for rank in range(RANKS):
+        slices = [e for e in events if e["ph"] == "X" and e["pid"] == rank and e.get("tid") == 1]
+        assert sorted((e["ts"], e["name"], e["cat"]) for e in slices)[0][1:] == ("pcontrol 1 (level 1)", "pcontrol")
+        assert [e["name"] for e in sorted(slices, key=lambda e: e["ts"])] == \
+            ["pcontrol 1 (level 1)", "pcontrol 2 (level 2)", "pcontrol 3 (level 0)"]
+        assert not any(e.get("cat") == "mpi" and e["name"] == "MPI_Pcontrol" for e in events)
