@@ -145,3 +145,30 @@ def test_trace_json_pcontrol_phases(phases_run, tmp_path):
         assert [e["name"] for e in sorted(slices, key=lambda e: e["ts"])] == \
             ["pcontrol 1 (level 1)", "pcontrol 2 (level 2)", "pcontrol 3 (level 0)"]
         assert not any(e.get("cat") == "mpi" and e["name"] == "MPI_Pcontrol" for e in events)
+
+
+def test_timeline_page_draws_the_regions_and_no_marks(regions_run, tmp_path):
+    """timeline.html: the regions in its header (a slice per region and rank) drawn as bands in
+    headless Chromium (tests/headless.py), and the marks gone from its calls."""
+    import re
+
+    from headless import Browser
+
+    result = mpi_env.mpigraph(["view", regions_run, "--out", str(tmp_path / "view")])
+    assert result.returncode == 0, result.stdout + result.stderr
+    html = tmp_path / "view" / "timeline.html"
+    meta = json.loads(re.search(r'<script type="application/json" id="mg-meta">(.*?)</script>', html.read_text(),
+                                re.S).group(1))
+    calls = _calls(regions_run)
+    assert meta["calls"] == int((~calls["function"].isin(MARKS)).sum())
+    assert not set(MARKS) & {f["name"] for f in meta["functions"]}
+    g = meta["regions"]
+    assert sorted(zip(g["rank"], [g["names"][k] for k in g["name"]])) == \
+        sorted((r, n) for r in range(RANKS) for n in ("short", "long", "exchange", "tail"))
+    ready = "window.__mpigraph && (window.__mpigraph.ok || window.__mpigraph.errors.length > 0) && window.__mpigraph"
+    with Browser(timeout=180) as browser:
+        page = browser.open("file://" + str(html), width=1400, height=800)
+        status, _ = page.wait_for(ready, timeout=180)
+        errors = page.console_errors
+    assert errors == [] and status["errors"] == [], (errors, status)
+    assert status["regionsDrawn"] == 4 * RANKS
