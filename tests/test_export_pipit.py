@@ -16,6 +16,14 @@ pipit = pytest.importorskip("pipit.readers.otf2_reader",
 ITER = 2
 
 
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("demo") / "run")
+    result = mpi_env.mpigraph(["demo", "--out", out])
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
 def _export(run_dir, where):
     archive = str(where)
     result = mpi_env.mpigraph(["export", run_dir, "--otf2", archive])
@@ -41,10 +49,8 @@ def _our_matrices(run_dir, p):
     return messages, nbytes
 
 
-def test_pipit_reads_the_demo_with_our_communication_matrix(tmp_path):
-    out = str(tmp_path / "demo")
-    result = mpi_env.mpigraph(["demo", "--out", out])
-    assert result.returncode == 0, result.stdout + result.stderr
+def test_pipit_reads_the_demo_with_our_communication_matrix(demo, tmp_path):
+    out = demo
     messages, nbytes = _pipit_matrices(_export(out, tmp_path / "otf2"))
     ours = _our_matrices(out, 4)
     assert np.array_equal(messages, ours[0]) and np.array_equal(nbytes, ours[1])
@@ -65,3 +71,15 @@ def test_pipit_reads_an_all_to_all_with_the_known_sizes(tmp_path):
     assert np.array_equal(nbytes, ITER * off * 8 * (1 + 4 * src + dst))
     ours = _our_matrices(run, 4)
     assert np.array_equal(messages, ours[0]) and np.array_equal(nbytes, ours[1])
+
+
+def test_to_pipit_gives_the_trace_of_a_run(demo):
+    """mpigraph.export.pipit_trace.to_pipit: the run as a pipit Trace, its archive gone; the demo's
+    matrix, and an Enter per call of calls.parquet."""
+    import mpigraph
+    from mpigraph.export import pipit_trace
+
+    out = demo
+    trace = pipit_trace.to_pipit(out)
+    assert np.array_equal(trace.comm_matrix("count").astype(np.int64), _our_matrices(out, 4)[0])
+    assert int((trace.events["Event Type"] == "Enter").sum()) == len(mpigraph.load(out).calls)
