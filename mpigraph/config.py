@@ -49,6 +49,10 @@ SETTINGS = [
     Setting("MPIGRAPH_VERBOSE", "0",
             "1: print every analysis stage with its time on stderr (done anyway above 1e6 records "
             "unless quiet)", False),
+    Setting("MPIGRAPH_PHASE", "(every phase)",
+            "phases.csv, phase_functions.csv and the summary's phases section of this phase only: a region "
+            "name (with the regions nested in it) or a Pcontrol phase number; the in-job twin of "
+            "mpigraph analyze --phase NAME (an unknown name: the analysis fails, naming the run's phases)", False),
     Setting("MPIGRAPH_RECORD", "on", "on|off: record at all (off: the shim does nothing)", True),
     Setting("MPIGRAPH_CLOCK_SOURCE", "tsc if invariant",
             "tsc|monotonic: the clock the shim reads in every wrapper", True),
@@ -94,7 +98,7 @@ class Config:
     compress: int = DEFAULT_COMPRESS_LEVEL   # zstandard level, 0 = off
     quiet: bool = False
     verbose: bool = False
-    phase: str = None             # `mpigraph analyze --phase NAME`: the per-phase tables of that phase only
+    phase: str = None             # MPIGRAPH_PHASE, `mpigraph analyze --phase NAME`: that phase's tables only
 
     def with_overrides(self, **changes):
         """A copy with the non-None `changes` applied and validated (command-line options)."""
@@ -169,6 +173,7 @@ _PARSERS = {
     "MPIGRAPH_COMPRESS": ("compress", parse_compress),
     "MPIGRAPH_QUIET": ("quiet", parse_flag),
     "MPIGRAPH_VERBOSE": ("verbose", parse_flag),
+    "MPIGRAPH_PHASE": ("phase", lambda value, name: value.strip() or None),
 }
 assert set(_PARSERS) == {s.name for s in SETTINGS if not s.shim_only}
 

@@ -95,8 +95,8 @@ A run directory (`mpigraph-<date>-<id>/`, `MPIGRAPH_OUT`, or `--out`) holds:
 | `summary.txt` | the run in words and short tables ([README](../README.md#reading-the-summary)) |
 {table_rows}{extra_rows}| `ranks.svg` | a bar per rank: compute, MPI time (execution and wait), time on the critical path |
 | `commmatrix.svg` | the communication matrix as a heatmap: bytes per (sender, receiver), log shade |
-| `timeline.html` | `mpigraph view`: one self-contained page, a row per rank, every call, the messages, the critical path |
-| `trace.json` | `mpigraph view --perfetto`: Chrome trace event format (Perfetto UI, chrome://tracing) |
+| `timeline.html` | `mpigraph view`: one self-contained page, a row per rank, every call, the messages, the critical path, the named regions and Pcontrol phases as bands |
+| `trace.json` | `mpigraph view --perfetto`: Chrome trace event format (Perfetto UI, chrome://tracing); the named regions and Pcontrol phases on a thread per rank named phases |
 | `OUT/traces.otf2` | `mpigraph export DIR --otf2 OUT` (extra `otf2`): the run as OTF2 for Vampir, Scalasca, pipit ([concepts.md](concepts.md#otf2-export)) |
 
 Conventions of every table:

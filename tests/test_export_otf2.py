@@ -82,15 +82,3 @@ def test_an_unanalysed_directory_and_an_existing_archive_are_user_errors(demo, t
     os.makedirs(empty / "raw")
     missing = mpi_env.mpigraph(["export", str(empty), "--otf2", str(tmp_path / "x")])
     assert missing.returncode == 2, missing.stderr
-
-
-def test_pipit_is_not_installable_from_pypi():
-    """The brief asks for pipit's Trace.from_otf2 as a second reader when it installs from PyPI.
-    PyPI's "pipit" is 0.0.1 (2022), a wheel of metadata only (hpcgroup/pipit is not published
-    there): this test states it, and fails the day an importable pipit with from_otf2 appears,
-    so the check gets written then."""
-    try:
-        import pipit
-    except ImportError:
-        return
-    assert not hasattr(getattr(pipit, "Trace", None), "from_otf2"), "pipit reads OTF2 now: compare its comm matrix"

@@ -13,6 +13,10 @@ earliest MPI_Init starts at 0: OTF2 times are unsigned):
   the tag and the bytes (match.p2p.operations, from the raw logs); MpiCollectiveBegin/End around
   each blocking collective on a known communicator (root as its rank there, size_sent the bytes
   the member passed, size_received 0: the shim does not record it).
+- the phase marks (MPI_Pcontrol, mpigraph_phase_begin/_end) are no MPI calls here: each named
+  region and each Pcontrol phase is a region of its own (paradigm USER, role CODE, named as in
+  phases.csv: "solve", "pcontrol 2 (level 1)"), entered and left at the marks' times, properly
+  nested (export.regions); regions still open are left at the end of the rank's last call.
 
 Nonblocking sends are written as MpiSend at their post (OTF2's MpiIsend needs the completion's
 request events, which a reader matching messages does not use); nonblocking collectives are
@@ -24,14 +28,20 @@ import os
 
 import numpy as np
 
+from mpigraph.export import regions
 from mpigraph.match import core, p2p
+from mpigraph.phases import regions as phase_regions
 from mpigraph.trace import functions as mf
 from mpigraph.trace import logs as trace
 from mpigraph.traffic import communicators as comms
 
-# Event codes, in the order they are written within one call.
-ENTER, SEND, COLL_BEGIN, RECV, COLL_END, LEAVE = range(6)
-EVENT_NAMES = ("Enter", "MpiSend", "MpiCollectiveBegin", "MpiRecv", "MpiCollectiveEnd", "Leave")
+# Event codes, in the order they are written within one call: a mark's region leaves and enters
+# (a mark has no events of its own), an MPI call's events, the regions left at the rank's end.
+REGION_LEAVE, REGION_ENTER, ENTER, SEND, COLL_BEGIN, RECV, COLL_END, LEAVE, REGION_CLOSE = range(9)
+EVENT_NAMES = ("Leave (region)", "Enter (region)", "Enter", "MpiSend", "MpiCollectiveBegin", "MpiRecv",
+               "MpiCollectiveEnd", "Leave", "Leave (region)")
+REGION_DESCRIPTIONS = {regions.NAMED: "a named region of the mpigraph phase API (mpigraph_phase_begin/_end)",
+                       regions.PCONTROL: "an MPI_Pcontrol phase: from one MPI_Pcontrol call to the next"}
 
 _ROLES = {mf.SEND: "POINT2POINT", mf.RECV: "POINT2POINT", mf.SENDRECV: "POINT2POINT", mf.ISEND: "POINT2POINT",
           mf.IRECV: "POINT2POINT", mf.COMPLETION: "POINT2POINT", mf.PROBE: "POINT2POINT",
@@ -66,7 +76,7 @@ def _read_calls(run_dir):
     path = os.path.join(run_dir, "calls.parquet")
     if not os.path.exists(path):
         raise ExportError("%s does not exist: analyse the run first (mpigraph analyze %s)" % (path, run_dir))
-    table = pq.read_table(path, columns=["rank", "call", "function", "start_ns", "end_ns", "comm", "root", "bytes"])
+    table = pq.read_table(path, columns=["rank", "call", "function", "start_ns", "end_ns", "comm", "root", "bytes", "tag"])
     calls = {name: table[name].to_numpy(zero_copy_only=False) for name in table.column_names}
     order = np.lexsort((calls["call"], calls["rank"]))
     return {name: col[order] for name, col in calls.items()}
@@ -109,7 +119,7 @@ def export(run_dir, out_dir):
         for rank, rc in rank_calls.items():
             a, b = bounds[rank], bounds[rank + 1]
             mine = {name: col[a:b] for name, col in calls.items()}
-            events = rank_events(rc, mine, set(defs.comms), shift)
+            events = rank_events(rc, mine, set(defs.comms), shift, phase_regions.read_names(logs[rank].path))
             _write_rank(otf2, archive.event_writer_from_location(defs.locations[rank]), defs, events, counts)
     return counts
 
@@ -134,8 +144,16 @@ class _Definitions:
             members = known.members(comm_id)
             if members is not None:
                 self._comm(otf2, d, comm_id, known.name(comm_id), members, world)
-        self.regions = {}
+        self.regions, self.user_regions = {}, {}
         self._d, self._otf2 = d, otf2
+
+    def user_region(self, kind, name):
+        """The region of a named region or Pcontrol phase ((kind, name) of export.regions), defined when first used."""
+        if (kind, name) not in self.user_regions:
+            self.user_regions[(kind, name)] = self._d.region(
+                name, description=REGION_DESCRIPTIONS[kind], region_role=self._otf2.RegionRole.CODE,
+                paradigm=self._otf2.Paradigm.USER)
+        return self.user_regions[(kind, name)]
 
     def _comm(self, otf2, d, comm_id, name, members, parent):
         group = d.group(name, group_type=otf2.GroupType.COMM_GROUP, paradigm=otf2.Paradigm.MPI,
@@ -167,10 +185,13 @@ def comm_rank(members, comm_id, world_ranks):
     return (int(comm_id), order[at]) if ok.all() else (comms.WORLD_ID, world_ranks)
 
 
-def rank_events(rc, calls, comm_ids, shift):
-    """One rank's events in writing order: {code, time, call, func, peer, tag, bytes, comm, root}
-    (numpy columns; peer (world rank), tag, bytes for sends and receives, root for collectives);
-    collective events only on the communicators `comm_ids` (those defined in the archive)."""
+def rank_events(rc, calls, comm_ids, shift, names=None):
+    """One rank's events in writing order: {code, time, call, func, peer, tag, bytes, comm, root,
+    region} (numpy columns; peer (world rank), tag, bytes for sends and receives, root for
+    collectives, region for region events: an index into the list under "regions", its (kind,
+    name)); collective events only on the communicators `comm_ids` (those defined in the archive).
+    The phase marks are no MPI calls: they enter and leave regions (export.regions; names: the
+    rank's {id: region name})."""
     n = rc.n_calls
     start, end = calls["start_ns"].astype(np.int64) + shift, calls["end_ns"].astype(np.int64) + shift
     ops, _ = p2p.operations(rc)
@@ -181,30 +202,36 @@ def rank_events(rc, calls, comm_ids, shift):
     is_coll = np.array([_is_blocking_collective(f) for f in range(mf.MAX_ID + 1)])[func]
     on_known = np.isin(calls["comm"], np.array(sorted(comm_ids), np.int64))
     coll = np.flatnonzero(is_coll & on_known)
-    every = np.arange(n)
-    parts = [  # (code, call, peer, tag, bytes, comm, root)
+    every = np.flatnonzero(~phase_regions.IS_MARK[func])
+    reg, kinds = regions.rank_region_events(func, calls["tag"], names or {})
+    leave = reg["code"] == regions.LEAVE_CODE
+    parts = [  # (code, call, peer, tag, bytes, comm, root, region)
+        (REGION_LEAVE, reg["call"][leave & ~reg["at_end"]], -1, -1, 0, 0, -1, reg["region"][leave & ~reg["at_end"]]),
+        (REGION_ENTER, reg["call"][~leave], -1, -1, 0, 0, -1, reg["region"][~leave]),
         (ENTER, every, -1, -1, 0, 0, -1),
         (SEND, ops["post_call"][send], ops["peer"][send], ops["tag"][send], ops["bytes"][send], ops["comm"][send], -1),
         (COLL_BEGIN, coll, -1, -1, 0, calls["comm"][coll], -1),
         (RECV, ops["done_call"][recv], ops["peer"][recv], ops["tag"][recv], ops["bytes"][recv], ops["comm"][recv], -1),
         (COLL_END, coll, -1, -1, calls["bytes"][coll], calls["comm"][coll], calls["root"][coll]),
         (LEAVE, every, -1, -1, 0, 0, -1),
+        (REGION_CLOSE, np.full(int(reg["at_end"].sum()), n - 1), -1, -1, 0, 0, -1, reg["region"][reg["at_end"]]),
     ]
-    columns = {k: [] for k in ("code", "call", "peer", "tag", "bytes", "comm", "root")}
+    columns = {k: [] for k in ("code", "call", "peer", "tag", "bytes", "comm", "root", "region")}
     for code, call, *rest in parts:
         call = np.asarray(call, np.int64)
         columns["code"].append(np.full(len(call), code))
         columns["call"].append(call)
-        for name, value in zip(("peer", "tag", "bytes", "comm", "root"), rest):
+        for name, value in zip(("peer", "tag", "bytes", "comm", "root", "region"), rest + [-1] * (6 - len(rest))):
             columns[name].append(np.broadcast_to(np.asarray(value, np.int64), len(call)))
     ev = {k: np.concatenate(v) for k, v in columns.items()}
     # Within a call: enter, sends, collective begin, receives, collective end, leave; the sort is stable.
     order = np.lexsort((ev["code"], ev["call"]))
     ev = {k: v[order] for k, v in ev.items()}
-    at_start = np.isin(ev["code"], (ENTER, SEND, COLL_BEGIN))
+    at_start = np.isin(ev["code"], (REGION_LEAVE, REGION_ENTER, ENTER, SEND, COLL_BEGIN))
     t = np.where(at_start, start[ev["call"]], end[ev["call"]])
     ev["time"] = np.maximum.accumulate(t) if len(t) else t     # OTF2 wants a location's times not to fall
     ev["func"] = func[ev["call"]]
+    ev["regions"] = kinds
     return ev
 
 
@@ -231,13 +258,19 @@ def _write_rank(otf2, writer, defs, ev, counts):
             _, root_in[rows] = comm_rank(members, comm_id, ev["root"][rows])
     # Python lists and bound methods: the loop below is a Python call per event (the package's
     # writer); numpy scalars and attribute lookups would double its time.
+    user = [defs.user_region(kind, name) for kind, name in ev["regions"]]
     columns = zip(code.tolist(), ev["time"].tolist(), ev["func"].tolist(), peer_in.tolist(), comm_out.tolist(),
-                  ev["tag"].tolist(), ev["bytes"].tolist(), ev["comm"].tolist(), root_in.tolist())
+                  ev["tag"].tolist(), ev["bytes"].tolist(), ev["comm"].tolist(), root_in.tolist(),
+                  ev["region"].tolist())
     enter, leave, send, recv = writer.enter, writer.leave, writer.mpi_send, writer.mpi_recv
     begin, end = writer.mpi_collective_begin, writer.mpi_collective_end
     region, comm_of = defs.region, defs.comms
-    for c, t, f, peer, comm_id, tag, nbytes, coll_comm, root in columns:
-        if c == ENTER:
+    for c, t, f, peer, comm_id, tag, nbytes, coll_comm, root, r in columns:
+        if c == REGION_ENTER:
+            enter(t, user[r])
+        elif c == REGION_LEAVE or c == REGION_CLOSE:
+            leave(t, user[r])
+        elif c == ENTER:
             enter(t, region(f))
         elif c == LEAVE:
             leave(t, region(f))

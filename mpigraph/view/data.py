@@ -13,6 +13,10 @@ When the analysis wrote more, the views take it from its files:
   call): its start/end replace the raw times and its waits colour the calls;
 - ``critical_path.parquet``: the segments that are highlighted.
 
+The phase marks (MPI_Pcontrol, mpigraph_phase_begin/_end) are no calls here: they become
+``regions``, a slice per named region and Pcontrol phase per rank (export.regions nests them), and
+leave ``calls``.
+
 A missing file is not an error: ``RunData.notes`` says what could not be shown
 and why, and the views print those notes.
 """
@@ -28,6 +32,8 @@ from mpigraph.trace import logs as trace
 from mpigraph.paths import segments as critical_path
 from mpigraph.match.core import group_key, pair_occurrences
 from mpigraph.trace import functions as mf
+from mpigraph.export import regions
+from mpigraph.phases import regions as phase_regions
 
 CALLS_PARQUET = "calls.parquet"
 PATH_PARQUET = "critical_path.parquet"
@@ -47,11 +53,13 @@ class RunData:
     program_start, program_end: int64[P], each rank's program (metrics.program_span).
     messages: dict send, recv (indices into calls), sorted by send.
     path: the critical path segments (critical_path.segments columns) or None.
+    regions: dict rank, start, end, depth (0 outermost), name (index into region_names), kind
+        (0 a named region, 1 a Pcontrol phase): the phase marks' regions, sorted by (rank, start, depth).
     notes: what could not be shown and why, for the page.
     """
 
     def __init__(self, run_dir, world_size, job_id, calls, rank_offsets, program_start, program_end, messages,
-                 path, has_waits, sources, notes):
+                 path, has_waits, sources, notes, regions=None, region_names=()):
         self.run_dir = run_dir
         self.world_size = world_size
         self.job_id = job_id
@@ -64,6 +72,8 @@ class RunData:
         self.has_waits = has_waits
         self.sources = sources
         self.notes = notes
+        self.regions = regions if regions is not None else _no_regions()
+        self.region_names = list(region_names)
 
     @property
     def n_calls(self):
@@ -194,7 +204,10 @@ def _merge_calls_parquet(path, calls, offsets, records_per_rank, notes):
     except Exception as e:   # noqa: BLE001 -- a damaged optional file: say so, draw without it
         notes.append("%s could not be read (%s): calls are shown with raw times, without waits" % (CALLS_PARQUET, e))
         return False
-    need = {"rank", "seq", "start", "end"}
+    # "call" is a row's call index on its rank (calls.parquet's order); "seq" is the collective
+    # sequence number (0 for other calls), no order at all: sorting by it scrambled the times.
+    order_by = "call" if "call" in table else "seq"
+    need = {"rank", order_by, "start", "end"}
     if not need <= set(table):
         notes.append("%s has no %s column: calls are shown with raw times"
                      % (CALLS_PARQUET, ", ".join(sorted(need - set(table)))))
@@ -204,7 +217,7 @@ def _merge_calls_parquet(path, calls, offsets, records_per_rank, notes):
     if rank.size and (rank.min() < 0 or rank.max() >= n_ranks):
         notes.append("%s names ranks outside 0..%d: not used" % (CALLS_PARQUET, n_ranks - 1))
         return False
-    o = np.lexsort((np.asarray(table["seq"], np.int64), rank))
+    o = np.lexsort((np.asarray(table[order_by], np.int64), rank))
     counts = np.bincount(rank, minlength=n_ranks)
     row_offsets = np.concatenate([[0], np.cumsum(counts)])
     if np.array_equal(counts, np.diff(offsets)):
@@ -232,6 +245,56 @@ def _merge_calls_parquet(path, calls, offsets, records_per_rank, notes):
     else:
         calls["execution"] = calls["end"] - calls["start"] - calls["wait_before"] - calls["wait_after"]
     return True
+
+
+def _no_regions():
+    return {k: np.zeros(0, np.int64) for k in ("rank", "start", "end", "depth", "name", "kind")}
+
+
+def _rank_slices(func, tag, start, end, names):
+    """[(kind, name, start, end, depth)] of one rank's regions (its calls sorted by start): each enter
+    paired with its leave through a stack (a Python step per region event: marks are rare)."""
+    events, kinds = regions.rank_region_events(func, tag, names)
+    stack, out = [], []
+    last = int(end[-1]) if len(end) else 0
+    for code, call, region in zip(events["code"].tolist(), events["call"].tolist(), events["region"].tolist()):
+        t = last if call < 0 else int(start[call])
+        if code == regions.ENTER_CODE:
+            stack.append((region, t))
+        else:
+            r, t0 = stack.pop()
+            out.append((kinds[r][0], kinds[r][1], t0, t, len(stack)))
+    return out
+
+
+def _split_marks(run, calls, offsets, endpoints):
+    """(calls without the phase marks, their offsets, endpoints re-indexed, regions, region names)."""
+    is_mark = phase_regions.IS_MARK[calls["func"]]
+    slices = []
+    for rank, log in run.logs.items():
+        lo, hi = offsets[rank], offsets[rank + 1]
+        if is_mark[lo:hi].any():
+            names = phase_regions.read_names(log.path)
+            slices += [(rank,) + s for s in _rank_slices(calls["func"][lo:hi], calls["tag"][lo:hi],
+                                                        calls["start"][lo:hi], calls["end"][lo:hi], names)]
+    names = sorted({s[2] for s in slices})
+    index = {n: i for i, n in enumerate(names)}
+    slices.sort(key=lambda s: (s[0], s[3], s[5]))
+    regions_out = {"rank": np.array([s[0] for s in slices], np.int64),
+                   "kind": np.array([s[1] == regions.PCONTROL for s in slices], np.int64),
+                   "name": np.array([index[s[2]] for s in slices], np.int64),
+                   "start": np.array([s[3] for s in slices], np.int64),
+                   "end": np.array([s[4] for s in slices], np.int64),
+                   "depth": np.array([s[5] for s in slices], np.int64)}
+    if not is_mark.any():
+        return calls, offsets, endpoints, regions_out, names
+    keep = ~is_mark
+    new_index = np.cumsum(keep) - 1          # marks are no message endpoints: every endpoint is kept
+    calls = {k: v[keep] for k, v in calls.items()}
+    e = list(endpoints)
+    e[1] = new_index[e[1]]
+    offsets = np.searchsorted(calls["rank"], np.arange(len(offsets))).astype(np.int64)
+    return calls, offsets, tuple(e), regions_out, names
 
 
 def load(run_dir):
@@ -265,6 +328,7 @@ def load(run_dir):
         notes.append("no %s (wait before / wait after per call come from the analysis): calls are coloured "
                      "by function, not by wait" % CALLS_PARQUET)
 
+    calls, offsets, endpoints, region_slices, region_names = _split_marks(run, calls, offsets, endpoints)
     messages = match_messages(endpoints)
     sources["messages"] = "matched by the view from the raw logs"
 
@@ -283,4 +347,4 @@ def load(run_dir):
         notes.append("no %s (the critical path comes from the analysis' path step): no path highlighted"
                      % PATH_PARQUET)
     return RunData(run.run_dir, run.world_size, run.job_id, calls, offsets, prog_start, prog_end, messages,
-                   path, has_waits, sources, notes)
+                   path, has_waits, sources, notes, region_slices, region_names)

@@ -10,6 +10,9 @@
   "execution", "wait after" inside the call;
 - a flow (ph "s" at the send's start, ph "f" with bp "e" at the start of the
   call that completed the receive) per matched point-to-point message;
+- the named regions and MPI_Pcontrol phases (the phase marks: mpigraph_phase_begin/_end,
+  MPI_Pcontrol; no MPI calls here) on a thread "phases" of each rank (tid 1): an X event per
+  region (cat "region", or "pcontrol" for "pcontrol K (level L)"), nested as they nest;
 - the critical path on its own track: process pid = P ("critical path",
   sorted first), one X event per segment ("rank r: compute", "rank r: MPI_Recv",
   "message q -> r").
@@ -61,6 +64,9 @@ def _metadata(data):
         events += [{"ph": "M", "pid": r, "tid": 0, "name": "process_name", "args": {"name": "rank %d" % r}},
                    {"ph": "M", "pid": r, "tid": 0, "name": "process_sort_index", "args": {"sort_index": r}},
                    {"ph": "M", "pid": r, "tid": 0, "name": "thread_name", "args": {"name": "MPI calls"}}]
+    for r in np.unique(data.regions["rank"]).tolist():
+        events += [{"ph": "M", "pid": r, "tid": 1, "name": "thread_name", "args": {"name": "phases"}},
+                   {"ph": "M", "pid": r, "tid": 1, "name": "thread_sort_index", "args": {"sort_index": -1}}]
     if data.path is not None:
         events += [{"ph": "M", "pid": p, "tid": 0, "name": "process_name", "args": {"name": "critical path"}},
                    {"ph": "M", "pid": p, "tid": 0, "name": "process_sort_index", "args": {"sort_index": -1}},
@@ -111,6 +117,18 @@ def _flow_events(data, lo, hi):
     return [s, f]
 
 
+def _region_events(data):
+    """An X event per region slice of data.regions on its rank's thread 1."""
+    g = data.regions
+    if not len(g["rank"]):
+        return []
+    names = np.array([_json_str(n) for n in data.region_names])
+    cat = np.where(g["kind"] == 1, "pcontrol", "region")
+    return [_cat('{"ph":"X","cat":"', cat, '","name":', names[g["name"]], ',"pid":', g["rank"].astype(str),
+                 ',"tid":1,"ts":', _us(g["start"]), ',"dur":', _us(g["end"] - g["start"], False),
+                 ',"args":{"depth":', g["depth"].astype(str), '}}')]
+
+
 def _path_events(data):
     p = data.path
     if p is None or not len(p["rank"]):
@@ -156,6 +174,8 @@ def write(data, run_dir=None):
         for lo in range(0, n_msg, CHUNK):
             for lines in _flow_events(data, lo, min(lo + CHUNK, n_msg)):
                 emit(lines)
+        for lines in _region_events(data):
+            emit(lines)
         for lines in _path_events(data):
             emit(lines)
         f.write("\n]}\n")

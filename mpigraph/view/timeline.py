@@ -10,7 +10,8 @@ The blob packs every column as the smallest unsigned type that holds it
 per rank, path segment starts), then stored as byte planes (the first byte of
 every value, then the second...) so deflate finds the runs of zero high bytes;
 the whole blob is deflated (zlib) and the page inflates it with the browser's
-DecompressionStream.  The page rebuilds absolute times and prefix sums of time
+DecompressionStream.  The named regions and Pcontrol phases (view.data's regions, a few per rank)
+travel in the header as plain lists and are drawn as a band at the top of each rank's row.  The page rebuilds absolute times and prefix sums of time
 in MPI, which let it draw a row zoomed out per pixel column in O(width log n)
 instead of call by call.
 """
@@ -119,6 +120,9 @@ def pack(data, level=6):
         blob.add("path_start", np.diff(p["start"], prepend=0), signed=True)
         blob.add("path_dur", p["end"] - p["start"])
         path_meta = {"n": int(len(p["rank"])), "functions": names.tolist()}
+    g = data.regions    # a few per rank (phase marks): plain JSON in the header, no blob column
+    regions_meta = {"names": list(data.region_names), **{k: g[k].tolist() for k in ("rank", "start", "end", "depth",
+                                                                                   "name", "kind")}}
     functions = [{"name": mf.name_of(int(f)), "kind": mf.BY_ID[int(f)].kind if int(f) in mf.BY_ID else "other"}
                  for f in used]
     title = "mpigraph timeline: %s (%d ranks, %d calls)" % (os.path.basename(data.run_dir.rstrip("/")),
@@ -127,7 +131,7 @@ def pack(data, level=6):
         "version": __version__, "title": title, "ranks": data.world_size, "calls": data.n_calls,
         "rankOffsets": data.rank_offsets.tolist(), "programStart": data.program_start.tolist(),
         "programEnd": data.program_end.tolist(), "duration": data.duration, "functions": functions,
-        "hasWaits": bool(data.has_waits), "messages": {"n": int(n_msg)}, "path": path_meta,
+        "hasWaits": bool(data.has_waits), "messages": {"n": int(n_msg)}, "path": path_meta, "regions": regions_meta,
         "notes": list(data.notes), "sources": dict(data.sources), "columns": blob.spec, "compressed": True,
     }
     return meta, blob.deflated(level), blob.size
