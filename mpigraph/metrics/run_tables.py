@@ -36,7 +36,7 @@ def call_rows(linked, ranks=None, piece=slice(None)):
     for rank in ranks:
         calls = linked.calls[rank]
         which = range(calls.n_calls)[piece]
-        records = calls.records
+        records = np.asarray(calls.records)      # a plain view: a memmap's field goes through its slow __getitem__
         index = _call_records(calls, piece)
         w = linked.waits[rank]
         rows = slice(at, at + len(which))
