@@ -139,10 +139,11 @@ def _write_report(comm, out_dir, info, tables, path, linked):
     parallel.collectively(comm, lambda: datasets.prepare_all(out_dir, info, path.table is not None)
                           if comm.rank == 0 else None)
     block = datasets.scatter_path(comm, path.table)
-    parallel.collectively(comm, datasets.write_parts, comm, out_dir, info, linked, queries, block)
+    summary_tables, extra = tables
+    calls_csv = comm.bcast(report.big_csv_written(summary_tables.ranks) if comm.rank == 0 else None, root=0)
+    parallel.collectively(comm, datasets.write_parts, comm, out_dir, info, linked, queries, block, calls_csv)
     if comm.rank != 0:
         return None
-    summary_tables, extra = tables
     try:
         return report.write_report(out_dir, info, summary_tables, extra, path=path.table, path_lines=path.lines,
                                    datasets=datasets.NAMES)

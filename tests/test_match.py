@@ -545,6 +545,30 @@ def test_local_groups_order_is_group_instances_order():
         assert np.array_equal(c._local_groups(r)[0], want)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_local_groups_of_parts_equal_of_the_whole_table(seed):
+    """LocalGroups.of_parts (members placed by counting, rank by rank) gives LocalGroups.of's
+    groups of the same rows as one table, column for column and dtype for dtype: with keys it
+    can count, with a rank twice in an instance and with keys too sparse to count (both: of)."""
+    from mpigraph.match import collectives as c
+
+    rows = _random_members(np.random.default_rng(seed))
+    twice = {name: np.concatenate([col, col[:5]]) for name, col in rows.items()}
+    twice["comm_rank"][-5:] -= 1
+    twice = {name: col[np.argsort(twice["rank"], kind="stable")] for name, col in twice.items()}
+    sparse = dict(rows, seq=(rows["seq"].astype(np.int64) * 100_000).astype(np.uint32))
+    for r in (rows, twice, sparse):
+        parts = [{name: col[r["rank"] == rank] for name, col in r.items()} for rank in np.unique(r["rank"])]
+        want, got = c.LocalGroups.of(r), c.LocalGroups.of_parts(parts)
+        for field in ("members", "instance"):
+            for name, col in getattr(want, field).items():
+                assert np.array_equal(getattr(got, field)[name], col), (field, name)
+                assert getattr(got, field)[name].dtype == col.dtype, (field, name)
+        assert np.array_equal(got.start_idx, want.start_idx) and np.array_equal(got.group, want.group)
+    assert c._placed_by_instance([{name: col[rows["rank"] == 0] for name, col in rows.items()}]) is not None
+    assert c._placed_by_instance([{name: col[twice["rank"] == 0] for name, col in twice.items()}]) is None
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_collective_partials_give_group_instances_answer(seed):
     """match_collectives moves one partial row per instance and analysis rank, not the members:

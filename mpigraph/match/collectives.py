@@ -102,13 +102,14 @@ def members(rank_calls, world_size):
     call = rank_calls.record_call[rows]
     done_call = completing_calls(rank_calls, rows, call, is_part, func, member_func)
     end_call = call if done_call is call else np.where(done_call >= 0, done_call, call)
-    return {
+    columns = {
         "comm": comm, "seq": seq,
         "rank": np.full(len(rows), rank_calls.rank, np.int32),
         "comm_rank": np.where(known, ranks[at], -1), "comm_size": np.where(known, sizes[at], -1),
         "call": call, "func": member_func, "root": root,
         "start": rank_calls.start_ns[call], "end": rank_calls.end_ns[end_call], "done_call": done_call,
     }
+    return {name: column.astype(MEMBER_DTYPES[name], copy=False) for name, column in columns.items()}
 
 
 def persistent_starts(records, is_part, func, starts):
@@ -336,6 +337,24 @@ class LocalGroups:
         members = {name: rows[name][order] for name in MEMBER_COLUMNS}
         return cls(members, start_idx, group, instance)
 
+    @classmethod
+    def of_parts(cls, parts):
+        """``of`` the rows of `parts` (one dict of member rows per owned rank, in rank order) as
+        one table, made without that table or a sort where it can: by counting.
+
+        Every (comm, seq) instance gets a dense key; the members of key k take the positions
+        start[k], start[k] + 1, ... in the order the ranks come, so each rank's rows go straight
+        to their sorted places (a rank is a member of an instance at most once).  That is the
+        order ``of`` sorts into (instance, rank, comm rank), without the copy of every row into
+        one table, the argsort of all members and the gather of every column by it, each a pass
+        over millions of rows in memory new to the process.  Sparse keys or a rank twice in an
+        instance take ``of``.  `parts` is emptied (its entries None) once its rows are placed."""
+        placed = _placed_by_instance(parts)      # empties `parts` when it places them
+        if placed is None:
+            return cls.of({name: np.concatenate([p[name] for p in parts]).astype(dtype, copy=False) if parts
+                           else np.zeros(0, dtype) for name, dtype in MEMBER_DTYPES.items()})
+        return cls(*placed)
+
     def scan_rows(self, src):
         """This analysis rank's scan members as rows for their instances' owners (scan_rows)."""
         scan = np.flatnonzero(_IS_SCAN[self.members["func"]])
@@ -367,6 +386,62 @@ def _local_groups(rows):
     group = np.cumsum(new)
     group -= 1
     return order, start_idx, group
+
+
+def _placed_by_instance(parts):
+    """LocalGroups' (members, start_idx, group, instance) of the rows of `parts` (per rank, in rank
+    order) placed by counting (LocalGroups.of_parts); None when their instance keys span more
+    than a few times the rows or a rank has two members of one instance.  Once placed, a rank's
+    rows are let go of (its entry of `parts` becomes None): the rows and their sorted copy are
+    not all held at once."""
+    n = sum(len(p["rank"]) for p in parts)
+    keys = _dense_instance_keys(parts) if n else None
+    if keys is None or _some_key_twice(keys):
+        return None
+    count = np.bincount(np.concatenate(keys))
+    start = np.cumsum(count) - count          # where each key's members begin
+    present = count > 0
+    group_of_key = np.cumsum(present) - 1
+    n_groups = int(group_of_key[-1]) + 1
+    members = {name: np.empty(n, MEMBER_DTYPES[name]) for name in MEMBER_COLUMNS}
+    instance = {name: np.empty(n_groups, MEMBER_DTYPES[name]) for name in _INSTANCE_COLUMNS}
+    free = start.copy()
+    for i, key in enumerate(keys):
+        p, parts[i] = parts[i], None
+        at = free[key]
+        free[key] += 1               # one member per key and rank: no two rows of key share a place
+        for name, column in members.items():
+            column[at] = p[name]
+        first = at == start[key]
+        for name, column in instance.items():
+            column[group_of_key[key[first]]] = p[name][first]
+    return members, start[present], np.repeat(np.arange(n_groups), count[present]), instance
+
+
+def _some_key_twice(keys):
+    """Whether a part (a rank) has some key twice: a scratch slot per key remembers the last row
+    of the part that wrote it, one pass over each part, no sort."""
+    last = np.empty(max(int(k.max()) for k in keys if len(k)) + 1, np.int64)
+    for key in keys:
+        rows = np.arange(len(key))
+        last[key] = rows
+        if not np.array_equal(last[key], rows):
+            return True
+    return False
+
+
+def _dense_instance_keys(parts):
+    """Per part, the key (comm index among the parts' distinct comms) * seqs + seq offset of each
+    row: ordered and equal like (comm, seq), from 0; None when the keys would span more than a few
+    times the rows (many communicators of few instances each: counting would not pay)."""
+    n = sum(len(p["rank"]) for p in parts)
+    # A run has few communicators: numpy's unique of a few distinct values is a hash, not a sort.
+    comms = np.unique(np.concatenate([np.unique(p["comm"]) for p in parts]))
+    low = min(int(p["seq"].min()) for p in parts if len(p["seq"]))
+    seqs = max(int(p["seq"].max()) for p in parts if len(p["seq"])) - low + 1
+    if len(comms) * seqs >= 4 * n + 1024:
+        return None
+    return [np.searchsorted(comms, p["comm"]) * seqs + (p["seq"].astype(np.int64) - low) for p in parts]
 
 
 def _by_instance_in_rank_order(instance, rank):

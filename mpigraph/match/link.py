@@ -126,7 +126,8 @@ def _repair_loop(comm, ownership, calls, ops, world_size, codec):
     partials again."""
     repair = causality.Repair()
     pairs = p2p.MessagePairs(comm, ownership, ops, codec)
-    groups = collectives.LocalGroups.of(_owned_members(calls, world_size))     # the rows let go of once grouped
+    # the rows let go of once grouped
+    groups = collectives.LocalGroups.of_parts([collectives.members(calls[r], world_size) for r in sorted(calls)])
     releases = _Releases(comm, calls)
     while True:
         messages = pairs.messages(comm, p2p.with_times(ops, calls), codec)

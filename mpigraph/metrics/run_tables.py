@@ -36,7 +36,7 @@ def call_rows(linked, ranks=None, piece=slice(None)):
     for rank in ranks:
         calls = linked.calls[rank]
         which = range(calls.n_calls)[piece]
-        records = calls.records
+        records = np.asarray(calls.records)      # a plain view: a memmap's field goes through its slow __getitem__
         index = _call_records(calls, piece)
         w = linked.waits[rank]
         rows = slice(at, at + len(which))
@@ -84,11 +84,13 @@ def waitstate_rows(linked):
         has = kind >= 0
         func = np.tile(calls.func, 2)[has].astype(np.int64)
         key = func * n_states + kind[has]
-        keys, inverse, count = np.unique(key, return_inverse=True, return_counts=True)
-        sums = np.zeros(len(keys), np.int64)
-        np.add.at(sums, inverse, time[has])
+        # Keys are function id x kind, a few thousand at most: counted in place, not sorted.
+        count = np.bincount(key)
+        sums = np.zeros(len(count), np.int64)
+        np.add.at(sums, key, time[has])         # exact in int64, unlike bincount's float weights
+        keys = np.flatnonzero(count)
         parts.append({"rank": np.full(len(keys), rank, np.int64), "function": keys // n_states,
-                      "kind": keys % n_states, "calls": count.astype(np.int64), "time": sums})
+                      "kind": keys % n_states, "calls": count[keys].astype(np.int64), "time": sums[keys]})
     return _concat(parts, WAITSTATE_COLUMNS)
 
 
@@ -280,9 +282,12 @@ def mark_on_path(blocks, queries):
     for block in blocks:
         block_rank = np.asarray(block["rank"])
         on_path = np.zeros(len(block_rank), bool)
-        for r in arrays.unique(block_rank).tolist():
-            first, last = np.searchsorted(block_rank, [r, r + 1])
-            on_path[first:last] = rank_on_path(queries, r, block["start"][first:last], block["end"][first:last])
+        # A block's rows are its ranks' calls rank after rank: each rank's rows are one run, found
+        # by comparing neighbours (no sort of the block's million ranks).
+        firsts, lengths = arrays.runs(block_rank) if len(block_rank) else ((), ())
+        for first, last in zip(np.asarray(firsts).tolist(), np.add(firsts, lengths).tolist()):
+            on_path[first:last] = rank_on_path(queries, int(block_rank[first]), block["start"][first:last],
+                                               block["end"][first:last])
         block["on_path"] = on_path
 
 

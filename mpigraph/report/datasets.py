@@ -50,11 +50,13 @@ def remove(path: str) -> None:
         os.remove(path)
 
 
-def write_calls_part(out_dir, rank, size, linked, queries):
+def write_calls_part(out_dir, rank, size, linked, queries, with_csv=False):
     """This analysis rank's rows of the calls table (its trace ranks' calls, on_path from the
-    path's ``path_queries``), a chunk at a time (``run_tables.call_chunks``)."""
+    path's ``path_queries``), a chunk at a time (``run_tables.call_chunks``); with `with_csv`
+    their calls.csv text too, from the same chunks (``writer.calls_csv_part``, which rank 0 joins)."""
     blocks = (linked_tables.call_block(rows) for rows in linked_tables.call_chunks(linked, queries))
-    writer.write_parquet_blocks(_part(out_dir, CALLS, rank, size), blocks, linked_tables.CALL_COLUMNS)
+    csv_path = writer.calls_csv_part(out_dir, rank, size) if with_csv else None
+    writer.write_calls_blocks(_part(out_dir, CALLS, rank, size), blocks, csv_path, header=False)
 
 
 def write_waitstates_part(out_dir, rank, size, linked):
@@ -103,15 +105,15 @@ def _part(out_dir, name, rank, size):
     return os.path.join(out_dir, name, part_name(rank, size))
 
 
-def write_parts(comm, out_dir, info, linked, queries, path_block):
+def write_parts(comm, out_dir, info, linked, queries, path_block, calls_csv=False):
     """Every analysis rank: its parts of the calls, wait-state and (when `path_block` is not None)
-    critical path datasets.  Collective.
+    critical path datasets, and with `calls_csv` its part of calls.csv's text.  Collective.
 
     A part that cannot be written (a full disk: every rank may meet it) is one error: analysis
     rank 0 removes the datasets and raises the ReportError of the first rank that failed, naming
     its file; the others raise PeerFailed (they say nothing)."""
     failure = None
-    steps = [(CALLS, lambda p: write_calls_part(out_dir, comm.rank, comm.size, linked, queries)),
+    steps = [(CALLS, lambda p: write_calls_part(out_dir, comm.rank, comm.size, linked, queries, calls_csv)),
              (WAITSTATES, lambda p: write_waitstates_part(out_dir, comm.rank, comm.size, linked))]
     if path_block is not None:
         steps.append((PATH, lambda p: write_path_part(out_dir, comm.rank, comm.size, path_block)))
@@ -136,17 +138,20 @@ def write_parts(comm, out_dir, info, linked, queries, path_block):
 
 
 def remove_all(out_dir):
-    """Remove every dataset of an incomplete report (what can be removed)."""
-    for name in NAMES:
+    """Remove every dataset of an incomplete report, and the CSV parts of calls.csv (what can be removed)."""
+    for path in [os.path.join(out_dir, name) for name in NAMES] + writer.calls_csv_parts(out_dir):
         try:
-            remove(os.path.join(out_dir, name))
+            remove(path)
         except OSError:
             pass
 
 
 def prepare_all(out_dir, info, with_path):
-    """Rank 0's ``prepare`` of every dataset (the path's only `with_path`; an old one is removed)."""
+    """Rank 0's ``prepare`` of every dataset (the path's only `with_path`; an old one is removed), and
+    no CSV part of calls.csv left by an analysis that stopped (calls.csv joins every one there)."""
     try:
+        for part in writer.calls_csv_parts(out_dir):
+            os.remove(part)
         remove(os.path.join(out_dir, PATH))
         prepare(out_dir, NAMES if with_path else (CALLS, WAITSTATES))
     except OSError as e:

@@ -570,14 +570,14 @@ def summary_text(info, tables, linked=None, path_lines=(), in_flight=None):
     return "\n".join(lines) + "\n"
 
 
-def _big_csv_written(ranks):
+def big_csv_written(ranks):
     """Whether calls.csv and collectives.csv are written: the run has at most MAX_CSV_ROWS calls."""
     return int(ranks["calls"].sum()) <= MAX_CSV_ROWS
 
 
 def _csv_left_out(ranks):
     """summary.txt's line on calls.csv and collectives.csv when the run is too big for them."""
-    if _big_csv_written(ranks):
+    if big_csv_written(ranks):
         return []
     return ["", "%s and %s not written: the run has %d calls, more than %d (the same rows are in %s and %s)"
             % (CALLS_CSV, COLLECTIVES_CSV, ranks["calls"].sum(), MAX_CSV_ROWS, CALLS_PARQUET, COLLECTIVES_PARQUET)]
@@ -670,15 +670,22 @@ CALLS_CSV_BLOCK_ROWS = 1 << 16
 
 def _write_calls(path, blocks, with_csv):
     """calls.parquet from its row blocks (any iterable, consumed once: they come from the other
-    analysis ranks), and calls.csv from the same blocks as they pass when `with_csv`: no block is
-    kept or read back, so the CSV costs its text's time, not the table's memory."""
+    analysis ranks), and calls.csv beside it from the same blocks as they pass when `with_csv`."""
+    csv_path = os.path.join(os.path.dirname(path), CALLS_CSV) if with_csv else None
+    write_calls_blocks(path, blocks, csv_path)
+
+
+def write_calls_blocks(path, blocks, csv_path=None, header=True):
+    """The calls table's row blocks (any iterable, consumed once) as Parquet at `path`, and as CSV
+    text at `csv_path` (with the header line when `header`) from the same blocks as they pass: no
+    block is kept or read back, so the CSV costs its text's time, not the table's memory."""
     columns = linked_tables.CALL_COLUMNS
-    if not with_csv:
+    if csv_path is None:
         write_parquet_blocks(path, blocks, columns)
         return
-    with open(os.path.join(os.path.dirname(path), CALLS_CSV), "wb") as f, \
-            threads.pool(CSV_THREADS, "mpigraph-csv") as pool:
-        f.write(_csv_header(columns))
+    with open(csv_path, "wb") as f, threads.pool(CSV_THREADS, "mpigraph-csv") as pool:
+        if header:
+            f.write(_csv_header(columns))
 
         def passing():
             for block in blocks:
@@ -690,24 +697,40 @@ def _write_calls(path, blocks, with_csv):
         write_parquet_blocks(path, passing(), columns)
 
 
-def _calls_csv_from_dataset(path):
-    """calls.csv from calls.parquet's part files beside it, written by every analysis rank before:
-    read back a batch at a time, in the parts' order (the table's row order), so rank 0 holds one
-    batch, not the table."""
-    import pyarrow.parquet as pq
+# Each analysis rank writes the CSV text of its own calls (no header) as a hidden file beside the
+# report, as it writes its part of calls.parquet; rank 0 joins them into calls.csv.  Making the
+# text is the costly part (a hundred bytes a call): it is shared by the ranks, and nothing is read
+# back from Parquet and decoded.  The leading dot keeps the parts out of a directory listing's
+# report files.
+CALLS_CSV_PART = ".calls.csv.part-"
 
-    columns = linked_tables.CALL_COLUMNS
-    parts = os.path.join(os.path.dirname(path), CALLS_PARQUET)
-    names = [parquet_name(c) for c in columns]
-    with open(path, "wb") as f, threads.pool(CSV_THREADS, "mpigraph-csv") as pool:
-        f.write(_csv_header(columns))
-        for part in sorted(os.listdir(parts)):
-            for batch in pq.ParquetFile(os.path.join(parts, part)).iter_batches(CALLS_CSV_BLOCK_ROWS, columns=names):
-                block = {c.name: batch.column(name).to_numpy(zero_copy_only=False)
-                         for c, name in zip(columns, names)}
-                rows = _blocks(batch.num_rows, CALLS_CSV_BLOCK_ROWS)
-                for text in _in_order(pool, lambda r: _csv_lines(block, columns, r), rows, CSV_THREADS):
-                    f.write(text)
+
+def calls_csv_part(out_dir, analysis_rank, n_analysis_ranks):
+    """The path of analysis rank a's CSV text of calls.csv: zero-padded so name order is rank order."""
+    return os.path.join(out_dir, "%s%0*d" % (CALLS_CSV_PART, max(4, len(str(n_analysis_ranks - 1))), analysis_rank))
+
+
+def calls_csv_parts(out_dir):
+    """The CSV parts of calls.csv in out_dir, in rank order."""
+    try:
+        names = os.listdir(out_dir)
+    except FileNotFoundError:
+        return []
+    return [os.path.join(out_dir, n) for n in sorted(names) if n.startswith(CALLS_CSV_PART)]
+
+
+def _calls_csv_from_parts(path):
+    """calls.csv: the header, then every analysis rank's CSV part (``calls_csv_part``) in rank
+    order, each removed once copied."""
+    import shutil
+
+    with open(path, "wb") as f:
+        f.write(_csv_header(linked_tables.CALL_COLUMNS))
+        for part in calls_csv_parts(os.path.dirname(path)):
+            with open(part, "rb") as text:
+                shutil.copyfileobj(text, f, 1 << 22)
+            os.remove(part)
+
 
 
 def _report_files(info, tables, linked, path, text):
@@ -720,7 +743,7 @@ def _report_files(info, tables, linked, path, text):
         files += [_File(cp.CSV_NAME, lambda p: write_csv(p, path, cp.SEGMENT_COLUMNS)),
                   _File(cp.PARQUET_NAME, lambda p: write_parquet(p, path, cp.SEGMENT_COLUMNS))]
     if linked is not None:
-        files += _linked_files(linked, _big_csv_written(tables.ranks))
+        files += _linked_files(linked, big_csv_written(tables.ranks))
         files += _traffic_files(linked.get("traffic"))
         files += _phase_files(linked.get("phases"))
     chart = svg.per_rank_from_table(tables.ranks)
@@ -795,8 +818,8 @@ def write_report(out_dir, info, tables, linked=None, path=None, path_lines=(), d
     in_flight = None if tables.ranks["finalized"].all() else inflight.read(info.run_dir, info.world_size)
     text = summary_text(info, tables, linked, path_lines, in_flight)
     files = [f for f in _report_files(info, tables, linked, path, text) if f.name not in datasets]
-    if CALLS_PARQUET in datasets and linked is not None and _big_csv_written(tables.ranks):
-        files.insert(-1, _File(CALLS_CSV, _calls_csv_from_dataset))
+    if CALLS_PARQUET in datasets and linked is not None and big_csv_written(tables.ranks):
+        files.insert(-1, _File(CALLS_CSV, _calls_csv_from_parts))
     if in_flight is not None and len(in_flight["table"]["rank"]):
         files.insert(-1, _File(inflight.CSV_NAME,
                                lambda p: write_csv(p, in_flight["table"], schema.INFLIGHT_COLUMNS)))
