@@ -13,8 +13,9 @@ the match stage has it:
 - late post (match.rma): origin epoch (w, t, o, n) waits for target t's MPI_Win_post:
   S(post) -> E(the first call of the epoch, MPI_Win_start .. MPI_Win_complete, that ended at
   or after the post started: where the implementation made it wait);
-- early wait: target t's MPI_Win_wait (or the MPI_Win_test that returned true, match.rma)
-  waits for every origin's MPI_Win_complete: S(complete) -> E(wait).
+- early wait: target t's MPI_Win_wait waits for every origin's MPI_Win_complete:
+  S(complete) -> E(wait); an epoch closed by a MPI_Win_test loop (match.rma): -> E(the first
+  test of the loop that ended at or after the complete started).
 
 The keys are the match stage's own (Wants, Epochs), joined on one analysis rank
 (releases._join: the same sorted search as releases.latest, without keeping the latest).
@@ -86,7 +87,9 @@ def epoch_pairs(calls: dict) -> dict:
     c = at[at >= 0]
     closed = ep.e_close[epoch] >= 0
     epoch, c = epoch[closed], c[closed]
-    early = _pairs(complete["rank"][c], complete["call"][c], ep.e_rank[epoch], ep.e_close[epoch], 0,
+    complete_start = rma._times(calls, complete["rank"][c], complete["call"][c], "start_ns")
+    done = rma._first_ended_after(calls, ep.e_rank[epoch], ep.e_first[epoch], ep.e_close[epoch], complete_start)
+    early = _pairs(complete["rank"][c], complete["call"][c], ep.e_rank[epoch], done, 0,
                    mf.BY_NAME["MPI_Win_complete"].id, EARLY_WAIT)
     return {name: np.concatenate([late[name], early[name]]) for name in PAIR_COLUMNS}
 
