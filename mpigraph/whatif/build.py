@@ -17,6 +17,10 @@ rank 0's clock, after the receive-before-send repair).  Edges, weight c + m L + 
               bytes (recursive doubling; ring: d bytes / P);  delta: t(E) - t(H),
               t(H) = the last arrival;  loggps: 2 o d.  The members' call edges go.
               N-to-1: the same hub, out to the root only.  1-to-N: S(root) -> E(member).
+    neighbor, rma_late_post, rma_early_wait   (sync.py) from every partner of a neighbourhood
+              member (its in-neighbours), of an access epoch (its targets' posts) and of an
+              exposure epoch (its origins' completes): S(partner) -> E(the call that waited),
+              m = 1, c as a message's (the latest partner's is the tight one at dL = 0)
     end       S(r, last MPI_Finalize) -> sink, c = 0
 
 Every rank starts at the end of its MPI_Init (its measured time).  In delta mode every
