@@ -133,3 +133,77 @@ def test_delta_gives_every_measured_time_back(run):
     from test_whatif import every_time_back
 
     every_time_back(run[1])
+
+
+# ---- a hand-built run: every in-neighbour gets an edge, not only the latest ---------------
+
+def hand_built():
+    """Three ranks, times in ns, every call instantaneous (start = end), each rank MPI_Init
+    ending at 0 and MPI_Finalize last.  Neighbourhood instance A: rank 0's member at 10 is
+    released by rank 2's member at 0.  Instance B: rank 1's member at 5 has in-neighbours
+    0 (its member at 20, after A) and 2 (its member at 30, the latest: the match stage's
+    release; the call lasts until 31, when the latest data came).  Finalizes: ranks 0 and 2
+    at 100, rank 1 at 125.
+
+    loggps with o = 0 (calls and messages cost only L; the gaps as measured):
+      E(0, A) = max(10, 0 + L);  S(0, B) = E(0, A) + 10 = max(20, L + 10)
+      E(1, B) = max(5, S(0, B) + L, 30 + L) = max(30 + L, 10 + 2L)
+      T = max(100, S(0, B) + 80, E(1, B) + 94) = max(124 + L, 104 + 2L)
+    so T = 124 + L up to L = 20 ns, then 104 + 2L: rank 0's chain of two messages overtakes
+    the latest in-neighbour's one.  With the latest in-neighbour's edge only it would stay
+    124 + L."""
+    from types import SimpleNamespace
+
+    from mpigraph.match import p2p
+    from mpigraph.trace import functions as mf
+    from mpigraph.whatif import build, sync
+
+    init, fin, nb = (mf.BY_NAME[n].id for n in ("MPI_Init", "MPI_Finalize", "MPI_Neighbor_allgather"))
+    starts = {0: [0, 10, 20, 100], 1: [0, 5, 125], 2: [0, 0, 30, 100]}
+    ends = {0: [0, 10, 20, 100], 1: [0, 31, 125], 2: [0, 0, 30, 100]}
+    calls = {}
+    for r, t in starts.items():
+        func = np.array([init] + [nb] * (len(t) - 2) + [fin])
+        calls[r] = SimpleNamespace(start_ns=np.array(t, np.int64), end_ns=np.array(ends[r], np.int64),
+                                   n_calls=len(t), func=func)
+    messages = {name: np.zeros(0, np.int64) for name in p2p.MESSAGE_COLUMNS}
+    groups = SimpleNamespace(members={"rank": np.zeros(0, np.int32)})
+    # (source rank, call) -> (destination rank, call): A, then B's two in-neighbours
+    pairs = [((2, 1), (0, 1)), ((0, 2), (1, 1)), ((2, 2), (1, 1))]
+    cols = dict(src_rank=[p[0][0] for p in pairs], src_call=[p[0][1] for p in pairs],
+                dst_rank=[p[1][0] for p in pairs], dst_call=[p[1][1] for p in pairs],
+                bytes=[0] * 3, func=[nb] * 3, kind=[sync.NEIGHBOR] * 3)
+    matched = build.Matched(3, calls, messages, groups, np.zeros(0), {k: np.array(v, np.int64)
+                                                                      for k, v in cols.items()})
+    params = build.NetParams(o_ns=0.0, L0_ns=0.0, G0_ns=0.0, S_bytes=1e9, source="hand-built")
+    return build, matched, params
+
+
+def test_hand_built_every_in_neighbour_counts():
+    from mpigraph.whatif.envelope import Model
+
+    build, matched, params = hand_built()
+    graph = build.build(matched, model="loggps", params=params)
+    assert (graph.kind == build.NEIGHBOR).sum() == 3
+    pieces = Model(graph.edges).envelope(0.0, 100.0)
+    got = [(p.lo, p.hi, p.slope, p.intercept) for p in pieces]
+    assert got == [pytest.approx((0.0, 20.0, 1, 124.0)), pytest.approx((20.0, 100.0, 2, 104.0))], got
+    # the latest in-neighbour alone: one line
+    only_latest = {k: v[[0, 2]] for k, v in matched.sync.items()}
+    matched.sync = only_latest
+    pieces = Model(build.build(matched, model="loggps", params=params).edges).envelope(0.0, 100.0)
+    assert [(p.slope, p.intercept) for p in pieces] == [pytest.approx((1, 124.0))]
+
+
+def test_hand_built_delta_gives_the_measured_times_back():
+    """delta mode at dL = 0: every measured time from the ends of MPI_Init on, and T(0) = 125
+    (the latest Finalize start)."""
+    from mpigraph.whatif.envelope import Model
+
+    build, matched, params = hand_built()
+    graph = build.build(matched, model="delta", params=params)
+    _, (t, _) = Model(graph.edges).forward([0.0], keep=True)
+    reached = np.isfinite(t) & np.isfinite(graph.vertex_time)
+    assert reached.sum() == len(graph.vertex_time) - 1 - 3          # but the sink and the Init starts
+    np.testing.assert_allclose(t[reached], graph.vertex_time[reached], atol=1e-9)
+    assert graph.measured_ns == 125 and t[graph.edges.sink] == 125
