@@ -137,12 +137,14 @@ class Epochs:
         return {"k0": self.e_win, "k1": self.e_rank[self.e_epoch], "k2": self.e_peer, "k3": self.e_n}
 
 
-def _first_ended_after(calls, rank, first, last, t):
-    """Per row: the first call of `rank` in [first, last] that ended at or after t (last if none)."""
+def _first_ended_after(calls, rank, first, last, t, ends=None):
+    """Per row: the first call of `rank` in [first, last] that ended at or after t (last if none);
+    `ends`: {rank: end times} to read instead of the calls' own (polling_ends)."""
     out = np.asarray(last, np.int64).copy()
+    ends_of = ends or {}
     for r in np.unique(rank):
         rows = np.flatnonzero(rank == r)
-        ends = np.maximum.accumulate(calls[int(r)].end_ns)      # nondecreasing: a search, not a scan
+        ends = np.maximum.accumulate(ends_of.get(int(r), calls[int(r)].end_ns))   # nondecreasing: a search
         at = np.searchsorted(ends, t[rows], "left")
         out[rows] = np.clip(at, first[rows], last[rows])
     return out
@@ -173,19 +175,44 @@ def member_rows(comm, epochs, calls, template, codec=None):
     # target rows: released by the latest complete, charged to the closing call (a Win_wait) or,
     # for a Win_test loop, to the first test of the loop that ended after that complete started
     e = np.flatnonzero(e_closed & (early[0] >= 0))
-    done_e = _first_ended_after(calls, epochs.e_rank[e], epochs.e_first[e], epochs.e_close[e], early[2][e])
+    polling = polling_ends(calls, epochs)
+    done_e = _first_ended_after(calls, epochs.e_rank[e], epochs.e_first[e], epochs.e_close[e], early[2][e], polling)
     rank = np.concatenate([epochs.a_rank[a], epochs.e_rank[e]])
     call = np.concatenate([epochs.a_call[a], epochs.e_first[e]])
     done = np.concatenate([done_a, done_e])
     func = np.concatenate([np.full(len(a), START), np.full(len(e), WAIT)])
     start = _times(calls, rank, call, "start_ns")
     end = _times(calls, rank, done, "end_ns")
+    # a polling test's end for the path (polling_ends): the release's edge must not end before it starts
+    for r, ends in polling.items():
+        rows = np.flatnonzero(rank == r)
+        end[rows] = ends[done[rows]]
     release = [np.concatenate([late[i][a], early[i][e]]) for i in range(3)]
     values = {"rank": rank, "comm_rank": np.full(len(rank), -1), "call": call, "func": func,
               "root": np.full(len(rank), -1), "start": start, "end": end, "done_call": done,
               "max_start": release[2], "min_end": end, "release_rank": release[0], "release_call": release[1],
               "release_start": release[2]}
     return {name: np.asarray(values[name], template[name].dtype) for name in template}
+
+
+def polling_ends(calls, epochs):
+    """{rank: its calls' end times for the path stage} for the ranks where a Win_test loop closed
+    an exposure epoch: each call of the loop before the successful test ends where the next call
+    starts.  The loop's own instructions between two tests are polling, not work (match.probes
+    does the same for Iprobe runs): without it a complete that started between two tests would
+    release the next test only after the gap, and the path, finding the target's chain of tests
+    and gaps without slack, would stay in the loop instead of going to the late origin."""
+    polled = np.flatnonzero((epochs.e_close >= 0) & (epochs.e_first < epochs.e_close))
+    out = {}
+    for r in np.unique(epochs.e_rank[polled]):          # a loop over ranks
+        rows = polled[epochs.e_rank[polled] == r]
+        first, length = epochs.e_first[rows], epochs.e_close[rows] - epochs.e_first[rows]
+        at = np.repeat(first - np.cumsum(np.r_[0, length[:-1]]), length) + np.arange(length.sum())
+        c = calls[int(r)]
+        column = np.array(c.end_ns, copy=True)
+        column[at] = np.maximum(column[at], c.start_ns[at + 1])
+        out[int(r)] = column
+    return out
 
 
 def _times(calls, rank, call, name):

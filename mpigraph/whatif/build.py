@@ -127,7 +127,8 @@ def matched_run(run_dir, clock="pingpong"):
     calls, _ = link.aligned_calls(comm, logs, clock)
     ownership = parallel.Ownership(info.world_size, 1)
     ops, _ = link._owned_ops(calls)
-    messages, _, _, members, _, loop_groups = link._repair_loop(comm, ownership, calls, ops, info.world_size, None)
+    messages, _, _, members, _, loop_groups, _ = link._repair_loop(comm, ownership, calls, ops, info.world_size,
+                                                                    None)
     groups = collectives.LocalGroups.of(link._owned_members(calls, info.world_size)).retimed(calls)
     member_bytes = _member_bytes(calls, groups.members)
     return Matched(info.world_size, calls, messages, groups, member_bytes,

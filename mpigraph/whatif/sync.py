@@ -15,7 +15,9 @@ the match stage has it:
   or after the post started: where the implementation made it wait);
 - early wait: target t's MPI_Win_wait waits for every origin's MPI_Win_complete:
   S(complete) -> E(wait); an epoch closed by a MPI_Win_test loop (match.rma): -> E(the first
-  test of the loop that ended at or after the complete started).
+  test of the loop that ended at or after the complete started), by the calls' measured ends
+  (the match stage's path reads the loop's polling ends, rma.polling_ends: here the measured
+  times must come back at dL = 0).
 
 The keys are the match stage's own (Wants, Epochs), joined on one analysis rank
 (releases._join: the same sorted search as releases.latest, without keeping the latest).
@@ -68,12 +70,7 @@ def epoch_pairs(calls: dict) -> dict:
         return _empty()
     # late post: each origin epoch's named target -> that target's post naming the origin
     post = dict(ep.keys("e"), rank=ep.e_rank[ep.e_epoch], call=ep.e_call[ep.e_epoch])
-    want = dict(ep.keys("a"), row=ep.a_epoch)
-    at = releases._join(_int64(post), _int64(want))
-    epoch = want["row"][at >= 0]
-    p = at[at >= 0]
-    closed = ep.a_close[epoch] >= 0
-    epoch, p = epoch[closed], p[closed]
+    epoch, p = _joined(post, dict(ep.keys("a"), row=ep.a_epoch), ep.a_close)
     post_start = rma._times(calls, post["rank"][p], post["call"][p], "start_ns")
     done = rma._first_ended_after(calls, ep.a_rank[epoch], ep.a_call[epoch], ep.a_close[epoch], post_start)
     late = _pairs(post["rank"][p], post["call"][p], ep.a_rank[epoch], done, 0, rma.POST, LATE_POST)
@@ -81,17 +78,21 @@ def epoch_pairs(calls: dict) -> dict:
     has_close = ep.a_close[ep.a_epoch] >= 0
     complete = {k: v[has_close] for k, v in ep.keys("a").items()}
     complete.update(rank=ep.a_rank[ep.a_epoch][has_close], call=ep.a_close[ep.a_epoch][has_close])
-    want = dict(ep.keys("e"), row=ep.e_epoch)
-    at = releases._join(_int64(complete), _int64(want))
-    epoch = want["row"][at >= 0]
-    c = at[at >= 0]
-    closed = ep.e_close[epoch] >= 0
-    epoch, c = epoch[closed], c[closed]
+    epoch, c = _joined(complete, dict(ep.keys("e"), row=ep.e_epoch), ep.e_close)
     complete_start = rma._times(calls, complete["rank"][c], complete["call"][c], "start_ns")
     done = rma._first_ended_after(calls, ep.e_rank[epoch], ep.e_first[epoch], ep.e_close[epoch], complete_start)
     early = _pairs(complete["rank"][c], complete["call"][c], ep.e_rank[epoch], done, 0,
                    mf.BY_NAME["MPI_Win_complete"].id, EARLY_WAIT)
     return {name: np.concatenate([late[name], early[name]]) for name in PAIR_COLUMNS}
+
+
+def _joined(have, want, close):
+    """(epoch, have row) of every want row (an epoch's named peer) whose key has a have row, for
+    the epochs that were closed (`close` >= 0)."""
+    at = releases._join(_int64(have), _int64(want))
+    epoch, h = want["row"][at >= 0], at[at >= 0]
+    closed = close[epoch] >= 0
+    return epoch[closed], h[closed]
 
 
 def _int64(columns):
