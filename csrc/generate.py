@@ -167,6 +167,12 @@ def body(f, names, large):
         lines.append("int32_t peer = %s;" % _peer_before(f, names))
         lines.append("int64_t bytes = %s;" % _bytes_other(names))
         rec = ["r->peer = peer;", "r->bytes = bytes;"]
+        if k == T.RMA_SYNC and "lock_type" in names:
+            # MPI_Win_lock: tag 1 exclusive, 2 shared (match.rma: only exclusive locks exclude)
+            rec.append("r->tag = lock_type == MPI_LOCK_EXCLUSIVE ? 1 : 2;")
+        if k == T.RMA_SYNC and "flag" in names:
+            # MPI_Win_test: tag is the flag (1: the exposure epoch completed in this call)
+            rec.append("r->tag = rc == MPI_SUCCESS && *flag ? 1 : 0;")
         if _requests(f, names):
             lines.append("int64_t req = rc == MPI_SUCCESS ? "
                          "mg_request_new(*request, request, c, peer, MG_TAG_NONE, bytes, 0, 0) : 0;")

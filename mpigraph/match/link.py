@@ -140,7 +140,7 @@ def _repair_loop(comm, ownership, calls, ops, world_size, codec):
             repair.found = n
         if n == 0 or repair.rounds == causality.MAX_ROUNDS:
             repair.remaining = n
-            return messages, pairs, instances, members, repair, groups
+            return messages, pairs, instances, members, repair, groups, releases
         # Whole chains at once (clock/repair.py); a longest chain has at most one hop per call.
         passes = comm.allreduce(sum(c.n_calls for c in calls.values())) + 1
         causality.repair_chains(comm, calls, causality.edges(messages, members), repair, passes)
@@ -200,9 +200,13 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=
     """Stage match (see the module doc); collective over comm.  Without `with_edges` the
     dependency edges (only the graph's critical path reads them) are not made."""
     ops, orphans = _owned_ops(calls)
-    messages, pairs, instances, members, repair, groups = _repair_loop(comm, ownership, calls, ops, world_size, codec)
+    messages, pairs, instances, members, repair, groups, releases = _repair_loop(comm, ownership, calls, ops,
+                                                                              world_size, codec)
     from_me = p2p.to_senders(comm, ownership, messages, calls, codec)
     probe_waits, probe_edges, path_ends = _probe_links(calls, ops, pairs, messages)
+    # Win_test loops are polling too (match.rma): their calls' path ends join the probes'
+    for rank, ends in rma.polling_ends(calls, releases.epochs).items():
+        path_ends[rank] = np.maximum(path_ends[rank], ends) if rank in path_ends else ends
     waits, (member_wait, member_time) = waits_and_member_totals(calls, messages, from_me, members, probe_waits)
     n = len(groups.group)       # the instances' own members: match.rma's epoch rows come after them
     instances = collectives.instance_waits(comm, groups, member_wait[:n], member_time[:n], instances, codec)

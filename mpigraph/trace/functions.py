@@ -310,6 +310,7 @@ _ONE_SIDED = [
     ("Rget", RMA, _ORIGIN.replace("const void", "void") + ", " + _TARGET + ", " + _WIN + _REQ),
     ("Raccumulate", RMA, _ORIGIN + ", " + _TARGET + ", MPI_Op op, " + _WIN + _REQ),
     ("Rget_accumulate", RMA, _ORIGIN + ", " + _RESULT + ", " + _TARGET + ", MPI_Op op, " + _WIN + _REQ),
+    ("Win_test", RMA_SYNC, _WIN + ", int *flag"),     # tag: the flag (csrc/generate.py)
 ]
 
 _NEIGHBOR = [

@@ -26,6 +26,9 @@ right after it (flag ``PART``), which share the call's func and times:
 - communicator creation: one part per new communicator, with ``comm`` the new
   communicator's id, ``tag`` this rank's rank in it and ``bytes`` its size.
 
+One-sided call records keep their target in ``peer``; MPI_Win_lock's ``tag`` is its lock
+type (1 exclusive, 2 shared), MPI_Win_test's its flag (1: the exposure epoch completed).
+
 Counting the records without ``PART`` gives the number of calls per function,
 once ``REPEAT`` records are weighed by their count (``call_counts``): the shim
 writes one record with flag ``REPEAT`` for a run of consecutive unsuccessful

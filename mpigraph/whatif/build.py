@@ -17,6 +17,10 @@ rank 0's clock, after the receive-before-send repair).  Edges, weight c + m L + 
               bytes (recursive doubling; ring: d bytes / P);  delta: t(E) - t(H),
               t(H) = the last arrival;  loggps: 2 o d.  The members' call edges go.
               N-to-1: the same hub, out to the root only.  1-to-N: S(root) -> E(member).
+    neighbor, rma_late_post, rma_early_wait   (sync.py) from every partner of a neighbourhood
+              member (its in-neighbours), of an access epoch (its targets' posts) and of an
+              exposure epoch (its origins' completes): S(partner) -> E(the call that waited),
+              m = 1, c as a message's (the latest partner's is the tight one at dL = 0)
     end       S(r, last MPI_Finalize) -> sink, c = 0
 
 Every rank starts at the end of its MPI_Init (its measured time).  In delta mode every
@@ -45,12 +49,16 @@ from mpigraph.trace import record
 from mpigraph.trace import logs as trace
 from mpigraph.match.core import COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, SCAN
 
+from mpigraph.whatif import sync
 from mpigraph.whatif.envelope import Edges
 
-COMPUTE, CALL, MESSAGE, LATE_RECEIVER, HUB_IN, HUB_OUT, RELEASE, END, ROUND, ROUND_MESSAGE = range(10)
+(COMPUTE, CALL, MESSAGE, LATE_RECEIVER, HUB_IN, HUB_OUT, RELEASE, END, ROUND, ROUND_MESSAGE, NEIGHBOR, RMA_LATE_POST,
+ RMA_EARLY_WAIT) = range(13)
 KIND_NAMES = ("compute", "call", "message", "late_receiver", "hub_in", "hub_out", "release", "end", "round",
-              "round_message")
-COLLECTIVE_KINDS = (HUB_OUT, RELEASE, ROUND_MESSAGE)      # the edges that carry a collective's latency
+              "round_message", "neighbor", "rma_late_post", "rma_early_wait")
+# the edges that carry a collective's (or a synchronisation's) latency, reported per function
+COLLECTIVE_KINDS = (HUB_OUT, RELEASE, ROUND_MESSAGE, NEIGHBOR, RMA_LATE_POST, RMA_EARLY_WAIT)
+_SYNC_KIND = np.array([NEIGHBOR, RMA_LATE_POST, RMA_EARLY_WAIT], np.int8)      # by sync.NEIGHBOR, ...
 MODELS = ("delta", "loggps")
 COLLECTIVE_ALGORITHMS = ("recdoub", "ring", "dissemination")
 
@@ -105,6 +113,8 @@ class Matched:
     messages: dict               # p2p.MESSAGE_COLUMNS, every matched message
     groups: object               # collectives.LocalGroups (retimed): members by instance
     member_bytes: np.ndarray     # bytes of each member row of groups
+    # neighbourhood and post/start/complete/wait synchronisations, every partner (sync.PAIR_COLUMNS)
+    sync: dict = None
 
 
 def matched_run(run_dir, clock="pingpong"):
@@ -117,9 +127,23 @@ def matched_run(run_dir, clock="pingpong"):
     calls, _ = link.aligned_calls(comm, logs, clock)
     ownership = parallel.Ownership(info.world_size, 1)
     ops, _ = link._owned_ops(calls)
-    messages = link._repair_loop(comm, ownership, calls, ops, info.world_size, None)[0]
+    messages, _, _, members, _, loop_groups, _ = link._repair_loop(comm, ownership, calls, ops, info.world_size,
+                                                                    None)
     groups = collectives.LocalGroups.of(link._owned_members(calls, info.world_size)).retimed(calls)
-    return Matched(info.world_size, calls, messages, groups, _member_bytes(calls, groups.members))
+    member_bytes = _member_bytes(calls, groups.members)
+    return Matched(info.world_size, calls, messages, groups, member_bytes,
+                   _sync_pairs(calls, members, loop_groups, member_bytes))
+
+
+def _sync_pairs(calls, members, groups, member_bytes):
+    """sync's pairs of the run: neighbourhood members (the first rows of `members`, one per
+    member of `groups`, whose rows `member_bytes` follows) and one-sided epochs."""
+    n = len(groups.group)       # match.rma's epoch rows come after the instances' members
+    own = {name: col[:n] for name, col in members.items()}
+    nb = sync.neighbour_pairs(calls, own, groups.instance["comm"][groups.group], groups.instance["seq"][groups.group],
+                              member_bytes)
+    ep = sync.epoch_pairs(calls)
+    return {name: np.concatenate([nb[name], ep[name]]) for name in sync.PAIR_COLUMNS}
 
 
 def _member_bytes(calls, members):
@@ -261,6 +285,7 @@ def build(matched, model="delta", params=None, collective_algorithm="recdoub"):
     out.add(COMPUTE, E[g], S[g + 1], np.maximum(start[g + 1] - end[g], 0), src_rank=rank_of[g], dst_rank=rank_of[g])
 
     _messages(out, matched, params, delta, off, start, end, release, S, E)
+    _synchronisations(out, matched, params, delta, off, start, end, release, S, E)
     n_hubs, cuts, cut_members = _collectives(out, matched, params, delta, off, start, end, release, has_call_edge,
                                              S, E, 2 * n_calls, collective_algorithm)
     n_hubs += _disseminations(out, matched, params, delta, off, start, end, has_call_edge, S, E, 2 * n_calls + n_hubs,
@@ -361,6 +386,30 @@ def _messages(out, matched, params, delta, off, start, end, release, S, E):
         c = np.full(len(sd_call), 2 * params.o_ns)
     out.add(LATE_RECEIVER, S[rp_call], E[sd_call], np.maximum(c, 0), 1.0, m["bytes"][waited].astype(np.float64),
             m["r_rank"][waited], m["s_rank"][waited])
+
+
+def _synchronisations(out, matched, params, delta, off, start, end, release, S, E):
+    """Neighbourhood and one-sided epoch edges (sync.py): one message each, from every partner,
+    S(partner's call) -> E(the call that waited for it).  Weights as a message's: delta mode
+    t(E) - t(S) where the partner came later than the waiting call started (the match stage's
+    wait), else min(that, the delivery time of a message nobody waits for); loggps 2o."""
+    p = matched.sync
+    if p is None or not len(p["src_rank"]):
+        return
+    s_call = off[p["src_rank"]] + p["src_call"]
+    d_call = off[p["dst_rank"]] + p["dst_call"]
+    nbytes = p["bytes"].astype(np.float64)
+    if delta:
+        took = end[d_call] - start[s_call]
+        late = start[s_call] > start[d_call]
+        c = np.where(late, took, np.minimum(took, delivery_base(matched, params) + nbytes * params.G0_ns))
+        np.maximum.at(release, d_call, start[s_call])
+    else:
+        c = np.full(len(s_call), 2 * params.o_ns)
+    for k in range(len(_SYNC_KIND)):         # three kinds
+        g = p["kind"] == k
+        out.add(_SYNC_KIND[k], S[s_call[g]], E[d_call[g]], np.maximum(c[g], 0), 1.0, nbytes[g], p["src_rank"][g],
+                p["dst_rank"][g], p["func"][g])
 
 
 def _collectives(out, matched, params, delta, off, start, end, release, has_call_edge, S, E, first_hub, algorithm):
