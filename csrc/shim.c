@@ -172,6 +172,7 @@ int MPI_Abort(MPI_Comm comm, int errorcode)
         r->tag = errorcode;
         mg_publish(1);
     }
+    mg_write_sites(mg_run_dir, mg.world_rank); /* the process ends in the call */
     int fl = mg_begin(MG_ID_MPI_Abort, t0, MG_PEER_NONE, errorcode, c->id, 0, MG_ROOT_NONE, 0);
     int rc = PMPI_Abort(comm, errorcode);
     mg_end(fl);
@@ -191,6 +192,8 @@ int MPI_Init(int *argc, char ***argv)
 {
     if (mg_depth)
         return PMPI_Init(argc, argv);
+    mg_sites_setup_once();
+    MG_SITE();
     mg_choose_clock();
     int64_t t0 = mg_now();
     int rc = PMPI_Init(argc, argv);
@@ -203,6 +206,8 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
     if (mg_depth)
         return PMPI_Init_thread(argc, argv, required, provided);
+    mg_sites_setup_once();
+    MG_SITE();
     mg_choose_clock();
     int64_t t0 = mg_now();
     int rc = PMPI_Init_thread(argc, argv, required, provided);
@@ -301,6 +306,7 @@ int mpigraph_close_log(void)
         mg_analyze = 0;
     mg_sync_finish();
     mg_close_log_file();
+    mg_write_sites(mg_run_dir, mg.world_rank);
     mg_phase = MG_CLOSED;
     if (mg_analyze)
         choose_analysis_ranks();
@@ -393,7 +399,9 @@ void mg_finalize_handover(void)
 
 int MPI_Finalize(void)
 {
-    if (!mg_depth)
+    if (!mg_depth) {
+        MG_SITE();
         mg_finalize_handover();
+    }
     return PMPI_Finalize();
 }
