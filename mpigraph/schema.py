@@ -103,7 +103,28 @@ CALL_COLUMNS = [
     Column("wait_state_time", "time", "time of that wait state"),
     Column("other_state_time", "time", "point-to-point: the part of the wait charged to the other kind "
                                        "(late_receiver when wait_state is late_sender, and the reverse)"),
+    Column("callsite", "int", "call site (callsites.csv): where in the program the call was made"),
     Column("on_path", "bool", "the critical path spends time in the call or passes through it (false when no path)"),
+]
+
+# Call sites (mpigraph.callsites): mpiP's call-site statistics, one row per place and MPI function.
+CALLSITE_COLUMNS = [
+    Column("callsite", "int", "call-site id (the callsite column of calls.parquet), from 1"),
+    Column("name", "str", "\"MPI_Allreduce at solver.c:212\"; \"MPI_Send in exchange\" for a program built without "
+                          "-g; an mpi4py program's calls are made by mpi4py's extension module (its function)"),
+    Column("function", "str", "MPI function"),
+    Column("caller", "str", "the program's function that made the call (object+offset when it has no symbol)"),
+    Column("file", "str", "source file of the call (empty without debug information)"),
+    Column("line", "int", "source line of the call (0 without debug information)"),
+    Column("object", "str", "the executable or shared library the call is in"),
+    Column("count", "int", "calls made there, over all ranks"),
+    Column("time", "time", "summed duration of those calls"),
+    Column("wait", "time", "summed wait (before + after) of those calls"),
+    Column("bytes", "int", "summed bytes of those calls"),
+    Column("ranks", "int", "ranks that called it"),
+    Column("time_cov", "float", "coefficient of variation of the ranks' time there: std / mean over those ranks "
+                                "(mpiP's COV; 0 for one rank)"),
+    Column("path_time", "time", "time of its calls on the critical path"),
 ]
 
 COLLECTIVE_COLUMNS = [

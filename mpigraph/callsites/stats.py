@@ -1,0 +1,169 @@
+"""A run's call sites: numbered, named, and their calls summed (mpiP's call-site statistics).
+
+A call site is a place in the program (object, function, file, line) and the MPI function
+called there.  Ids are given in the order the calls table first meets them (rank 0's calls
+first), from 1.  ``Sites`` maps each rank's shim ids to places; ``Accumulator`` relabels the
+calls table's blocks as the report writes them (its callsite column: the run's ids) and sums
+per call site and rank:
+
+    count = sum of calls, time = sum of (end - start), wait = sum of (wait_before + wait_after),
+    bytes = sum of bytes, path_time = sum of (end - start) over the calls on the critical path,
+    time_cov = std / mean over the ranks that called it of each rank's time there (mpiP's COV;
+    0 for one rank).
+"""
+
+import os
+
+import numpy as np
+
+from mpigraph.callsites import files, resolve
+from mpigraph.trace import functions as mf
+
+UNKNOWN = ("", "", "", 0)     # object, caller, file, line of a site nothing is known of
+N_SHIM_IDS = 1 << 16          # the record's site field is 16 bits
+
+
+class Sites:
+    """Each rank's shim site ids -> place indices (0: unknown); places[i] = (object, caller, file, line)."""
+
+    def __init__(self, raw_dir: str, ranks):
+        self.places = [UNKNOWN]
+        self._index = {UNKNOWN: 0}
+        self.lut = {}
+        for rank in ranks:
+            self.lut[rank] = self._rank_lut(raw_dir, rank)
+
+    def _rank_lut(self, raw_dir, rank):
+        lut = np.zeros(N_SHIM_IDS, np.int64)
+        ids, addrs = files.read_sites(raw_dir, rank)
+        if not len(ids):
+            return lut
+        load_map = files.read_maps(raw_dir, rank)
+        at, offset = load_map.locate(addrs)
+        for i in range(len(ids)):       # per site: a rank has a few dozen
+            lut[int(ids[i])] = self._place(load_map.paths[at[i]] if at[i] >= 0 else "", int(offset[i]))
+        return lut
+
+    def _place(self, path, offset):
+        if not path:
+            return 0
+        caller, file, line = resolve.locate(path, offset)
+        if not caller and not line:     # no symbol, no line: the object and offset name it
+            caller = "%s+0x%x" % (os.path.basename(path), offset)
+        key = (path, caller, file, line)
+        if key not in self._index:
+            self._index[key] = len(self.places)
+            self.places.append(key)
+        return self._index[key]
+
+
+def site_name(function: str, place) -> str:
+    """"MPI_Allreduce at solver.c:212", "MPI_Send in exchange" (no -g), "MPI_Send at an unknown site"."""
+    path, caller, file, line = place
+    if line:
+        return "%s at %s:%d" % (function, os.path.basename(file), line)
+    if caller:
+        return "%s in %s" % (function, caller)
+    return "%s at an unknown site" % function
+
+
+class Accumulator:
+    """Relabels calls-table blocks with the run's call-site ids and sums their calls."""
+
+    _SUMS = ("count", "time", "wait", "bytes", "path_time")
+
+    def __init__(self, sites: Sites, n_ranks: int):
+        self.sites, self.n_ranks = sites, n_ranks
+        self.n_functions = len(mf.names_array())
+        self._id_of = {}        # place * n_functions + function id -> call-site id
+        self._parts = []        # per block: (keys = callsite * n_ranks + rank, sums)
+
+    def add(self, block: dict) -> dict:
+        """Sets block["callsite"] (the shim's ids in, the run's out) and sums it; returns block."""
+        rank = np.asarray(block["rank"], np.int64)
+        func = np.asarray(block["function"].codes if hasattr(block["function"], "codes") else block["function"])
+        place = np.zeros(len(rank), np.int64)
+        local = np.asarray(block["callsite"], np.int64)
+        for r in np.unique(rank):       # per rank
+            mine = rank == r
+            lut = self.sites.lut.get(int(r))
+            if lut is not None:
+                place[mine] = lut[local[mine]]
+        pair, inverse = np.unique(place * self.n_functions + func, return_inverse=True)
+        for p in pair.tolist():         # per call site
+            self._id_of.setdefault(p, len(self._id_of) + 1)
+        ids = np.array([self._id_of[p] for p in pair.tolist()], np.int64)[inverse.reshape(-1)]
+        block["callsite"] = ids
+        self._sum(block, ids, rank)
+        return block
+
+    def _sum(self, block, ids, rank):
+        duration = np.asarray(block["end"], np.int64) - np.asarray(block["start"], np.int64)
+        values = {"count": np.asarray(block["calls"], np.int64), "time": duration,
+                  "wait": np.asarray(block["wait_before"], np.int64) + np.asarray(block["wait_after"], np.int64),
+                  "bytes": np.asarray(block["bytes"], np.int64),
+                  "path_time": np.where(np.asarray(block["on_path"], bool), duration, 0)}
+        keys, inverse = np.unique(ids * self.n_ranks + rank, return_inverse=True)
+        sums = {name: np.bincount(inverse.reshape(-1), v, len(keys)).astype(np.int64) for name, v in values.items()}
+        self._parts.append((keys, sums))
+
+    def per_rank(self):
+        """(keys callsite * n_ranks + rank, {name: int64 sums}) over every block added."""
+        if not self._parts:
+            return np.zeros(0, np.int64), {n: np.zeros(0, np.int64) for n in self._SUMS}
+        keys = np.concatenate([k for k, _ in self._parts])
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        sums = {n: np.bincount(inverse, np.concatenate([s[n] for _, s in self._parts]), len(uniq)).astype(np.int64)
+                for n in self._SUMS}
+        return uniq, sums
+
+    def table(self) -> dict:
+        """The callsites table (schema.CALLSITE_COLUMNS), rows by time, longest first."""
+        keys, sums = self.per_rank()
+        site = keys // self.n_ranks
+        n = len(self._id_of)
+        pairs = np.zeros(n + 1, np.int64)
+        for p, i in self._id_of.items():
+            pairs[i] = p
+        out = {name: np.bincount(site, sums[name], n + 1).astype(np.int64)[1:] for name in self._SUMS}
+        out["ranks"] = np.bincount(site, None, n + 1).astype(np.int64)[1:]
+        out["time_cov"] = _cov(site, sums["time"], n + 1)[1:]
+        ids = np.arange(1, n + 1)
+        func_names = mf.names_array()
+        out["callsite"] = ids
+        out["function"] = np.array([func_names[pairs[i] % self.n_functions] for i in ids], object)
+        places = [self.sites.places[pairs[i] // self.n_functions] for i in ids]
+        out["caller"] = np.array([p[1] for p in places], object)
+        out["file"] = np.array([p[2] for p in places], object)
+        out["line"] = np.array([p[3] for p in places], np.int64)
+        out["object"] = np.array([p[0] for p in places], object)
+        out["name"] = np.array([site_name(f, p) for f, p in zip(out["function"], places)], object)
+        order = np.lexsort((ids, -out["time"]))
+        return {k: v[order] for k, v in out.items()}
+
+
+def _cov(site, time, n):
+    """Per call site: population std / mean of its ranks' times (0 where the mean is 0)."""
+    count = np.bincount(site, None, n)
+    mean = np.bincount(site, time, n) / np.maximum(count, 1)
+    var = np.bincount(site, (time - mean[site]) ** 2, n) / np.maximum(count, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(mean > 0, np.sqrt(var) / np.where(mean > 0, mean, 1), 0.0)
+
+
+def summary_lines(table: dict, limit: int = 10) -> list:
+    """The summary's call-site section: the longest call sites and those on the critical path."""
+    if not len(table["callsite"]):
+        return []
+    lines = ["", "Call sites (callsites.csv), by time:"]
+    for i in range(min(limit, len(table["callsite"]))):
+        lines.append("  %3d  %-50s %8d calls %12.6f s  wait %12.6f s  COV %.2f"
+                     % (table["callsite"][i], table["name"][i], table["count"][i], table["time"][i] / 1e9,
+                        table["wait"][i] / 1e9, table["time_cov"][i]))
+    on_path = np.flatnonzero(table["path_time"] > 0)
+    if len(on_path):
+        on_path = on_path[np.argsort(-table["path_time"][on_path], kind="stable")][:limit]
+        lines.append("Call sites on the critical path (time of their calls on it):")
+        lines += ["  %3d  %-50s %12.6f s" % (table["callsite"][i], table["name"][i], table["path_time"][i] / 1e9)
+                  for i in on_path]
+    return lines
