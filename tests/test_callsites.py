@@ -1,0 +1,141 @@
+"""Call sites (issue 32): the shim's return addresses named as function, file and line.
+
+Known answers come from the test programs' sources: the line of each call is found by its
+"site:" comment, the counts are the programs' loop counts times the ranks.
+"""
+
+import csv
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import mpi_env
+
+RANKS = 2
+
+
+def _line_of(source, marker):
+    """The line number (from 1) of the line with `marker` in tests/programs/<source>."""
+    with open(os.path.join(mpi_env.PROGRAMS, source)) as f:
+        lines = [i + 1 for i, text in enumerate(f) if marker in text]
+    assert len(lines) == 1, (source, marker, lines)
+    return lines[0]
+
+
+def _define(source, name):
+    """The value of `#define name N` (C) or `name = N` (Fortran, Python) in the source."""
+    with open(os.path.join(mpi_env.PROGRAMS, source)) as f:
+        text = f.read()
+    return int(re.search(r"(?:#define\s+%s\s+|\b%s\s*=\s*)(\d+)" % (name, name), text).group(1))
+
+
+def _callsites(out):
+    with open(os.path.join(out, "callsites.csv"), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _build_c(tmp_path, flags):
+    mpi = mpi_env.wheel_mpi()
+    if mpi is None:
+        pytest.fail("no mpicc/mpiexec: install with pip install '.[mpich,test]'")
+    exe = str(tmp_path / ("callsites" + "".join(flags).replace("-", "_")))
+    sources = [os.path.join(mpi_env.PROGRAMS, s) for s in ("callsites_main.c", "callsites_halo.c")]
+    subprocess.run([mpi.mpicc, "-O1", *flags, "-o", exe, *sources], check=True, cwd=str(tmp_path))
+    return mpi, exe
+
+
+def _run(mpi, argv, out):
+    result = mpi_env.mpirun(mpi, RANKS, argv, out=out)
+    assert result.returncode == 0, result.stderr
+    return _callsites(out)
+
+
+@pytest.fixture(scope="module")
+def c_run_g(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("callsites_g")
+    mpi, exe = _build_c(tmp, ["-g"])
+    out = tmp / "run"
+    return out, _run(mpi, [exe], out)
+
+
+def test_c_program_with_g_names_both_file_line_pairs_with_exact_counts(c_run_g):
+    _, rows = c_run_g
+    by_function = {r["function"]: r for r in rows}
+    reduce_row, sendrecv_row = by_function["MPI_Allreduce"], by_function["MPI_Sendrecv"]
+    assert os.path.basename(reduce_row["file"]) == "callsites_main.c"
+    assert int(reduce_row["line"]) == _line_of("callsites_main.c", "site: allreduce")
+    assert int(reduce_row["count"]) == _define("callsites_main.c", "REDUCES") * RANKS
+    assert os.path.basename(sendrecv_row["file"]) == "callsites_halo.c"
+    assert int(sendrecv_row["line"]) == _line_of("callsites_halo.c", "site: sendrecv")
+    assert int(sendrecv_row["count"]) == _define("callsites_main.c", "EXCHANGES") * RANKS
+    assert reduce_row["name"] == "MPI_Allreduce at callsites_main.c:%d" % _line_of("callsites_main.c",
+                                                                                 "site: allreduce")
+    assert reduce_row["caller"] == "reduce_step" and sendrecv_row["caller"] == "exchange"
+    assert int(reduce_row["ranks"]) == RANKS
+
+
+def test_calls_parquet_callsite_column_sums_to_the_table(c_run_g):
+    """calls.parquet's callsite column: per call site, its calls add up to callsites.csv's count,
+    and its bytes to the bytes."""
+    out, rows = c_run_g
+    calls = pq.read_table(os.path.join(out, "calls.parquet"), columns=["callsite", "calls", "bytes"]).to_pydict()
+    site = np.array(calls["callsite"])
+    for r in rows:
+        mine = site == int(r["callsite"])
+        assert int(np.array(calls["calls"])[mine].sum()) == int(r["count"])
+        assert int(np.array(calls["bytes"])[mine].sum()) == int(r["bytes"])
+    assert set(site.tolist()) == {int(r["callsite"]) for r in rows}
+
+
+def test_summary_names_call_sites(c_run_g):
+    out, _ = c_run_g
+    with open(os.path.join(out, "summary.txt")) as f:
+        text = f.read()
+    assert "MPI_Allreduce at callsites_main.c:%d" % _line_of("callsites_main.c", "site: allreduce") in text
+    assert "Call sites on the critical path" in text
+
+
+def test_c_program_without_g_gives_function_names(tmp_path):
+    mpi, exe = _build_c(tmp_path, [])
+    rows = _run(mpi, [exe], tmp_path / "run")
+    by_function = {r["function"]: r for r in rows}
+    assert by_function["MPI_Allreduce"]["caller"] == "reduce_step"
+    assert by_function["MPI_Sendrecv"]["caller"] == "exchange"
+    assert by_function["MPI_Sendrecv"]["line"] == "0" and by_function["MPI_Sendrecv"]["file"] == ""
+    assert by_function["MPI_Sendrecv"]["name"] == "MPI_Sendrecv in exchange"
+    assert int(by_function["MPI_Sendrecv"]["count"]) == _define("callsites_main.c", "EXCHANGES") * RANKS
+
+
+def test_fortran_call_sites_name_the_subroutine(tmp_path):
+    """MPICH's `use mpi` binding (libmpifort) calls the C MPI_Allreduce: the shim takes the first
+    frame outside libmpifort, the program's subroutine."""
+    mpi = mpi_env.debian_mpich()
+    if mpi is None or mpi.mpif90 is None:
+        pytest.skip("Debian's MPICH with gfortran is not installed (apt-get install mpich libmpich-dev gfortran)")
+    exe = mpi_env.Builder(str(tmp_path)).build("callsites.f90", mpi.mpif90, ["-g"])
+    rows = _run(mpi, [exe], tmp_path / "run")
+    reduce_row = {r["function"]: r for r in rows}["MPI_Allreduce"]
+    assert reduce_row["caller"] == "halo_step_"
+    assert os.path.basename(reduce_row["file"]) == "callsites.f90"
+    assert int(reduce_row["line"]) == _line_of("callsites.f90", "site: allreduce")
+    assert int(reduce_row["count"]) == _define("callsites.f90", "steps") * RANKS
+
+
+def test_mpi4py_call_sites_are_the_extension_frame(tmp_path):
+    """mpi4py makes the calls from its extension module: the site is that object and its
+    function (docs/outputs.md, callsites), with the exact count."""
+    mpi = mpi_env.wheel_mpi()
+    program = os.path.join(mpi_env.PROGRAMS, "callsites_py.py")
+    rows = _run(mpi, [sys.executable, program], tmp_path / "run")
+    barrier = [r for r in rows if r["function"] == "MPI_Barrier"]
+    assert len(barrier) == 1
+    import mpi4py.MPI
+
+    assert os.path.realpath(barrier[0]["object"]) == os.path.realpath(mpi4py.MPI.__file__)
+    assert barrier[0]["caller"]
+    assert int(barrier[0]["count"]) == _define("callsites_py.py", "STEPS") * RANKS
