@@ -35,6 +35,7 @@ static int mg_phase = MG_OFF;
 static int mg_analyze = 1;       /* MPIGRAPH_ANALYZE */
 static int mg_python_host;       /* the program itself is a Python interpreter */
 static char mg_run_dir[PATH_MAX];
+static int mg_finalize_called; /* mg_finalize_handover ran (MPI_Finalize, C or Fortran) */
 static int32_t mg_next_thread_slot = 1;
 static int mg_analysis_ranks; /* the analysis runs on world ranks 0 .. mg_analysis_ranks - 1 */
 
@@ -279,6 +280,9 @@ int mpigraph_close_log(void)
     if (mg_phase != MG_RECORDING)
         return 0;
     int64_t t = mg_now();
+    /* Closed at exit (mpi4py), not in MPI_Finalize: no call site of the program's. */
+    if (!mg_finalize_called)
+        mg_site = 0;
     mg_record *r = mg_reserve(1);
     if (r) {
         mg_fill(r, MG_ID_MPI_Finalize, t, t, 0);
@@ -388,6 +392,7 @@ static void analyse_in_job(void)
 /* Close the log and analyse, before the MPI library is finalised. */
 void mg_finalize_handover(void)
 {
+    mg_finalize_called = 1;
     if (mpigraph_close_log() && mg_analyze) {
         /* A Python program that calls MPI_Finalize itself is analysed here,
          * while its interpreter is alive; after interpreter shutdown only the
