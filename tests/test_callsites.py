@@ -92,6 +92,15 @@ def test_calls_parquet_callsite_column_sums_to_the_table(c_run_g):
     assert set(site.tolist()) == {int(r["callsite"]) for r in rows}
 
 
+def test_api_reads_the_callsites_table(c_run_g):
+    import mpigraph
+
+    out, rows = c_run_g
+    table = mpigraph.load(out).callsites
+    assert sorted(table["name"]) == sorted(r["name"] for r in rows)
+    assert table["count"].sum() == sum(int(r["count"]) for r in rows)
+
+
 def test_summary_names_call_sites(c_run_g):
     out, _ = c_run_g
     with open(os.path.join(out, "summary.txt")) as f:
