@@ -99,7 +99,9 @@ static inline int64_t mg_now(void)
  * MG_SITE() notes it from the wrapper's return address; mg_fill copies it into the record. */
 #define MG_SITE_BITS 15
 #define MG_N_SITES (1u << MG_SITE_BITS)
+#define MG_MAX_SITE_DEPTH 8
 extern uintptr_t mg_sites[MG_N_SITES];
+extern int mg_site_depth; /* MPIGRAPH_CALLSITE_DEPTH: frames per site, 1 = the return address */
 extern uintptr_t mg_self_lo, mg_self_len, mg_fort_lo, mg_fort_len;
 extern __thread uint16_t mg_site __attribute__((tls_model("initial-exec")));
 void mg_sites_setup(void);
@@ -123,6 +125,8 @@ static inline void mg_note_site(uintptr_t pc)
         return;
     uint32_t h = mg_site_hash(pc);
     mg_site = __builtin_expect(mg_sites[h] == pc, 1) ? (uint16_t)(h + 1) : mg_site_slow(pc);
+    /* With a stack depth above 1 the slots hold stacks' hashes, which a return address
+     * matches with odds of 2^-64: every call takes mg_site_slow and unwinds. */
 }
 
 /* A macro, not a function: the return address must be the wrapper's own. */

@@ -117,6 +117,9 @@ CALLSITE_COLUMNS = [
     Column("file", "str", "source file of the call (empty without debug information)"),
     Column("line", "int", "source line of the call (0 without debug information)"),
     Column("object", "str", "the executable or shared library the call is in"),
+    Column("stack", "str", "its callers, innermost first (\"callsites_main.c:40 < main\"), with "
+                           "MPIGRAPH_CALLSITE_DEPTH=k above 1: the call site is then the stack of k frames; empty "
+                           "otherwise"),
     Column("count", "int", "calls made there, over all ranks"),
     Column("time", "time", "summed duration of those calls"),
     Column("wait", "time", "summed wait (before + after) of those calls"),

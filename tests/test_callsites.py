@@ -49,8 +49,8 @@ def _build_c(tmp_path, flags):
     return mpi, exe
 
 
-def _run(mpi, argv, out):
-    result = mpi_env.mpirun(mpi, RANKS, argv, out=out)
+def _run(mpi, argv, out, rank_env=None):
+    result = mpi_env.mpirun(mpi, RANKS, argv, out=out, rank_env=rank_env)
     assert result.returncode == 0, result.stderr
     return _callsites(out)
 
@@ -76,6 +76,7 @@ def test_c_program_with_g_names_both_file_line_pairs_with_exact_counts(c_run_g):
     assert reduce_row["name"] == "MPI_Allreduce at callsites_main.c:%d" % _line_of("callsites_main.c",
                                                                                  "site: allreduce")
     assert reduce_row["caller"] == "reduce_step" and sendrecv_row["caller"] == "exchange"
+    assert reduce_row["stack"] == ""       # depth 1 (the default): the return address alone
     assert int(reduce_row["ranks"]) == RANKS
 
 
@@ -107,6 +108,19 @@ def test_summary_names_call_sites(c_run_g):
         text = f.read()
     assert "MPI_Allreduce at callsites_main.c:%d" % _line_of("callsites_main.c", "site: allreduce") in text
     assert "Call sites on the critical path" in text
+
+
+def test_stack_depth_two_names_the_callers_line(tmp_path):
+    """MPIGRAPH_CALLSITE_DEPTH=2: a call site is the call and its caller's frame."""
+    mpi, exe = _build_c(tmp_path, ["-g"])
+    rows = _run(mpi, [exe], tmp_path / "run", rank_env={"MPIGRAPH_CALLSITE_DEPTH": "2"})
+    by_function = {r["function"]: r for r in rows}
+    assert by_function["MPI_Allreduce"]["stack"] == "callsites_main.c:%d" % _line_of("callsites_main.c",
+                                                                                    "site: reduce caller")
+    assert by_function["MPI_Sendrecv"]["stack"] == "callsites_main.c:%d" % _line_of("callsites_main.c",
+                                                                                   "site: exchange caller")
+    assert int(by_function["MPI_Sendrecv"]["line"]) == _line_of("callsites_halo.c", "site: sendrecv")
+    assert int(by_function["MPI_Allreduce"]["count"]) == _define("callsites_main.c", "REDUCES") * RANKS
 
 
 def test_c_program_without_g_gives_function_names(tmp_path):

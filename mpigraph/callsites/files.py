@@ -14,8 +14,10 @@ def maps_path(raw_dir: str, rank: int) -> str:
 
 
 def read_sites(raw_dir: str, rank: int):
-    """(ids, return addresses) of a rank's call sites, as uint64 arrays; empty when the rank
-    wrote none (a log of an older shim, or a rank killed before MPI_Finalize)."""
+    """(ids, return addresses, callers) of a rank's call sites: uint64 arrays, and per site the
+    list of its callers' return addresses (innermost first; empty unless MPIGRAPH_CALLSITE_DEPTH
+    > 1).  Empty when the rank wrote none (a log of an older shim, a rank killed before
+    MPI_Finalize)."""
     try:
         with open(sites_path(raw_dir, rank)) as f:
             rows = [line.split() for line in f if line.strip() and not line.startswith("#")]
@@ -23,7 +25,8 @@ def read_sites(raw_dir: str, rank: int):
         rows = []
     ids = np.array([int(r[0]) for r in rows], np.uint64)
     addrs = np.array([int(r[1], 16) for r in rows], np.uint64)
-    return ids, addrs
+    callers = [[int(a, 16) for a in r[2:]] for r in rows]
+    return ids, addrs, callers
 
 
 class LoadMap:

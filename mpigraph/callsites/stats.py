@@ -19,12 +19,13 @@ import numpy as np
 from mpigraph.callsites import files, resolve
 from mpigraph.trace import functions as mf
 
-UNKNOWN = ("", "", "", 0)     # object, caller, file, line of a site nothing is known of
+UNKNOWN = ("", "", "", 0, "")     # object, caller, file, line, stack of a site nothing is known of
 N_SHIM_IDS = 1 << 16          # the record's site field is 16 bits
 
 
 class Sites:
-    """Each rank's shim site ids -> place indices (0: unknown); places[i] = (object, caller, file, line)."""
+    """Each rank's shim site ids -> place indices (0: unknown); places[i] = (object, caller, file,
+    line, stack): stack names the callers (MPIGRAPH_CALLSITE_DEPTH > 1), innermost first."""
 
     def __init__(self, raw_dir: str, ranks):
         self.places = [UNKNOWN]
@@ -35,35 +36,53 @@ class Sites:
 
     def _rank_lut(self, raw_dir, rank):
         lut = np.zeros(N_SHIM_IDS, np.int64)
-        ids, addrs = files.read_sites(raw_dir, rank)
+        ids, addrs, callers = files.read_sites(raw_dir, rank)
         if not len(ids):
             return lut
         load_map = files.read_maps(raw_dir, rank)
         at, offset = load_map.locate(addrs)
         for i in range(len(ids)):       # per site: a rank has a few dozen
-            lut[int(ids[i])] = self._place(load_map.paths[at[i]] if at[i] >= 0 else "", int(offset[i]))
+            stack = " < ".join(_frame_name(load_map, a) for a in callers[i])
+            lut[int(ids[i])] = self._place(load_map.paths[at[i]] if at[i] >= 0 else "", int(offset[i]), stack)
         return lut
 
-    def _place(self, path, offset):
+    def _place(self, path, offset, stack=""):
         if not path:
             return 0
-        caller, file, line = resolve.locate(path, offset)
-        if not caller and not line:     # no symbol, no line: the object and offset name it
-            caller = "%s+0x%x" % (os.path.basename(path), offset)
-        key = (path, caller, file, line)
+        caller, file, line = _where(path, offset)
+        key = (path, caller, file, line, stack)
         if key not in self._index:
             self._index[key] = len(self.places)
             self.places.append(key)
         return self._index[key]
 
 
+def _where(path, offset):
+    """(caller, file, line) of a return address at offset in path; the object and offset name
+    a caller without a symbol."""
+    caller, file, line = resolve.locate(path, offset)
+    if not caller and not line:
+        caller = "%s+0x%x" % (os.path.basename(path), offset)
+    return caller, file, line
+
+
+def _frame_name(load_map, addr):
+    """A caller's frame in a stack: "file.c:40" with debug information, else its function."""
+    at, offset = load_map.locate([addr])
+    if at[0] < 0:
+        return "0x%x" % addr
+    caller, file, line = _where(load_map.paths[at[0]], int(offset[0]))
+    return "%s:%d" % (os.path.basename(file), line) if line else caller
+
+
 def site_name(function: str, place) -> str:
     """"MPI_Allreduce at solver.c:212", "MPI_Send in exchange" (no -g), "MPI_Send at an unknown site"."""
-    path, caller, file, line = place
+    path, caller, file, line, stack = place
+    via = " < " + stack if stack else ""
     if line:
-        return "%s at %s:%d" % (function, os.path.basename(file), line)
+        return "%s at %s:%d%s" % (function, os.path.basename(file), line, via)
     if caller:
-        return "%s in %s" % (function, caller)
+        return "%s in %s%s" % (function, caller, via)
     return "%s at an unknown site" % function
 
 
@@ -137,6 +156,7 @@ class Accumulator:
         out["file"] = np.array([p[2] for p in places], object)
         out["line"] = np.array([p[3] for p in places], np.int64)
         out["object"] = np.array([p[0] for p in places], object)
+        out["stack"] = np.array([p[4] for p in places], object)
         out["name"] = np.array([site_name(f, p) for f, p in zip(out["function"], places)], object)
         order = np.lexsort((ids, -out["time"]))
         return {k: v[order] for k, v in out.items()}

@@ -32,11 +32,11 @@ int main(int argc, char **argv)
     double out[4] = {1, 2, 3, 4}, in[4];
     double total = 0;
     for (int i = 0; i < EXCHANGES; i++) {
-        exchange(out, in, 4);
+        exchange(out, in, 4); /* site: exchange caller */
         total += work(100000);
     }
     for (int i = 0; i < REDUCES; i++)
-        total += reduce_step(work(50000));
+        total += reduce_step(work(50000)); /* site: reduce caller */
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0)
