@@ -137,10 +137,9 @@ def load():
     from mpigraph.report import writer
     from mpigraph.paths import segments
     from mpigraph.trace import inflight
-    from mpigraph.callsites import report as callsites
 
     files = {}
-    for module in (writer, segments, inflight, callsites):
+    for module in (writer, segments, inflight):
         for value in vars(module).values():
             if isinstance(value, str) and value.endswith((".csv", ".parquet")) and "/" not in value:
                 stem = value.rsplit(".", 1)[0]

@@ -187,3 +187,9 @@ def summary_lines(table: dict, limit: int = 10) -> list:
         lines += ["  %3d  %-50s %12.6f s" % (table["callsite"][i], table["name"][i], table["path_time"][i] / 1e9)
                   for i in on_path]
     return lines
+
+
+def tracker(info) -> Accumulator:
+    """An Accumulator over the run's ranks (info: trace.RunInfo), their sites read beside the
+    raw logs; the report passes the calls table through it (report.writer: callsites files)."""
+    return Accumulator(Sites(os.path.join(info.run_dir, "raw"), range(info.world_size)), info.world_size)
