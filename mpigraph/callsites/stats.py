@@ -1,15 +1,21 @@
 """A run's call sites: numbered, named, and their calls summed (mpiP's call-site statistics).
 
-A call site is a place in the program (object, function, file, line) and the MPI function
-called there.  Ids are given in the order the calls table first meets them (rank 0's calls
-first), from 1.  ``Sites`` maps each rank's shim ids to places; ``Accumulator`` relabels the
-calls table's blocks as the report writes them (its callsite column: the run's ids) and sums
-per call site and rank:
+A call site is a call instruction of the program (its return address, as an object and an
+offset: the same on every rank, whatever address the object was loaded at), with its callers
+when MPIGRAPH_CALLSITE_DEPTH > 1.  ``Sites`` reads every rank's sites before the calls pass
+and numbers them from 1 in the order of (object, file, line, function, offset), so the ids
+depend on the program alone, not on how the calls table is cut into blocks; 0 is a call whose
+site is unknown (a rank that wrote no .sites file).  ``Accumulator`` relabels the calls table's
+blocks as the report writes them (its callsite column: the run's ids) and sums per call site,
+MPI function and rank:
 
     count = sum of calls, time = sum of (end - start), wait = sum of (wait_before + wait_after),
     bytes = sum of bytes, path_time = sum of (end - start) over the calls on the critical path,
     time_cov = std / mean over the ranks that called it of each rank's time there (mpiP's COV;
     0 for one rank).
+
+A call site calls one MPI function; the table has a row per (call site, MPI function), so the
+unknown site 0 has a row per function.
 """
 
 import os
@@ -24,37 +30,44 @@ N_SHIM_IDS = 1 << 16          # the record's site field is 16 bits
 
 
 class Sites:
-    """Each rank's shim site ids -> place indices (0: unknown); places[i] = (object, caller, file,
-    line, stack): stack names the callers (MPIGRAPH_CALLSITE_DEPTH > 1), innermost first."""
+    """Each rank's shim site ids -> call-site ids (lut[rank], 0: unknown); places[id] = (object,
+    caller, file, line, stack): stack names the callers (MPIGRAPH_CALLSITE_DEPTH > 1), innermost
+    first."""
 
     def __init__(self, raw_dir: str, ranks):
-        self.places = [UNKNOWN]
-        self._index = {UNKNOWN: 0}
-        self.lut = {}
+        found = {}             # (object, offset, stack) -> (object, caller, file, line, stack)
+        shim_keys = {}         # rank -> (shim ids, their keys)
         for rank in ranks:
-            self.lut[rank] = self._rank_lut(raw_dir, rank)
+            shim_keys[rank] = self._read_rank(raw_dir, rank, found)
+        keys = sorted(found, key=lambda k: (found[k][0], found[k][2], found[k][3], found[k][1], k[1], k[2]))
+        number = {k: i + 1 for i, k in enumerate(keys)}
+        self.places = [UNKNOWN] + [found[k] for k in keys]
+        self.lut = {}
+        for rank, (ids, rank_keys) in shim_keys.items():
+            lut = np.zeros(N_SHIM_IDS, np.int64)
+            lut[ids] = [number[k] for k in rank_keys]
+            self.lut[rank] = lut
 
-    def _rank_lut(self, raw_dir, rank):
-        lut = np.zeros(N_SHIM_IDS, np.int64)
+    @staticmethod
+    def _read_rank(raw_dir, rank, found):
+        """(the rank's shim ids, their keys), resolving keys not yet in `found`."""
         ids, addrs, callers = files.read_sites(raw_dir, rank)
         if not len(ids):
-            return lut
+            return np.zeros(0, np.int64), []
         load_map = files.read_maps(raw_dir, rank)
         at, offset = load_map.locate(addrs)
+        keep, keys = [], []
         for i in range(len(ids)):       # per site: a rank has a few dozen
+            if at[i] < 0:
+                continue
+            path = load_map.paths[at[i]]
             stack = " < ".join(_frame_name(load_map, a) for a in callers[i])
-            lut[int(ids[i])] = self._place(load_map.paths[at[i]] if at[i] >= 0 else "", int(offset[i]), stack)
-        return lut
-
-    def _place(self, path, offset, stack=""):
-        if not path:
-            return 0
-        caller, file, line = _where(path, offset)
-        key = (path, caller, file, line, stack)
-        if key not in self._index:
-            self._index[key] = len(self.places)
-            self.places.append(key)
-        return self._index[key]
+            key = (path, int(offset[i]), stack)
+            if key not in found:
+                found[key] = (path,) + _where(path, int(offset[i])) + (stack,)
+            keep.append(int(ids[i]))
+            keys.append(key)
+        return np.array(keep, np.int64), keys
 
 
 def _where(path, offset):
@@ -94,44 +107,41 @@ class Accumulator:
     def __init__(self, sites: Sites, n_ranks: int):
         self.sites, self.n_ranks = sites, n_ranks
         self.n_functions = len(mf.names_array())
-        self._id_of = {}        # place * n_functions + function id -> call-site id
-        self._parts = []        # per block: (keys = callsite * n_ranks + rank, sums)
+        self._parts = []        # per block: (keys = (callsite * n_functions + function) * n_ranks + rank, sums)
 
     def add(self, block: dict) -> dict:
         """Sets block["callsite"] (the shim's ids in, the run's out) and sums it; returns block."""
         rank = np.asarray(block["rank"], np.int64)
-        func = np.asarray(block["function"].codes if hasattr(block["function"], "codes") else block["function"])
-        place = np.zeros(len(rank), np.int64)
+        func = np.asarray(block["function"].codes if hasattr(block["function"], "codes") else block["function"],
+                          np.int64)
+        ids = np.zeros(len(rank), np.int64)
         local = np.asarray(block["callsite"], np.int64)
         for r in np.unique(rank):       # per rank
             mine = rank == r
             lut = self.sites.lut.get(int(r))
             if lut is not None:
-                place[mine] = lut[local[mine]]
-        pair, inverse = np.unique(place * self.n_functions + func, return_inverse=True)
-        for p in pair.tolist():         # per call site
-            self._id_of.setdefault(p, len(self._id_of) + 1)
-        ids = np.array([self._id_of[p] for p in pair.tolist()], np.int64)[inverse.reshape(-1)]
+                ids[mine] = lut[local[mine]]
         block["callsite"] = ids
-        self._sum(block, ids, rank)
+        self._sum(block, (ids * self.n_functions + func) * self.n_ranks + rank)
         return block
 
-    def _sum(self, block, ids, rank):
+    def _sum(self, block, keys):
         duration = np.asarray(block["end"], np.int64) - np.asarray(block["start"], np.int64)
         values = {"count": np.asarray(block["calls"], np.int64), "time": duration,
                   "wait": np.asarray(block["wait_before"], np.int64) + np.asarray(block["wait_after"], np.int64),
                   "bytes": np.asarray(block["bytes"], np.int64),
                   "path_time": np.where(np.asarray(block["on_path"], bool), duration, 0)}
-        keys, inverse = np.unique(ids * self.n_ranks + rank, return_inverse=True)
-        sums = {name: np.bincount(inverse.reshape(-1), v, len(keys)).astype(np.int64) for name, v in values.items()}
-        self._parts.append((keys, sums))
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        self._parts.append((uniq, {n: np.bincount(inverse, v, len(uniq)).astype(np.int64) for n, v in values.items()}))
 
     def per_rank(self):
-        """(keys callsite * n_ranks + rank, {name: int64 sums}) over every block added."""
+        """(keys, {name: int64 sums}) over every block added, one entry per (call site, function, rank)."""
         if not self._parts:
             return np.zeros(0, np.int64), {n: np.zeros(0, np.int64) for n in self._SUMS}
         keys = np.concatenate([k for k, _ in self._parts])
         uniq, inverse = np.unique(keys, return_inverse=True)
+        inverse = inverse.reshape(-1)
         sums = {n: np.bincount(inverse, np.concatenate([s[n] for _, s in self._parts]), len(uniq)).astype(np.int64)
                 for n in self._SUMS}
         return uniq, sums
@@ -139,27 +149,25 @@ class Accumulator:
     def table(self) -> dict:
         """The callsites table (schema.CALLSITE_COLUMNS), rows by time, longest first."""
         keys, sums = self.per_rank()
-        site = keys // self.n_ranks
-        n = len(self._id_of)
-        pairs = np.zeros(n + 1, np.int64)
-        for p, i in self._id_of.items():
-            pairs[i] = p
-        out = {name: np.bincount(site, sums[name], n + 1).astype(np.int64)[1:] for name in self._SUMS}
-        out["ranks"] = np.bincount(site, None, n + 1).astype(np.int64)[1:]
-        out["time_cov"] = _cov(site, sums["time"], n + 1)[1:]
-        ids = np.arange(1, n + 1)
-        func_names = mf.names_array()
+        pair_of_key = keys // self.n_ranks
+        pairs, row = np.unique(pair_of_key, return_inverse=True)
+        row = row.reshape(-1)
+        n = len(pairs)
+        out = {name: np.bincount(row, sums[name], n).astype(np.int64) for name in self._SUMS}
+        out["ranks"] = np.bincount(row, None, n).astype(np.int64)
+        out["time_cov"] = _cov(row, sums["time"], n)
+        ids = pairs // self.n_functions
         out["callsite"] = ids
-        out["function"] = np.array([func_names[pairs[i] % self.n_functions] for i in ids], object)
-        places = [self.sites.places[pairs[i] // self.n_functions] for i in ids]
+        out["function"] = np.asarray(mf.names_array(), object)[pairs % self.n_functions]
+        places = [self.sites.places[i] for i in ids.tolist()]
         out["caller"] = np.array([p[1] for p in places], object)
         out["file"] = np.array([p[2] for p in places], object)
         out["line"] = np.array([p[3] for p in places], np.int64)
         out["object"] = np.array([p[0] for p in places], object)
         out["stack"] = np.array([p[4] for p in places], object)
         out["name"] = np.array([site_name(f, p) for f, p in zip(out["function"], places)], object)
-        order = np.lexsort((ids, -out["time"]))
-        return {k: v[order] for k, v in out.items()}
+        order = np.lexsort((pairs, -out["time"]))
+        return {k: np.asarray(v)[order] for k, v in out.items()}
 
 
 def _cov(site, time, n):
