@@ -162,3 +162,34 @@ def test_mpi4py_call_sites_are_the_extension_frame(tmp_path):
     assert os.path.realpath(barrier[0]["object"]) == os.path.realpath(mpi4py.MPI.__file__)
     assert barrier[0]["caller"]
     assert int(barrier[0]["count"]) == _define("callsites_py.py", "STEPS") * RANKS
+
+
+def test_sums_and_cov_by_hand(tmp_path):
+    """Accumulator over two blocks (a call site's calls cut across them): count, time, wait,
+    bytes, path time and the COV of the ranks' times, worked out by hand.  No sites files: every
+    call's site is unknown (0), one row per MPI function."""
+    from mpigraph.callsites.stats import Accumulator, Sites
+    from mpigraph.trace import functions as mf
+    from mpigraph.util.names import Labels
+
+    (tmp_path / "raw").mkdir()
+    acc = Accumulator(Sites(str(tmp_path / "raw"), range(2)), 2)
+    send = list(mf.names_array()).index("MPI_Send")
+
+    def block(rank, start, end, wait, nbytes, on_path):
+        n = len(rank)
+        return {"rank": np.array(rank), "callsite": np.zeros(n, np.int64), "function": Labels(np.full(n, send),
+                mf.names_array()), "start": np.array(start), "end": np.array(end), "calls": np.ones(n, np.int64),
+                "wait_before": np.array(wait), "wait_after": np.zeros(n, np.int64), "bytes": np.array(nbytes),
+                "on_path": np.array(on_path)}
+
+    # rank 0: calls of 1 s; rank 1: calls of 1 s and 2 s (3 s): times 1 and 3, mean 2, std 1, COV 0.5.
+    acc.add(block([0, 1], [0, 0], [10**9, 10**9], [5, 7], [8, 16], [True, False]))
+    acc.add(block([1], [5 * 10**9], [7 * 10**9], [1], [32], [True]))
+    table = acc.table()
+    assert table["callsite"].tolist() == [0] and table["function"].tolist() == ["MPI_Send"]
+    assert table["count"].tolist() == [3] and table["time"].tolist() == [4 * 10**9]
+    assert table["wait"].tolist() == [13] and table["bytes"].tolist() == [56]
+    assert table["path_time"].tolist() == [3 * 10**9] and table["ranks"].tolist() == [2]
+    assert table["time_cov"][0] == pytest.approx(0.5)
+    assert table["name"].tolist() == ["MPI_Send at an unknown site"]

@@ -18,7 +18,8 @@ except ImportError:     # a declared dependency; an environment without it names
 
 
 class ObjectIndex:
-    """One ELF object's load segments, function symbols and line rows, sorted by address."""
+    """One ELF object's load segments and function symbols, sorted by address, and the line rows
+    of its compile units as they are asked for."""
 
     def __init__(self, path: str):
         self.path = path
@@ -26,9 +27,7 @@ class ObjectIndex:
         self.sym_lo = np.zeros(0, np.int64)
         self.sym_hi = np.zeros(0, np.int64)
         self.sym_names = []
-        self.line_addr = np.zeros(0, np.int64)
-        self.line_file = []
-        self.line_no = np.zeros(0, np.int64)
+        self._units = {}        # compile-unit offset (None: every unit) -> its line rows
         if ELFFile is None:
             return
         try:
@@ -36,9 +35,8 @@ class ObjectIndex:
                 elf = ELFFile(f)
                 self._read_segments(elf)
                 self._read_symbols(elf)
-                self._read_lines(elf)
-        except (OSError, Exception):     # an object that changed or is not ELF: names nothing
-            pass
+        except Exception:   # unreadable, not ELF, or DWARF pyelftools cannot parse: names nothing, and
+            pass            # the run's other call sites are still named
 
     def _read_segments(self, elf):
         rows = [(s["p_offset"], s["p_filesz"], s["p_vaddr"]) for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
@@ -55,31 +53,22 @@ class ObjectIndex:
         self.sym_hi = np.array([r[0] + max(r[1], 1) for r in rows], np.int64)
         self.sym_names = [r[2] for r in rows]
 
-    def _read_lines(self, elf):
-        if not elf.has_dwarf_info():
-            return
-        dwarf = elf.get_dwarf_info()
-        addr, name, line, end = [], [], [], []
-        for cu in dwarf.iter_CUs():
-            program = dwarf.line_program_for_CU(cu)
-            if program is None:
-                continue
-            names = _file_names(program)
-            base = 0 if program.header["version"] >= 5 else 1   # DWARF 5 numbers files from 0
-            for entry in program.get_entries():
-                state = entry.state
-                if state is None:
-                    continue
-                addr.append(state.address)
-                i = state.file - base
-                name.append(names[i] if 0 <= i < len(names) else "")
-                line.append(0 if state.end_sequence else state.line)
-                end.append(state.end_sequence)
-        # At one address an end of sequence comes before the row that starts the next one.
-        order = np.lexsort((~np.array(end, bool), np.array(addr, np.int64)))
-        self.line_addr = np.array(addr, np.int64)[order]
-        self.line_no = np.array(line, np.int64)[order]
-        self.line_file = [name[i] for i in order]
+    def _unit_rows(self, vaddr):
+        """(addresses, lines, files) of the line rows of the compile unit holding vaddr, read at
+        the first ask: .debug_aranges names the unit, so a big program's DWARF is not parsed
+        whole for a few call sites; where it names none (no aranges: clang's default), every
+        unit's rows, read once."""
+        with open(self.path, "rb") as f:
+            elf = ELFFile(f)
+            if not elf.has_dwarf_info():
+                return _NO_ROWS
+            dwarf = elf.get_dwarf_info()
+            aranges = dwarf.get_aranges()
+            offset = aranges.cu_offset_at_addr(vaddr) if aranges is not None else None
+            if offset not in self._units:
+                units = [dwarf.get_CU_at(offset)] if offset is not None else dwarf.iter_CUs()
+                self._units[offset] = _line_rows(dwarf, units)
+            return self._units[offset]
 
     def vaddr(self, file_offset: int):
         """The object's virtual address of a file offset (its PT_LOAD segment's), or None."""
@@ -94,10 +83,43 @@ class ObjectIndex:
 
     def line(self, vaddr: int):
         """(file, line) of the line row covering vaddr; ("", 0) where there is none."""
-        i = int(np.searchsorted(self.line_addr, vaddr, side="right")) - 1
-        if i < 0 or self.line_no[i] == 0:
+        if ELFFile is None:
             return "", 0
-        return self.line_file[i], int(self.line_no[i])
+        try:
+            addr, line, names = self._unit_rows(vaddr)
+        except Exception:   # DWARF pyelftools cannot parse: the function names the site
+            return "", 0
+        i = int(np.searchsorted(addr, vaddr, side="right")) - 1
+        if i < 0 or line[i] == 0:
+            return "", 0
+        return names[i], int(line[i])
+
+
+_NO_ROWS = (np.zeros(0, np.int64), np.zeros(0, np.int64), [])
+
+
+def _line_rows(dwarf, units):
+    """(addresses, lines, files) of the line programs of `units`, sorted by address; line 0
+    marks an end of sequence (no line until the next row)."""
+    addr, name, line, end = [], [], [], []
+    for cu in units:
+        program = dwarf.line_program_for_CU(cu)
+        if program is None:
+            continue
+        names = _file_names(program)
+        base = 0 if program.header["version"] >= 5 else 1   # DWARF 5 numbers files from 0
+        for entry in program.get_entries():
+            state = entry.state
+            if state is None:
+                continue
+            addr.append(state.address)
+            i = state.file - base
+            name.append(names[i] if 0 <= i < len(names) else "")
+            line.append(0 if state.end_sequence else state.line)
+            end.append(state.end_sequence)
+    # At one address an end of sequence comes before the row that starts the next one.
+    order = np.lexsort((~np.array(end, bool), np.array(addr, np.int64)))
+    return np.array(addr, np.int64)[order], np.array(line, np.int64)[order], [name[i] for i in order]
 
 
 def _file_names(program):
