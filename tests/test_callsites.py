@@ -193,3 +193,18 @@ def test_sums_and_cov_by_hand(tmp_path):
     assert table["path_time"].tolist() == [3 * 10**9] and table["ranks"].tolist() == [2]
     assert table["time_cov"][0] == pytest.approx(0.5)
     assert table["name"].tolist() == ["MPI_Send at an unknown site"]
+
+
+def test_fortran_2008_calls_are_all_named_in_the_program(tmp_path):
+    """calls_f08.f90 (use mpi_f08): MPICH's f08 routines with buffers go through libmpifort to the
+    C wrappers, those without through the shim's own bindings (csrc/fortran.c); either way every
+    call site is a line of the program, none inside libmpifort or the shim."""
+    mpi = mpi_env.debian_mpich()
+    if mpi is None or mpi.mpif90 is None:
+        pytest.skip("Debian's MPICH with gfortran is not installed (apt-get install mpich libmpich-dev gfortran)")
+    exe = mpi_env.Builder(str(tmp_path)).build("calls_f08.f90", mpi.mpif90, ["-g"])
+    rows = _run(mpi, [exe], tmp_path / "run")
+    assert {r["function"] for r in rows} >= {"MPI_Init", "MPI_Bcast", "MPI_Barrier", "MPI_Finalize"}
+    for r in rows:
+        assert os.path.realpath(r["object"]) == os.path.realpath(exe), r
+        assert os.path.basename(r["file"]) == "calls_f08.f90" and int(r["line"]) > 0, r
