@@ -186,6 +186,9 @@ SEGMENT_COLUMNS = [
     Column("start", "time", "segment start, from the run's start"),
     Column("end", "time", "segment end, from the run's start"),
     Column("duration", "time", "end - start"),
+    Column("callsite", "int", "call site of the segment's call (callsites.csv; mpi: the longest call it overlaps, "
+                              "message: the call it released), 0 for compute or an unknown site"),
+    Column("callsite_name", "str", "that call site's name (\"MPI_Allreduce at solver.c:212\"), empty for 0"),
 ]
 
 # Calls in flight when the run ended (mpigraph.trace.inflight): a run that hung, was killed or aborted.

@@ -2,17 +2,19 @@
 
 A call site is a call instruction of the program (its return address, as an object and an
 offset: the same on every rank, whatever address the object was loaded at), with its callers
-when MPIGRAPH_CALLSITE_DEPTH > 1.  ``Sites`` reads every rank's sites before the calls pass
-and numbers them from 1 in the order of (object, file, line, function, offset), so the ids
-depend on the program alone, not on how the calls table is cut into blocks; 0 is a call whose
-site is unknown (a rank that wrote no .sites file).  ``Accumulator`` relabels the calls table's
-blocks as the report writes them (its callsite column: the run's ids) and sums per call site,
-MPI function and rank:
+when MPIGRAPH_CALLSITE_DEPTH > 1.  ``Sites`` reads the sites of an analysis rank's trace ranks
+before the calls pass, the analysis ranks share them, and they are numbered from 1 in the order
+of (object, file, line, function, offset), so the ids depend on the program alone, not on how
+the calls are cut into blocks or analysis ranks; 0 is a call whose site is unknown (a rank that
+wrote no .sites file).  Each analysis rank's ``Accumulator`` relabels the blocks of its part of
+the calls table as it writes them (report.datasets: the callsite column holds the run's ids)
+and sums per call site, MPI function and trace rank; ``combined`` adds the analysis ranks' sums
+on analysis rank 0 (a row per (site, function, trace rank): small), which makes the table:
 
     count = sum of calls, time = sum of (end - start), wait = sum of (wait_before + wait_after),
     bytes = sum of bytes, path_time = sum of (end - start) over the calls on the critical path,
     time_cov = std / mean over the ranks that called it of each rank's time there (mpiP's COV;
-    0 for one rank).
+    0 for one rank): from the per-trace-rank time sums t_r, sqrt(mean((t_r - mean t)^2)) / mean t.
 
 A call site calls one MPI function; the table has a row per (call site, MPI function), so the
 unknown site 0 has a row per function.
@@ -35,18 +37,43 @@ class Sites:
     first."""
 
     def __init__(self, raw_dir: str, ranks):
-        found = {}             # (object, offset, stack) -> (object, caller, file, line, stack)
-        shim_keys = {}         # rank -> (shim ids, their keys)
+        """`ranks`: the trace ranks whose sites to read (an analysis rank's own); ``share`` numbers
+        them together with the other analysis ranks'."""
+        self._found = {}        # (object, offset, stack) -> (object, caller, file, line, stack)
+        self._shim_keys = {}    # rank -> (shim ids, their keys)
         for rank in ranks:
-            shim_keys[rank] = self._read_rank(raw_dir, rank, found)
+            self._shim_keys[rank] = self._read_rank(raw_dir, rank, self._found)
+        self._number()
+
+    def share(self, comm) -> "Sites":
+        """Number every analysis rank's sites together (collective over comm): each analysis
+        rank's ids are then the run's, the same for every number of analysis ranks."""
+        if comm.size > 1:
+            # A few dozen sites per rank, mostly the same on every rank: small enough to send whole.
+            for other in comm.allgather(self._found):
+                self._found.update(other)
+            self._number()
+        return self
+
+    def _number(self):
+        found = self._found
         keys = sorted(found, key=lambda k: (found[k][0], found[k][2], found[k][3], found[k][1], k[1], k[2]))
         number = {k: i + 1 for i, k in enumerate(keys)}
         self.places = [UNKNOWN] + [found[k] for k in keys]
         self.lut = {}
-        for rank, (ids, rank_keys) in shim_keys.items():
+        for rank, (ids, rank_keys) in self._shim_keys.items():
             lut = np.zeros(N_SHIM_IDS, np.int64)
             lut[ids] = [number[k] for k in rank_keys]
             self.lut[rank] = lut
+
+    def names(self, ids, functions) -> np.ndarray:
+        """site_name of each (call-site id, MPI function name) pair, as an object array."""
+        return np.array([site_name(f, self.places[i]) for i, f in zip(np.asarray(ids).tolist(), functions)], object)
+
+    def run_ids(self, rank: int, shim_ids) -> np.ndarray:
+        """The run's call-site ids of a trace rank's shim ids (0 where the rank wrote no sites)."""
+        lut = self.lut.get(int(rank))
+        return lut[np.asarray(shim_ids, np.int64)] if lut is not None else np.zeros(len(shim_ids), np.int64)
 
     @staticmethod
     def _read_rank(raw_dir, rank, found):
@@ -118,9 +145,7 @@ class Accumulator:
         local = np.asarray(block["callsite"], np.int64)
         for r in np.unique(rank):       # per rank
             mine = rank == r
-            lut = self.sites.lut.get(int(r))
-            if lut is not None:
-                ids[mine] = lut[local[mine]]
+            ids[mine] = self.sites.run_ids(r, local[mine])
         block["callsite"] = ids
         self._sum(block, (ids * self.n_functions + func) * self.n_ranks + rank)
         return block
@@ -159,15 +184,29 @@ class Accumulator:
         ids = pairs // self.n_functions
         out["callsite"] = ids
         out["function"] = np.asarray(mf.names_array(), object)[pairs % self.n_functions]
-        places = [self.sites.places[i] for i in ids.tolist()]
+        places = [self.sites.places[i] for i in ids.tolist()]       # per call site
         out["caller"] = np.array([p[1] for p in places], object)
         out["file"] = np.array([p[2] for p in places], object)
         out["line"] = np.array([p[3] for p in places], np.int64)
         out["object"] = np.array([p[0] for p in places], object)
         out["stack"] = np.array([p[4] for p in places], object)
-        out["name"] = np.array([site_name(f, p) for f, p in zip(out["function"], places)], object)
+        out["name"] = self.sites.names(ids, out["function"])
         order = np.lexsort((pairs, -out["time"]))
         return {k: np.asarray(v)[order] for k, v in out.items()}
+
+
+    def combined(self, comm):
+        """The callsites table of the whole run on analysis rank 0 (None elsewhere): each analysis
+        rank's sums per (call site, function, trace rank), from the calls it owns, gathered and
+        summed there.  Collective.  The keys of different analysis ranks never meet (each trace
+        rank has one owner), and the table is made from the per-trace-rank sums alone (the COV
+        too), so it is the same for every number of analysis ranks."""
+        parts = comm.gather(self.per_rank(), root=0) if comm.size > 1 else [self.per_rank()]
+        if comm.rank != 0:
+            return None
+        whole = Accumulator(self.sites, self.n_ranks)
+        whole._parts = [(keys, sums) for keys, sums in parts if len(keys)]
+        return whole.table()
 
 
 def _cov(site, time, n):
@@ -197,7 +236,9 @@ def summary_lines(table: dict, limit: int = 10) -> list:
     return lines
 
 
-def tracker(info) -> Accumulator:
-    """An Accumulator over the run's ranks (info: trace.RunInfo), their sites read beside the
-    raw logs; the report passes the calls table through it (report.writer: callsites files)."""
-    return Accumulator(Sites(os.path.join(info.run_dir, "raw"), range(info.world_size)), info.world_size)
+def tracker(info, ranks=None) -> Accumulator:
+    """An Accumulator of an analysis rank (info: trace.RunInfo; `ranks`: the trace ranks it owns,
+    default all), their sites read beside the raw logs; call ``sites.share(comm)`` before its part
+    of the calls table passes through it (report.datasets), ``combined`` sums the parts."""
+    ranks = range(info.world_size) if ranks is None else ranks
+    return Accumulator(Sites(os.path.join(info.run_dir, "raw"), ranks), info.world_size)

@@ -527,11 +527,12 @@ def _unmatched_section(unmatched, names=None):
     return lines
 
 
-def summary_text(info, tables, linked=None, path_lines=(), in_flight=None, callsite_lines=()):
+def summary_text(info, tables, linked=None, path_lines=(), in_flight=None):
     """The text of summary.txt; `info` is a trace.RunInfo, `tables` a metrics.Tables, `linked` the
-    linked run's tables (or None), `path_lines` the critical path in words (from the path stage),
-    `in_flight` the calls in flight when the run ended (trace.inflight.read; None: all finalised),
-    `callsite_lines` the call-site section (mpigraph.callsites.stats.summary_lines)."""
+    linked run's tables (or None; its "callsites" table, when there, names the call sites in the
+    diagnosis and adds their section), `path_lines` the critical path in words (from the path
+    stage), `in_flight` the calls in flight when the run ended (trace.inflight.read; None: all
+    finalised)."""
     ranks, functions = tables.ranks, tables.functions
     hosts = sorted(set(ranks["host"].tolist()))
     program_total = int(ranks["program_time"].sum())
@@ -562,7 +563,7 @@ def summary_text(info, tables, linked=None, path_lines=(), in_flight=None, calls
     if linked is not None:      # the waits first: what the diagnosis is made of
         lines += [""] + _wait_section(ranks) + [""] + _collective_section(linked["collectives"], names)
     lines += [""] + _rank_section(ranks) + [""] + _function_section(functions, mpi_total)
-    lines += list(callsite_lines)
+    lines += _callsite_section(linked)
     if linked is not None and linked.get("phases"):
         from mpigraph.phases import summary as phases_summary
 
@@ -752,26 +753,30 @@ def _report_files(info, tables, linked, path, text):
         files += _phase_files(linked.get("phases"))
     chart = svg.per_rank_from_table(tables.ranks)
     files.append(_File(svg.SVG_NAME, lambda p: svg.write_rank_chart(os.path.dirname(p), chart)))
-    names = [n for f in files for n in (f.name,) + f.also] + _callsite_names(linked)
-    facts = run_facts(info, tables, linked, path, sorted(names))
+    files += _callsite_files(linked)
+    facts = run_facts(info, tables, linked, path, sorted(n for f in files for n in (f.name,) + f.also))
     files += [_File(RUN_JSON, lambda p: _write_text(p, json.dumps(facts, indent=1) + "\n")),
               _File(SUMMARY, lambda p: _write_text(p, text))]
     return files
 
 
-def _callsite_names(linked):
-    """callsites.csv and .parquet when the linked run counts call sites (linked["callsites"])."""
-    return [CALLSITES_CSV, CALLSITES_PARQUET] if linked is not None and linked.get("callsites") is not None else []
+def _callsite_files(linked):
+    """callsites.csv and .parquet when the linked run has the call-site table (linked["callsites"],
+    made on analysis rank 0 from every analysis rank's sums: callsites.stats.Accumulator.combined)."""
+    table = linked.get("callsites") if linked is not None else None
+    if table is None:
+        return []
+    return [_File(CALLSITES_CSV, lambda p: write_csv(p, table, schema.CALLSITE_COLUMNS)),
+            _File(CALLSITES_PARQUET, lambda p: write_parquet(p, table, schema.CALLSITE_COLUMNS))]
 
 
-def _write_callsites(out_dir, sites):
-    """callsites.csv and .parquet from a callsites.stats.Accumulator the calls table has passed
-    through (so after calls.parquet); returns the summary's call-site lines."""
+def _callsite_section(linked):
+    """The summary's call-site lines (callsites.stats.summary_lines); none without the table."""
+    table = linked.get("callsites") if linked is not None else None
+    if table is None:
+        return []
     from mpigraph.callsites import stats
 
-    table = sites.table()
-    write_csv(os.path.join(out_dir, CALLSITES_CSV), table, schema.CALLSITE_COLUMNS)
-    write_parquet(os.path.join(out_dir, CALLSITES_PARQUET), table, schema.CALLSITE_COLUMNS)
     return stats.summary_lines(table)
 
 
@@ -847,10 +852,6 @@ def write_report(out_dir, info, tables, linked=None, path=None, path_lines=(), d
     try:
         os.makedirs(out_dir, exist_ok=True)
         _write_at_once(out_dir, files[:-1])
-        if linked is not None and linked.get("callsites") is not None:
-            text = summary_text(info, tables, linked, path_lines, in_flight,
-                                _write_callsites(out_dir, linked["callsites"]))
-            files[-1] = _File(SUMMARY, lambda p: _write_text(p, text), also=(CALLSITES_CSV, CALLSITES_PARQUET))
         _write_one(out_dir, files[-1])
     except OSError as e:
         _remove([os.path.join(out_dir, name) for f in files for name in (f.name,) + f.also])
