@@ -110,6 +110,28 @@ def test_summary_names_call_sites(c_run_g):
     assert "Call sites on the critical path" in text
 
 
+def test_critical_path_names_its_call_sites(c_run_g):
+    """critical_path.csv: the program's last MPI_Allreduce synchronises both ranks, so the path
+    crosses it; each MPI_Allreduce segment names the one MPI_Allreduce call site, every segment with
+    a site is in callsites.csv with its function, and the path section lists the call sites."""
+    out, rows = c_run_g
+    with open(os.path.join(out, "critical_path.csv"), newline="") as f:
+        path = list(csv.DictReader(f))
+    name = "MPI_Allreduce at callsites_main.c:%d" % _line_of("callsites_main.c", "site: allreduce")
+    reduces = [seg for seg in path if seg["function"] == "MPI_Allreduce"]
+    assert reduces and {seg["callsite_name"] for seg in reduces} == {name}
+    known = {(int(r["callsite"]), r["function"]): r["name"] for r in rows}
+    for seg in path:
+        if seg["kind"] == "compute":
+            assert seg["callsite"] == "0" and seg["callsite_name"] == ""
+        elif seg["callsite"] != "0":
+            assert known[(int(seg["callsite"]), seg["function"])] == seg["callsite_name"]
+    with open(os.path.join(out, "summary.txt")) as f:
+        text = f.read()
+    line = [t for t in text.splitlines() if t.startswith("  call sites on the path: ")]
+    assert len(line) == 1 and name in line[0]
+
+
 def test_stack_depth_two_names_the_callers_line(tmp_path):
     """MPIGRAPH_CALLSITE_DEPTH=2: a call site is the call and its caller's frame."""
     mpi, exe = _build_c(tmp_path, ["-g"])
@@ -208,3 +230,85 @@ def test_fortran_2008_calls_are_all_named_in_the_program(tmp_path):
     for r in rows:
         assert os.path.realpath(r["object"]) == os.path.realpath(exe), r
         assert os.path.basename(r["file"]) == "calls_f08.f90" and int(r["line"]) > 0, r
+
+
+def _send_block(rank, start, end, wait, nbytes, on_path):
+    from mpigraph.trace import functions as mf
+    from mpigraph.util.names import Labels
+
+    n = len(rank)
+    send = list(mf.names_array()).index("MPI_Send")
+    return {"rank": np.array(rank), "callsite": np.zeros(n, np.int64), "function": Labels(np.full(n, send),
+            mf.names_array()), "start": np.array(start), "end": np.array(end), "calls": np.ones(n, np.int64),
+            "wait_before": np.array(wait), "wait_after": np.zeros(n, np.int64), "bytes": np.array(nbytes),
+            "on_path": np.array(on_path)}
+
+
+class _TwoRanksAtRoot:
+    """A comm of two analysis ranks seen from rank 0: gather returns this rank's part and the
+    other's (what MPI's gather would)."""
+
+    rank, size = 0, 2
+
+    def __init__(self, other):
+        self.other = other
+
+    def gather(self, part, root=0):
+        return [part, self.other.per_rank()]
+
+
+def test_sums_of_two_analysis_ranks_combine_to_the_table_of_one(tmp_path):
+    """Analysis rank 0 owns trace rank 0, rank 1 trace rank 1: the table combined from their
+    sums (Accumulator.combined) equals the one accumulator that saw every call, COV included
+    (times 1 s and 3 s: mean 2, std 1, COV 0.5)."""
+    from mpigraph.callsites.stats import Accumulator, Sites
+
+    (tmp_path / "raw").mkdir()
+    raw = str(tmp_path / "raw")
+    rank0 = _send_block([0], [0], [10**9], [5], [8], [True])
+    rank1 = [_send_block([1], [0], [10**9], [7], [16], [False]), _send_block([1], [5 * 10**9], [7 * 10**9], [1],
+                                                                             [32], [True])]
+    one = Accumulator(Sites(raw, range(2)), 2)
+    for b in [rank0] + rank1:
+        one.add(dict(b))
+    first, second = Accumulator(Sites(raw, [0]), 2), Accumulator(Sites(raw, [1]), 2)
+    first.add(dict(rank0))
+    for b in rank1:
+        second.add(dict(b))
+    combined, whole = first.combined(_TwoRanksAtRoot(second)), one.table()
+    assert combined.keys() == whole.keys()
+    for name in whole:
+        assert np.array_equal(combined[name], whole[name]), name
+    assert combined["count"].tolist() == [3] and combined["ranks"].tolist() == [2]
+    assert combined["time_cov"][0] == pytest.approx(0.5)
+
+
+def test_a_path_segment_names_the_call_it_is_time_in():
+    """callsites.path: an mpi segment is the longest call it overlaps (a threshold block of
+    several calls is named after its longest), a message segment the call holding its end (the
+    call ending there on a tie); a time between calls holds none (-1)."""
+    from mpigraph.callsites import path as path_sites
+
+    # Calls of one rank: [0, 10], [12, 40], [41, 45], [50, 60].
+    starts, ends = np.array([0, 12, 41, 50]), np.array([10, 40, 45, 60])
+    # Segments: a block over calls 0-2 (longest: call 1), call 3 alone, a point inside call 2.
+    lo, hi = np.array([0, 50, 43]), np.array([45, 60, 43])
+    assert path_sites._longest_overlapping(starts, ends, lo, hi).tolist() == [1, 3, 2]
+    # Message ends: at 10 (call 0 ends there), 45 (call 2), 47 (between calls), 60 (call 3).
+    assert path_sites._holding(starts, ends, np.array([10, 45, 47, 60])).tolist() == [0, 2, -1, 3]
+
+
+def test_the_diagnosis_names_the_call_site_of_a_function():
+    """report.diagnosis.site_place: the site with all of a function's wait alone, else its share;
+    nothing without the table or for a function without a known site."""
+    from mpigraph.report import diagnosis
+
+    sites = {"callsite": np.array([1, 2, 3, 0]), "function": np.array(["MPI_Allreduce", "MPI_Recv", "MPI_Recv",
+                                                                       "MPI_Send"], object),
+             "name": np.array(["MPI_Allreduce at solver.c:212", "MPI_Recv at halo.c:40", "MPI_Recv in exchange",
+                               "MPI_Send at an unknown site"], object),
+             "wait": np.array([500, 70, 30, 9]), "time": np.array([900, 80, 40, 9])}
+    assert diagnosis.site_place(sites, "MPI_Allreduce") == " at solver.c:212"
+    assert diagnosis.site_place(sites, "MPI_Recv") == " (70% at halo.c:40)"
+    assert diagnosis.site_place(sites, "MPI_Send") == ""
+    assert diagnosis.site_place(None, "MPI_Allreduce") == ""
