@@ -77,7 +77,11 @@ TABLES = {
                          "program was built with -g, the function alone without. Fortran calls through MPICH's "
                          "Fortran library are named by the program's subroutine. An mpi4py program's calls are "
                          "made by mpi4py's extension module: `object` is that module and `caller` its function "
-                         "(Comm.Barrier's, say), not the Python file and line."),
+                         "(Comm.Barrier's, say), not the Python file and line. Each analysis rank sums the calls it owns "
+                         "per (call site, function, rank); analysis rank 0 adds the sums and makes the table (COV "
+                         "from the per-rank sums): the same for every number of analysis ranks. critical_path.csv "
+                         "names each segment's call site, and summary.txt's diagnosis and path section name them "
+                         "too (\"MPI_Allreduce at solver.c:212\")."),
     "SEGMENT_COLUMNS": ("critical_path", "one row per segment of the critical path, in path order",
                         "Written when a path was computed. The segments cover the run from the first "
                         "rank's start to the end, without gaps: their durations add up to the run time."),
