@@ -153,6 +153,9 @@ def _write_report(comm, out_dir, info, tables, path, linked):
         return None
     if extra is not None:
         extra["callsites"] = table
+        if extra.get("traffic"):
+            extra["traffic"]["communicators"] = callsites.stats.with_creating_sites(
+                extra["traffic"]["communicators"], sites.sites)
     try:
         return report.write_report(out_dir, info, summary_tables, extra, path=path.table, path_lines=path.lines,
                                    datasets=datasets.NAMES)

@@ -235,6 +235,8 @@ COMMUNICATOR_COLUMNS = [
     Column("function", "str", "the call that created it (MPI_Init for world)"),
     Column("call", "int", "that call's index among the calls of the communicator's rank 0 (-1: unknown)"),
     Column("parent", "str", "the communicator the creating call was made on"),
+    Column("callsite", "int", "call site of that call (callsites.csv), 0 for world and where unknown"),
+    Column("callsite_name", "str", "its name (\"MPI_Comm_split at solver.c:40\"), empty for 0"),
 ]
 
 # Phases (mpigraph.phases): the run split at MPI_Pcontrol calls and at the named regions of the

@@ -132,6 +132,19 @@ def test_critical_path_names_its_call_sites(c_run_g):
     assert len(line) == 1 and name in line[0]
 
 
+def test_communicators_name_the_call_site_that_created_them(c_run_g):
+    """communicators.csv: the MPI_Comm_split's communicator names its line (its rank 0's call,
+    a site rank 0 of the analysis may not own); world has none."""
+    out, rows = c_run_g
+    with open(os.path.join(out, "communicators.csv"), newline="") as f:
+        comms = {r["function"]: r for r in csv.DictReader(f)}
+    split = comms["MPI_Comm_split"]
+    assert split["callsite_name"] == "MPI_Comm_split at callsites_main.c:%d" % _line_of("callsites_main.c",
+                                                                                      "site: split")
+    assert {(int(r["callsite"]), r["name"]) for r in rows} >= {(int(split["callsite"]), split["callsite_name"])}
+    assert comms["MPI_Init"]["callsite"] == "0" and comms["MPI_Init"]["callsite_name"] == ""
+
+
 def test_stack_depth_two_names_the_callers_line(tmp_path):
     """MPIGRAPH_CALLSITE_DEPTH=2: a call site is the call and its caller's frame."""
     mpi, exe = _build_c(tmp_path, ["-g"])

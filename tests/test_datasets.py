@@ -15,7 +15,7 @@ PROGRAMS = [("calls.c", [], 4), ("slow_phases.c", ["3"], 4), ("unreceived.c", []
 PARQUET_TABLES = ["calls.parquet", "waitstates.parquet", "critical_path.parquet", "ranks.parquet",
                   "collectives.parquet", "callsites.parquet"]
 TEXT_FILES = ["summary.txt", "ranks.csv", "functions.csv", "waitstates.csv", "unmatched.csv", "critical_path.csv",
-              "callsites.csv"]
+              "callsites.csv", "communicators.csv"]
 KS = (1, 2, 3)
 
 
@@ -59,6 +59,13 @@ def test_call_sites_are_summed_over_every_analysis_rank(reports):
         calls = datasets.read(out / "calls.parquet").select(["rank", "callsite", "function", "calls", "bytes"])
         calls = calls.to_pydict()
         assert 0 not in sites["callsite"], (k, sites["name"])
+        # The communicators' creating calls are named by their creator's site, which for K > 1 an
+        # analysis rank other than rank 0 read: the site is one of the table's, of that function.
+        comms = pq.read_table(out / "communicators.parquet").to_pydict()
+        named = {(site, name) for site, name in zip(sites["callsite"], sites["name"])}
+        for function, site, name in zip(comms["function"], comms["callsite"], comms["callsite_name"]):
+            if function != "MPI_Init":
+                assert site > 0 and (site, name) in named and name.startswith(function + " "), (k, name)
         for site, function, count, nbytes, ranks in zip(sites["callsite"], sites["function"], sites["count"],
                                                          sites["bytes"], sites["ranks"]):
             mine = [i for i, (s, f) in enumerate(zip(calls["callsite"], calls["function"]))

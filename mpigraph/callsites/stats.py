@@ -53,7 +53,21 @@ class Sites:
             for other in comm.allgather(self._found):
                 self._found.update(other)
             self._number()
+            parts = comm.allgather(self._pairs)
+            self._pairs = tuple(np.concatenate([p[i] for p in parts]) for i in range(2))
+            order = np.argsort(self._pairs[0], kind="stable")
+            self._pairs = (self._pairs[0][order], self._pairs[1][order])
         return self
+
+    def any_rank_ids(self, ranks, shim_ids) -> np.ndarray:
+        """The run's ids of (trace rank, shim id) pairs of any rank (after ``share``; 0 unknown):
+        for the few calls rank 0 names of ranks it does not own (the communicators' creators)."""
+        key = np.asarray(ranks, np.int64) * N_SHIM_IDS + np.asarray(shim_ids, np.int64)
+        keys, ids = self._pairs
+        if not len(keys):
+            return np.zeros(len(key), np.int64)
+        at = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
+        return np.where(keys[at] == key, ids[at], 0)
 
     def _number(self):
         found = self._found
@@ -61,10 +75,17 @@ class Sites:
         number = {k: i + 1 for i, k in enumerate(keys)}
         self.places = [UNKNOWN] + [found[k] for k in keys]
         self.lut = {}
+        keys, ids_of = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
         for rank, (ids, rank_keys) in self._shim_keys.items():
             lut = np.zeros(N_SHIM_IDS, np.int64)
             lut[ids] = [number[k] for k in rank_keys]
             self.lut[rank] = lut
+            keys.append(rank * N_SHIM_IDS + np.asarray(ids, np.int64))
+            ids_of.append(lut[ids])
+        # (rank * N_SHIM_IDS + shim id, run id) of the sites read here, sorted: ``any_rank_ids``.
+        keys, ids_of = np.concatenate(keys), np.concatenate(ids_of)
+        order = np.argsort(keys, kind="stable")
+        self._pairs = (keys[order], ids_of[order])
 
     def names(self, ids, functions) -> np.ndarray:
         """site_name of each (call-site id, MPI function name) pair, as an object array."""
@@ -207,6 +228,20 @@ class Accumulator:
         whole = Accumulator(self.sites, self.n_ranks)
         whole._parts = [(keys, sums) for keys, sums in parts if len(keys)]
         return whole.table()
+
+
+def with_creating_sites(communicators, sites) -> dict:
+    """The communicators table (traffic.communicators) with the call site of each communicator's
+    creating call (that of its rank 0: its creator and creator_site columns, the shim's id):
+    callsite and callsite_name; 0 and "" for world and where unknown."""
+    out = {k: v for k, v in communicators.items() if k not in ("creator", "creator_site")}
+    creator = np.asarray(communicators["creator"], np.int64)
+    known = creator >= 0
+    ids = np.zeros(len(creator), np.int64)
+    ids[known] = sites.any_rank_ids(creator[known], np.asarray(communicators["creator_site"], np.int64)[known])
+    out["callsite"] = ids
+    out["callsite_name"] = np.where(ids > 0, sites.names(ids, communicators["function"]), "").astype(object)
+    return out
 
 
 def _cov(site, time, n):

@@ -39,6 +39,9 @@ int main(int argc, char **argv)
         total += reduce_step(work(50000)); /* site: reduce caller */
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm pair; /* communicators.csv names the call site that created it */
+    MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &pair); /* site: split */
+    MPI_Comm_free(&pair);
     if (rank == 0)
         printf("total %g\n", total > 0 ? 1.0 : 0.0);
     MPI_Finalize();
