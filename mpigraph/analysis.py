@@ -166,10 +166,12 @@ def _write_report(comm, out_dir, info, tables, path, linked):
 
 def _path_with_sites(comm, path, linked, sites):
     """The path (rank 0's) with its segments' call sites (callsites.path), and a line naming
-    the call sites it runs through after the line of its MPI functions."""
-    ids = parallel.collectively(comm, path_sites.segment_sites, comm, path.table, linked, sites)
-    if ids is None:
-        return path
+    the call sites it runs through after the line of its MPI functions.  Collective."""
+    ids = path_sites.segment_sites(comm, path.table, linked, sites)
+    return parallel.collectively(comm, lambda: path if ids is None else _name_path_sites(path, ids, sites))
+
+
+def _name_path_sites(path, ids, sites):
     table = path_sites.with_sites(path.table, ids, sites)
     line = path_sites.summary_line(table)
     lines = list(path.lines)

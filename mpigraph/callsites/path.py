@@ -24,25 +24,19 @@ KINDS = ("mpi", "message")
 
 def segment_sites(comm, path, linked, sites):
     """On analysis rank 0: the call-site id of each of the path's segments (int64, 0: compute or
-    unknown); None elsewhere, and everywhere when there is no path.  Collective.
+    unknown); None elsewhere, and everywhere when there is no path.  Collective; the local steps
+    go through ``parallel.collectively`` (an error on one rank stops all of them), the bcast and
+    the reduce between them do not fail.
 
     path: rank 0's critical_path table (None elsewhere or without a path); linked: this analysis
     rank's ``Linked`` (its calls); sites: a callsites.stats.Sites (the run's ids)."""
-    asked = None
-    if comm.rank == 0 and path is not None:
-        kind = np.asarray(path["kind"])
-        which = np.flatnonzero(np.isin(kind, KINDS))
-        asked = {"index": which, "rank": np.asarray(path["rank"], np.int64)[which],
-                 "message": kind[which] == "message", "start": np.asarray(path["start"], np.int64)[which],
-                 "end": np.asarray(path["end"], np.int64)[which]}
+    from mpigraph.comm import parallel
+
+    asked = parallel.collectively(comm, lambda: asked_segments(path) if comm.rank == 0 else None)
     asked = comm.bcast(asked, root=0) if comm.size > 1 else asked
     if asked is None:
         return None
-    found = np.zeros(len(asked["index"]), np.int64)
-    for rank in sorted(linked.calls):          # per owned trace rank
-        mine = np.flatnonzero(asked["rank"] == rank)
-        if len(mine):
-            found[mine] = _rank_sites(linked.calls[rank], sites, rank, {k: v[mine] for k, v in asked.items()})
+    found = parallel.collectively(comm, owned_sites, asked, linked, sites)
     if comm.size > 1:
         # Each segment is answered by one analysis rank (its trace rank's owner), 0 by the others.
         found = comm.reduce(found, root=0)
@@ -51,6 +45,28 @@ def segment_sites(comm, path, linked, sites):
     out = np.zeros(len(path["kind"]), np.int64)
     out[asked["index"]] = found
     return out
+
+
+def asked_segments(path):
+    """The segments whose call is asked for (kind mpi or message): their index, rank, kind
+    (message or not), start and end; None without a path."""
+    if path is None:
+        return None
+    kind = np.asarray(path["kind"])
+    which = np.flatnonzero(np.isin(kind, KINDS))
+    return {"index": which, "rank": np.asarray(path["rank"], np.int64)[which], "message": kind[which] == "message",
+            "start": np.asarray(path["start"], np.int64)[which], "end": np.asarray(path["end"], np.int64)[which]}
+
+
+def owned_sites(asked, linked, sites):
+    """The call-site ids of the asked segments of the trace ranks this analysis rank owns, 0 for
+    the others'."""
+    found = np.zeros(len(asked["index"]), np.int64)
+    for rank in sorted(linked.calls):          # per owned trace rank
+        mine = np.flatnonzero(asked["rank"] == rank)
+        if len(mine):
+            found[mine] = _rank_sites(linked.calls[rank], sites, rank, {k: v[mine] for k, v in asked.items()})
+    return found
 
 
 def _rank_sites(calls, sites, rank, asked):

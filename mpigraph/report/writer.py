@@ -85,7 +85,9 @@ functions.csv wait_before, wait_after and execution (see mpigraph.metrics.waits)
 The tables of the linked run (schemas in ``mpigraph.schema``):
 calls.parquet (one row per call of every rank), collectives.parquet (one row
 per collective instance), waitstates.csv/.parquet (rank, function, wait-state
-kind), unmatched.csv/.parquet (operations without partner; no rows when none).
+kind), unmatched.csv/.parquet (operations without partner; no rows when none),
+callsites.csv/.parquet (one row per call site and MPI function: made on analysis rank 0 from
+every analysis rank's sums, mpigraph.callsites.stats).
 calls.csv and collectives.csv hold the same columns when the run has at most
 MAX_CSV_ROWS calls (a CSV of 1e8 calls is gigabytes no one reads as text);
 summary.txt says so when they are left out.
