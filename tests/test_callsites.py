@@ -325,3 +325,17 @@ def test_the_diagnosis_names_the_call_site_of_a_function():
     assert diagnosis.site_place(sites, "MPI_Recv") == " (70% at halo.c:40)"
     assert diagnosis.site_place(sites, "MPI_Send") == ""
     assert diagnosis.site_place(None, "MPI_Allreduce") == ""
+
+
+def test_the_summary_section_leaves_phase_marks_out():
+    """The phase API's marks (mpigraph_phase_begin/_end) have call sites in callsites.csv but are
+    no MPI calls: the summary's call-site section, like its function table, leaves them out."""
+    from mpigraph.callsites import stats
+
+    table = {"callsite": np.array([2, 1]), "name": np.array(["MPI_Send at a.c:3", "mpigraph_phase_begin at a.c:2"],
+                                                            object),
+             "function": np.array(["MPI_Send", "mpigraph_phase_begin"], object), "count": np.array([4, 2]),
+             "time": np.array([10, 0]), "wait": np.array([0, 0]), "time_cov": np.array([0.0, 0.0]),
+             "path_time": np.array([5, 0])}
+    text = "\n".join(stats.summary_lines(table))
+    assert "MPI_Send at a.c:3" in text and "phase_begin" not in text

@@ -255,14 +255,17 @@ def _cov(site, time, n):
 
 def summary_lines(table: dict, limit: int = 10) -> list:
     """The summary's call-site section: the longest call sites and those on the critical path."""
-    if not len(table["callsite"]):
+    # The phase API's marks (kind region) are no MPI calls: phases.csv shows them.
+    marks = [f.name for f in mf.BY_NAME.values() if f.kind == mf.REGION]
+    rows = np.flatnonzero(~np.isin(np.asarray(table["function"], object), marks))
+    if not len(rows):
         return []
     lines = ["", "Call sites (callsites.csv), by time:"]
-    for i in range(min(limit, len(table["callsite"]))):
+    for i in rows[:limit]:
         lines.append("  %3d  %-50s %8d calls %12.6f s  wait %12.6f s  COV %.2f"
                      % (table["callsite"][i], table["name"][i], table["count"][i], table["time"][i] / 1e9,
                         table["wait"][i] / 1e9, table["time_cov"][i]))
-    on_path = np.flatnonzero(table["path_time"] > 0)
+    on_path = rows[table["path_time"][rows] > 0]
     if len(on_path):
         on_path = on_path[np.argsort(-table["path_time"][on_path], kind="stable")][:limit]
         lines.append("Call sites on the critical path (time of their calls on it):")
