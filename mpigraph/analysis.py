@@ -149,10 +149,12 @@ def _write_report(comm, out_dir, info, tables, path, linked):
     calls_csv = comm.bcast(report.big_csv_written(summary_tables.ranks) if comm.rank == 0 else None, root=0)
     parallel.collectively(comm, datasets.write_parts, comm, out_dir, info, linked, queries, block, calls_csv, sites)
     table = sites.combined(comm)
+    waits_by_site = parallel.collectively(comm, callsites.stats.waitstate_sums, linked, sites.sites)
+    waits_by_site = callsites.stats.combined_waitstates(comm, waits_by_site, sites.sites)
     if comm.rank != 0:
         return None
     if extra is not None:
-        extra["callsites"] = table
+        extra["callsites"], extra["callsite_waitstates"] = table, waits_by_site
         if extra.get("traffic"):
             extra["traffic"]["communicators"] = callsites.stats.with_creating_sites(
                 extra["traffic"]["communicators"], sites.sites)

@@ -116,6 +116,11 @@ class Run:
         return self.frame("callsites")
 
     @property
+    def callsite_waitstates(self) -> "pandas.DataFrame":
+        """The wait states per call site: (call site, function, kind) with calls and time."""
+        return self.frame("callsite_waitstates")
+
+    @property
     def calls(self) -> "pandas.DataFrame":
         """One row per MPI call of every rank: times, peer, bytes, waits, wait state, on the path."""
         return self.frame("calls")
@@ -248,7 +253,7 @@ def _schema_columns(name: str):
             "commmatrix": schema.COMM_MATRIX_COLUMNS, "sizes": schema.SIZE_COLUMNS,
             "communicators": schema.COMMUNICATOR_COLUMNS, "phases": schema.PHASE_COLUMNS,
             "phase_functions": schema.PHASE_FUNCTION_COLUMNS,
-            "callsites": schema.CALLSITE_COLUMNS}.get(name)
+            "callsites": schema.CALLSITE_COLUMNS, "callsite_waitstates": schema.CALLSITE_WAITSTATE_COLUMNS}.get(name)
 
 
 def _facts_of_older_report(run: Run) -> Dict[str, Any]:

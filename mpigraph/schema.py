@@ -130,6 +130,16 @@ CALLSITE_COLUMNS = [
     Column("path_time", "time", "time of its calls on the critical path"),
 ]
 
+# The wait-state table's per-call-site twin (mpigraph.callsites.stats.combined_waitstates).
+CALLSITE_WAITSTATE_COLUMNS = [
+    Column("callsite", "int", "call site (callsites.csv)"),
+    Column("name", "str", "its name (\"MPI_Recv at halo.c:40\")"),
+    Column("function", "str", "MPI function"),
+    Column("kind", "str", "wait state: " + ", ".join(WAIT_STATES)),
+    Column("calls", "int", "calls there with this wait state, over all ranks"),
+    Column("time", "time", "summed time of this wait state"),
+]
+
 COLLECTIVE_COLUMNS = [
     Column("comm", "int", "communicator id"),
     Column("seq", "int", "sequence number on the communicator"),

@@ -82,6 +82,10 @@ TABLES = {
                          "from the per-rank sums): the same for every number of analysis ranks. critical_path.csv "
                          "names each segment's call site, and summary.txt's diagnosis and path section name them "
                          "too (\"MPI_Allreduce at solver.c:212\")."),
+    "CALLSITE_WAITSTATE_COLUMNS": ("callsite_waitstates", "one row per (call site, MPI function, wait-state kind) "
+                                   "that occurred, the longest `time` first",
+                                   "The wait-state table's per-call-site twin, summed over ranks: per function and "
+                                   "kind its rows add up to waitstates.csv's."),
     "SEGMENT_COLUMNS": ("critical_path", "one row per segment of the critical path, in path order",
                         "Written when a path was computed. The segments cover the run from the first "
                         "rank's start to the end, without gaps: their durations add up to the run time."),

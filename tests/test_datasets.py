@@ -15,7 +15,7 @@ PROGRAMS = [("calls.c", [], 4), ("slow_phases.c", ["3"], 4), ("unreceived.c", []
 PARQUET_TABLES = ["calls.parquet", "waitstates.parquet", "critical_path.parquet", "ranks.parquet",
                   "collectives.parquet", "callsites.parquet"]
 TEXT_FILES = ["summary.txt", "ranks.csv", "functions.csv", "waitstates.csv", "unmatched.csv", "critical_path.csv",
-              "callsites.csv", "communicators.csv"]
+              "callsites.csv", "communicators.csv", "callsite_waitstates.csv"]
 KS = (1, 2, 3)
 
 
@@ -73,6 +73,23 @@ def test_call_sites_are_summed_over_every_analysis_rank(reports):
             assert sum(calls["calls"][i] for i in mine) == count, (k, site)
             assert sum(calls["bytes"][i] for i in mine) == nbytes, (k, site)
             assert len({calls["rank"][i] for i in mine}) == ranks, (k, site)
+
+
+def test_wait_states_per_call_site_add_up_to_the_wait_state_table(reports):
+    """callsite_waitstates (summed on rank 0 from every analysis rank's sums): per (function,
+    kind), its calls and time add up to waitstates.parquet's (written a part per analysis rank)."""
+    import collections
+
+    for k, out in reports.items():
+        twin = pq.read_table(out / "callsite_waitstates.parquet").to_pydict()
+        table = datasets.read(out / "waitstates.parquet").to_pydict()
+        sums = [collections.Counter(), collections.Counter()]
+        for rows, sign in ((twin, 1), (table, -1)):
+            for function, kind, calls, time in zip(rows["function"], rows["kind"], rows["calls"], rows["time_ns"]):
+                sums[0][(function, kind)] += sign * calls
+                sums[1][(function, kind)] += sign * time
+        assert not any(sums[0].values()) and not any(sums[1].values()), (k, sums)
+        assert len(twin["kind"]) > 0 or len(table["kind"]) == 0, k
 
 
 def test_a_dataset_reads_as_one_table_in_row_order(reports):

@@ -244,6 +244,53 @@ def with_creating_sites(communicators, sites) -> dict:
     return out
 
 
+def waitstate_sums(linked, sites: Sites):
+    """This analysis rank's wait-state sums per (call site, function, kind) of the trace ranks it
+    owns: (keys = (site * n_functions + function) * n_states + kind, calls, time), as
+    metrics.run_tables.waitstate_rows counts them per rank (a point-to-point call whose wait is
+    charged to both kinds counts under each, with its part)."""
+    from mpigraph.metrics import run_tables, waits
+
+    n_functions, n_states = len(mf.names_array()), len(waits.WAIT_STATES)
+    keys, times = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for rank, calls in sorted(linked.calls.items()):        # per owned trace rank
+        kind, time = waits.charged_states(linked.waits[rank])
+        has = kind >= 0
+        site = sites.run_ids(rank, calls.records["site"][run_tables._call_records(calls, slice(None))])
+        func = np.tile(np.asarray(calls.func, np.int64), 2)[has]
+        keys.append((np.tile(site, 2)[has] * n_functions + func) * n_states + kind[has])
+        times.append(np.asarray(time, np.int64)[has])
+    return _summed(np.concatenate(keys), np.concatenate(times))
+
+
+def _summed(keys, time):
+    """(unique keys, calls per key, summed time per key)."""
+    uniq, inverse, count = np.unique(keys, return_inverse=True, return_counts=True)
+    return uniq, count.astype(np.int64), np.bincount(inverse.reshape(-1), time, len(uniq)).astype(np.int64)
+
+
+def combined_waitstates(comm, sums, sites: Sites):
+    """The callsite_waitstates table (schema.CALLSITE_WAITSTATE_COLUMNS) on analysis rank 0 from
+    every analysis rank's ``waitstate_sums`` (None elsewhere): the wait-state table's per-call-site
+    twin, rows by time, longest first.  Collective."""
+    from mpigraph.metrics import waits
+
+    parts = comm.gather(sums, root=0) if comm.size > 1 else [sums]
+    if comm.rank != 0:
+        return None
+    uniq, inverse = np.unique(np.concatenate([p[0] for p in parts]), return_inverse=True)
+    inverse = inverse.reshape(-1)
+    calls = np.bincount(inverse, np.concatenate([p[1] for p in parts]), len(uniq)).astype(np.int64)
+    time = np.bincount(inverse, np.concatenate([p[2] for p in parts]), len(uniq)).astype(np.int64)
+    n_functions, n_states = len(mf.names_array()), len(waits.WAIT_STATES)
+    site, func, kind = uniq // n_states // n_functions, uniq // n_states % n_functions, uniq % n_states
+    function = np.asarray(mf.names_array(), object)[func]
+    order = np.lexsort((uniq, -time))
+    out = {"callsite": site, "name": sites.names(site, function), "function": function,
+           "kind": np.asarray(waits.WAIT_STATES, object)[kind], "calls": calls, "time": time}
+    return {k: np.asarray(v)[order] for k, v in out.items()}
+
+
 def _cov(site, time, n):
     """Per call site: population std / mean of its ranks' times (0 where the mean is 0)."""
     count = np.bincount(site, None, n)

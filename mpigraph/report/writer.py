@@ -136,6 +136,8 @@ COLLECTIVES_CSV = "collectives.csv"
 RUN_JSON = "run.json"
 CALLSITES_CSV = "callsites.csv"
 CALLSITES_PARQUET = "callsites.parquet"
+CALLSITE_WAITSTATES_CSV = "callsite_waitstates.csv"
+CALLSITE_WAITSTATES_PARQUET = "callsite_waitstates.parquet"
 WAITSTATES_CSV = "waitstates.csv"
 WAITSTATES_PARQUET = "waitstates.parquet"
 UNMATCHED_CSV = "unmatched.csv"
@@ -768,8 +770,14 @@ def _callsite_files(linked):
     table = linked.get("callsites") if linked is not None else None
     if table is None:
         return []
-    return [_File(CALLSITES_CSV, lambda p: write_csv(p, table, schema.CALLSITE_COLUMNS)),
-            _File(CALLSITES_PARQUET, lambda p: write_parquet(p, table, schema.CALLSITE_COLUMNS))]
+    files = [_File(CALLSITES_CSV, lambda p: write_csv(p, table, schema.CALLSITE_COLUMNS)),
+             _File(CALLSITES_PARQUET, lambda p: write_parquet(p, table, schema.CALLSITE_COLUMNS))]
+    waits = linked.get("callsite_waitstates")
+    if waits is not None:
+        files += [_File(CALLSITE_WAITSTATES_CSV, lambda p: write_csv(p, waits, schema.CALLSITE_WAITSTATE_COLUMNS)),
+                  _File(CALLSITE_WAITSTATES_PARQUET,
+                        lambda p: write_parquet(p, waits, schema.CALLSITE_WAITSTATE_COLUMNS))]
+    return files
 
 
 def _callsite_section(linked):
