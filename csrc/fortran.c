@@ -94,6 +94,8 @@ typedef void (*f_init_thread_fn)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
 
 void mpi_init_f08_(MPI_Fint *ierror)
 {
+    mg_sites_setup_once();
+    MG_SITE();
     static f_ierror_fn next;
     if (!next)
         next = (f_ierror_fn)next_routine("mpi_init_f08_");
@@ -110,6 +112,8 @@ void mpi_init_f08_(MPI_Fint *ierror)
 
 void mpi_init_thread_f08_(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierror)
 {
+    mg_sites_setup_once();
+    MG_SITE();
     static f_init_thread_fn next;
     if (!next)
         next = (f_init_thread_fn)next_routine("mpi_init_thread_f08_");
@@ -126,6 +130,7 @@ void mpi_init_thread_f08_(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr
 
 void mpi_finalize_f08_(MPI_Fint *ierror)
 {
+    MG_SITE();
     static f_ierror_fn next;
     if (!next)
         next = (f_ierror_fn)next_routine("mpi_finalize_f08_");
@@ -137,11 +142,13 @@ void mpi_finalize_f08_(MPI_Fint *ierror)
 
 void mpi_barrier_f08_(MPI_Fint *comm, MPI_Fint *ierror)
 {
+    MG_SITE();
     set_ierror(ierror, MPI_Barrier(MPI_Comm_f2c(*comm)));
 }
 
 void mpi_ibarrier_f08_(MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierror)
 {
+    MG_SITE();
     MPI_Request r;
     set_ierror(ierror, MPI_Ibarrier(MPI_Comm_f2c(*comm), &r));
     *request = MPI_Request_c2f(r);
@@ -149,6 +156,7 @@ void mpi_ibarrier_f08_(MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierror)
 
 void mpi_comm_split_f08_(MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm, MPI_Fint *ierror)
 {
+    MG_SITE();
     MPI_Comm c;
     set_ierror(ierror, MPI_Comm_split(MPI_Comm_f2c(*comm), *color, *key, &c));
     *newcomm = MPI_Comm_c2f(c);
@@ -156,6 +164,7 @@ void mpi_comm_split_f08_(MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key, MPI_Fin
 
 void mpi_comm_dup_f08_(MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierror)
 {
+    MG_SITE();
     MPI_Comm c;
     set_ierror(ierror, MPI_Comm_dup(MPI_Comm_f2c(*comm), &c));
     *newcomm = MPI_Comm_c2f(c);
@@ -163,6 +172,7 @@ void mpi_comm_dup_f08_(MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierror)
 
 void mpi_comm_free_f08_(MPI_Fint *comm, MPI_Fint *ierror)
 {
+    MG_SITE();
     MPI_Comm c = MPI_Comm_f2c(*comm);
     set_ierror(ierror, MPI_Comm_free(&c));
     *comm = MPI_Comm_c2f(c);
@@ -170,6 +180,7 @@ void mpi_comm_free_f08_(MPI_Fint *comm, MPI_Fint *ierror)
 
 void mpi_start_f08_(MPI_Fint *request, MPI_Fint *ierror)
 {
+    MG_SITE();
     MPI_Request r = MPI_Request_f2c(*request);
     set_ierror(ierror, MPI_Start(&r));
     *request = MPI_Request_c2f(r);
@@ -177,6 +188,7 @@ void mpi_start_f08_(MPI_Fint *request, MPI_Fint *ierror)
 
 void mpi_startall_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *ierror)
 {
+    MG_SITE();
     f_arrays a;
     arrays_in(&a, *count, requests, f08_ignore("MPI_F08_STATUSES_IGNORE"));
     set_ierror(ierror, MPI_Startall(*count, a.req));
@@ -185,6 +197,7 @@ void mpi_startall_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *ierror)
 
 void mpi_request_free_f08_(MPI_Fint *request, MPI_Fint *ierror)
 {
+    MG_SITE();
     MPI_Request r = MPI_Request_f2c(*request);
     set_ierror(ierror, MPI_Request_free(&r));
     *request = MPI_Request_c2f(r);
@@ -192,6 +205,7 @@ void mpi_request_free_f08_(MPI_Fint *request, MPI_Fint *ierror)
 
 void mpi_probe_f08_(MPI_Fint *source, MPI_Fint *tag, MPI_Fint *comm, MPI_F08_status *status, MPI_Fint *ierror)
 {
+    MG_SITE();
     MPI_Status local, *st = c_status_for(status, &local);
     set_ierror(ierror, MPI_Probe(*source, *tag, MPI_Comm_f2c(*comm), st));
     status_back(status, st);
@@ -200,6 +214,7 @@ void mpi_probe_f08_(MPI_Fint *source, MPI_Fint *tag, MPI_Fint *comm, MPI_F08_sta
 void mpi_iprobe_f08_(MPI_Fint *source, MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *flag, MPI_F08_status *status,
                      MPI_Fint *ierror)
 {
+    MG_SITE();
     MPI_Status local, *st = c_status_for(status, &local);
     int f = 0;
     set_ierror(ierror, MPI_Iprobe(*source, *tag, MPI_Comm_f2c(*comm), &f, st));
@@ -209,6 +224,7 @@ void mpi_iprobe_f08_(MPI_Fint *source, MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *
 
 void mpi_wait_f08_(MPI_Fint *request, MPI_F08_status *status, MPI_Fint *ierror)
 {
+    MG_SITE();
     MPI_Request r = MPI_Request_f2c(*request);
     MPI_Status local, *st = c_status_for(status, &local);
     set_ierror(ierror, MPI_Wait(&r, st));
@@ -218,6 +234,7 @@ void mpi_wait_f08_(MPI_Fint *request, MPI_F08_status *status, MPI_Fint *ierror)
 
 void mpi_test_f08_(MPI_Fint *request, MPI_Fint *flag, MPI_F08_status *status, MPI_Fint *ierror)
 {
+    MG_SITE();
     MPI_Request r = MPI_Request_f2c(*request);
     MPI_Status local, *st = c_status_for(status, &local);
     int f = 0;
@@ -230,6 +247,7 @@ void mpi_test_f08_(MPI_Fint *request, MPI_Fint *flag, MPI_F08_status *status, MP
 
 void mpi_waitall_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_F08_status *statuses, MPI_Fint *ierror)
 {
+    MG_SITE();
     f_arrays a;
     arrays_in(&a, *count, requests, statuses);
     set_ierror(ierror, MPI_Waitall(*count, a.req, a.st));
@@ -239,6 +257,7 @@ void mpi_waitall_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_F08_status *statu
 void mpi_testall_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *flag, MPI_F08_status *statuses,
                       MPI_Fint *ierror)
 {
+    MG_SITE();
     f_arrays a;
     int f = 0;
     arrays_in(&a, *count, requests, statuses);
@@ -251,6 +270,7 @@ void mpi_testall_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *flag, MPI_F
 void mpi_waitany_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *index, MPI_F08_status *status,
                       MPI_Fint *ierror)
 {
+    MG_SITE();
     f_arrays a;
     MPI_Status local, *st = c_status_for(status, &local);
     int i = 0;
@@ -264,6 +284,7 @@ void mpi_waitany_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *index, MPI_
 void mpi_testany_f08_(MPI_Fint *count, MPI_Fint *requests, MPI_Fint *index, MPI_Fint *flag,
                       MPI_F08_status *status, MPI_Fint *ierror)
 {
+    MG_SITE();
     f_arrays a;
     MPI_Status local, *st = c_status_for(status, &local);
     int i = 0, f = 0;
@@ -295,12 +316,14 @@ static void some_f08(int wait, MPI_Fint *incount, MPI_Fint *requests, MPI_Fint *
 void mpi_waitsome_f08_(MPI_Fint *incount, MPI_Fint *requests, MPI_Fint *outcount, MPI_Fint *indices,
                        MPI_F08_status *statuses, MPI_Fint *ierror)
 {
+    MG_SITE();
     some_f08(1, incount, requests, outcount, indices, statuses, ierror);
 }
 
 void mpi_testsome_f08_(MPI_Fint *incount, MPI_Fint *requests, MPI_Fint *outcount, MPI_Fint *indices,
                        MPI_F08_status *statuses, MPI_Fint *ierror)
 {
+    MG_SITE();
     some_f08(0, incount, requests, outcount, indices, statuses, ierror);
 }
 
@@ -308,11 +331,13 @@ void mpi_testsome_f08_(MPI_Fint *incount, MPI_Fint *requests, MPI_Fint *outcount
  * buffer argument and call PMPI directly, so the shim binds them to its C wrappers here. */
 void mpi_win_fence_f08_(MPI_Fint *assert, MPI_Fint *win, MPI_Fint *ierror)
 {
+    MG_SITE();
     set_ierror(ierror, MPI_Win_fence(*assert, MPI_Win_f2c(*win)));
 }
 
 void mpi_win_free_f08_(MPI_Fint *win, MPI_Fint *ierror)
 {
+    MG_SITE();
     MPI_Win w = MPI_Win_f2c(*win);
     set_ierror(ierror, MPI_Win_free(&w));
     *win = MPI_Win_c2f(w);
@@ -320,56 +345,67 @@ void mpi_win_free_f08_(MPI_Fint *win, MPI_Fint *ierror)
 
 void mpi_win_lock_f08_(MPI_Fint *lock_type, MPI_Fint *rank, MPI_Fint *assert, MPI_Fint *win, MPI_Fint *ierror)
 {
+    MG_SITE();
     set_ierror(ierror, MPI_Win_lock(*lock_type, *rank, *assert, MPI_Win_f2c(*win)));
 }
 
 void mpi_win_unlock_f08_(MPI_Fint *rank, MPI_Fint *win, MPI_Fint *ierror)
 {
+    MG_SITE();
     set_ierror(ierror, MPI_Win_unlock(*rank, MPI_Win_f2c(*win)));
 }
 
 void mpi_win_lock_all_f08_(MPI_Fint *assert, MPI_Fint *win, MPI_Fint *ierror)
 {
+    MG_SITE();
     set_ierror(ierror, MPI_Win_lock_all(*assert, MPI_Win_f2c(*win)));
 }
 
 void mpi_win_unlock_all_f08_(MPI_Fint *win, MPI_Fint *ierror)
 {
+    MG_SITE();
     set_ierror(ierror, MPI_Win_unlock_all(MPI_Win_f2c(*win)));
 }
 
 void mpi_win_flush_f08_(MPI_Fint *rank, MPI_Fint *win, MPI_Fint *ierror)
 {
+    MG_SITE();
     set_ierror(ierror, MPI_Win_flush(*rank, MPI_Win_f2c(*win)));
 }
 
 void mpi_win_flush_all_f08_(MPI_Fint *win, MPI_Fint *ierror)
 {
+    MG_SITE();
     set_ierror(ierror, MPI_Win_flush_all(MPI_Win_f2c(*win)));
 }
 
 void mpi_win_post_f08_(MPI_Fint *group, MPI_Fint *assert, MPI_Fint *win, MPI_Fint *ierror)
 {
+    MG_SITE();
     set_ierror(ierror, MPI_Win_post(MPI_Group_f2c(*group), *assert, MPI_Win_f2c(*win)));
 }
 
 void mpi_win_start_f08_(MPI_Fint *group, MPI_Fint *assert, MPI_Fint *win, MPI_Fint *ierror)
 {
+    MG_SITE();
     set_ierror(ierror, MPI_Win_start(MPI_Group_f2c(*group), *assert, MPI_Win_f2c(*win)));
 }
 
 void mpi_win_complete_f08_(MPI_Fint *win, MPI_Fint *ierror)
 {
+    MG_SITE();
     set_ierror(ierror, MPI_Win_complete(MPI_Win_f2c(*win)));
 }
 
 void mpi_win_wait_f08_(MPI_Fint *win, MPI_Fint *ierror)
 {
+    MG_SITE();
     set_ierror(ierror, MPI_Win_wait(MPI_Win_f2c(*win)));
 }
 
 void mpi_file_close_f08_(MPI_Fint *fh, MPI_Fint *ierror)
 {
+    MG_SITE();
     MPI_File f = MPI_File_f2c(*fh);
     set_ierror(ierror, MPI_File_close(&f));
     *fh = MPI_File_c2f(f);
@@ -377,11 +413,13 @@ void mpi_file_close_f08_(MPI_Fint *fh, MPI_Fint *ierror)
 
 void mpi_file_sync_f08_(MPI_Fint *fh, MPI_Fint *ierror)
 {
+    MG_SITE();
     set_ierror(ierror, MPI_File_sync(MPI_File_f2c(*fh)));
 }
 
 void mpi_abort_f08_(MPI_Fint *comm, MPI_Fint *errorcode, MPI_Fint *ierror)
 {
+    MG_SITE();
     set_ierror(ierror, MPI_Abort(MPI_Comm_f2c(*comm), *errorcode));
 }
 

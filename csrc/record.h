@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #define MG_MAGIC "MPIGRAPH"
-#define MG_VERSION 1
+#define MG_VERSION 2 /* 2: thread became 16 bits, site the other 16 */
 #define MG_HEADER_SIZE 4096
 
 /* Record flags. */
@@ -70,7 +70,8 @@ typedef struct mg_record {
     uint32_t seq;
     uint16_t func;
     uint16_t flags;
-    uint32_t thread;
+    uint16_t thread; /* thread slot */
+    uint16_t site;   /* call-site id within the rank (callsites.c), 0 = unknown */
 } mg_record;
 
 typedef struct mg_header {

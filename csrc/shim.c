@@ -35,6 +35,7 @@ static int mg_phase = MG_OFF;
 static int mg_analyze = 1;       /* MPIGRAPH_ANALYZE */
 static int mg_python_host;       /* the program itself is a Python interpreter */
 static char mg_run_dir[PATH_MAX];
+static int mg_finalize_called; /* mg_finalize_handover ran (MPI_Finalize, C or Fortran) */
 static int32_t mg_next_thread_slot = 1;
 static int mg_analysis_ranks; /* the analysis runs on world ranks 0 .. mg_analysis_ranks - 1 */
 
@@ -172,6 +173,7 @@ int MPI_Abort(MPI_Comm comm, int errorcode)
         r->tag = errorcode;
         mg_publish(1);
     }
+    mg_write_sites(mg_run_dir, mg.world_rank); /* the process ends in the call */
     int fl = mg_begin(MG_ID_MPI_Abort, t0, MG_PEER_NONE, errorcode, c->id, 0, MG_ROOT_NONE, 0);
     int rc = PMPI_Abort(comm, errorcode);
     mg_end(fl);
@@ -191,6 +193,8 @@ int MPI_Init(int *argc, char ***argv)
 {
     if (mg_depth)
         return PMPI_Init(argc, argv);
+    mg_sites_setup_once();
+    MG_SITE();
     mg_choose_clock();
     int64_t t0 = mg_now();
     int rc = PMPI_Init(argc, argv);
@@ -203,6 +207,8 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
     if (mg_depth)
         return PMPI_Init_thread(argc, argv, required, provided);
+    mg_sites_setup_once();
+    MG_SITE();
     mg_choose_clock();
     int64_t t0 = mg_now();
     int rc = PMPI_Init_thread(argc, argv, required, provided);
@@ -274,6 +280,9 @@ int mpigraph_close_log(void)
     if (mg_phase != MG_RECORDING)
         return 0;
     int64_t t = mg_now();
+    /* Closed at exit (mpi4py), not in MPI_Finalize: no call site of the program's. */
+    if (!mg_finalize_called)
+        mg_site = 0;
     mg_record *r = mg_reserve(1);
     if (r) {
         mg_fill(r, MG_ID_MPI_Finalize, t, t, 0);
@@ -301,6 +310,7 @@ int mpigraph_close_log(void)
         mg_analyze = 0;
     mg_sync_finish();
     mg_close_log_file();
+    mg_write_sites(mg_run_dir, mg.world_rank);
     mg_phase = MG_CLOSED;
     if (mg_analyze)
         choose_analysis_ranks();
@@ -382,6 +392,7 @@ static void analyse_in_job(void)
 /* Close the log and analyse, before the MPI library is finalised. */
 void mg_finalize_handover(void)
 {
+    mg_finalize_called = 1;
     if (mpigraph_close_log() && mg_analyze) {
         /* A Python program that calls MPI_Finalize itself is analysed here,
          * while its interpreter is alive; after interpreter shutdown only the
@@ -393,7 +404,9 @@ void mg_finalize_handover(void)
 
 int MPI_Finalize(void)
 {
-    if (!mg_depth)
+    if (!mg_depth) {
+        MG_SITE();
         mg_finalize_handover();
+    }
     return PMPI_Finalize();
 }

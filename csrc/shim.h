@@ -93,12 +93,49 @@ static inline int64_t mg_now(void)
     return mg_monotonic_ns();
 }
 
-/* True when this call should be logged: recording is on and we are not
- * already inside another wrapper (MPI calling MPI, Fortran calling C). */
-static inline int mg_should_record(void)
+/* ---- call sites (callsites.c) ----------------------------------------------------
+ * mg_site: the rank-local call-site id of this thread's current call, an index into
+ * mg_sites (the return addresses into the program seen so far, id = slot + 1, 0 = unknown).
+ * MG_SITE() notes it from the wrapper's return address; mg_fill copies it into the record. */
+#define MG_SITE_BITS 15
+#define MG_N_SITES (1u << MG_SITE_BITS)
+#define MG_MAX_SITE_DEPTH 8
+extern uintptr_t mg_sites[MG_N_SITES];
+extern int mg_site_depth; /* MPIGRAPH_CALLSITE_DEPTH: frames per site, 1 = the return address */
+extern uintptr_t mg_self_lo, mg_self_len, mg_fort_lo, mg_fort_len;
+extern __thread uint16_t mg_site __attribute__((tls_model("initial-exec")));
+void mg_sites_setup(void);
+void mg_sites_setup_once(void); /* at the first MPI_Init (C or Fortran) */
+uint16_t mg_site_slow(uintptr_t pc);
+void mg_write_sites(const char *run_dir, int rank);
+
+static inline int mg_in_self(uintptr_t pc) { return pc - mg_self_lo < mg_self_len; }
+static inline int mg_in_fortran(uintptr_t pc) { return pc - mg_fort_lo < mg_fort_len; }
+
+/* Fibonacci hashing: the top MG_SITE_BITS bits of pc times 2^64 / phi. */
+static inline uint32_t mg_site_hash(uintptr_t pc)
 {
-    return mg.recording && !mg_depth;
+    return (uint32_t)(((uint64_t)pc * 0x9E3779B97F4A7C15ull) >> (64 - MG_SITE_BITS));
 }
+
+static inline void mg_note_site(uintptr_t pc)
+{
+    /* Called from inside the shim (its Fortran 2008 bindings): the binding noted the site. */
+    if (mg_in_self(pc))
+        return;
+    uint32_t h = mg_site_hash(pc);
+    mg_site = __builtin_expect(mg_sites[h] == pc, 1) ? (uint16_t)(h + 1) : mg_site_slow(pc);
+    /* With a stack depth above 1 the slots hold stacks' hashes, which a return address
+     * matches with odds of 2^-64: every call takes mg_site_slow and unwinds. */
+}
+
+/* A macro, not a function: the return address must be the wrapper's own. */
+#define MG_SITE() mg_note_site((uintptr_t)__builtin_return_address(0))
+
+/* True when this call should be logged: recording is on and we are not
+ * already inside another wrapper (MPI calling MPI, Fortran calling C).
+ * Every wrapper asks first: a call that is logged notes its call site here. */
+#define mg_should_record() (mg.recording && !mg_depth && (MG_SITE(), 1))
 
 mg_record *mg_grow_and_reserve(int64_t count);
 void mg_assign_thread_slot(void);
@@ -133,7 +170,7 @@ static inline void mg_fill(mg_record *r, int func, int64_t t0, int64_t t1, uint1
     /* One assignment: the compiler writes the 64 bytes with a few wide stores. */
     *r = (mg_record){.t_start = t0, .t_end = t1, .peer = MG_PEER_NONE, .tag = MG_TAG_NONE,
                      .root = MG_ROOT_NONE, .func = (uint16_t)func, .flags = flags,
-                     .thread = (uint32_t)mg_thread_slot};
+                     .thread = (uint16_t)mg_thread_slot, .site = mg_site};
 }
 
 /* ---- in-flight calls ----------------------------------------------------------
@@ -156,7 +193,7 @@ static inline int mg_begin(int func, int64_t t0, int32_t peer, int32_t tag, int6
         return -1;
     mg.header->inflight[slot] = (mg_record){.t_start = t0, .bytes = bytes, .comm = comm, .peer = peer, .tag = tag,
                                             .root = root, .seq = seq, .func = (uint16_t)func,
-                                            .thread = (uint32_t)slot};
+                                            .thread = (uint16_t)slot, .site = mg_site};
     return slot;
 }
 
@@ -181,7 +218,7 @@ static inline int mg_poll_repeat(int func, uint64_t args, int64_t t0, int64_t t1
     int merged = 0;
     if (mg.poll_index == mg.n - 1 && mg.poll_args == args) {
         mg_record *r = mg.records + mg.poll_index;
-        if (r->func == func && r->thread == (uint32_t)mg_thread_slot && t0 - r->t_end <= mg.poll_gap_ticks
+        if (r->func == func && r->thread == (uint16_t)mg_thread_slot && r->site == mg_site && t0 - r->t_end <= mg.poll_gap_ticks
             && t0 >= r->t_end && r->seq < UINT32_MAX) {
             r->t_end = t1;
             r->seq = (r->flags & MG_REPEAT) ? r->seq + 1 : 2;

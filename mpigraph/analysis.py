@@ -28,6 +28,8 @@ from mpigraph.metrics import profile as metrics
 from mpigraph.comm import node_memory
 from mpigraph.comm import launch, meter, parallel
 from mpigraph.report import datasets, writer as report
+from mpigraph import callsites
+from mpigraph.callsites import path as path_sites
 from mpigraph.trace import logs as trace
 from mpigraph.traffic import stage as traffic_stage
 from mpigraph.phases import share as phases_share
@@ -133,23 +135,52 @@ def _traffic(comm, logs, times, linked, world_size, phase=None):
 
 def _write_report(comm, out_dir, info, tables, path, linked):
     """Stage report: every analysis rank writes its parts of the big tables (report.datasets: calls,
-    wait states, critical path), then rank 0 the small tables and summary.txt (last: its presence
-    means the report is complete)."""
+    wait states, critical path) and sums its calls per call site, then rank 0 the small tables
+    (the call sites' from every rank's sums) and summary.txt (last: its presence means the
+    report is complete)."""
     queries = comm.bcast(linked_tables.path_queries(path.table) if comm.rank == 0 else None, root=0)
     parallel.collectively(comm, lambda: datasets.prepare_all(out_dir, info, path.table is not None)
                           if comm.rank == 0 else None)
+    sites = parallel.collectively(comm, callsites.tracker, info, sorted(linked.calls))
+    sites.sites.share(comm)
+    path = _path_with_sites(comm, path, linked, sites.sites)
     block = datasets.scatter_path(comm, path.table)
     summary_tables, extra = tables
     calls_csv = comm.bcast(report.big_csv_written(summary_tables.ranks) if comm.rank == 0 else None, root=0)
-    parallel.collectively(comm, datasets.write_parts, comm, out_dir, info, linked, queries, block, calls_csv)
+    parallel.collectively(comm, datasets.write_parts, comm, out_dir, info, linked, queries, block, calls_csv, sites)
+    table = sites.combined(comm)
+    waits_by_site = parallel.collectively(comm, callsites.stats.waitstate_sums, linked, sites.sites)
+    waits_by_site = callsites.stats.combined_waitstates(comm, waits_by_site, sites.sites)
     if comm.rank != 0:
         return None
+    if extra is not None:
+        extra["callsites"], extra["callsite_waitstates"] = table, waits_by_site
+        if extra.get("traffic"):
+            extra["traffic"]["communicators"] = callsites.stats.with_creating_sites(
+                extra["traffic"]["communicators"], sites.sites)
     try:
         return report.write_report(out_dir, info, summary_tables, extra, path=path.table, path_lines=path.lines,
                                    datasets=datasets.NAMES)
     except report.ReportError:
         datasets.remove_all(out_dir)      # no half-written report is left behind
         raise
+
+
+def _path_with_sites(comm, path, linked, sites):
+    """The path (rank 0's) with its segments' call sites (callsites.path), and a line naming
+    the call sites it runs through after the line of its MPI functions.  Collective."""
+    ids = path_sites.segment_sites(comm, path.table, linked, sites)
+    return parallel.collectively(comm, lambda: path if ids is None else _name_path_sites(path, ids, sites))
+
+
+def _name_path_sites(path, ids, sites):
+    table = path_sites.with_sites(path.table, ids, sites)
+    line = path_sites.summary_line(table)
+    lines = list(path.lines)
+    if line:
+        at = [i for i, text in enumerate(lines) if text.lstrip().startswith("MPI functions on the path")]
+        lines.insert(at[0] + 1 if at else len(lines), line)
+    return path._replace(table=table, lines=lines)
 
 
 def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):

@@ -69,6 +69,9 @@ SETTINGS = [
     Setting("MPIGRAPH_POLL_GAP_NS", "1000",
             "ns: failed polls (MPI_Iprobe, MPI_Improbe, MPI_Test*) of the same arguments closer than this share "
             "one record with a count; the gaps merged count as MPI time (0: a record per call)", True),
+    Setting("MPIGRAPH_CALLSITE_DEPTH", "1",
+            "frames per call site (callsites.csv): 1, the return address (a few ns per call); k up to 8, the "
+            "call and k - 1 callers, found by unwinding the stack (about a microsecond per call)", True),
 ]
 
 # Read by the launcher, the demo and the build of the shim (csrc/build.py), not by the analysis or

@@ -110,6 +110,17 @@ class Run:
         return self.frame("functions")
 
     @property
+    def callsites(self) -> "pandas.DataFrame":
+        """One row per call site (place in the program and MPI function), the longest time first:
+        calls.parquet's callsite column refers to it."""
+        return self.frame("callsites")
+
+    @property
+    def callsite_waitstates(self) -> "pandas.DataFrame":
+        """The wait states per call site: (call site, function, kind) with calls and time."""
+        return self.frame("callsite_waitstates")
+
+    @property
     def calls(self) -> "pandas.DataFrame":
         """One row per MPI call of every rank: times, peer, bytes, waits, wait state, on the path."""
         return self.frame("calls")
@@ -241,7 +252,8 @@ def _schema_columns(name: str):
             "unmatched": schema.UNMATCHED_COLUMNS, "critical_path": schema.SEGMENT_COLUMNS,
             "commmatrix": schema.COMM_MATRIX_COLUMNS, "sizes": schema.SIZE_COLUMNS,
             "communicators": schema.COMMUNICATOR_COLUMNS, "phases": schema.PHASE_COLUMNS,
-            "phase_functions": schema.PHASE_FUNCTION_COLUMNS}.get(name)
+            "phase_functions": schema.PHASE_FUNCTION_COLUMNS,
+            "callsites": schema.CALLSITE_COLUMNS, "callsite_waitstates": schema.CALLSITE_WAITSTATE_COLUMNS}.get(name)
 
 
 def _facts_of_older_report(run: Run) -> Dict[str, Any]:

@@ -103,7 +103,41 @@ CALL_COLUMNS = [
     Column("wait_state_time", "time", "time of that wait state"),
     Column("other_state_time", "time", "point-to-point: the part of the wait charged to the other kind "
                                        "(late_receiver when wait_state is late_sender, and the reverse)"),
+    Column("callsite", "int", "call site (callsites.csv): where in the program the call was made"),
     Column("on_path", "bool", "the critical path spends time in the call or passes through it (false when no path)"),
+]
+
+# Call sites (mpigraph.callsites): mpiP's call-site statistics, one row per place and MPI function.
+CALLSITE_COLUMNS = [
+    Column("callsite", "int", "call-site id (the callsite column of calls.parquet), from 1"),
+    Column("name", "str", "\"MPI_Allreduce at solver.c:212\"; \"MPI_Send in exchange\" for a program built without "
+                          "-g; an mpi4py program's calls are made by mpi4py's extension module (its function)"),
+    Column("function", "str", "MPI function"),
+    Column("caller", "str", "the program's function that made the call (object+offset when it has no symbol)"),
+    Column("file", "str", "source file of the call (empty without debug information)"),
+    Column("line", "int", "source line of the call (0 without debug information)"),
+    Column("object", "str", "the executable or shared library the call is in"),
+    Column("stack", "str", "its callers, innermost first (\"callsites_main.c:40 < main\"), with "
+                           "MPIGRAPH_CALLSITE_DEPTH=k above 1: the call site is then the stack of k frames; empty "
+                           "otherwise"),
+    Column("count", "int", "calls made there, over all ranks"),
+    Column("time", "time", "summed duration of those calls"),
+    Column("wait", "time", "summed wait (before + after) of those calls"),
+    Column("bytes", "int", "summed bytes of those calls"),
+    Column("ranks", "int", "ranks that called it"),
+    Column("time_cov", "float", "coefficient of variation of the ranks' time there: std / mean over those ranks "
+                                "(mpiP's COV; 0 for one rank)"),
+    Column("path_time", "time", "time of its calls on the critical path"),
+]
+
+# The wait-state table's per-call-site twin (mpigraph.callsites.stats.combined_waitstates).
+CALLSITE_WAITSTATE_COLUMNS = [
+    Column("callsite", "int", "call site (callsites.csv)"),
+    Column("name", "str", "its name (\"MPI_Recv at halo.c:40\")"),
+    Column("function", "str", "MPI function"),
+    Column("kind", "str", "wait state: " + ", ".join(WAIT_STATES)),
+    Column("calls", "int", "calls there with this wait state, over all ranks"),
+    Column("time", "time", "summed time of this wait state"),
 ]
 
 COLLECTIVE_COLUMNS = [
@@ -162,6 +196,9 @@ SEGMENT_COLUMNS = [
     Column("start", "time", "segment start, from the run's start"),
     Column("end", "time", "segment end, from the run's start"),
     Column("duration", "time", "end - start"),
+    Column("callsite", "int", "call site of the segment's call (callsites.csv; mpi: the longest call it overlaps, "
+                              "message: the call it released), 0 for compute or an unknown site"),
+    Column("callsite_name", "str", "that call site's name (\"MPI_Allreduce at solver.c:212\"), empty for 0"),
 ]
 
 # Calls in flight when the run ended (mpigraph.trace.inflight): a run that hung, was killed or aborted.
@@ -208,6 +245,8 @@ COMMUNICATOR_COLUMNS = [
     Column("function", "str", "the call that created it (MPI_Init for world)"),
     Column("call", "int", "that call's index among the calls of the communicator's rank 0 (-1: unknown)"),
     Column("parent", "str", "the communicator the creating call was made on"),
+    Column("callsite", "int", "call site of that call (callsites.csv), 0 for world and where unknown"),
+    Column("callsite_name", "str", "its name (\"MPI_Comm_split at solver.c:40\"), empty for 0"),
 ]
 
 # Phases (mpigraph.phases): the run split at MPI_Pcontrol calls and at the named regions of the

@@ -69,6 +69,23 @@ TABLES = {
                       "the run's ([concepts.md](concepts.md#phases))."),
     "PHASE_FUNCTION_COLUMNS": ("phase_functions", "one row per (phase, MPI function) called in it",
                                "Summed over phases, each function's columns equal functions.csv's."),
+    "CALLSITE_COLUMNS": ("callsites", "one row per call site (a place in the program and the MPI function called "
+                         "there), the longest `time` first",
+                         "mpiP's call-site statistics. The shim records each call's return address "
+                         "(`raw/rank-<r>.sites`) and the process's load map (`raw/rank-<r>.maps`); the analysis "
+                         "reads the objects' symbols and DWARF line tables (pyelftools): file and line when the "
+                         "program was built with -g, the function alone without. Fortran calls through MPICH's "
+                         "Fortran library are named by the program's subroutine. An mpi4py program's calls are "
+                         "made by mpi4py's extension module: `object` is that module and `caller` its function "
+                         "(Comm.Barrier's, say), not the Python file and line. Each analysis rank sums the calls it owns "
+                         "per (call site, function, rank); analysis rank 0 adds the sums and makes the table (COV "
+                         "from the per-rank sums): the same for every number of analysis ranks. critical_path.csv "
+                         "names each segment's call site, and summary.txt's diagnosis and path section name them "
+                         "too (\"MPI_Allreduce at solver.c:212\")."),
+    "CALLSITE_WAITSTATE_COLUMNS": ("callsite_waitstates", "one row per (call site, MPI function, wait-state kind) "
+                                   "that occurred, the longest `time` first",
+                                   "The wait-state table's per-call-site twin, summed over ranks: per function and "
+                                   "kind its rows add up to waitstates.csv's."),
     "SEGMENT_COLUMNS": ("critical_path", "one row per segment of the critical path, in path order",
                         "Written when a path was computed. The segments cover the run from the first "
                         "rank's start to the end, without gaps: their durations add up to the run time."),
@@ -92,6 +109,7 @@ A run directory (`mpigraph-<date>-<id>/`, `MPIGRAPH_OUT`, or `--out`) holds:
 | file | what |
 | --- | --- |
 | `raw/rank-<r>.log` | the shim's log of rank r: every call, enough to analyse again (format: [design.md](design.md#formats)) |
+| `raw/rank-<r>.sites`, `raw/rank-<r>.maps` | rank r's call sites (return addresses) and load map, written at MPI_Finalize: the callsites table's source |
 | `summary.txt` | the run in words and short tables ([README](../README.md#reading-the-summary)) |
 {table_rows}{extra_rows}| `ranks.svg` | a bar per rank: compute, MPI time (execution and wait), time on the critical path |
 | `commmatrix.svg` | the communication matrix as a heatmap: bytes per (sender, receiver), log shade |

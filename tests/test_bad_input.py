@@ -80,7 +80,7 @@ def _corrupt_record(path):
 def _wrong_version(path):
     with open(path, "r+b") as f:
         f.seek(record.HEADER_DTYPE.fields["version"][1])
-        f.write(np.uint32(2).tobytes())
+        f.write(np.uint32(record.VERSION + 1).tobytes())     # a version no mpigraph reads yet
 
 
 def _foreign(path):
@@ -92,7 +92,8 @@ BAD_FILES = {
                                         "complete records (3 missing: the file has 4423 bytes, 4608 are needed)"),
     "zero-length": (_zero_length, "{log}: empty file (0 bytes): the rank never wrote its log header"),
     "corrupt": (_corrupt_record, "{log}: record 3: unknown function id 4321"),
-    "wrong-version": (_wrong_version, "{log}: log format version 2; this mpigraph reads version 1"),
+    "wrong-version": (_wrong_version, "{log}: log format version %d; this mpigraph reads version %d"
+                      % (record.VERSION + 1, record.VERSION)),
     "foreign": (_foreign, "{log}: not an mpigraph log (the file does not start with 'MPIGRAPH')"),
 }
 
@@ -152,7 +153,8 @@ def test_read_only_run_directory(tmp_path, mount_point):
     result = analyze(mount_point, "--out", elsewhere)
     assert result.returncode == 0, result.stderr
     assert sorted(os.listdir(elsewhere)) == [
-        "calls.csv", "calls.parquet", "collectives.csv", "collectives.parquet", "commmatrix.csv",
+        "calls.csv", "calls.parquet", "callsite_waitstates.csv", "callsite_waitstates.parquet", "callsites.csv",
+        "callsites.parquet", "collectives.csv", "collectives.parquet", "commmatrix.csv",
         "commmatrix.parquet", "commmatrix.svg", "communicators.csv", "communicators.parquet", "critical_path.csv",
         "critical_path.parquet", "functions.csv", "functions.parquet", "ranks.csv", "ranks.parquet", "ranks.svg",
         "run.json", "sizes.csv", "sizes.parquet", "summary.txt", "unmatched.csv", "unmatched.parquet",

@@ -179,7 +179,7 @@ def test_communicator_names_from_creation_rows():
     rows = {"comm": [split, split, dup, dup, dup, inter], "rank": [3, 1, 0, 1, 2, 0], "comm_rank": [0, 1, 2, 1, 0, 0],
             "size": [2, 2, 3, 3, 3, 1], "inter": [False, False, False, False, False, True],
             "func": [split_id, split_id, dup_id, dup_id, dup_id, split_id], "call": [7, 7, 9, 9, 9, 11],
-            "parent": [0, 0, split, split, split, 0]}
+            "parent": [0, 0, split, split, split, 0], "site": [5, 6, 0, 0, 4, 0]}
     known = comms.Communicators(comms.concat([rows]), 4)
     assert [known.name(i) for i in (0, (1 << 32) | 2, split, dup, inter, 12345)] == \
         ["world", "self", "split#1 (2 ranks)", "dup#1 (3 ranks)", "split#2 (1 ranks)", "12345"]
@@ -188,6 +188,8 @@ def test_communicator_names_from_creation_rows():
     table = known.table()
     assert table["parent"].tolist() == ["", "world", "split#1 (2 ranks)", "world"]
     assert table["call"].tolist() == [0, 7, 9, 11]
+    # The creating call's rank (its member of rank 0) and its shim call-site id there.
+    assert table["creator"].tolist() == [-1, 3, 2, 0] and table["creator_site"].tolist() == [0, 5, 4, 0]
     assert table["members"].tolist()[3] == "intercommunicator"
     assert writer._unmatched_section({"rank": [0], "function": ["MPI_Send"], "what": ["send"], "call": [4],
                                       "comm": [split], "peer": [1], "tag": [0], "bytes": [8],

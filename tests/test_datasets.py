@@ -13,8 +13,9 @@ from mpigraph.report import datasets
 
 PROGRAMS = [("calls.c", [], 4), ("slow_phases.c", ["3"], 4), ("unreceived.c", [], 2), ("scaling.c", ["4", "20000"], 3)]
 PARQUET_TABLES = ["calls.parquet", "waitstates.parquet", "critical_path.parquet", "ranks.parquet",
-                  "collectives.parquet"]
-TEXT_FILES = ["summary.txt", "ranks.csv", "functions.csv", "waitstates.csv", "unmatched.csv", "critical_path.csv"]
+                  "collectives.parquet", "callsites.parquet"]
+TEXT_FILES = ["summary.txt", "ranks.csv", "functions.csv", "waitstates.csv", "unmatched.csv", "critical_path.csv",
+              "callsites.csv", "communicators.csv", "callsite_waitstates.csv"]
 KS = (1, 2, 3)
 
 
@@ -47,6 +48,48 @@ def test_the_report_is_the_same_for_every_k(reports):
             assert ds.dataset(reports[k] / name).to_table().equals(ds.dataset(one / name).to_table()), (k, name)
         for name in TEXT_FILES:
             assert filecmp.cmp(reports[k] / name, one / name, shallow=False), (k, name)
+
+
+def test_call_sites_are_summed_over_every_analysis_rank(reports):
+    """The callsites table rank 0 makes from every analysis rank's sums: per call site, its count
+    and bytes are the calls table's (whichever analysis rank wrote those calls), its ranks the
+    trace ranks that called there; and the program's call sites are named (not 0, unknown)."""
+    for k, out in reports.items():
+        sites = pq.read_table(out / "callsites.parquet").to_pydict()
+        calls = datasets.read(out / "calls.parquet").select(["rank", "callsite", "function", "calls", "bytes"])
+        calls = calls.to_pydict()
+        assert 0 not in sites["callsite"], (k, sites["name"])
+        # The communicators' creating calls are named by their creator's site, which for K > 1 an
+        # analysis rank other than rank 0 read: the site is one of the table's, of that function.
+        comms = pq.read_table(out / "communicators.parquet").to_pydict()
+        named = {(site, name) for site, name in zip(sites["callsite"], sites["name"])}
+        for function, site, name in zip(comms["function"], comms["callsite"], comms["callsite_name"]):
+            if function != "MPI_Init":
+                assert site > 0 and (site, name) in named and name.startswith(function + " "), (k, name)
+        for site, function, count, nbytes, ranks in zip(sites["callsite"], sites["function"], sites["count"],
+                                                         sites["bytes"], sites["ranks"]):
+            mine = [i for i, (s, f) in enumerate(zip(calls["callsite"], calls["function"]))
+                    if s == site and f == function]
+            assert sum(calls["calls"][i] for i in mine) == count, (k, site)
+            assert sum(calls["bytes"][i] for i in mine) == nbytes, (k, site)
+            assert len({calls["rank"][i] for i in mine}) == ranks, (k, site)
+
+
+def test_wait_states_per_call_site_add_up_to_the_wait_state_table(reports):
+    """callsite_waitstates (summed on rank 0 from every analysis rank's sums): per (function,
+    kind), its calls and time add up to waitstates.parquet's (written a part per analysis rank)."""
+    import collections
+
+    for k, out in reports.items():
+        twin = pq.read_table(out / "callsite_waitstates.parquet").to_pydict()
+        table = datasets.read(out / "waitstates.parquet").to_pydict()
+        sums = [collections.Counter(), collections.Counter()]
+        for rows, sign in ((twin, 1), (table, -1)):
+            for function, kind, calls, time in zip(rows["function"], rows["kind"], rows["calls"], rows["time_ns"]):
+                sums[0][(function, kind)] += sign * calls
+                sums[1][(function, kind)] += sign * time
+        assert not any(sums[0].values()) and not any(sums[1].values()), (k, sums)
+        assert len(twin["kind"]) > 0 or len(table["kind"]) == 0, k
 
 
 def test_a_dataset_reads_as_one_table_in_row_order(reports):

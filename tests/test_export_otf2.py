@@ -82,3 +82,27 @@ def test_an_unanalysed_directory_and_an_existing_archive_are_user_errors(demo, t
     os.makedirs(empty / "raw")
     missing = mpi_env.mpigraph(["export", str(empty), "--otf2", str(tmp_path / "x")])
     assert missing.returncode == 2, missing.stderr
+
+
+def test_regions_are_per_call_site_with_its_file_and_line(demo, tmp_path):
+    """A region per (MPI function, call site): named after the function, its description the call
+    site's name, its source file and line the site's (the demo is built with -g); each region's
+    Enter events are the call site's count in callsites.csv."""
+    import collections
+
+    import mpigraph
+
+    archive = _export(demo, tmp_path / "otf2")
+    sites = mpigraph.load(demo).callsites
+    entered = collections.Counter()
+    with otf2.reader.open(os.path.join(archive, "traces.otf2")) as trace:
+        regions = {r.description: r for r in trace.definitions.regions if r.paradigm == otf2.Paradigm.MPI}
+        for _, event in trace.events:
+            if isinstance(event, otf2.events.Enter) and event.region.paradigm == otf2.Paradigm.MPI:
+                entered[event.region.description] += 1
+    assert set(regions) == set(sites["name"])
+    for row in sites.itertuples():
+        region = regions[row.name]
+        assert region.name == row.function and os.path.basename(region.source_file) == "demo.c"
+        assert region.begin_line_number == row.line > 0
+        assert entered[row.name] == row.count, row.name

@@ -19,7 +19,7 @@ int main(void)
     printf("sizes %zu %zu\n", sizeof(mg_record), sizeof(mg_header));
     FIELD(mg_record, t_start) FIELD(mg_record, t_end) FIELD(mg_record, bytes) FIELD(mg_record, request)
     FIELD(mg_record, comm) FIELD(mg_record, peer) FIELD(mg_record, tag) FIELD(mg_record, root)
-    FIELD(mg_record, seq) FIELD(mg_record, func) FIELD(mg_record, flags) FIELD(mg_record, thread)
+    FIELD(mg_record, seq) FIELD(mg_record, func) FIELD(mg_record, flags) FIELD(mg_record, thread) FIELD(mg_record, site)
     FIELD(mg_header, magic) FIELD(mg_header, version) FIELD(mg_header, header_size)
     FIELD(mg_header, record_size) FIELD(mg_header, flags) FIELD(mg_header, world_rank)
     FIELD(mg_header, world_size) FIELD(mg_header, pid) FIELD(mg_header, thread_level)

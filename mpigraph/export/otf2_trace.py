@@ -4,7 +4,9 @@ What is written (the corrected times of calls.parquet, in ns from the run's star
 earliest MPI_Init starts at 0: OTF2 times are unsigned):
 
 - definitions: a system tree (machine -> host -> rank), a location group and a location per rank,
-  a region per MPI function (paradigm MPI, its role: point-to-point, one-to-all, ...), a
+  a region per MPI function and call site (paradigm MPI, its role: point-to-point, one-to-all,
+  ...; named after the function, its source file and line the call site's, its description the
+  call site's name "MPI_Allreduce at solver.c:212": callsites.csv), a
   communicator per communicator of the run (traffic.communicators: world and every one created),
   over a COMM_LOCATIONS group of all ranks;
 - per rank, per call: Enter at its start, Leave at its end; MpiSend at the start of the call that
@@ -76,10 +78,27 @@ def _read_calls(run_dir):
     path = os.path.join(run_dir, "calls.parquet")
     if not os.path.exists(path):
         raise ExportError("%s does not exist: analyse the run first (mpigraph analyze %s)" % (path, run_dir))
-    table = pq.read_table(path, columns=["rank", "call", "function", "start_ns", "end_ns", "comm", "root", "bytes", "tag"])
+    import pyarrow.dataset as ds
+
+    columns = ["rank", "call", "function", "start_ns", "end_ns", "comm", "root", "bytes", "tag"]
+    # An analysis of a version without call sites has no callsite column: one region per function.
+    columns += ["callsite"] if "callsite" in ds.dataset(path, format="parquet").schema.names else []
+    table = pq.read_table(path, columns=columns)
     calls = {name: table[name].to_numpy(zero_copy_only=False) for name in table.column_names}
     order = np.lexsort((calls["call"], calls["rank"]))
     return {name: col[order] for name, col in calls.items()}
+
+
+def _call_sites(run_dir):
+    """{call-site id: (name, file, line)} of callsites.parquet ({} when there is none)."""
+    import pyarrow.parquet as pq
+
+    path = os.path.join(run_dir, "callsites.parquet")
+    if not os.path.exists(path):
+        return {}
+    table = pq.read_table(path, columns=["callsite", "name", "file", "line"]).to_pydict()
+    return {int(i): (n, f, int(line)) for i, n, f, line in zip(table["callsite"], table["name"], table["file"],
+                                                               table["line"]) if i > 0}
 
 
 def _hosts(run_dir, world_size):
@@ -115,7 +134,8 @@ def export(run_dir, out_dir):
     shift = max(0, -int(calls["start_ns"].min(initial=0)))
     counts = dict.fromkeys(EVENT_NAMES, 0)
     with otf2.writer.open(out_dir, timer_resolution=1_000_000_000) as archive:
-        defs = _Definitions(otf2, archive, info.world_size, _hosts(run_dir, info.world_size), known)
+        defs = _Definitions(otf2, archive, info.world_size, _hosts(run_dir, info.world_size), known,
+                            _call_sites(run_dir))
         for rank, rc in rank_calls.items():
             a, b = bounds[rank], bounds[rank + 1]
             mine = {name: col[a:b] for name, col in calls.items()}
@@ -125,9 +145,10 @@ def export(run_dir, out_dir):
 
 
 class _Definitions:
-    """The archive's global definitions: locations, regions per function id, communicators by id."""
+    """The archive's global definitions: locations, regions per (function id, call site),
+    communicators by id.  sites: {call-site id: (name, file, line)}."""
 
-    def __init__(self, otf2, archive, world_size, hosts, known):
+    def __init__(self, otf2, archive, world_size, hosts, known, sites=None):
         d = archive.definitions
         machine = d.system_tree_node("machine")
         nodes = {h: d.system_tree_node(h, parent=machine) for h in dict.fromkeys(hosts)}
@@ -145,7 +166,7 @@ class _Definitions:
             if members is not None:
                 self._comm(otf2, d, comm_id, known.name(comm_id), members, world)
         self.regions, self.user_regions = {}, {}
-        self._d, self._otf2 = d, otf2
+        self._d, self._otf2, self._sites = d, otf2, sites or {}
 
     def user_region(self, kind, name):
         """The region of a named region or Pcontrol phase ((kind, name) of export.regions), defined when first used."""
@@ -162,14 +183,18 @@ class _Definitions:
         self.members[comm_id] = np.asarray(members, np.int64)
         return self.comms[comm_id]
 
-    def region(self, func_id):
-        """The region of a function id, defined when first used."""
-        if func_id in self.regions:
-            return self.regions[func_id]
+    def region(self, func_id, site=0):
+        """The region of a function id at a call site (0: unknown), defined when first used."""
+        key = (func_id, site)
+        if key in self.regions:
+            return self.regions[key]
         f = mf.BY_ID.get(func_id)
         role = getattr(self._otf2.RegionRole, _ROLES.get(f.kind if f else None, "FUNCTION"))
-        self.regions[func_id] = self._d.region(mf.name_of(func_id), region_role=role, paradigm=self._otf2.Paradigm.MPI)
-        return self.regions[func_id]
+        name, file, line = self._sites.get(site, ("", "", 0))
+        where = {"description": name, "source_file": file or None, "begin_line_number": line} if name else {}
+        self.regions[key] = self._d.region(mf.name_of(func_id), region_role=role, paradigm=self._otf2.Paradigm.MPI,
+                                           **where)
+        return self.regions[key]
 
 
 def comm_rank(members, comm_id, world_ranks):
@@ -232,6 +257,8 @@ def rank_events(rc, calls, comm_ids, shift, names=None):
     ev["time"] = np.maximum.accumulate(t) if len(t) else t     # OTF2 wants a location's times not to fall
     ev["func"] = func[ev["call"]]
     ev["regions"] = kinds
+    ev["site"] = np.asarray(calls["callsite"], np.int64)[ev["call"]] if "callsite" in calls \
+        else np.zeros(len(ev["call"]), np.int64)
     return ev
 
 
@@ -261,19 +288,19 @@ def _write_rank(otf2, writer, defs, ev, counts):
     user = [defs.user_region(kind, name) for kind, name in ev["regions"]]
     columns = zip(code.tolist(), ev["time"].tolist(), ev["func"].tolist(), peer_in.tolist(), comm_out.tolist(),
                   ev["tag"].tolist(), ev["bytes"].tolist(), ev["comm"].tolist(), root_in.tolist(),
-                  ev["region"].tolist())
+                  ev["region"].tolist(), ev["site"].tolist())
     enter, leave, send, recv = writer.enter, writer.leave, writer.mpi_send, writer.mpi_recv
     begin, end = writer.mpi_collective_begin, writer.mpi_collective_end
     region, comm_of = defs.region, defs.comms
-    for c, t, f, peer, comm_id, tag, nbytes, coll_comm, root, r in columns:
+    for c, t, f, peer, comm_id, tag, nbytes, coll_comm, root, r, site in columns:
         if c == REGION_ENTER:
             enter(t, user[r])
         elif c == REGION_LEAVE or c == REGION_CLOSE:
             leave(t, user[r])
         elif c == ENTER:
-            enter(t, region(f))
+            enter(t, region(f, site))
         elif c == LEAVE:
-            leave(t, region(f))
+            leave(t, region(f, site))
         elif c == SEND:
             send(t, peer, comm_of[comm_id], tag, nbytes)
         elif c == RECV:

@@ -45,6 +45,7 @@ def call_rows(linked, ranks=None, piece=slice(None)):
         out["call"][rows] = np.arange(which.start, which.stop, which.step)
         for name in ("seq", "peer", "tag", "comm", "bytes", "root"):
             out[name][rows] = records[name][index]
+        out["callsite"][rows] = records["site"][index]   # the shim's id: the report numbers the run's
         # A merged run of polls keeps its count in seq (trace/record.py): no collective number.
         repeated = (records["flags"][index] & record.REPEAT) != 0
         out["calls"][rows] = np.where(repeated, records["seq"][index], 1)

@@ -61,8 +61,12 @@ def segments(rank, kind, function, start, end, peer=None):
     if (end < start).any():
         raise ValueError("a path segment ends before it starts (segment %d)" % np.flatnonzero(end < start)[0])
     rank, kind, function, peer, start, end = merge_runs(rank, kind, function, peer, start, end)
-    return {"order": np.arange(len(rank), dtype=np.int64), "rank": rank, "kind": kind, "function": function,
-            "peer": peer, "start": start, "end": end, "duration": end - start}
+    # The call sites are the report's (callsites.path.with_sites): the analysis ranks holding the
+    # calls name them after the path is found.
+    n = len(rank)
+    return {"order": np.arange(n, dtype=np.int64), "rank": rank, "kind": kind, "function": function,
+            "peer": peer, "start": start, "end": end, "duration": end - start,
+            "callsite": np.zeros(n, np.int64), "callsite_name": Labels(np.zeros(n, np.int64), np.array([""], object))}
 
 
 def merge_runs(rank, kind, function, peer, start, end):

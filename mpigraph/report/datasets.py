@@ -50,11 +50,16 @@ def remove(path: str) -> None:
         os.remove(path)
 
 
-def write_calls_part(out_dir, rank, size, linked, queries, with_csv=False):
+def write_calls_part(out_dir, rank, size, linked, queries, with_csv=False, sites=None):
     """This analysis rank's rows of the calls table (its trace ranks' calls, on_path from the
     path's ``path_queries``), a chunk at a time (``run_tables.call_chunks``); with `with_csv`
-    their calls.csv text too, from the same chunks (``writer.calls_csv_part``, which rank 0 joins)."""
+    their calls.csv text too, from the same chunks (``writer.calls_csv_part``, which rank 0 joins).
+    `sites` (a callsites.stats.Accumulator): gives the callsite column the run's ids (in both) and
+    sums the chunks per call site as they pass (the callsites table is made from the analysis
+    ranks' sums)."""
     blocks = (linked_tables.call_block(rows) for rows in linked_tables.call_chunks(linked, queries))
+    if sites is not None:
+        blocks = (sites.add(block) for block in blocks)
     csv_path = writer.calls_csv_part(out_dir, rank, size) if with_csv else None
     writer.write_calls_blocks(_part(out_dir, CALLS, rank, size), blocks, csv_path, header=False)
 
@@ -105,15 +110,16 @@ def _part(out_dir, name, rank, size):
     return os.path.join(out_dir, name, part_name(rank, size))
 
 
-def write_parts(comm, out_dir, info, linked, queries, path_block, calls_csv=False):
+def write_parts(comm, out_dir, info, linked, queries, path_block, calls_csv=False, sites=None):
     """Every analysis rank: its parts of the calls, wait-state and (when `path_block` is not None)
-    critical path datasets, and with `calls_csv` its part of calls.csv's text.  Collective.
+    critical path datasets, and with `calls_csv` its part of calls.csv's text (`sites`:
+    ``write_calls_part``).  Collective.
 
     A part that cannot be written (a full disk: every rank may meet it) is one error: analysis
     rank 0 removes the datasets and raises the ReportError of the first rank that failed, naming
     its file; the others raise PeerFailed (they say nothing)."""
     failure = None
-    steps = [(CALLS, lambda p: write_calls_part(out_dir, comm.rank, comm.size, linked, queries, calls_csv)),
+    steps = [(CALLS, lambda p: write_calls_part(out_dir, comm.rank, comm.size, linked, queries, calls_csv, sites)),
              (WAITSTATES, lambda p: write_waitstates_part(out_dir, comm.rank, comm.size, linked))]
     if path_block is not None:
         steps.append((PATH, lambda p: write_path_part(out_dir, comm.rank, comm.size, path_block)))

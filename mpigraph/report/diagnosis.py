@@ -24,6 +24,10 @@ that says no rank holds the others up.
   their summed time is at least NOTABLE_SHARE of the waiting ranks' summed
   program time.
 - The critical path: the ranks holding most of it (time_on_path of ranks.csv).
+
+Where the report has the call-site table (callsites.csv), the first mention of a function
+names its call site ("MPI_Allreduce at solver.c:212"): the site with most of the function's
+wait, alone when it has all of it (SITE_ALL), else with its share.
 """
 
 import textwrap
@@ -35,6 +39,7 @@ CHANCE_SIGMAS = 3.0       # a late rank is last this many standard deviations ab
 NOTABLE_SHARE = 0.05       # a wait worth a sentence: this share of the waiting ranks' program time
 MAX_SENTENCES = 4
 WIDTH = 100              # the diagnosis is wrapped to this many columns
+SITE_ALL = 0.995           # a call site with this share of its function's wait is named alone
 
 
 def _s(ns):
@@ -77,8 +82,27 @@ def by_chance(instances, members):
     return instances * p + CHANCE_SIGMAS * np.sqrt(instances * p * (1.0 - p))
 
 
-def late_rank_sentences(ranks, collectives, run_time):
-    """[(the others' wait ns, sentence)] of the late ranks at N-to-N collectives (module doc)."""
+def site_place(sites, function):
+    """Where `function`'s wait is, in words to put after its name: " at solver.c:212" (or " in
+    exchange" without -g) for the call site with most of it; " (70% at solver.c:212)" when other
+    sites of the function waited too; "" without the call-site table or a known site."""
+    if sites is None:
+        return ""
+    mine = np.flatnonzero((np.asarray(sites["function"], object) == function) & (np.asarray(sites["callsite"]) > 0))
+    if not len(mine):
+        return ""
+    weight = np.asarray(sites["wait"], np.int64)[mine]
+    if weight.sum() <= 0:
+        weight = np.asarray(sites["time"], np.int64)[mine]
+    top = mine[np.argmax(weight)]       # the first among equals: the table's order (longest time first)
+    place = str(sites["name"][top])[len(function):]
+    share = weight.max() / weight.sum() if weight.sum() > 0 else 1.0
+    return place if share >= SITE_ALL else " (%s%s)" % (_pct(weight.max(), weight.sum()), place)
+
+
+def late_rank_sentences(ranks, collectives, run_time, sites=None):
+    """[(the others' wait ns, sentence)] of the late ranks at N-to-N collectives (module doc);
+    `sites`: the callsites table (None: functions alone)."""
     out = []
     n_to_n = (collectives["root"] < 0) & (collectives["members"] > 1) & (collectives["last_rank"] >= 0)
     for function in np.unique(collectives["function"][n_to_n]):       # a loop over functions
@@ -109,11 +133,13 @@ def late_rank_sentences(ranks, collectives, run_time):
         at = ranks["rank"] == late
         extra = int(compute[at].sum()) - (float(compute[~at].mean()) if (~at).any() else 0.0)
         words = "rank %d " % late
+        place = site_place(sites, function)
         if extra >= 0.5 * lateness:
-            words += "computes %s more per %s than the others' mean (%s in all) and " % (
-                _ms(extra / total), function, _s(extra))
-        words += "arrives last at %d of %d %s calls, %s after the others on average; " % (
-            k, total, function, _ms(lateness / k))
+            words += "computes %s more per %s%s than the others' mean (%s in all) and " % (
+                _ms(extra / total), function, place, _s(extra))
+            place = ""
+        words += "arrives last at %d of %d %s calls%s, %s after the others on average; " % (
+            k, total, function, place, _ms(lateness / k))
         words += "%s wait for it %s (%s of their %s wait, %s of their time). " % (
             who, _s(waited), _pct(waited, wait.sum()), function, _pct(waited, _program_of(ranks, others)))
         words += "Spread evenly over the ranks, its extra work would save about %s of the %s run (%s)." % (
@@ -122,8 +148,9 @@ def late_rank_sentences(ranks, collectives, run_time):
     return out
 
 
-def message_sentences(ranks, waitstates):
-    """[(time ns, sentence)] of late senders and late receivers per function."""
+def message_sentences(ranks, waitstates, sites=None):
+    """[(time ns, sentence)] of late senders and late receivers per function; `sites`: the
+    callsites table (None: functions alone)."""
     out = []
     for kind, what in (("late_sender", "for messages sent late (late sender)"),
                        ("late_receiver", "for their receivers to post the receive (late receiver)")):
@@ -134,9 +161,9 @@ def message_sentences(ranks, waitstates):
             time = int(waitstates["time"][mine].sum())
             if time < NOTABLE_SHARE * _program_of(ranks, waiting):
                 continue
-            out.append((time, "rank%s %s wait%s %s in %s %s, %s of their time." % (
+            out.append((time, "rank%s %s wait%s %s in %s%s %s, %s of their time." % (
                 "s" if len(waiting) > 1 else "", rank_list(waiting), "" if len(waiting) > 1 else "s", _s(time),
-                function, what, _pct(time, _program_of(ranks, waiting)))))
+                function, site_place(sites, function), what, _pct(time, _program_of(ranks, waiting)))))
     return out
 
 
@@ -155,8 +182,9 @@ def diagnosis_lines(ranks, linked, run_time):
     """The diagnosis paragraph: "Diagnosis:" and its sentences, the most waited-for first."""
     found = []
     if linked is not None:
-        found += late_rank_sentences(ranks, linked["collectives"], run_time)
-        found += message_sentences(ranks, linked["waitstates"])
+        sites = linked.get("callsites")
+        found += late_rank_sentences(ranks, linked["collectives"], run_time, sites)
+        found += message_sentences(ranks, linked["waitstates"], sites)
     found.sort(key=lambda item: -item[0])
     sentences = [words for _, words in found[:MAX_SENTENCES]]
     if linked is not None and not sentences:

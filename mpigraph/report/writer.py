@@ -85,7 +85,9 @@ functions.csv wait_before, wait_after and execution (see mpigraph.metrics.waits)
 The tables of the linked run (schemas in ``mpigraph.schema``):
 calls.parquet (one row per call of every rank), collectives.parquet (one row
 per collective instance), waitstates.csv/.parquet (rank, function, wait-state
-kind), unmatched.csv/.parquet (operations without partner; no rows when none).
+kind), unmatched.csv/.parquet (operations without partner; no rows when none),
+callsites.csv/.parquet (one row per call site and MPI function: made on analysis rank 0 from
+every analysis rank's sums, mpigraph.callsites.stats).
 calls.csv and collectives.csv hold the same columns when the run has at most
 MAX_CSV_ROWS calls (a CSV of 1e8 calls is gigabytes no one reads as text);
 summary.txt says so when they are left out.
@@ -132,6 +134,10 @@ CALLS_CSV = "calls.csv"
 COLLECTIVES_PARQUET = "collectives.parquet"
 COLLECTIVES_CSV = "collectives.csv"
 RUN_JSON = "run.json"
+CALLSITES_CSV = "callsites.csv"
+CALLSITES_PARQUET = "callsites.parquet"
+CALLSITE_WAITSTATES_CSV = "callsite_waitstates.csv"
+CALLSITE_WAITSTATES_PARQUET = "callsite_waitstates.parquet"
 WAITSTATES_CSV = "waitstates.csv"
 WAITSTATES_PARQUET = "waitstates.parquet"
 UNMATCHED_CSV = "unmatched.csv"
@@ -527,8 +533,10 @@ def _unmatched_section(unmatched, names=None):
 
 def summary_text(info, tables, linked=None, path_lines=(), in_flight=None):
     """The text of summary.txt; `info` is a trace.RunInfo, `tables` a metrics.Tables, `linked` the
-    linked run's tables (or None), `path_lines` the critical path in words (from the path stage),
-    `in_flight` the calls in flight when the run ended (trace.inflight.read; None: all finalised)."""
+    linked run's tables (or None; its "callsites" table, when there, names the call sites in the
+    diagnosis and adds their section), `path_lines` the critical path in words (from the path
+    stage), `in_flight` the calls in flight when the run ended (trace.inflight.read; None: all
+    finalised)."""
     ranks, functions = tables.ranks, tables.functions
     hosts = sorted(set(ranks["host"].tolist()))
     program_total = int(ranks["program_time"].sum())
@@ -559,6 +567,7 @@ def summary_text(info, tables, linked=None, path_lines=(), in_flight=None):
     if linked is not None:      # the waits first: what the diagnosis is made of
         lines += [""] + _wait_section(ranks) + [""] + _collective_section(linked["collectives"], names)
     lines += [""] + _rank_section(ranks) + [""] + _function_section(functions, mpi_total)
+    lines += _callsite_section(linked)
     if linked is not None and linked.get("phases"):
         from mpigraph.phases import summary as phases_summary
 
@@ -748,10 +757,37 @@ def _report_files(info, tables, linked, path, text):
         files += _phase_files(linked.get("phases"))
     chart = svg.per_rank_from_table(tables.ranks)
     files.append(_File(svg.SVG_NAME, lambda p: svg.write_rank_chart(os.path.dirname(p), chart)))
+    files += _callsite_files(linked)
     facts = run_facts(info, tables, linked, path, sorted(n for f in files for n in (f.name,) + f.also))
     files += [_File(RUN_JSON, lambda p: _write_text(p, json.dumps(facts, indent=1) + "\n")),
               _File(SUMMARY, lambda p: _write_text(p, text))]
     return files
+
+
+def _callsite_files(linked):
+    """callsites.csv and .parquet when the linked run has the call-site table (linked["callsites"],
+    made on analysis rank 0 from every analysis rank's sums: callsites.stats.Accumulator.combined)."""
+    table = linked.get("callsites") if linked is not None else None
+    if table is None:
+        return []
+    files = [_File(CALLSITES_CSV, lambda p: write_csv(p, table, schema.CALLSITE_COLUMNS)),
+             _File(CALLSITES_PARQUET, lambda p: write_parquet(p, table, schema.CALLSITE_COLUMNS))]
+    waits = linked.get("callsite_waitstates")
+    if waits is not None:
+        files += [_File(CALLSITE_WAITSTATES_CSV, lambda p: write_csv(p, waits, schema.CALLSITE_WAITSTATE_COLUMNS)),
+                  _File(CALLSITE_WAITSTATES_PARQUET,
+                        lambda p: write_parquet(p, waits, schema.CALLSITE_WAITSTATE_COLUMNS))]
+    return files
+
+
+def _callsite_section(linked):
+    """The summary's call-site lines (callsites.stats.summary_lines); none without the table."""
+    table = linked.get("callsites") if linked is not None else None
+    if table is None:
+        return []
+    from mpigraph.callsites import stats
+
+    return stats.summary_lines(table)
 
 
 def run_facts(info, tables, linked=None, path=None, files=()):

@@ -18,18 +18,21 @@ def cache_dir():
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "mpigraph")
 
+# -g: the report names the demo's call sites by file and line ("MPI_Allreduce at demo.c:60").
+DEMO_FLAGS = ("-O2", "-g")
+
 
 def build_demo(mpicc=None):
     """Path of the compiled demo, compiling it if the cache has no build for this source and mpicc."""
     mpicc = find_mpi_tool("mpicc", mpicc)
     with open(DEMO_SOURCE, "rb") as f:
-        key = hashlib.sha256(f.read() + mpicc.encode()).hexdigest()[:16]
+        key = hashlib.sha256(f.read() + mpicc.encode() + " ".join(DEMO_FLAGS).encode()).hexdigest()[:16]
     exe = os.path.join(cache_dir(), "demo-" + key)
     if os.path.exists(exe):
         return exe
     os.makedirs(cache_dir(), exist_ok=True)
     tmp = "%s.%d.tmp" % (exe, os.getpid())
-    result = subprocess.run([mpicc, "-O2", "-o", tmp, DEMO_SOURCE], capture_output=True, text=True)
+    result = subprocess.run([mpicc, *DEMO_FLAGS, "-o", tmp, DEMO_SOURCE], capture_output=True, text=True)
     if result.returncode != 0:
         raise LauncherError("cannot compile the demo with %s:\n%s" % (mpicc, result.stderr))
     os.replace(tmp, exe)  # atomic: a concurrent demo never sees a half-written binary

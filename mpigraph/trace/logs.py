@@ -126,7 +126,7 @@ def read_header(path):
 
 
 def _check_header(path, header):
-    if header["version"] != record.VERSION:
+    if header["version"] != record.VERSION and header["version"] not in record.OLD_VERSIONS:
         raise TraceError("%s: log format version %d; this mpigraph reads version %d"
                          % (path, header["version"], record.VERSION))
     if header["header_size"] != record.HEADER_SIZE:

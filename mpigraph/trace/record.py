@@ -44,7 +44,8 @@ it is in it (a run that hangs or is killed keeps them): see
 import numpy as np
 
 MAGIC = b"MPIGRAPH"
-VERSION = 1
+VERSION = 2             # 2: the record's thread is 16 bits, site the other 16
+OLD_VERSIONS = (1,)     # readable: version 1's thread (< 2**16) leaves site 0 (unknown)
 HEADER_SIZE = 4096
 RECORD_SIZE = 64
 
@@ -114,7 +115,8 @@ RECORD_DTYPE = np.dtype(
         ("seq", "<u4"),       # collective sequence number on comm (from 1), 0 for none
         ("func", "<u2"),      # function id, see mpigraph.trace.functions
         ("flags", "<u2"),     # PART | LARGE_COUNT | SEND | RECV | ...
-        ("thread", "<u4"),    # thread index within the rank (0 = the thread that called Init)
+        ("thread", "<u2"),    # thread index within the rank (0 = the thread that called Init)
+        ("site", "<u2"),      # call-site id within the rank (raw/rank-N.sites), 0 = unknown
     ]
 )
 assert RECORD_DTYPE.itemsize == RECORD_SIZE

@@ -18,7 +18,7 @@ SELF_BIT = 1 << 32               # MPI_COMM_SELF of world rank r: SELF_BIT | r (
 MAX_LISTED = 16                  # members listed one by one up to this size, a rule past it
 
 CREATION_DTYPES = {"comm": np.int64, "rank": np.int64, "comm_rank": np.int64, "size": np.int64,
-                   "inter": np.bool_, "func": np.int64, "call": np.int64, "parent": np.int64}
+                   "inter": np.bool_, "func": np.int64, "call": np.int64, "parent": np.int64, "site": np.int64}
 
 
 def creation_rows(rank_calls):
@@ -33,7 +33,7 @@ def creation_rows(rank_calls):
     return {"comm": records["comm"][parts], "rank": np.full(len(parts), rank_calls.rank),
             "comm_rank": records["tag"][parts], "size": records["bytes"][parts],
             "inter": records["peer"][parts] >= 0, "func": func[parts], "call": call,
-            "parent": records["comm"][first]}
+            "parent": records["comm"][first], "site": records["site"][first]}
 
 
 def concat(tables):
@@ -101,7 +101,7 @@ class Communicators:
         """The communicators table (schema.COMMUNICATOR_COLUMNS): world, then each created one."""
         rows = {"id": [WORLD_ID], "name": ["world"], "size": [self.world_size],
                 "members": [member_text(np.arange(self.world_size))], "function": ["MPI_Init"],
-                "call": [0], "parent": [""]}
+                "call": [0], "parent": [""], "creator": [-1], "creator_site": [0]}
         for at, comm_id in enumerate(self.ids):
             lo, n = self._first[at], self._counts[at]
             r = self._rows
@@ -115,6 +115,10 @@ class Communicators:
             rows["function"].append(mf.BY_ID[func].name if func in mf.BY_ID else str(func))
             # The creating call of the member with rank 0 in the new communicator (rows are in comm-rank order).
             rows["call"].append(int(r["call"][lo]) if r["comm_rank"][lo] == 0 else -1)
+            # Its world rank and the shim's call-site id there: the report names the call site
+            # (callsites.stats.Sites.name_of), which needs every rank's sites.
+            rows["creator"].append(int(r["rank"][lo]) if r["comm_rank"][lo] == 0 else -1)
+            rows["creator_site"].append(int(r["site"][lo]) if r["comm_rank"][lo] == 0 else 0)
             rows["parent"].append(self.name(r["parent"][lo]))
         return {name: np.array(col, object if isinstance(col[0], str) else np.int64) for name, col in rows.items()}
 

@@ -1,0 +1,144 @@
+"""The call sites of the critical path: which call site each of its segments is time in.
+
+The path (critical_path table) is made on analysis rank 0; the calls and their sites are on the
+analysis rank owning each trace rank.  Rank 0 sends every analysis rank the segments of kind
+mpi and message (rank, start, end), each answers for the trace ranks it owns, and rank 0 puts
+the answers together.  A segment's call:
+
+- mpi: the longest call of its rank overlapping it (start < segment end, end > segment start;
+  a zero-length segment: the call holding its time).  A block of calls merged by
+  MPIGRAPH_THRESHOLD is named after its longest call (paths/threshold.py): the same call.
+- message: the call on its rank holding the segment's end (the call the message released; the
+  call ending there on a tie), as the calls table's on_path marks it (run_tables.mark_on_path).
+
+Compute segments, and segments whose call was not found, have call site 0.
+"""
+
+import numpy as np
+
+from mpigraph.metrics import run_tables
+from mpigraph.util.names import Labels
+
+KINDS = ("mpi", "message")
+
+
+def segment_sites(comm, path, linked, sites):
+    """On analysis rank 0: the call-site id of each of the path's segments (int64, 0: compute or
+    unknown); None elsewhere, and everywhere when there is no path.  Collective; the local steps
+    go through ``parallel.collectively`` (an error on one rank stops all of them), the bcast and
+    the reduce between them do not fail.
+
+    path: rank 0's critical_path table (None elsewhere or without a path); linked: this analysis
+    rank's ``Linked`` (its calls); sites: a callsites.stats.Sites (the run's ids)."""
+    from mpigraph.comm import parallel
+
+    asked = parallel.collectively(comm, lambda: asked_segments(path) if comm.rank == 0 else None)
+    asked = comm.bcast(asked, root=0) if comm.size > 1 else asked
+    if asked is None:
+        return None
+    found = parallel.collectively(comm, owned_sites, asked, linked, sites)
+    if comm.size > 1:
+        # Each segment is answered by one analysis rank (its trace rank's owner), 0 by the others.
+        found = comm.reduce(found, root=0)
+    if comm.rank != 0:
+        return None
+    out = np.zeros(len(path["kind"]), np.int64)
+    out[asked["index"]] = found
+    return out
+
+
+def asked_segments(path):
+    """The segments whose call is asked for (kind mpi or message): their index, rank, kind
+    (message or not), start and end; None without a path."""
+    if path is None:
+        return None
+    kind = np.asarray(path["kind"])
+    which = np.flatnonzero(np.isin(kind, KINDS))
+    return {"index": which, "rank": np.asarray(path["rank"], np.int64)[which], "message": kind[which] == "message",
+            "start": np.asarray(path["start"], np.int64)[which], "end": np.asarray(path["end"], np.int64)[which]}
+
+
+def owned_sites(asked, linked, sites):
+    """The call-site ids of the asked segments of the trace ranks this analysis rank owns, 0 for
+    the others'."""
+    found = np.zeros(len(asked["index"]), np.int64)
+    for rank in sorted(linked.calls):          # per owned trace rank
+        mine = np.flatnonzero(asked["rank"] == rank)
+        if len(mine):
+            found[mine] = _rank_sites(linked.calls[rank], sites, rank, {k: v[mine] for k, v in asked.items()})
+    return found
+
+
+def _rank_sites(calls, sites, rank, asked):
+    """The run's call-site ids of one trace rank's `asked` segments (0 where no call holds one)."""
+    starts, ends = np.asarray(calls.start_ns, np.int64), np.asarray(calls.end_ns, np.int64)
+    shim_ids = calls.records["site"][run_tables._call_records(calls, slice(None))]
+    if (np.diff(ends) < 0).any():        # threads overlapped the rank's calls: ordered by end
+        order = np.argsort(ends, kind="stable")
+        starts, ends, shim_ids = starts[order], ends[order], shim_ids[order]
+    call = np.where(asked["message"], _holding(starts, ends, asked["end"]),
+                    _longest_overlapping(starts, ends, asked["start"], asked["end"]))
+    ids = sites.run_ids(rank, shim_ids)
+    return np.where(call >= 0, ids[np.maximum(call, 0)] if len(ids) else 0, 0)
+
+
+def _holding(starts, ends, t):
+    """Index of the first call ending at or after t, when it started by t; -1 otherwise."""
+    first = np.searchsorted(ends, t, "left")
+    holds = first < len(starts)
+    holds[holds] = starts[first[holds]] <= t[holds]
+    return np.where(holds, first, -1)
+
+
+def _longest_overlapping(starts, ends, lo, hi):
+    """Index of the longest call overlapping [lo, hi] (the first among equals), else the call
+    holding hi, else -1.  The calls' ranges per segment are flattened into one array and sorted
+    by (segment, -duration): the first of each segment is its longest."""
+    first = np.searchsorted(ends, lo, "right")
+    last = np.searchsorted(starts, hi, "left")
+    count = np.maximum(last - first, 0)
+    out = _holding(starts, ends, hi)
+    if count.sum() == 0:
+        return out
+    segment = np.repeat(np.arange(len(lo)), count)
+    offsets = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+    call = np.repeat(first, count) + offsets
+    order = np.lexsort((call, -(ends[call] - starts[call]), segment))
+    segment, call = segment[order], call[order]
+    head = np.r_[True, segment[1:] != segment[:-1]]
+    out[segment[head]] = call[head]
+    return out
+
+
+def summary_line(path, top=5):
+    """"  call sites on the path: MPI_Allreduce at solver.c:212 46.2%, ..." from a critical_path
+    table with its callsite and callsite_name columns: the share of the path's time in each call
+    site's calls (its mpi and message segments); None when no segment has a known site."""
+    duration = np.asarray(path["duration"], np.int64)
+    total = int(duration.sum())
+    known = np.asarray(path["callsite"]) > 0
+    if total <= 0 or not known.any():
+        return None
+    name = path["callsite_name"]
+    name = np.asarray(name.names, object)[name.codes] if isinstance(name, Labels) else np.asarray(name, object)
+    names, at = np.unique(name[known].astype(str), return_inverse=True)
+    time = np.bincount(at.reshape(-1), duration[known], len(names))
+    order = np.lexsort((names, -time))[:top]
+    return "  call sites on the path: " + ", ".join("%s %.1f%%" % (names[i], 100.0 * time[i] / total) for i in order)
+
+
+def with_sites(path, site_ids, sites):
+    """The critical_path table with its callsite and callsite_name columns (the segment's
+    function at its site; empty for site 0), the names made once per (site, function) pair."""
+    function = path["function"]
+    if isinstance(function, Labels):
+        codes, names = np.asarray(function.codes, np.int64), np.asarray(function.names, object)
+    else:
+        names, codes = np.unique(np.asarray(function, object).astype(str), return_inverse=True)
+    pair, row = np.unique(site_ids * len(names) + codes.reshape(-1), return_inverse=True)
+    site, func = pair // max(len(names), 1), pair % max(len(names), 1)
+    pair_names = np.where(site > 0, sites.names(site, names[func] if len(names) else []), "")
+    out = dict(path)
+    out["callsite"] = np.asarray(site_ids, np.int64)
+    out["callsite_name"] = Labels(row.reshape(-1), np.asarray(pair_names, object))
+    return out

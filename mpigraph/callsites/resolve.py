@@ -1,0 +1,151 @@
+"""Addresses in an ELF object to function, source file and line.
+
+pyelftools reads the object's symbols (.symtab, else .dynsym) and DWARF line tables, as
+addr2line does.  A program built without -g has no line table: the function alone.  The
+address looked up is the return address minus one: the call instruction itself, so a call
+that ends its function or its line is not taken for the next one.
+"""
+
+import functools
+import os
+
+import numpy as np
+
+try:
+    from elftools.elf.elffile import ELFFile
+except ImportError:     # a declared dependency; an environment without it names no call site
+    ELFFile = None
+
+
+class ObjectIndex:
+    """One ELF object's load segments and function symbols, sorted by address, and the line rows
+    of its compile units as they are asked for."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.segments = np.zeros((0, 3), np.int64)     # p_offset, p_filesz, p_vaddr
+        self.sym_lo = np.zeros(0, np.int64)
+        self.sym_hi = np.zeros(0, np.int64)
+        self.sym_names = []
+        self._units = {}        # compile-unit offset (None: every unit) -> its line rows
+        if ELFFile is None:
+            return
+        try:
+            with open(path, "rb") as f:
+                elf = ELFFile(f)
+                self._read_segments(elf)
+                self._read_symbols(elf)
+        except Exception:   # unreadable, not ELF, or DWARF pyelftools cannot parse: names nothing, and
+            pass            # the run's other call sites are still named
+
+    def _read_segments(self, elf):
+        rows = [(s["p_offset"], s["p_filesz"], s["p_vaddr"]) for s in elf.iter_segments() if s["p_type"] == "PT_LOAD"]
+        self.segments = np.array(rows, np.int64).reshape(-1, 3)
+
+    def _read_symbols(self, elf):
+        table = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
+        if table is None:
+            return
+        rows = [(s["st_value"], s["st_size"], s.name) for s in table.iter_symbols()
+                if s["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC") and s["st_value"]]
+        rows.sort()
+        self.sym_lo = np.array([r[0] for r in rows], np.int64)
+        self.sym_hi = np.array([r[0] + max(r[1], 1) for r in rows], np.int64)
+        self.sym_names = [r[2] for r in rows]
+
+    def _unit_rows(self, vaddr):
+        """(addresses, lines, files) of the line rows of the compile unit holding vaddr, read at
+        the first ask: .debug_aranges names the unit, so a big program's DWARF is not parsed
+        whole for a few call sites; where it names none (no aranges: clang's default), every
+        unit's rows, read once."""
+        with open(self.path, "rb") as f:
+            elf = ELFFile(f)
+            if not elf.has_dwarf_info():
+                return _NO_ROWS
+            dwarf = elf.get_dwarf_info()
+            aranges = dwarf.get_aranges()
+            offset = aranges.cu_offset_at_addr(vaddr) if aranges is not None else None
+            if offset not in self._units:
+                units = [dwarf.get_CU_at(offset)] if offset is not None else dwarf.iter_CUs()
+                self._units[offset] = _line_rows(dwarf, units)
+            return self._units[offset]
+
+    def vaddr(self, file_offset: int):
+        """The object's virtual address of a file offset (its PT_LOAD segment's), or None."""
+        for p_offset, p_filesz, p_vaddr in self.segments:
+            if p_offset <= file_offset < p_offset + max(p_filesz, 1):
+                return int(file_offset - p_offset + p_vaddr)
+        return None
+
+    def function(self, vaddr: int) -> str:
+        i = int(np.searchsorted(self.sym_lo, vaddr, side="right")) - 1
+        return self.sym_names[i] if i >= 0 and vaddr < self.sym_hi[i] else ""
+
+    def line(self, vaddr: int):
+        """(file, line) of the line row covering vaddr; ("", 0) where there is none."""
+        if ELFFile is None:
+            return "", 0
+        try:
+            addr, line, names = self._unit_rows(vaddr)
+        except Exception:   # DWARF pyelftools cannot parse: the function names the site
+            return "", 0
+        i = int(np.searchsorted(addr, vaddr, side="right")) - 1
+        if i < 0 or line[i] == 0:
+            return "", 0
+        return names[i], int(line[i])
+
+
+_NO_ROWS = (np.zeros(0, np.int64), np.zeros(0, np.int64), [])
+
+
+def _line_rows(dwarf, units):
+    """(addresses, lines, files) of the line programs of `units`, sorted by address; line 0
+    marks an end of sequence (no line until the next row)."""
+    addr, name, line, end = [], [], [], []
+    for cu in units:
+        program = dwarf.line_program_for_CU(cu)
+        if program is None:
+            continue
+        names = _file_names(program)
+        base = 0 if program.header["version"] >= 5 else 1   # DWARF 5 numbers files from 0
+        for entry in program.get_entries():
+            state = entry.state
+            if state is None:
+                continue
+            addr.append(state.address)
+            i = state.file - base
+            name.append(names[i] if 0 <= i < len(names) else "")
+            line.append(0 if state.end_sequence else state.line)
+            end.append(state.end_sequence)
+    # At one address an end of sequence comes before the row that starts the next one.
+    order = np.lexsort((~np.array(end, bool), np.array(addr, np.int64)))
+    return np.array(addr, np.int64)[order], np.array(line, np.int64)[order], [name[i] for i in order]
+
+
+def _file_names(program):
+    dirs = [d.decode(errors="replace") if isinstance(d, bytes) else str(d)
+            for d in program.header.get("include_directory", [])]
+    out = []
+    for entry in program.header.get("file_entry", []):
+        n = entry.name.decode(errors="replace") if isinstance(entry.name, bytes) else str(entry.name)
+        d = entry.dir_index
+        version5 = program.header["version"] >= 5
+        folder = dirs[d] if version5 and d < len(dirs) else (dirs[d - 1] if 0 < d <= len(dirs) else "")
+        out.append(n if os.path.isabs(n) or not folder else os.path.join(folder, n))
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def object_index(path: str) -> ObjectIndex:
+    return ObjectIndex(path)
+
+
+def locate(path: str, file_offset: int):
+    """(function, file, line) of the call whose return address is at file_offset in path."""
+    index = object_index(path)
+    vaddr = index.vaddr(int(file_offset))
+    if vaddr is None:
+        return "", "", 0
+    vaddr -= 1
+    file, line = index.line(vaddr)
+    return index.function(vaddr), file, line

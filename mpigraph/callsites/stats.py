@@ -1,0 +1,329 @@
+"""A run's call sites: numbered, named, and their calls summed (mpiP's call-site statistics).
+
+A call site is a call instruction of the program (its return address, as an object and an
+offset: the same on every rank, whatever address the object was loaded at), with its callers
+when MPIGRAPH_CALLSITE_DEPTH > 1.  ``Sites`` reads the sites of an analysis rank's trace ranks
+before the calls pass, the analysis ranks share them, and they are numbered from 1 in the order
+of (object, file, line, function, offset), so the ids depend on the program alone, not on how
+the calls are cut into blocks or analysis ranks; 0 is a call whose site is unknown (a rank that
+wrote no .sites file).  Each analysis rank's ``Accumulator`` relabels the blocks of its part of
+the calls table as it writes them (report.datasets: the callsite column holds the run's ids)
+and sums per call site, MPI function and trace rank; ``combined`` adds the analysis ranks' sums
+on analysis rank 0 (a row per (site, function, trace rank): small), which makes the table:
+
+    count = sum of calls, time = sum of (end - start), wait = sum of (wait_before + wait_after),
+    bytes = sum of bytes, path_time = sum of (end - start) over the calls on the critical path,
+    time_cov = std / mean over the ranks that called it of each rank's time there (mpiP's COV;
+    0 for one rank): from the per-trace-rank time sums t_r, sqrt(mean((t_r - mean t)^2)) / mean t.
+
+A call site calls one MPI function; the table has a row per (call site, MPI function), so the
+unknown site 0 has a row per function.
+"""
+
+import os
+
+import numpy as np
+
+from mpigraph.callsites import files, resolve
+from mpigraph.trace import functions as mf
+
+UNKNOWN = ("", "", "", 0, "")     # object, caller, file, line, stack of a site nothing is known of
+N_SHIM_IDS = 1 << 16          # the record's site field is 16 bits
+
+
+class Sites:
+    """Each rank's shim site ids -> call-site ids (lut[rank], 0: unknown); places[id] = (object,
+    caller, file, line, stack): stack names the callers (MPIGRAPH_CALLSITE_DEPTH > 1), innermost
+    first."""
+
+    def __init__(self, raw_dir: str, ranks):
+        """`ranks`: the trace ranks whose sites to read (an analysis rank's own); ``share`` numbers
+        them together with the other analysis ranks'."""
+        self._found = {}        # (object, offset, stack) -> (object, caller, file, line, stack)
+        self._shim_keys = {}    # rank -> (shim ids, their keys)
+        for rank in ranks:
+            self._shim_keys[rank] = self._read_rank(raw_dir, rank, self._found)
+        self._number()
+
+    def share(self, comm) -> "Sites":
+        """Number every analysis rank's sites together (collective over comm): each analysis
+        rank's ids are then the run's, the same for every number of analysis ranks."""
+        if comm.size > 1:
+            # A few dozen sites per rank, mostly the same on every rank: small enough to send whole.
+            for other in comm.allgather(self._found):
+                self._found.update(other)
+            self._number()
+            parts = comm.allgather(self._pairs)
+            self._pairs = tuple(np.concatenate([p[i] for p in parts]) for i in range(2))
+            order = np.argsort(self._pairs[0], kind="stable")
+            self._pairs = (self._pairs[0][order], self._pairs[1][order])
+        return self
+
+    def any_rank_ids(self, ranks, shim_ids) -> np.ndarray:
+        """The run's ids of (trace rank, shim id) pairs of any rank (after ``share``; 0 unknown):
+        for the few calls rank 0 names of ranks it does not own (the communicators' creators)."""
+        key = np.asarray(ranks, np.int64) * N_SHIM_IDS + np.asarray(shim_ids, np.int64)
+        keys, ids = self._pairs
+        if not len(keys):
+            return np.zeros(len(key), np.int64)
+        at = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
+        return np.where(keys[at] == key, ids[at], 0)
+
+    def _number(self):
+        found = self._found
+        keys = sorted(found, key=lambda k: (found[k][0], found[k][2], found[k][3], found[k][1], k[1], k[2]))
+        number = {k: i + 1 for i, k in enumerate(keys)}
+        self.places = [UNKNOWN] + [found[k] for k in keys]
+        self.lut = {}
+        keys, ids_of = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        for rank, (ids, rank_keys) in self._shim_keys.items():
+            lut = np.zeros(N_SHIM_IDS, np.int64)
+            lut[ids] = [number[k] for k in rank_keys]
+            self.lut[rank] = lut
+            keys.append(rank * N_SHIM_IDS + np.asarray(ids, np.int64))
+            ids_of.append(lut[ids])
+        # (rank * N_SHIM_IDS + shim id, run id) of the sites read here, sorted: ``any_rank_ids``.
+        keys, ids_of = np.concatenate(keys), np.concatenate(ids_of)
+        order = np.argsort(keys, kind="stable")
+        self._pairs = (keys[order], ids_of[order])
+
+    def names(self, ids, functions) -> np.ndarray:
+        """site_name of each (call-site id, MPI function name) pair, as an object array."""
+        return np.array([site_name(f, self.places[i]) for i, f in zip(np.asarray(ids).tolist(), functions)], object)
+
+    def run_ids(self, rank: int, shim_ids) -> np.ndarray:
+        """The run's call-site ids of a trace rank's shim ids (0 where the rank wrote no sites)."""
+        lut = self.lut.get(int(rank))
+        return lut[np.asarray(shim_ids, np.int64)] if lut is not None else np.zeros(len(shim_ids), np.int64)
+
+    @staticmethod
+    def _read_rank(raw_dir, rank, found):
+        """(the rank's shim ids, their keys), resolving keys not yet in `found`."""
+        ids, addrs, callers = files.read_sites(raw_dir, rank)
+        if not len(ids):
+            return np.zeros(0, np.int64), []
+        load_map = files.read_maps(raw_dir, rank)
+        at, offset = load_map.locate(addrs)
+        keep, keys = [], []
+        for i in range(len(ids)):       # per site: a rank has a few dozen
+            if at[i] < 0:
+                continue
+            path = load_map.paths[at[i]]
+            stack = " < ".join(_frame_name(load_map, a) for a in callers[i])
+            key = (path, int(offset[i]), stack)
+            if key not in found:
+                found[key] = (path,) + _where(path, int(offset[i])) + (stack,)
+            keep.append(int(ids[i]))
+            keys.append(key)
+        return np.array(keep, np.int64), keys
+
+
+def _where(path, offset):
+    """(caller, file, line) of a return address at offset in path; the object and offset name
+    a caller without a symbol."""
+    caller, file, line = resolve.locate(path, offset)
+    if not caller and not line:
+        caller = "%s+0x%x" % (os.path.basename(path), offset)
+    return caller, file, line
+
+
+def _frame_name(load_map, addr):
+    """A caller's frame in a stack: "file.c:40" with debug information, else its function."""
+    at, offset = load_map.locate([addr])
+    if at[0] < 0:
+        return "0x%x" % addr
+    caller, file, line = _where(load_map.paths[at[0]], int(offset[0]))
+    return "%s:%d" % (os.path.basename(file), line) if line else caller
+
+
+def site_name(function: str, place) -> str:
+    """"MPI_Allreduce at solver.c:212", "MPI_Send in exchange" (no -g), "MPI_Send at an unknown site"."""
+    path, caller, file, line, stack = place
+    via = " < " + stack if stack else ""
+    if line:
+        return "%s at %s:%d%s" % (function, os.path.basename(file), line, via)
+    if caller:
+        return "%s in %s%s" % (function, caller, via)
+    return "%s at an unknown site" % function
+
+
+class Accumulator:
+    """Relabels calls-table blocks with the run's call-site ids and sums their calls."""
+
+    _SUMS = ("count", "time", "wait", "bytes", "path_time")
+
+    def __init__(self, sites: Sites, n_ranks: int):
+        self.sites, self.n_ranks = sites, n_ranks
+        self.n_functions = len(mf.names_array())
+        self._parts = []        # per block: (keys = (callsite * n_functions + function) * n_ranks + rank, sums)
+
+    def add(self, block: dict) -> dict:
+        """Sets block["callsite"] (the shim's ids in, the run's out) and sums it; returns block."""
+        rank = np.asarray(block["rank"], np.int64)
+        func = np.asarray(block["function"].codes if hasattr(block["function"], "codes") else block["function"],
+                          np.int64)
+        ids = np.zeros(len(rank), np.int64)
+        local = np.asarray(block["callsite"], np.int64)
+        for r in np.unique(rank):       # per rank
+            mine = rank == r
+            ids[mine] = self.sites.run_ids(r, local[mine])
+        block["callsite"] = ids
+        self._sum(block, (ids * self.n_functions + func) * self.n_ranks + rank)
+        return block
+
+    def _sum(self, block, keys):
+        duration = np.asarray(block["end"], np.int64) - np.asarray(block["start"], np.int64)
+        values = {"count": np.asarray(block["calls"], np.int64), "time": duration,
+                  "wait": np.asarray(block["wait_before"], np.int64) + np.asarray(block["wait_after"], np.int64),
+                  "bytes": np.asarray(block["bytes"], np.int64),
+                  "path_time": np.where(np.asarray(block["on_path"], bool), duration, 0)}
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        self._parts.append((uniq, {n: np.bincount(inverse, v, len(uniq)).astype(np.int64) for n, v in values.items()}))
+
+    def per_rank(self):
+        """(keys, {name: int64 sums}) over every block added, one entry per (call site, function, rank)."""
+        if not self._parts:
+            return np.zeros(0, np.int64), {n: np.zeros(0, np.int64) for n in self._SUMS}
+        keys = np.concatenate([k for k, _ in self._parts])
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        sums = {n: np.bincount(inverse, np.concatenate([s[n] for _, s in self._parts]), len(uniq)).astype(np.int64)
+                for n in self._SUMS}
+        return uniq, sums
+
+    def table(self) -> dict:
+        """The callsites table (schema.CALLSITE_COLUMNS), rows by time, longest first."""
+        keys, sums = self.per_rank()
+        pair_of_key = keys // self.n_ranks
+        pairs, row = np.unique(pair_of_key, return_inverse=True)
+        row = row.reshape(-1)
+        n = len(pairs)
+        out = {name: np.bincount(row, sums[name], n).astype(np.int64) for name in self._SUMS}
+        out["ranks"] = np.bincount(row, None, n).astype(np.int64)
+        out["time_cov"] = _cov(row, sums["time"], n)
+        ids = pairs // self.n_functions
+        out["callsite"] = ids
+        out["function"] = np.asarray(mf.names_array(), object)[pairs % self.n_functions]
+        places = [self.sites.places[i] for i in ids.tolist()]       # per call site
+        out["caller"] = np.array([p[1] for p in places], object)
+        out["file"] = np.array([p[2] for p in places], object)
+        out["line"] = np.array([p[3] for p in places], np.int64)
+        out["object"] = np.array([p[0] for p in places], object)
+        out["stack"] = np.array([p[4] for p in places], object)
+        out["name"] = self.sites.names(ids, out["function"])
+        order = np.lexsort((pairs, -out["time"]))
+        return {k: np.asarray(v)[order] for k, v in out.items()}
+
+
+    def combined(self, comm):
+        """The callsites table of the whole run on analysis rank 0 (None elsewhere): each analysis
+        rank's sums per (call site, function, trace rank), from the calls it owns, gathered and
+        summed there.  Collective.  The keys of different analysis ranks never meet (each trace
+        rank has one owner), and the table is made from the per-trace-rank sums alone (the COV
+        too), so it is the same for every number of analysis ranks."""
+        parts = comm.gather(self.per_rank(), root=0) if comm.size > 1 else [self.per_rank()]
+        if comm.rank != 0:
+            return None
+        whole = Accumulator(self.sites, self.n_ranks)
+        whole._parts = [(keys, sums) for keys, sums in parts if len(keys)]
+        return whole.table()
+
+
+def with_creating_sites(communicators, sites) -> dict:
+    """The communicators table (traffic.communicators) with the call site of each communicator's
+    creating call (that of its rank 0: its creator and creator_site columns, the shim's id):
+    callsite and callsite_name; 0 and "" for world and where unknown."""
+    out = {k: v for k, v in communicators.items() if k not in ("creator", "creator_site")}
+    creator = np.asarray(communicators["creator"], np.int64)
+    known = creator >= 0
+    ids = np.zeros(len(creator), np.int64)
+    ids[known] = sites.any_rank_ids(creator[known], np.asarray(communicators["creator_site"], np.int64)[known])
+    out["callsite"] = ids
+    out["callsite_name"] = np.where(ids > 0, sites.names(ids, communicators["function"]), "").astype(object)
+    return out
+
+
+def waitstate_sums(linked, sites: Sites):
+    """This analysis rank's wait-state sums per (call site, function, kind) of the trace ranks it
+    owns: (keys = (site * n_functions + function) * n_states + kind, calls, time), as
+    metrics.run_tables.waitstate_rows counts them per rank (a point-to-point call whose wait is
+    charged to both kinds counts under each, with its part)."""
+    from mpigraph.metrics import run_tables, waits
+
+    n_functions, n_states = len(mf.names_array()), len(waits.WAIT_STATES)
+    keys, times = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for rank, calls in sorted(linked.calls.items()):        # per owned trace rank
+        kind, time = waits.charged_states(linked.waits[rank])
+        has = kind >= 0
+        site = sites.run_ids(rank, calls.records["site"][run_tables._call_records(calls, slice(None))])
+        func = np.tile(np.asarray(calls.func, np.int64), 2)[has]
+        keys.append((np.tile(site, 2)[has] * n_functions + func) * n_states + kind[has])
+        times.append(np.asarray(time, np.int64)[has])
+    return _summed(np.concatenate(keys), np.concatenate(times))
+
+
+def _summed(keys, time):
+    """(unique keys, calls per key, summed time per key)."""
+    uniq, inverse, count = np.unique(keys, return_inverse=True, return_counts=True)
+    return uniq, count.astype(np.int64), np.bincount(inverse.reshape(-1), time, len(uniq)).astype(np.int64)
+
+
+def combined_waitstates(comm, sums, sites: Sites):
+    """The callsite_waitstates table (schema.CALLSITE_WAITSTATE_COLUMNS) on analysis rank 0 from
+    every analysis rank's ``waitstate_sums`` (None elsewhere): the wait-state table's per-call-site
+    twin, rows by time, longest first.  Collective."""
+    from mpigraph.metrics import waits
+
+    parts = comm.gather(sums, root=0) if comm.size > 1 else [sums]
+    if comm.rank != 0:
+        return None
+    uniq, inverse = np.unique(np.concatenate([p[0] for p in parts]), return_inverse=True)
+    inverse = inverse.reshape(-1)
+    calls = np.bincount(inverse, np.concatenate([p[1] for p in parts]), len(uniq)).astype(np.int64)
+    time = np.bincount(inverse, np.concatenate([p[2] for p in parts]), len(uniq)).astype(np.int64)
+    n_functions, n_states = len(mf.names_array()), len(waits.WAIT_STATES)
+    site, func, kind = uniq // n_states // n_functions, uniq // n_states % n_functions, uniq % n_states
+    function = np.asarray(mf.names_array(), object)[func]
+    order = np.lexsort((uniq, -time))
+    out = {"callsite": site, "name": sites.names(site, function), "function": function,
+           "kind": np.asarray(waits.WAIT_STATES, object)[kind], "calls": calls, "time": time}
+    return {k: np.asarray(v)[order] for k, v in out.items()}
+
+
+def _cov(site, time, n):
+    """Per call site: population std / mean of its ranks' times (0 where the mean is 0)."""
+    count = np.bincount(site, None, n)
+    mean = np.bincount(site, time, n) / np.maximum(count, 1)
+    var = np.bincount(site, (time - mean[site]) ** 2, n) / np.maximum(count, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(mean > 0, np.sqrt(var) / np.where(mean > 0, mean, 1), 0.0)
+
+
+def summary_lines(table: dict, limit: int = 10) -> list:
+    """The summary's call-site section: the longest call sites and those on the critical path."""
+    # The phase API's marks (kind region) are no MPI calls: phases.csv shows them.
+    marks = [f.name for f in mf.BY_NAME.values() if f.kind == mf.REGION]
+    rows = np.flatnonzero(~np.isin(np.asarray(table["function"], object), marks))
+    if not len(rows):
+        return []
+    lines = ["", "Call sites (callsites.csv), by time:"]
+    for i in rows[:limit]:
+        lines.append("  %3d  %-50s %8d calls %12.6f s  wait %12.6f s  COV %.2f"
+                     % (table["callsite"][i], table["name"][i], table["count"][i], table["time"][i] / 1e9,
+                        table["wait"][i] / 1e9, table["time_cov"][i]))
+    on_path = rows[table["path_time"][rows] > 0]
+    if len(on_path):
+        on_path = on_path[np.argsort(-table["path_time"][on_path], kind="stable")][:limit]
+        lines.append("Call sites on the critical path (time of their calls on it):")
+        lines += ["  %3d  %-50s %12.6f s" % (table["callsite"][i], table["name"][i], table["path_time"][i] / 1e9)
+                  for i in on_path]
+    return lines
+
+
+def tracker(info, ranks=None) -> Accumulator:
+    """An Accumulator of an analysis rank (info: trace.RunInfo; `ranks`: the trace ranks it owns,
+    default all), their sites read beside the raw logs; call ``sites.share(comm)`` before its part
+    of the calls table passes through it (report.datasets), ``combined`` sums the parts."""
+    ranks = range(info.world_size) if ranks is None else ranks
+    return Accumulator(Sites(os.path.join(info.run_dir, "raw"), ranks), info.world_size)
