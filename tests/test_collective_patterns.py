@@ -118,8 +118,9 @@ def traced(run_dir, function):
     return out
 
 
-def expected_waits(mode, times):
-    """Each member's wait by the pattern's rule, from the program's clock (ns, unclamped)."""
+def expected_waits(mode, times, clamp=True):
+    """Each member's wait by the pattern's rule, from the program's clock (ns; clamp=False: how
+    long after the rank it waits for a member came, negative)."""
     call = times["call"]
     expect = np.zeros_like(call)
     function, late, root = MODES[mode][:3]
@@ -140,7 +141,7 @@ def expected_waits(mode, times):
             expect[:, i] = call[:, i + 1:].max(axis=1) - call[:, i]
     else:       # the Wait of each rank waits for the last MPI_Iallreduce
         expect = call.max(axis=1, keepdims=True) - times["wait"]
-    return np.maximum(expect, 0)
+    return np.maximum(expect, 0) if clamp else expect
 
 
 def delay(mode):
@@ -155,8 +156,14 @@ def test_each_member_waits_for_whom_its_pattern_says(run):
     duration = t["end_ns"] - t["start_ns"]
     want = np.minimum(expected_waits(mode, times), duration)
     # The members the pattern lets go without waiting: nothing at all (a barrier's rule
-    # gave the early ones max start - start: the late rank's lead over them).
-    assert (t["wait_before_ns"][:, zero] == 0).all(), t["wait_before_ns"]
+    # gave the early ones max start - start: the late rank's lead over them).  That is, the
+    # members that wait for nobody, and those that came clearly after the ranks they wait for
+    # (by the program's clock: a loaded machine now and then holds another rank back longer
+    # than the designed delay, and then the late rank rightly waits for it).
+    lead = expected_waits(mode, times, clamp=False)[:, zero]
+    sure = (lead == 0) | (lead <= -TOLERANCE * delay(mode))
+    assert np.mean(sure) >= 0.7, lead
+    assert (t["wait_before_ns"][:, zero][sure] == 0).all(), t["wait_before_ns"]
     # The waiting members: the rank they wait for really came late by about the delay ...
     if waiting:
         assert np.median(want[:, waiting]) >= delay(mode) / 2, want
@@ -178,7 +185,13 @@ def test_a_nonblocking_collective_is_all_execution_and_an_instance(run):
     inst = pq.read_table(run_dir / "collectives.parquet").to_pydict()
     mine = [i for i, f in enumerate(inst["function"]) if f == "MPI_Iallreduce"]
     assert len(mine) == ITERATIONS and all(inst["members"][i] == RANKS for i in mine)
-    assert all(inst["last_rank"][i] == MODES[mode][1] for i in mine), inst["last_rank"]
+    # The last rank is the one the program's clock says came last where it came clearly last;
+    # the designed late rank at most instances.
+    last = np.array([inst["last_rank"][i] for i in mine])
+    order = np.sort(times["call"], axis=1)
+    clear = order[:, -1] - order[:, -2] > TOLERANCE * delay(mode)
+    assert (last[clear] == times["call"].argmax(axis=1)[clear]).all(), (last, times["call"])
+    assert np.mean(last == MODES[mode][1]) >= 0.7, last
     # An instance's wait is its members' waits, charged to their Waits.
     waits = traced(run_dir, "MPI_Wait")["wait_before_ns"].sum(axis=1)
     assert [inst["wait_total_ns"][i] for i in mine] == waits.tolist()

@@ -155,12 +155,15 @@ def test_abort_names_the_rank_and_its_error_code(wheel, tmp_path):
     counts = mpi_env.read_functions_csv(out / "functions.csv")
     assert counts["MPI_Abort"] == 1
     # Rank 1 may be shown in its MPI_Abort (killed inside it), with the code as its tag; the ranks
-    # the abort took down each in its receive from rank 1, when they were still alive to show it.
+    # the abort took down each in its receive from rank 1, when they were still alive to show it,
+    # or still in the barrier before it (rank 1 left the barrier and aborted before they returned
+    # from it: a descheduled rank).
     for row in read_inflight_csv(out) if (out / inflight.CSV_NAME).exists() else []:
         if row["rank"] == "1":
             assert (row["function"], row["tag"]) == ("MPI_Abort", "7"), row
         else:
-            assert (row["function"], row["peer"], row["tag"]) == ("MPI_Recv", "1", "5"), row
+            assert (row["function"], row["peer"], row["tag"]) in (("MPI_Recv", "1", "5"),
+                                                                   ("MPI_Barrier", "-1", "-1")), row
 
 
 def test_deadlock_through_a_barrier(wheel, tmp_path):
