@@ -156,3 +156,24 @@ def test_cli_bad_value_is_a_user_error(halo, tmp_path, capsys, bad):
     assert cli.main(["whatif", run_dir, "--overhead=" + bad, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "--overhead" in err and "auto, none" in err
+
+
+def test_same_files_on_two_analysis_ranks(halo, tmp_path):
+    """`mpiexec -n 2 mpigraph whatif --overhead auto`: analysis rank 0 estimates and takes off the
+    cost, the pieces are solved on both ranks: the same files, byte for byte, as on one."""
+    import filecmp
+    import os
+
+    import mpi_env
+
+    run_dir, _ = halo
+    outs = []
+    for k in (1, 2):
+        out = tmp_path / ("K%d" % k)
+        done = mpi_env.mpigraph(["whatif", run_dir, "--out", out, "--overhead", "auto"], nprocs=k)
+        assert done.returncode == 0, done.stderr
+        outs.append(out)
+    names = sorted(os.listdir(outs[0]))
+    match, mismatch, errors = filecmp.cmpfiles(outs[0], outs[1], names, shallow=False)
+    assert not mismatch and not errors, (mismatch, errors)
+    assert "%d ns per call (auto" % GAP_NS in (outs[1] / "whatif.txt").read_text()
