@@ -25,6 +25,10 @@ For each test program of tests/whatif_programs (compiled here with mpicc):
    measures are printed side by side (they agree to microseconds).  The difference from the
    traced runs is what recording costs the program;
 4. RRMSE = RMSE(predicted, mean measured per dL) / mean(measured), as the paper's Table I.
+   The untraced runs are compared twice: with whatif's T as traced (--overhead none) and with
+   the recording's cost per call estimated from the trace and taken off every compute edge
+   (--overhead auto, mpigraph/whatif/overhead.py): the traced run's T(0) includes the shim's
+   cost per call, an untraced run does not.
 
 Per program and way it prints T(0) of the traced run (its trace and the program's stamps)
 against the measured runs at dL = 0 (mean, sd, min): a difference there is the same at every dL (the
@@ -71,6 +75,8 @@ CASES = {
 # for the "network" leaves its core to the others (spinning ranks were descheduled for
 # milliseconds: 3 of 6 runs of the ping-pong took up to 14 times as long).
 ENV = {"MPIR_CVAR_CH4_PROGRESS_THROTTLE": "0", "WHATIF_YIELD": "1"}
+# the untraced runs compared with whatif --overhead auto (the recording's cost per call taken off)
+AUTO = "untraced, overhead auto"
 # MPIGRAPH_LOG_HELPER for the traced runs (--log-helper; None: the shim's default, auto)
 LOG_HELPER = None
 
@@ -171,6 +177,10 @@ def validate(name, exe, base_ns, runs, out_dir, work, trace_tries=1, measure="un
                                                            "source": "injector base %d ns" % base_ns},
                     out=os.path.join(out_dir, name) if out_dir else None)
     pieces = result.pieces
+    # the same trace with the recording's cost per call taken off: what an untraced run should take
+    auto = whatif(traced, latency=(0.0, 100e-6), loggps={"L0_ns": float(base_ns), "o_ns": 0.0,
+                                                         "source": "injector base %d ns" % base_ns},
+                  out=os.path.join(out_dir, name + "-overhead-auto") if out_dir else None, overhead="auto")
     modes = ("traced", "untraced") if measure == "both" else (measure,)
     measured = {mode: {dl: [] for dl in DL_US} for mode in modes}
     run_dir = os.path.join(work, name + "-run")
@@ -184,10 +194,15 @@ def validate(name, exe, base_ns, runs, out_dir, work, trace_tries=1, measure="un
                 else:
                     measured[mode][dl].append(untraced_run(exe, args, dl * 1000, base_ns))
     predicted = np.array([_t_at(pieces, x) for x in np.array(DL_US) * 1e-6])
+    predicted_auto = np.array([_t_at(auto.pieces, x) for x in np.array(DL_US) * 1e-6])
     print("\n%s %s: lambda_L by construction %s" % (name, " ".join(args), expect))
     print("  whatif: T(0) = %.6f s, lambda_L %s on 0..100 us (pieces at %s us)"
           % (result.T0_s, "/".join("%g" % p["lambda_L"] for p in pieces),
              ", ".join("%.2f" % (p["dL_from_s"] * 1e6) for p in pieces)))
+    print("  whatif --overhead auto: %.0f ns per call taken off every compute edge; T(0) = %.6f s (%+.1f us, %d "
+          "compute edges on the critical path), lambda_L %s"
+          % (auto.overhead_ns, auto.T0_s, (auto.T0_s - auto.T0_traced_s) * 1e6, auto.path_compute_edges,
+             "/".join("%g" % p["lambda_L"] for p in auto.pieces)))
     t_trace, t_stamps, first, helpers = best
     print("  traced run at dL = 0: T %.3f ms from its trace, %.3f ms from the program's stamps; its first message "
           "received %.3f ms after the start (MPI's first exchange, inside T); the shim's log helper ran on %d of 2 "
@@ -195,6 +210,8 @@ def validate(name, exe, base_ns, runs, out_dir, work, trace_tries=1, measure="un
     out = {}
     for mode in modes:
         out[mode] = _compare(measured[mode], predicted, t_trace, mode, bound)
+        if mode == "untraced":          # the same runs against the prediction without the recording's cost
+            out[AUTO] = _compare(measured[mode], predicted_auto, auto.T0_s, AUTO, bound)
         if out_dir:
             with open(os.path.join(out_dir, "measured_%s_%s.csv" % (name, mode)), "w", newline="") as f:
                 w = csv.writer(f)
@@ -207,7 +224,8 @@ def validate(name, exe, base_ns, runs, out_dir, work, trace_tries=1, measure="un
 
 def _compare(measured, predicted, t_trace, mode, bound):
     """Print the measured runs of one mode against the prediction; (RRMSE of means, medians,
-    minima, (T(0) traced, mean measured at dL = 0))."""
+    minima, (T(0) predicted, mean measured at dL = 0)).  mode AUTO: the untraced runs against
+    whatif --overhead auto, whose T(0) is t_trace here."""
     mean = np.array([np.mean(measured[dl]) for dl in DL_US])
     median = np.array([np.median(measured[dl]) for dl in DL_US])
     least = np.array([np.min(measured[dl]) for dl in DL_US])
@@ -217,9 +235,11 @@ def _compare(measured, predicted, t_trace, mode, bound):
         return float(np.sqrt(np.mean((predicted - ref) ** 2)) / np.mean(ref))
 
     m0, s0 = mean[0], sd[0]
-    print("  runs %s (T from %s): at dL = 0 mean %.3f ms, sd %.3f, min %.3f (%d runs); T(0) traced - mean "
+    print("  runs %s (T from %s): at dL = 0 mean %.3f ms, sd %.3f, min %.3f (%d runs); T(0) %s - mean "
           "%+.3f ms = %+.1f%%%s" % (mode, "each run's trace" if mode == "traced" else "the program's stamps",
-                                    m0 * 1e3, s0 * 1e3, least[0] * 1e3, len(measured[0]), (t_trace - m0) * 1e3,
+                                    m0 * 1e3, s0 * 1e3, least[0] * 1e3, len(measured[0]),
+                                    "predicted, overhead taken off," if mode == AUTO else "traced",
+                                    (t_trace - m0) * 1e3,
                                     100 * (t_trace - m0) / m0, " = %+.1f sd" % ((t_trace - m0) / s0) if s0 > 0 else ""))
     print("  %8s %12s %10s %12s %12s %12s %8s" % ("dL us", "mean s", "sd s", "median s", "min s", "predicted s",
                                                   "err %"))
@@ -271,13 +291,13 @@ def main():
                    for name in args.programs.split(",")}
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    for mode in ("traced", "untraced"):
+    for mode in ("traced", "untraced", AUTO):
         got = {k: v[mode] for k, v in results.items() if mode in v}
         if got:
             print("\nruns %s: RRMSE (means / medians / minima): " % mode
                   + ", ".join("%s %.2f%% / %.2f%% / %.2f%%" % (k, 100 * v[0], 100 * v[1], 100 * v[2])
                               for k, v in got.items()))
-            print("runs %s: T(0) traced / mean measured at dL = 0: " % mode
+            print("runs %s: T(0) predicted / mean measured at dL = 0: " % mode
                   + ", ".join("%s %.3f / %.3f ms" % (k, 1e3 * v[3][0], 1e3 * v[3][1]) for k, v in got.items()))
     print("load average at end: %.2f %.2f %.2f; %.0f s" % (os.getloadavg() + (time.time() - started,)))
 

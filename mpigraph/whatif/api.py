@@ -14,8 +14,9 @@ import time
 
 import numpy as np
 
-from mpigraph.whatif.build import (COLLECTIVE_KINDS, LATE_RECEIVER, MESSAGE, WhatifError, build, default_params,
-                                   delivery_base, matched_run)
+from mpigraph.whatif import overhead as recording
+from mpigraph.whatif.build import (COLLECTIVE_KINDS, COMPUTE, LATE_RECEIVER, MESSAGE, WhatifError, build,
+                                   default_params, delivery_base, matched_run)
 from mpigraph.whatif.cuts import split_union
 from mpigraph.whatif.envelope import tolerance_from_pieces
 
@@ -42,6 +43,10 @@ class Result:
     files: list = dataclasses.field(default_factory=list)
     spread: tuple = (0, 0)       # (pieces, edges) this analysis rank solved
     records_read: int = 0        # trace records this analysis rank read (rank 0: all)
+    overhead_ns: float = 0.0     # the recording's cost per call taken off every compute edge (overhead.py)
+    overhead_source: str = "none"    # none, auto (estimated from the trace) or given
+    T0_traced_s: float = 0.0     # T at the reference with the compute edges as traced (= T0_s when none)
+    path_compute_edges: int = 0  # compute edges on the critical path at the reference
 
 
 def load_params(path):
@@ -75,7 +80,7 @@ def load_params(path):
 
 def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolerance=(1, 2, 5), params=None,
            loggps=None, collectives="recdoub", at=0.0, measured=None, out=None, clock="pingpong", comm=None,
-           meter=None):
+           meter=None, overhead="none"):
     """The what-if analysis of the run in run_dir (see the module doc and docs/whatif.md).
 
     latency: (lo, hi) of the latency axis in s (delta: added latency dL; loggps: L itself);
@@ -83,7 +88,9 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
     tolerance: degradations in %; params: a params.csv path; loggps: {o_ns, L0_ns, G0_ns,
     S_bytes} overrides; at: the reference point on the latency axis (delta: dL, default 0;
     loggps: default L0); measured: [(dL_s, T_s)] points for the plot; out: a directory for
-    the files (None: none written).
+    the files (None: none written); overhead: the tracing's cost per call to take off every
+    compute edge (overhead.py): "none" (default: T(0) is the traced run's), "auto" (estimated
+    from the trace) or a time per call in ns (a number, or a string such as "70ns").
 
     comm: the analysis ranks (an mpi4py communicator; default one, MPI.COMM_SELF), collective:
     analysis rank 0 builds the model graph, the pieces between its global synchronisation
@@ -101,12 +108,15 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
     if not os.path.isdir(run_dir):
         raise WhatifError("%s is not a directory: give a run directory (with raw/ logs)" % run_dir)
     lo, hi = (float(x) for x in latency)
+    overhead = recording.parse(overhead)         # a bad value fails here, before any work
     if lo >= hi or (model == "delta" and lo < 0):
         raise WhatifError("--latency %g:%g s: need 0 <= lo < hi (delta adds latency to the measured run)" % (lo, hi))
     with meter.stage("whatif graph"):          # trace, clock, match and the model graph: analysis rank 0
         graph, edges, edge_piece, net, ref_ns, base_ns, records = parallel.collectively(
-            comm, _graph if comm.Get_rank() == 0 else _nothing, run_dir, model, params, loggps, collectives, at, clock)
+            comm, _graph if comm.Get_rank() == 0 else _nothing, run_dir, model, params, loggps, collectives, at, clock,
+            overhead)
         net, ref_ns, base_ns, measured_ns = comm.bcast((net, ref_ns, base_ns, graph.measured_ns if graph else None))
+        taken = comm.bcast(graph.overhead if graph else None)
     with meter.stage("whatif spread"):         # the pieces to their ranks
         m = Spread(comm, edges, edge_piece)
         edges = edge_piece = None
@@ -114,6 +124,8 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
         G = 0.0 if model == "delta" else net.G0_ns
         result = _solve(m, comm, graph, model, (lo, hi), bandwidth, tolerance, net, ref_ns, base_ns, G)
         result.measured_s = measured_ns * NS
+        result.overhead_ns, result.overhead_source = taken.ns, taken.source
+        result.T0_traced_s = taken.T_traced_ns * NS if taken.ns > 0 else result.T0_s
     result.seconds = time.perf_counter() - started
     result.spread = (m.n_local, m.n_edges)
     result.records_read = records
@@ -139,9 +151,10 @@ def _solve(m, comm, graph, model, latency, bandwidth, tolerance, net, ref_ns, ba
     if np.isnan(tol).any():         # beyond the latency interval: Newton steps on the graph
         tol = np.where(np.isnan(tol), m.tolerance(ref_ns, fractions, fixed=G)[0], tol)
     slope_at_tol = _slopes_at(pieces, tol, m, G)
-    critical = comm.bcast(_critical(graph, on_path) if graph is not None else None)
+    critical, path_compute = comm.bcast((_critical(graph, on_path), int((graph.kind[on_path] == COMPUTE).sum()))
+                                        if graph is not None else None)
     result = Result(model, 0.0, T0 * NS, ref_ns * NS, base_ns * NS, lam, rho, float(ref.other[0]),
-                    _piece_rows(pieces, base_ns, model), [], [], critical, "", net)
+                    _piece_rows(pieces, base_ns, model), [], [], critical, "", net, path_compute_edges=path_compute)
     for x, L_x, slope in zip(tolerance, tol, slope_at_tol):
         result.tolerances.append({"degradation_pct": x, "T0_s": T0 * NS, "target_s": (1 + x / 100) * T0 * NS,
                                   "latency_s": L_x * NS + (base_ns * NS if model == "delta" else 0.0),
@@ -160,10 +173,11 @@ def _nothing(*args):
     return None, None, None, None, None, None, 0
 
 
-def _graph(run_dir, model, params, loggps, collectives, at, clock):
+def _graph(run_dir, model, params, loggps, collectives, at, clock, overhead=("none", 0.0)):
     """(RunGraph, its edges as pieces side by side, the piece of each edge, NetParams, the
     reference point and the base latency in ns, the records read) of the run: analysis rank
-    0's part."""
+    0's part.  `overhead` (overhead.parse): the recording's cost per call to take off the
+    compute edges; the RunGraph's `overhead` (an overhead.Overhead) says what was taken."""
     given = load_params(params) if params else {}
     given.update(loggps or {})
     matched = matched_run(run_dir, clock)
@@ -180,7 +194,29 @@ def _graph(run_dir, model, params, loggps, collectives, at, clock):
     else:
         ref_ns = float(at) / NS if at else net.L0_ns
         base_ns = 0.0
+    graph.overhead, edges = _compensate(graph, edges, edge_piece, overhead, ref_ns, 0.0 if model == "delta"
+                                        else net.G0_ns)
     return graph, edges, edge_piece, net, ref_ns, base_ns, sum(len(c.records) for c in matched.calls.values())
+
+
+def _compensate(graph, edges, edge_piece, overhead, ref_ns, G):
+    """(overhead.Overhead, the split edges) with every compute edge shortened by the recording's
+    cost per call, in graph.edges and in the split edges alike (split_union keeps the edges'
+    order and index, so the same weights apply).  T at the reference as traced: one pass on the
+    graph before."""
+    from mpigraph.whatif.envelope import Model
+
+    source, ns = overhead
+    if source == "none":
+        return recording.Overhead(), edges
+    ns = recording.of_graph(graph) if source == "auto" else ns
+    taken = recording.Overhead(ns, source)
+    if ns > 0:
+        taken.T_traced_ns = float(Model(edges, edge_piece).forward([ref_ns], fixed=G).T[0])
+        c = recording.shorten(graph.edges.c, graph.kind, ns)
+        graph.edges = dataclasses.replace(graph.edges, c=c)
+        edges = dataclasses.replace(edges, c=c)
+    return taken, edges
 
 
 def _piece_rows(pieces, base_ns, model):
@@ -242,6 +278,20 @@ def _us(seconds):
     return "%.3g us" % (seconds * 1e6)
 
 
+def _overhead_line(r):
+    """What the recording's cost per call did to T at the reference (overhead.py)."""
+    at = "T at %s = %s" % ("dL" if r.model == "delta" else "L", _us(r.reference_s))
+    if r.overhead_source == "none":
+        return ("  Recording overhead: none taken off; %s (%.6f s) includes the tracing's cost per call "
+                "(--overhead auto takes it off)." % (at, r.T0_s))
+    from mpigraph.whatif.overhead import Overhead
+
+    return ("  Recording overhead taken off every compute edge: %s; %s is %.6f s with it taken off, %.6f s "
+            "without (%+.4g us; %d compute edges on the critical path)."
+            % (Overhead(r.overhead_ns, r.overhead_source).describe(), at, r.T0_s, r.T0_traced_s,
+               (r.T0_s - r.T0_traced_s) * 1e6, r.path_compute_edges))
+
+
 def summary(r, net):
     """A short paragraph: what the run's time does as the network gets slower."""
     axis = "added latency dL" if r.model == "delta" else "latency L"
@@ -273,6 +323,7 @@ def summary(r, net):
                  else top["function"])
         lines.append("  Most critical messages: %s (%.0f of them); all in critical_messages.csv." % (
             where, top["messages"]))
+    lines.append(_overhead_line(r))
     lines.append("  Parameters: %s." % (net.source or "defaults"))
     return "\n".join(lines) + "\n"
 

@@ -102,6 +102,7 @@ class RunGraph:
     cuts: np.ndarray             # hubs of collectives over all ranks, in time order (split candidates)
     piece: np.ndarray            # per vertex: how many of `cuts` come before it (cuts.valid_cuts)
     vertex_time: np.ndarray      # the measured time of each S and E vertex (ns; nan: hubs, the sink)
+    overhead: object = None      # overhead.Overhead: the recording's cost taken off the compute edges (api)
 
 
 # ---- the match stage on one analysis rank --------------------------------------------------

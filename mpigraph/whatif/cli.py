@@ -94,7 +94,7 @@ def cmd_whatif(args):
                     params=args.params, loggps=parse_loggps(args.loggps) if args.loggps else None,
                     collectives=args.collectives, at=parse_time(args.at) if args.at else 0.0,
                     measured=read_measured(args.measured) if args.measured else None,
-                    out=args.out or args.run_dir, comm=comm, meter=meter)
+                    out=args.out or args.run_dir, comm=comm, meter=meter, overhead=args.overhead)
     rows = comm.gather((comm.Get_rank(), result.spread, meter.stages))
     if comm.Get_rank() == 0:
         sys.stdout.write(result.text)
@@ -135,6 +135,10 @@ def add_parser(subparsers):
                         "(ring), or their message rounds (dissemination)")
     p.add_argument("--at", metavar="TIME", help="reference point on the latency axis (default: dL = 0 / L0)")
     p.add_argument("--measured", metavar="CSV", help="measured points (dL_s,T_s) to draw in whatif.svg")
+    p.add_argument("--overhead", default="none", metavar="auto|none|NS",
+                   help="the tracing's cost per call to take off every compute edge, so that T(0) predicts the "
+                        "untraced program: auto (estimated from the gaps between consecutive calls), none "
+                        "(default: T(0) is the traced run's) or a time per call (70ns; a bare number is ns)")
     p.add_argument("--out", metavar="DIR", help="where to write the files (default RUN_DIR)")
     p.add_argument("--verbose", action="store_true",
                    help="print per analysis rank (mpiexec -n K mpigraph whatif) its pieces, edges, seconds and bytes")
