@@ -129,13 +129,14 @@ void mg_start_recording(int func, int64_t t0, int provided)
         mg_say("rank %d: cannot load mpigraph in this Python; raw logs will be left in %s", mg.world_rank,
             mg_run_dir);
 
+    /* After the clock samples above: its work would disturb them. */
+    mg_start_log_helper(spare_cpu);
     /* The program sees MPI_Init return only now: its record ends here, so the
-     * shim's own start-up is not taken for the program's work. */
+     * shim's own start-up (the helper thread's creation included) is not taken
+     * for the program's work. */
     mg_record *r = mg_reserve(1);
     mg_fill(r, func, t0, mg_now(), 0);
     mg_publish(1);
-    /* Only now: its work would disturb the clock samples taken above. */
-    mg_start_log_helper(spare_cpu);
     mg_phase = MG_RECORDING;
     mg.recording = 1;
 }
