@@ -48,6 +48,17 @@ def test_recording_cost_by_hand():
     assert overhead.recording_cost([], []) == 0.0
 
 
+def test_no_back_to_back_calls_take_nothing_off():
+    # An Allreduce loop with 30 us of work between every pair of calls: the low gaps are the
+    # program's work, not the recording's; a rank with back-to-back calls still sets it.
+    gaps = np.concatenate([30000 + np.arange(100.0), 31000 + np.arange(100.0)])
+    ranks = np.repeat([0, 1], 100)
+    assert overhead.recording_cost(gaps, ranks) == 0.0
+    assert overhead.Overhead(0.0, "auto").describe().startswith("0 ns per call (auto: no rank has calls back")
+    assert overhead.recording_cost(np.concatenate([gaps, 50 + np.arange(100.0)]), np.repeat([0, 1, 2], 100)) \
+        == pytest.approx(54.95)
+
+
 def test_shorten_never_below_zero():
     """Compute edges lose o (never below 0); other edges keep their weight; the input is not changed."""
     c = np.array([50.0, 300.0, 10.0, 1000.0])

@@ -33,6 +33,11 @@ import numpy as np
 from mpigraph.whatif.build import COMPUTE, WhatifError
 
 QUANTILE = 5.0          # percent: per rank, then the minimum over ranks (see the module doc)
+# The recording costs tens to hundreds of ns per call (docs/benchmarks.md).  A rank whose low
+# gaps are longer than this computes between every pair of its calls: they tell the program's
+# work, not the shim's, and where no rank has back-to-back calls nothing is taken off (an
+# Allreduce loop with 30 us of work per iteration would otherwise lose all of its work).
+MAX_COST_NS = 1000.0
 CHOICES = "auto, none or a time per call (70ns, 0.07us; a bare number is ns)"
 
 
@@ -45,6 +50,9 @@ class Overhead:
     T_traced_ns: float = np.nan  # T at the reference point without compensation (nan: none taken)
 
     def describe(self) -> str:
+        if self.source == "auto" and self.ns == 0:
+            return ("0 ns per call (auto: no rank has calls back to back, within %g ns of each other, "
+                    "to tell the recording's cost by)" % MAX_COST_NS)
         if self.source == "auto":
             return ("%.0f ns per call (auto: the minimum over ranks of each rank's %g%% quantile of the time "
                     "between two consecutive calls)" % (self.ns, QUANTILE))
@@ -76,7 +84,8 @@ def parse(spec) -> tuple:
 
 def recording_cost(gap_ns, rank) -> float:
     """o_rec in ns: min over ranks of the QUANTILE-th percentile of the rank's gaps between
-    consecutive calls (gap_ns, rank: one entry per compute edge); 0 without any gap."""
+    consecutive calls (gap_ns, rank: one entry per compute edge); 0 without any gap, or where
+    that is over MAX_COST_NS (no calls back to back)."""
     gap_ns = np.asarray(gap_ns, np.float64)
     rank = np.asarray(rank, np.int64)
     if not len(gap_ns):
@@ -84,7 +93,8 @@ def recording_cost(gap_ns, rank) -> float:
     order = np.argsort(rank, kind="stable")
     ranks, first = np.unique(rank[order], return_index=True)
     per_rank = [np.percentile(g, QUANTILE) for g in np.split(gap_ns[order], first[1:])]   # a loop over ranks
-    return float(max(min(per_rank), 0.0))
+    cost = max(min(per_rank), 0.0)
+    return float(cost) if cost <= MAX_COST_NS else 0.0
 
 
 def of_graph(graph) -> float:
