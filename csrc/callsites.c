@@ -18,11 +18,13 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shim.h"
 
@@ -150,13 +152,23 @@ uint16_t mg_site_slow(uintptr_t pc)
     return lookup_or_insert(pc, NULL);
 }
 
+/* A file of the raw directory, private as the logs are (mode 0600, never through a link). */
+static FILE *create_private(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (fd >= 0 && !f)
+        close(fd);
+    return f;
+}
+
 /* raw/rank-N.sites: "id address" per line (hex address), the ids the records carry;
  * raw/rank-N.maps: a copy of /proc/self/maps, to turn an address into (object, offset). */
 void mg_write_sites(const char *run_dir, int rank)
 {
     char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/raw/rank-%d.sites", run_dir, rank);
-    FILE *out = fopen(path, "w");
+    FILE *out = create_private(path);
     if (!out) {
         mg_say("rank %d: cannot write %s: call sites will be unnamed", rank, path);
         return;
@@ -177,7 +189,7 @@ void mg_write_sites(const char *run_dir, int rank)
     fclose(out);
     snprintf(path, sizeof path, "%s/raw/rank-%d.maps", run_dir, rank);
     FILE *in = fopen("/proc/self/maps", "r");
-    out = in ? fopen(path, "w") : NULL;
+    out = in ? create_private(path) : NULL;
     if (in && out) {
         char buf[8192];
         size_t n;

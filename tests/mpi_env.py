@@ -151,6 +151,12 @@ def mpigraph(args, nprocs=None, mpi=None, cwd=None, env_extra=None):
     return subprocess.run(cmd, capture_output=True, text=True, env=base_env(env_extra), cwd=cwd or NEUTRAL_CWD)
 
 
+def raw_files(nprocs):
+    """The files of raw/ after a run of nprocs ranks: per rank its log, its call sites and the
+    memory map that resolves them."""
+    return sorted("rank-%d.%s" % (r, ext) for r in range(nprocs) for ext in ("log", "maps", "sites"))
+
+
 def read_functions_csv(path):
     """{function: calls} from a functions.csv."""
     import csv

@@ -246,4 +246,4 @@ def test_demo_prints_a_table_of_4_ranks(tmp_path):
     assert rank_rows(result.stdout) == [0, 1, 2, 3], result.stdout
     for f in REPORT_FILES:
         assert (out / f).is_file(), f
-    assert sorted(os.listdir(out / "raw")) == ["rank-%d.log" % r for r in range(4)]
+    assert sorted(os.listdir(out / "raw")) == mpi_env.raw_files(4)
