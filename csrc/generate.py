@@ -89,17 +89,8 @@ def collective_base(name):
 
 
 def _polls(f, names):
-    """An Iprobe-like call, or MPI_Win_test: unsuccessful calls in a row are merged into one
-    record (shim.h), as the Test family's are (requests.c)."""
-    return f.kind in (T.PROBE, T.RMA_SYNC) and "flag" in names
-
-
-def _poll_args(f):
-    """The hash of a poll's arguments: the same arguments in a row are one loop."""
-    if f.kind == T.RMA_SYNC:
-        return "mg_hash_args(0, (uint64_t)c->id)"       # MPI_Win_test: the window's communicator
-    return ("mg_hash_args(mg_hash_args(mg_hash_args(0, (uint64_t)source), (uint64_t)tag), "
-            "(uint64_t)c->id)")
+    """An Iprobe-like call: unsuccessful calls in a row are merged into one record (shim.h)."""
+    return f.kind == T.PROBE and "flag" in names
 
 
 def _blocks(f, names):
@@ -356,7 +347,9 @@ def wrapper(f, params, large):
                 "    mg_depth--;", "    return rc;", "}", ""]
         return "\n".join(out)
     if _polls(f, names):
-        out += ["    uint64_t args = %s;" % _poll_args(f),
+        # The arguments of a poll: source, tag and communicator.
+        out += ["    uint64_t args = mg_hash_args(mg_hash_args(mg_hash_args(0, (uint64_t)source), (uint64_t)tag), "
+                "(uint64_t)c->id);",
                 "    int missed = rc == MPI_SUCCESS && !*flag;",
                 "    if (missed && mg_poll_repeat(MG_ID_%s, args, t0, t1)) {" % f.name,
                 "        mg_depth--;", "        return rc;", "    }"]

@@ -79,10 +79,6 @@ def test_win_test_loop_ends_the_epoch(run):
     tests = calls["function"] == "MPI_Win_test"
     assert (calls["rank"][tests] == 0).all() and tests.sum() >= ITERATIONS
     assert (calls["tag"][tests] == 1).sum() == ITERATIONS          # one successful test per epoch
-    if mode == "test_early":
-        # the target polls through origin 3's delay: the failed tests in a row share a record
-        # (their count in `calls`), as failed MPI_Iprobe and MPI_Test calls do
-        assert calls["calls"][tests].sum() >= 10 * tests.sum(), (calls["calls"][tests].sum(), tests.sum())
     ranks = table(run_dir, "ranks")
     late = RANKS - 1 if mode == "test_early" else 0
     assert ranks["time_on_path_ns"][late] >= 0.9 * ITERATIONS * DELAY_NS, ranks["time_on_path_ns"]
