@@ -14,7 +14,7 @@ MPI_Barrier (see its header).  From the design alone:
     both        whatif's graph: one rma_early_wait edge per origin and epoch (P - 1 per
                 iteration: without the test closing the epoch there would be none), T(0) the
                 report's path length, and far out (dL = 1 s) 2 latencies per N-to-N instance
-                (4 barriers and MPI_Win_create, d = ceil(log2 4) = 2) plus 2 per iteration: the
+                (5 barriers and MPI_Win_create, d = ceil(log2 4) = 2) plus 2 per iteration: the
                 post reaches an origin's MPI_Win_start or MPI_Put (both end after the post
                 started: test_early's origin 3 computes before its put), whose MPI_Win_complete then
                 ends the loop; test_late: 2 where an origin waited for the post in its
@@ -36,7 +36,7 @@ RANKS = 4
 ITERATIONS = 4
 DELAY_NS = 50e6                  # DELAY_MS of rma_sync.c
 MIN_SHARE = 0.6                  # a waiting rank waits at least this share of the delay (test_neighbor_rma.py)
-HUBS = ITERATIONS + 1            # the barriers and MPI_Win_create
+HUBS = ITERATIONS + 2            # the barriers (one per iteration, one before MPI_Win_free) and MPI_Win_create
 
 
 @pytest.fixture(scope="module")
