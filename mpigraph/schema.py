@@ -76,6 +76,7 @@ FUNCTION_COLUMNS = [
     Column("bytes_sent", "int", "point-to-point bytes sent"),
     Column("bytes_received", "int", "point-to-point bytes received"),
     Column("bytes_collective", "int", "bytes passed to collectives"),
+    Column("device_calls", "int", "calls with a GPU device buffer (calls.parquet's device_buffer)"),
     Column("time_on_path", "time", "time of its calls and the messages into them on the critical path"),
 ]
 

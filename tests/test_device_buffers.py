@@ -71,3 +71,16 @@ def test_without_a_driver_nothing_is_flagged(runs):
     assert len(calls) == len(_calls(runs["fake"]))
     assert not calls["device_buffer"].any()
     assert "queries -1" in runs["plain_stdout"]
+
+
+def test_functions_and_summary_count_the_device_calls(runs):
+    calls = _calls(runs["fake"])
+    expected = calls.groupby("function")["device_buffer"].sum().astype(int).to_dict()
+    assert expected == {"MPI_Allreduce": 2, "MPI_Finalize": 0, "MPI_Init": 0, "MPI_Irecv": 1, "MPI_Recv": 0,
+                        "MPI_Send": 1, "MPI_Wait": 0}
+    functions = pq.read_table(runs["fake"] / "functions.parquet").to_pandas()
+    assert dict(zip(functions["function"], functions["device_calls"])) == expected
+    assert "device buffers 4 calls with a GPU device buffer" in (runs["fake"] / "summary.txt").read_text()
+    assert "device buffers" not in (runs["plain"] / "summary.txt").read_text()
+    plain = pq.read_table(runs["plain"] / "functions.parquet").to_pandas()
+    assert (plain["device_calls"] == 0).all()
