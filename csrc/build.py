@@ -30,7 +30,7 @@ CSRC = os.path.dirname(os.path.abspath(__file__))
 LIBRARY = "libmpigraph.so"
 C_SOURCES = ["shim.c", "pmpi.c", "logfile.c", "handle_map.c", "comms.c", "requests.c", "clock_sync.c",
              "messages.c", "fortran.c", "types.c", "spare_cpu.c", "windows.c",
-             "phases.c", "regions.c", "callsites.c"]
+             "phases.c", "regions.c", "callsites.c", "gpu.c"]
 
 # The Python side of the shim: cffi runs this once, in the program's process,
 # at the first call into Python.

@@ -118,7 +118,7 @@ def body(f, names, large):
         ]
         flags = "MG_SEND" + (" | MG_PERSISTENT" if k == T.SEND_INIT else "")
         if k != T.SEND:
-            lines.append("int64_t req = rc == MPI_SUCCESS ? mg_request_new(*request, request, c, peer, tag, bytes, %s, 0) : 0;"
+            lines.append("int64_t req = rc == MPI_SUCCESS ? mg_request_new(*request, request, c, peer, tag, bytes, %s | dev, 0) : 0;"
                          % flags)
         rec = ["r->peer = peer;", "r->tag = tag;", "r->bytes = bytes;"]
         if k != T.SEND:
@@ -129,7 +129,7 @@ def body(f, names, large):
         lines += [
             "int32_t peer = mg_world_peer(c, source);",
             "int64_t bytes = %s;" % _bytes_p2p(names),
-            "int64_t req = rc == MPI_SUCCESS ? mg_request_new(*request, request, c, peer, mg_tag(tag), bytes, %s, 0) : 0;"
+            "int64_t req = rc == MPI_SUCCESS ? mg_request_new(*request, request, c, peer, mg_tag(tag), bytes, %s | dev, 0) : 0;"
             % flags,
         ]
         rec = ["r->peer = peer;", "r->tag = mg_tag(tag);", "r->bytes = bytes;", "r->request = req;"]
@@ -159,7 +159,7 @@ def body(f, names, large):
         if "request" in names:
             flags = "MG_PERSISTENT | MG_COLLECTIVE" if k == T.COLL_INIT else "0"
             lines.append("int64_t req = rc == MPI_SUCCESS ? "
-                         "mg_request_new(*request, request, c, MG_PEER_NONE, MG_TAG_NONE, bytes, %s, %s) : 0;"
+                         "mg_request_new(*request, request, c, MG_PEER_NONE, MG_TAG_NONE, bytes, %s | dev, %s) : 0;"
                          % (flags, "0" if k == T.COLL_INIT else "seq"))
             rec.append("r->request = req;")
         return lines, "0", rec, 1
@@ -179,6 +179,22 @@ def body(f, names, large):
             rec.append("r->request = req;")
         return lines, "0", rec, 1
     raise ValueError("no generated wrapper for kind %r (%s)" % (k, f.name))
+
+
+# Calls whose buffers the shim asks the CUDA driver about (gpu.c): messages and collectives, not
+# file or one-sided operations.  Asked after the call, so the query is not counted as MPI time.
+_DEVICE_KINDS = frozenset({T.SEND, T.RECV, T.SENDRECV, T.ISEND, T.IRECV, T.SEND_INIT, T.RECV_INIT, T.N_TO_N,
+                           T.ONE_TO_N, T.N_TO_ONE, T.SCAN, T.NEIGHBOR, T.COLL_INIT, T.COMM_FREE})
+
+
+def _device_flag(f, names):
+    """The C expression of MG_DEVICE for the call's buffers ("0" without any), None for other kinds.
+    The flag goes into the call's record and its request's (so the parts of the Wait that
+    completes it carry it too)."""
+    if f.kind not in _DEVICE_KINDS:
+        return None
+    buffers = [n for n in ("buf", "sendbuf", "recvbuf", "buffer") if n in names and "fh" not in names]
+    return "(uint16_t)(%s)" % " | ".join("mg_device_flag(%s)" % b for b in buffers) if buffers else "0"
 
 
 def _bytes_other(names):
@@ -354,8 +370,11 @@ def wrapper(f, params, large):
                 "    if (missed && mg_poll_repeat(MG_ID_%s, args, t0, t1)) {" % f.name,
                 "        mg_depth--;", "        return rc;", "    }"]
     pre, flags, rec, n_records = body(f, names, large)
+    dev = _device_flag(f, names)
+    if dev:
+        out.append("    uint16_t dev = %s;" % dev)
     out += ["    " + line for line in pre]
-    out += ["    uint16_t extra_flags = %s | (rc == MPI_SUCCESS ? 0 : MG_ERROR);" % extra,
+    out += ["    uint16_t extra_flags = %s%s | (rc == MPI_SUCCESS ? 0 : MG_ERROR);" % (extra, " | dev" if dev else ""),
             "    mg_record *r = mg_reserve(%d);" % n_records,
             "    if (r) {",
             "        mg_fill(r, MG_ID_%s, t0, t1, %s | extra_flags);" % (f.name, flags)]

@@ -20,6 +20,7 @@
 #define MG_REPEAT 0x0080     /* one record for `seq` consecutive unsuccessful polls (shim.h) */
 #define MG_COLLECTIVE 0x0100 /* a request of a persistent collective (MPI_Allreduce_init, ...) */
 #define MG_MATCHED 0x0200 /* a probe found a message: peer, tag, bytes are its status's */
+#define MG_DEVICE 0x0400  /* a buffer of the call is device (GPU) memory, says the CUDA driver (gpu.c) */
 
 /* Special field values. */
 #define MG_PEER_NONE (-1)

@@ -109,6 +109,7 @@ void mg_start_recording(int func, int64_t t0, int provided)
     mg_thread_slot = 0;
     mg_types_setup();
     mg_comms_setup();
+    mg_gpu_setup();
     /* Collective, so every rank asks, whatever its MPIGRAPH_LOG_HELPER says. */
     int spare_cpu = mg_rank_has_spare_cpu();
     mg_sync_setup();

@@ -243,6 +243,19 @@ static inline uint64_t mg_hash_args(uint64_t h, uint64_t v)
     return (h ^ v) * 0x100000001b3ULL;
 }
 
+/* ---- device buffers (gpu.c) ------------------------------------------------------
+ * MG_DEVICE on a record whose buffer the CUDA driver says is device memory; the driver's
+ * cuPointerGetAttribute is looked up at MPI_Init and is NULL without a CUDA driver loaded. */
+typedef int (*mg_cu_pointer_attr_fn)(void *data, int attribute, unsigned long long ptr);
+extern mg_cu_pointer_attr_fn mg_cu_pointer_attr;
+void mg_gpu_setup(void);
+uint16_t mg_device_flag_slow(const void *buf);
+
+static inline uint16_t mg_device_flag(const void *buf)
+{
+    return __builtin_expect(mg_cu_pointer_attr == 0, 1) ? 0 : mg_device_flag_slow(buf);
+}
+
 mg_comm *mg_comm_lookup_slow(MPI_Comm comm);
 void mg_comms_setup(void);
 void mg_comm_created(int func, int64_t t0, int64_t t1, int rc, MPI_Comm parent, MPI_Comm newcomm);

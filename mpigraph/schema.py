@@ -76,6 +76,7 @@ FUNCTION_COLUMNS = [
     Column("bytes_sent", "int", "point-to-point bytes sent"),
     Column("bytes_received", "int", "point-to-point bytes received"),
     Column("bytes_collective", "int", "bytes passed to collectives"),
+    Column("device_calls", "int", "calls with a GPU device buffer (calls.parquet's device_buffer)"),
     Column("time_on_path", "time", "time of its calls and the messages into them on the critical path"),
 ]
 
@@ -104,6 +105,8 @@ CALL_COLUMNS = [
     Column("other_state_time", "time", "point-to-point: the part of the wait charged to the other kind "
                                        "(late_receiver when wait_state is late_sender, and the reverse)"),
     Column("callsite", "int", "call site (callsites.csv): where in the program the call was made"),
+    Column("device_buffer", "bool", "a buffer of the call (message, collective) is GPU device memory, as the CUDA "
+                                    "driver loaded in the program says (false without one; docs/concepts.md)"),
     Column("on_path", "bool", "the critical path spends time in the call or passes through it (false when no path)"),
 ]
 

@@ -29,8 +29,8 @@ int main(void)
     FIELD(mg_header, sync_pingpongs) FIELD(mg_header, sync_init) FIELD(mg_header, sync_final)
     FIELD(mg_header, abort_code) FIELD(mg_header, n_inflight) FIELD(mg_header, inflight) FIELD(mg_header, boot_id)
     FIELD(mg_sync, offset_ns) FIELD(mg_sync, rtt_ns) FIELD(mg_sync, local_ns) FIELD(mg_sync, barrier_ns)
-    printf("constants %d %d %d %d %d %d %d %d %d %d %d %d\n", MG_PART, MG_LARGE_COUNT, MG_SEND, MG_RECV,
-           MG_PERSISTENT, MG_FORTRAN, MG_ERROR, MG_MATCHED, MG_PEER_PROC_NULL, MG_PEER_ANY, MG_TAG_ANY, MG_HEADER_SIZE);
+    printf("constants %d %d %d %d %d %d %d %d %d %d %d %d %d\n", MG_PART, MG_LARGE_COUNT, MG_SEND, MG_RECV,
+           MG_PERSISTENT, MG_FORTRAN, MG_ERROR, MG_MATCHED, MG_DEVICE, MG_PEER_PROC_NULL, MG_PEER_ANY, MG_TAG_ANY, MG_HEADER_SIZE);
     return 0;
 }
 """
@@ -60,7 +60,7 @@ def test_c_and_python_layouts_agree(tmp_path):
 def test_c_and_python_constants_agree(tmp_path):
     constants = next(line for line in probe_layout(tmp_path) if line.startswith("constants")).split()[1:]
     expected = [record.PART, record.LARGE_COUNT, record.SEND, record.RECV, record.PERSISTENT, record.FORTRAN,
-                record.ERROR, record.MATCHED, record.PEER_PROC_NULL, record.PEER_ANY, record.TAG_ANY, record.HEADER_SIZE]
+                record.ERROR, record.MATCHED, record.DEVICE, record.PEER_PROC_NULL, record.PEER_ANY, record.TAG_ANY, record.HEADER_SIZE]
     assert [int(c) for c in constants] == expected
 
 

@@ -124,6 +124,8 @@ def function_partials(log, start_ns, end_ns, waits=None):
     np.maximum.at(longest, call_func, duration)
 
     calls = count[:, _CALL_CATS].sum(axis=1)
+    # Calls with a GPU device buffer (record flag DEVICE, csrc/gpu.c): a call record's own flag.
+    device_calls = np.bincount(call_func[(flags[call] & record.DEVICE) != 0], minlength=N_IDS).astype(np.int64)
     per_call = {}
     for name in ("wait_before", "wait_after", "execution"):
         per_call[name] = np.zeros(N_IDS, np.int64)
@@ -132,6 +134,7 @@ def function_partials(log, start_ns, end_ns, waits=None):
     return {**per_call,
         "calls": calls,
         "ranks": (calls > 0).astype(np.int64),
+        "device_calls": device_calls,
         "time_total": total,
         "time_min": shortest,
         "time_max": longest,
@@ -273,7 +276,8 @@ def clock_row(linked, rank):
 
 _PARTIAL_REDUCERS = {"calls": np.add, "ranks": np.add, "time_total": np.add, "time_min": np.minimum,
                      "time_max": np.maximum, "bytes_sent": np.add, "bytes_received": np.add,
-                     "bytes_collective": np.add, "wait_before": np.add, "wait_after": np.add, "execution": np.add}
+                     "bytes_collective": np.add, "wait_before": np.add, "wait_after": np.add, "execution": np.add,
+                     "device_calls": np.add}
 
 
 def combine_partials(partials):

@@ -31,7 +31,7 @@ def call_rows(linked, ranks=None, piece=slice(None)):
     `piece`: a slice of each rank's calls (a rank's calls in pieces)."""
     ranks = sorted(linked.calls) if ranks is None else ranks
     n = sum(len(range(linked.calls[rank].n_calls)[piece]) for rank in ranks)
-    out = {c.name: np.empty(n, np.int64) for c in CALL_COLUMNS[:-1]}
+    out = {c.name: np.empty(n, bool if c.kind == "bool" else np.int64) for c in CALL_COLUMNS if c.name != "on_path"}
     at = 0
     for rank in ranks:
         calls = linked.calls[rank]
@@ -46,6 +46,7 @@ def call_rows(linked, ranks=None, piece=slice(None)):
         for name in ("seq", "peer", "tag", "comm", "bytes", "root"):
             out[name][rows] = records[name][index]
         out["callsite"][rows] = records["site"][index]   # the shim's id: the report numbers the run's
+        out["device_buffer"][rows] = (records["flags"][index] & record.DEVICE) != 0
         # A merged run of polls keeps its count in seq (trace/record.py): no collective number.
         repeated = (records["flags"][index] & record.REPEAT) != 0
         out["calls"][rows] = np.where(repeated, records["seq"][index], 1)

@@ -73,6 +73,7 @@ functions.csv, functions.parquet: one row per MPI function called, the longest t
     bytes_sent            int     point-to-point bytes sent
     bytes_received        int     point-to-point bytes received
     bytes_collective      int     bytes passed to collectives
+    device_calls          int     calls with a GPU device buffer (calls.parquet's device_buffer)
     time_on_path_s        time    time of its calls and the messages into them on the critical path
 
 critical_path.csv, critical_path.parquet: the critical path, one row per segment
@@ -558,6 +559,7 @@ def summary_text(info, tables, linked=None, path_lines=(), in_flight=None):
         % (_seconds(mpi_total), _percent(mpi_total / program_total if program_total else np.nan)),
         "calls          %d (%d records)" % (ranks["calls"].sum(), ranks["records"].sum()),
     ]
+    lines += _device_line(functions)
     lines += _warnings(ranks)
     if in_flight is not None:
         lines += inflight.summary_lines(in_flight)
@@ -577,6 +579,14 @@ def summary_text(info, tables, linked=None, path_lines=(), in_flight=None):
                   + _clock_section(ranks, linked["facts"]))
         lines += _csv_left_out(ranks)
     return "\n".join(lines) + "\n"
+
+
+def _device_line(functions):
+    """summary.txt's line on calls with GPU device buffers (csrc/gpu.c), when the run has some."""
+    n = int(np.sum(functions["device_calls"])) if "device_calls" in functions else 0
+    if not n:
+        return []
+    return ["device buffers %d calls with a GPU device buffer (device_buffer in %s)" % (n, CALLS_PARQUET)]
 
 
 def big_csv_written(ranks):

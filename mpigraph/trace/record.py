@@ -60,6 +60,7 @@ ERROR = 0x0040         # the MPI call returned an error code
 REPEAT = 0x0080        # one call record for `seq` consecutive unsuccessful polls (see module doc)
 COLLECTIVE = 0x0100    # a request of a persistent collective (MPI_Allreduce_init, ...)
 MATCHED = 0x0200       # a probe found a message: peer, tag and bytes are its status's (Iprobe flag 1, Probe)
+DEVICE = 0x0400        # a buffer of the call is device (GPU) memory, as the CUDA driver says (csrc/gpu.c)
 
 # Special values of the peer field (world ranks are >= 0).
 PEER_NONE = -1         # the call has no peer
