@@ -99,10 +99,14 @@ def check_T0(graph, result, run_dir):
     assert result.T0_s == pytest.approx(result.measured_s, abs=1e-9)
     assert result.T0_s == pytest.approx(sum(path["duration_ns"]) * 1e-9, abs=1e-9)
     assert result.T0_s >= ITERATIONS * DELAY_S
-    # lambda_L(0): the barriers' and creation's 2 each, and the report path's synchronisation messages
+    # lambda_L(0): the report's path is one of the paths tight at dL = 0 (its length is T(0)), with
+    # the barriers' and creation's 2 latencies each and its synchronisation messages'; lambda_L(0)
+    # is the steepest of the tight paths (delta mode makes every dependency the trace shows tight,
+    # and on a loaded machine another path can tie with the report's): at least that, at most
+    # the slope far out.
     kind, function = np.array(path["kind"], object), np.array(path["function"], object)
     crossed = int(((kind == "message") & np.isin(function, list(SYNC_FUNCTIONS))).sum())
-    assert result.lambda_L == 2 * HUBS + crossed, (result.lambda_L, crossed)
+    assert 2 * HUBS + crossed <= result.lambda_L <= result.pieces[-1]["lambda_L"], (result.lambda_L, crossed)
 
 
 @pytest.mark.parametrize("run, pairs", [("cart", 2 * (RANKS - 1)), ("icart", 2 * (RANKS - 1)), ("ring", RANKS)],
