@@ -99,25 +99,6 @@ def _concat(tables, dtypes):
             for name, dtype in dtypes.items()}
 
 
-def _owned_members(calls, world_size):
-    """The owned ranks' member rows in one table, rank after rank (columns MEMBER_DTYPES).
-
-    Each rank's rows are copied into the table as soon as they are made, while they are still
-    in the cache, not concatenated at the end.  A rank has at most one member per call: the
-    table is allocated for all calls and cut to the members; np.empty's pages that are never
-    written take no memory."""
-    n_calls = sum(c.n_calls for c in calls.values())
-    table = {name: np.empty(n_calls, dtype) for name, dtype in collectives.MEMBER_DTYPES.items()}
-    at = 0
-    for c in calls.values():
-        rows = collectives.members(c, world_size)
-        n = len(rows["call"])
-        for name, col in table.items():
-            col[at:at + n] = rows[name]
-        at += n
-    return {name: col[:at] for name, col in table.items()}
-
-
 def _repair_loop(comm, ownership, calls, ops, world_size, codec):
     """Match, repair violations, repeat until none is left; returns the last match and the Repair.
 

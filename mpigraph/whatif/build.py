@@ -128,12 +128,11 @@ def matched_run(run_dir, clock="pingpong"):
     calls, _ = link.aligned_calls(comm, logs, clock)
     ownership = parallel.Ownership(info.world_size, 1)
     ops, _ = link._owned_ops(calls)
-    messages, _, _, members, _, loop_groups, _ = link._repair_loop(comm, ownership, calls, ops, info.world_size,
-                                                                    None)
-    groups = collectives.LocalGroups.of(link._owned_members(calls, info.world_size)).retimed(calls)
+    # The loop's groups: the members by instance, timed by the calls as the loop left them.
+    messages, _, _, members, _, groups, _ = link._repair_loop(comm, ownership, calls, ops, info.world_size, None)
     member_bytes = _member_bytes(calls, groups.members)
     return Matched(info.world_size, calls, messages, groups, member_bytes,
-                   _sync_pairs(calls, members, loop_groups, member_bytes))
+                   _sync_pairs(calls, members, groups, member_bytes))
 
 
 def _sync_pairs(calls, members, groups, member_bytes):
