@@ -31,6 +31,7 @@ import dataclasses
 import numpy as np
 
 from mpigraph.whatif.build import COMPUTE, WhatifError
+from mpigraph.whatif.cli import parse_time
 
 QUANTILE = 5.0          # percent: per rank, then the minimum over ranks (see the module doc)
 # The recording costs tens to hundreds of ns per call (docs/benchmarks.md).  A rank whose low
@@ -69,8 +70,6 @@ def parse(spec) -> tuple:
     if isinstance(spec, (int, float, np.integer, np.floating)) and not isinstance(spec, bool):
         ns = float(spec)
     elif isinstance(spec, str):
-        from mpigraph.whatif.cli import parse_time
-
         try:
             ns = parse_time(spec, "ns") * 1e9
         except WhatifError:
