@@ -249,7 +249,8 @@ def _user_error_types():
                          ("mpigraph.model.mva", "ModelError"), ("mpigraph.report.outdir", "OutputDirError"),
                          ("mpigraph.view", "ViewError"), ("mpigraph.network", "NetworkError"),
                          ("mpigraph.whatif.build", "WhatifError"), ("mpigraph.comm.launch", "MPIMismatch"),
-                         ("mpigraph.export.otf2_trace", "ExportError"), ("mpigraph.phases.stage", "PhaseError")):
+                         ("mpigraph.export.otf2_trace", "ExportError"), ("mpigraph.phases.stage", "PhaseError"),
+                         ("mpigraph.util.units", "UnitError")):
         if module in sys.modules:
             types.append(getattr(sys.modules[module], name))
     return tuple(types)

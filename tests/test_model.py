@@ -22,6 +22,7 @@ from mpigraph.model.api import model_runs
 from mpigraph.model.inputs import read_run
 from mpigraph.model.report import write_model
 from mpigraph.model.runs import model_run
+from mpigraph.util import units
 
 # specs/model.md, Must show 1-2: Z = 1 ms, D_sw = 10 us, S = 20 us, M = 1000.
 Z, D_SW, S, M = 1e-3, 10e-6, 20e-6, 1000
@@ -242,18 +243,18 @@ def test_params_csv_without_the_columns_is_a_user_error(tmp_path):
 
 @pytest.mark.parametrize("text, seconds", [("1us", 1e-6), ("2.5 ms", 2.5e-3), ("500ns", 5e-7), ("1e-6", 1e-6)])
 def test_parse_time(text, seconds):
-    assert network.parse_time(text) == pytest.approx(seconds)
+    assert units.parse_time(text) == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize("text, rate", [("10GB/s", 1e10), ("1GiB/s", 2.0 ** 30), ("100Gb/s", 1.25e10),
                                         ("1e9", 1e9), ("200 MB/s", 2e8)])
 def test_parse_bandwidth(text, rate):
-    assert network.parse_bandwidth(text) == pytest.approx(rate)
+    assert units.parse_bandwidth(text) == pytest.approx(rate)
 
 
 def test_bad_bandwidth_is_a_user_error():
-    with pytest.raises(mva.ModelError, match="10GB/s"):
-        network.parse_bandwidth("fast")
+    with pytest.raises(units.UnitError, match="10GB/s"):
+        units.parse_bandwidth("fast")
 
 
 def test_defaults_one_host_zero_several_hosts_assumed_with_a_warning():

@@ -334,6 +334,10 @@ def test_cli_user_errors(halo_run, tmp_path, capsys):
     assert "lo < hi" in capsys.readouterr().err
     assert cli.main(["whatif", run_dir, "--params", str(tmp_path / "none.csv"), "--out", str(tmp_path)]) == 2
     assert "mpigraph calibrate" in capsys.readouterr().err
+    assert cli.main(["whatif", run_dir, "--latency", "0:100 parsecs", "--out", str(tmp_path)]) == 2
+    assert "write a time like 100us" in capsys.readouterr().err
+    assert cli.main(["whatif", run_dir, "--loggps", "L=1us,S=lots", "--out", str(tmp_path)]) == 2
+    assert "write a size like" in capsys.readouterr().err
 
 
 def test_params_csv(tmp_path):

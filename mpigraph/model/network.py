@@ -17,17 +17,13 @@ Sources, first found wins:
 
 import csv
 import math
-import re
 from dataclasses import dataclass
 
 from mpigraph.model.mva import ModelError
+from mpigraph.util import units
 
 DEFAULT_MULTIHOST_LATENCY_S = 1e-6
 DEFAULT_MULTIHOST_BANDWIDTH = 10e9
-
-_TIME_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-_SIZE_PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 2.0 ** 10, "mi": 2.0 ** 20,
-                "gi": 2.0 ** 30, "ti": 2.0 ** 40}
 
 
 @dataclass(frozen=True)
@@ -47,38 +43,6 @@ class Network:
         return "latency %.3g us, bandwidth %s (%s)" % (self.latency_s * 1e6, bandwidth, self.source)
 
 
-def parse_time(text: str) -> float:
-    """'1us', '2.5 ms', '1e-6' (seconds) -> seconds."""
-    m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([a-zµ]*)\s*", str(text))
-    if not m or m.group(2) not in _TIME_UNITS:
-        raise ModelError("cannot read the time %r: write it like 1us, 500ns, 0.2ms or 1e-6 (seconds)" % text)
-    return _number(m.group(1), text) * _TIME_UNITS[m.group(2)]
-
-
-def parse_bandwidth(text: str) -> float:
-    """'10GB/s', '1.25 GiB/s', '100Gb/s' (bits), '1e10' (bytes/s) -> bytes per second."""
-    m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*(?:([kKmMgGtT]i?)?([Bb])(?:/s|ps)?)?\s*", str(text))
-    if not m:
-        raise ModelError("cannot read the bandwidth %r: write it like 10GB/s, 1.25GiB/s, 100Gb/s or 1e10 "
-                         "(bytes/s)" % text)
-    value = _number(m.group(1), text) * _SIZE_PREFIX[(m.group(2) or "").lower()]
-    if m.group(3) == "b":
-        value /= 8.0    # bits
-    if value <= 0:
-        raise ModelError("the bandwidth must be positive, got %r" % text)
-    return value
-
-
-def _number(text, whole):
-    try:
-        value = float(text)
-    except ValueError:
-        raise ModelError("cannot read the number in %r" % whole) from None
-    if not math.isfinite(value) or value < 0:
-        raise ModelError("%r must be a finite number >= 0" % whole)
-    return value
-
-
 def read_params(path: str) -> Network:
     """Lat and per-byte time from a params.csv (see the module docstring for its columns)."""
     with open(path, newline="") as f:
@@ -88,8 +52,7 @@ def read_params(path: str) -> Network:
                          "(as mpigraph calibrate writes it)" % path)
     row = next((r for r in rows if (r.get("protocol") or "").strip().lower() == "eager"), rows[0])
     where = "%s, %s row" % (path, (row.get("protocol") or "first").strip() or "first")
-    return Network(_number(row["latency_s"], row["latency_s"]), _number(row["per_byte_s"], row["per_byte_s"]),
-                   where)
+    return Network(_number(row["latency_s"], path), _number(row["per_byte_s"], path), where)
 
 
 def network(params=None, latency=None, bandwidth=None, hosts: int = 1) -> tuple:
@@ -97,11 +60,21 @@ def network(params=None, latency=None, bandwidth=None, hosts: int = 1) -> tuple:
     if params:
         return read_params(params), []
     if latency is not None or bandwidth is not None:
-        lat = parse_time(latency) if isinstance(latency, str) else float(latency or 0.0)
-        bw = parse_bandwidth(bandwidth) if isinstance(bandwidth, str) else bandwidth
+        lat = units.parse_time(latency) if isinstance(latency, str) else float(latency or 0.0)
+        bw = units.parse_bandwidth(bandwidth) if isinstance(bandwidth, str) else bandwidth
         return Network(lat, 0.0 if bw is None else 1.0 / float(bw), "given"), []
     if hosts <= 1:
         return Network(0.0, 0.0, "default for one host: transfers are inside the measured MPI execution"), []
     warn = ("the runs span %d hosts and no --params, --latency or --bandwidth was given: switch delay from "
             "assumed 1 us and 10 GB/s; measure them (mpigraph calibrate) and pass --params" % hosts)
     return Network(DEFAULT_MULTIHOST_LATENCY_S, 1.0 / DEFAULT_MULTIHOST_BANDWIDTH, "assumed"), [warn]
+
+
+def _number(text, path):
+    try:
+        value = float(text)
+    except ValueError:
+        raise ModelError("%s: cannot read the number %r" % (path, text)) from None
+    if not math.isfinite(value) or value < 0:
+        raise ModelError("%s: %r must be a finite number >= 0" % (path, text))
+    return value

@@ -3,30 +3,20 @@
 import re
 import sys
 
+from mpigraph.util import units
 from mpigraph.whatif.build import COLLECTIVE_ALGORITHMS, MODELS, WhatifError
-
-_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-_SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 10**6, "mib": 2**20}
 
 
 def parse_time(text, default_unit="us"):
-    """'100us' -> 1e-4 (seconds); a bare number is in default_unit."""
-    m = re.fullmatch(r"\s*([-+]?[0-9.]+(?:e[-+]?[0-9]+)?)\s*([a-zµ]*)\s*", text, re.I)
-    unit = (m.group(2) or default_unit).lower() if m else None
-    if not m or unit not in _TIME_UNITS:
-        raise WhatifError("%r: a time like 100us, 2.5ms, 300ns or 0" % text)
-    return float(m.group(1)) * _TIME_UNITS[unit]
+    """'100us' -> 1e-4 (seconds); a bare number is in default_unit; negative allowed (dL < 0)."""
+    return units.parse_time(text, default_unit, signed=True)
 
 
 def parse_per_byte(text):
     """'0.02ns' (time per byte) or '10GB/s' (bandwidth) -> seconds per byte."""
-    m = re.fullmatch(r"\s*([0-9.]+(?:e[-+]?[0-9]+)?)\s*(gb/s|mb/s|gib/s)\s*", text, re.I)
-    if m:
-        rate = float(m.group(1)) * {"gb/s": 1e9, "mb/s": 1e6, "gib/s": 2**30}[m.group(2).lower()]
-        if rate <= 0:
-            raise WhatifError("%r: a bandwidth must be > 0" % text)
-        return 1.0 / rate
-    return parse_time(text, "ns")
+    if units.is_bandwidth(text):
+        return 1.0 / units.parse_bandwidth(text)
+    return units.parse_time(text, "ns")
 
 
 def parse_range(text, parse):
@@ -50,10 +40,7 @@ def parse_loggps(text):
         elif key == "G":
             out["G0_ns"] = parse_per_byte(value) * 1e9
         elif key == "S":
-            m = re.fullmatch(r"\s*([0-9.]+)\s*([a-z]*)\s*", value, re.I)
-            if not m or m.group(2).lower() not in _SIZE_UNITS:
-                raise WhatifError("S=%s: a size like 65536, 64KiB, 256KB" % value)
-            out["S_bytes"] = float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+            out["S_bytes"] = units.parse_size(value)
         else:
             raise WhatifError("--loggps %s: keys L, o, G, S (e.g. L=3us,o=1us,G=0.018ns,S=256KiB)" % item)
     if out:

@@ -31,7 +31,7 @@ import dataclasses
 import numpy as np
 
 from mpigraph.whatif.build import COMPUTE, WhatifError
-from mpigraph.whatif.cli import parse_time
+from mpigraph.util import units
 
 QUANTILE = 5.0          # percent: per rank, then the minimum over ranks (see the module doc)
 # The recording costs tens to hundreds of ns per call (docs/benchmarks.md).  A rank whose low
@@ -71,8 +71,8 @@ def parse(spec) -> tuple:
         ns = float(spec)
     elif isinstance(spec, str):
         try:
-            ns = parse_time(spec, "ns") * 1e9
-        except WhatifError:
+            ns = units.parse_time(spec, "ns") * 1e9
+        except units.UnitError:
             raise WhatifError("--overhead %s: %s" % (spec, CHOICES))
     else:
         raise WhatifError("--overhead %r: %s" % (spec, CHOICES))
