@@ -1,0 +1,122 @@
+"""`mpigraph model` on strong-scaling series of the NAS Parallel Benchmarks (MPI), as seed 002 did.
+
+    python benchmarks/model_npb.py NPB_BIN_DIR [--programs cg.W ft.W] [--nprocs 1 2 4] [--series 3]
+                                   [--service measured calibrated] [--out DIR] [--seed 1]
+
+NPB_BIN_DIR holds NPB3.x-MPI executables built beforehand (cg.W.x, ft.W.x, ...; NPB 3.4 builds
+one executable per class that runs at any P).  This script downloads nothing and builds
+nothing: docs/model.md ("Measured") says how to fetch and build NPB with the mpich wheel.
+
+For each series and program, the program runs at every P of --nprocs under the shim
+(`mpigraph run -n P --out DIR -- ./prog.x`, in a shuffled order per series so that a change of
+the machine's load does not always hit the same P), NPB's own verification is checked, and
+`mpigraph model` (the API) models the P runs of that series.  It prints, per program, series and
+service mode: the measured run time at each P (the longest rank's program time), the in-sample
+error of each run's model, and the leave-one-out error per P (the laws fitted to the other
+counts predict P's run time), with how many are within the seed's 10% and 30% (specs/model.md).
+
+A benchmark, not a test: it never fails on a time.  On a machine with fewer cores than the
+largest P the ranks are oversubscribed and the errors say little about the model.
+"""
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import describe_machine  # noqa: E402
+
+from mpigraph.model.api import model_runs  # noqa: E402
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("bin_dir", help="directory of built NPB-MPI executables (cg.W.x, ft.W.x, ...)")
+    ap.add_argument("--programs", nargs="+", default=["cg.W", "ft.W"], help="benchmark.class names")
+    ap.add_argument("--nprocs", nargs="+", type=int, default=[1, 2, 4])
+    ap.add_argument("--series", type=int, default=3, help="independent series per program")
+    ap.add_argument("--service", nargs="+", default=["measured", "calibrated"],
+                    choices=["measured", "calibrated"])
+    ap.add_argument("--out", help="keep the run directories here (default: a temporary directory)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the shuffled P order")
+    return ap.parse_args(argv)
+
+
+def record(exe, p, out):
+    """Run exe on p ranks under mpigraph into out; NPB's own time and verification from its output."""
+    # NPB's FT reads inputft.data from the working directory if present: run where there is none.
+    with tempfile.TemporaryDirectory() as cwd:
+        done = subprocess.run(["mpigraph", "run", "-n", str(p), "--out", out, "--", exe],
+                              cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit("%s at P=%d failed (%d):\n%s" % (exe, p, done.returncode, done.stderr[-3000:]))
+    npb_time = next((line.split("=")[1].strip() for line in done.stdout.splitlines()
+                     if "Time in seconds" in line), "?")
+    verified = "SUCCESSFUL" in done.stdout
+    return npb_time, verified
+
+
+def record_series(args, base, program, series, rng):
+    """Run directories of one series of program, in P order."""
+    exe = os.path.join(os.path.abspath(args.bin_dir), program + ".x")
+    if not os.path.exists(exe):
+        raise SystemExit("%s is missing: build it first (docs/model.md, Measured)" % exe)
+    order = list(args.nprocs)
+    rng.shuffle(order)
+    dirs = {}
+    for p in order:
+        out = os.path.join(base, program, "s%d" % series, "p%d" % p)
+        npb_time, ok = record(exe, p, out)
+        print("  %s series %d P=%d: NPB time %s s, verification %s" % (program, series, p, npb_time,
+                                                                         "SUCCESSFUL" if ok else "FAILED"))
+        dirs[p] = out
+    return [dirs[p] for p in sorted(dirs)]
+
+
+def rows(program, series, dirs, service):
+    """Table cells of one series: measured time, in-sample error and leave-one-out error per P."""
+    result = model_runs(dirs, service=service)
+    total = result.table.filter(result.table.column("component").to_numpy(zero_copy_only=False) == "total")
+    t = {c: total.column(c).to_pylist() for c in ("P", "source", "measured", "rel_error")}
+    pick = {(src, p): (m, e) for p, src, m, e in zip(t["P"], t["source"], t["measured"], t["rel_error"])}
+    counts = sorted({p for _, p in pick})
+    measured = ["%.3f" % pick[("run", p)][0] for p in counts]
+    in_sample = ["%+.1f%%" % (100 * pick[("run", p)][1]) for p in counts]
+    loo = [pick[("loo", p)][1] for p in counts]
+    within = "%d/%d, %d/%d" % (sum(abs(e) <= 0.10 for e in loo), len(loo), sum(abs(e) <= 0.30 for e in loo), len(loo))
+    return ([program, str(series), service] + measured + in_sample + ["%+.1f%%" % (100 * e) for e in loo] + [within],
+            result.warnings)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    print(describe_machine())
+    base = args.out or tempfile.mkdtemp(prefix="model_npb_")
+    rng = random.Random(args.seed)
+    series_dirs = []
+    for s in range(1, args.series + 1):
+        for program in args.programs:      # interleaved: one series of each program per round
+            series_dirs.append((program, s, record_series(args, base, program, s, rng)))
+    counts = sorted(args.nprocs)
+    head = (["program", "series", "service"] + ["T P=%d (s)" % p for p in counts]
+            + ["run P=%d" % p for p in counts] + ["loo P=%d" % p for p in counts] + ["loo within 10% / 30%"])
+    print("\nmeasured run time (longest rank), model error in sample (run) and leave-one-out (loo), "
+          "(modelled - measured) / measured:\n")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    notes = set()
+    for service in args.service:
+        for program, s, dirs in series_dirs:
+            cells, warnings = rows(program, s, dirs, service)
+            notes.update(warnings)
+            print("| " + " | ".join(cells) + " |")
+    for note in sorted(notes):
+        print("warning: " + note)
+    print("run directories: " + base)
+
+
+if __name__ == "__main__":
+    main()
