@@ -40,6 +40,10 @@ def parse_args(argv=None):
     ap.add_argument("--series", type=int, default=3, help="independent series per program")
     ap.add_argument("--service", nargs="+", default=["measured", "calibrated"],
                     choices=["measured", "calibrated"])
+    ap.add_argument("--centres", nargs="+", default=["shared"], choices=["shared", "per-rank"],
+                    help="layouts of the MPI centre to model (the runs are the same)")
+    ap.add_argument("--model-only", action="store_true",
+                    help="model the run directories already in --out (PROGRAM/sS/pP) without running anything")
     ap.add_argument("--out", help="keep the run directories here (default: a temporary directory)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the shuffled P order")
     return ap.parse_args(argv)
@@ -76,9 +80,9 @@ def record_series(args, base, program, series, rng):
     return [dirs[p] for p in sorted(dirs)]
 
 
-def rows(program, series, dirs, service):
+def rows(program, series, dirs, service, centres="shared"):
     """Table cells of one series: measured time, in-sample error and leave-one-out error per P."""
-    result = model_runs(dirs, service=service)
+    result = model_runs(dirs, service=service, centres=centres)
     total = result.table.filter(result.table.column("component").to_numpy(zero_copy_only=False) == "total")
     t = {c: total.column(c).to_pylist() for c in ("P", "source", "measured", "rel_error")}
     pick = {(src, p): (m, e) for p, src, m, e in zip(t["P"], t["source"], t["measured"], t["rel_error"])}
@@ -87,19 +91,26 @@ def rows(program, series, dirs, service):
     in_sample = ["%+.1f%%" % (100 * pick[("run", p)][1]) for p in counts]
     loo = [pick[("loo", p)][1] for p in counts]
     within = "%d/%d, %d/%d" % (sum(abs(e) <= 0.10 for e in loo), len(loo), sum(abs(e) <= 0.30 for e in loo), len(loo))
-    return ([program, str(series), service] + measured + in_sample + ["%+.1f%%" % (100 * e) for e in loo] + [within],
+    mode = service if centres == "shared" else service + ", " + centres
+    return ([program, str(series), mode] + measured + in_sample + ["%+.1f%%" % (100 * e) for e in loo] + [within],
             result.warnings)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.model_only and not args.out:
+        raise SystemExit("--model-only models the runs in --out DIR: give --out")
     print(describe_machine())
     base = args.out or tempfile.mkdtemp(prefix="model_npb_")
     rng = random.Random(args.seed)
     series_dirs = []
     for s in range(1, args.series + 1):
         for program in args.programs:      # interleaved: one series of each program per round
-            series_dirs.append((program, s, record_series(args, base, program, s, rng)))
+            if args.model_only:
+                dirs = [os.path.join(base, program, "s%d" % s, "p%d" % p) for p in sorted(args.nprocs)]
+            else:
+                dirs = record_series(args, base, program, s, rng)
+            series_dirs.append((program, s, dirs))
     counts = sorted(args.nprocs)
     head = (["program", "series", "service"] + ["T P=%d (s)" % p for p in counts]
             + ["run P=%d" % p for p in counts] + ["loo P=%d" % p for p in counts] + ["loo within 10% / 30%"])
@@ -108,11 +119,12 @@ def main(argv=None):
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     notes = set()
-    for service in args.service:
-        for program, s, dirs in series_dirs:
-            cells, warnings = rows(program, s, dirs, service)
-            notes.update(warnings)
-            print("| " + " | ".join(cells) + " |")
+    for centres in args.centres:
+        for service in args.service:
+            for program, s, dirs in series_dirs:
+                cells, warnings = rows(program, s, dirs, service, centres)
+                notes.update(warnings)
+                print("| " + " | ".join(cells) + " |")
     for note in sorted(notes):
         print("warning: " + note)
     print("run directories: " + base)
