@@ -13,7 +13,10 @@ the machine's load does not always hit the same P), NPB's own verification is ch
 `mpigraph model` (the API) models the P runs of that series.  It prints, per program, series and
 service mode: the measured run time at each P (the longest rank's program time), the in-sample
 error of each run's model, and the leave-one-out error per P (the laws fitted to the other
-counts predict P's run time), with how many are within the seed's 10% and 30% (specs/model.md).
+counts predict P's run time), with how many are within the seed's 10% and 30% (specs/model.md),
+for each series and for all series pooled (series "all": the laws fitted to every run, the
+measured time at P the mean of its runs), and the run-to-run spread of the measured time per P
+over the series (the noise floor).
 
 A benchmark, not a test: it never fails on a time.  On a machine with fewer cores than the
 largest P the ranks are oversubscribed and the errors say little about the model.
@@ -29,7 +32,10 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from machine import describe_machine  # noqa: E402
 
+import numpy as np  # noqa: E402
+
 from mpigraph.model.api import model_runs  # noqa: E402
+from mpigraph.model.inputs import read_run  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -81,19 +87,39 @@ def record_series(args, base, program, series, rng):
 
 
 def rows(program, series, dirs, service, centres="shared"):
-    """Table cells of one series: measured time, in-sample error and leave-one-out error per P."""
+    """Table cells of one series (or of all series pooled): measured time, in-sample error and
+    leave-one-out error per P.  Pooled, several runs share a P: the measured time is their mean
+    (as the loo rows of model.csv have it) and the in-sample error their mean."""
     result = model_runs(dirs, service=service, centres=centres)
     total = result.table.filter(result.table.column("component").to_numpy(zero_copy_only=False) == "total")
-    t = {c: total.column(c).to_pylist() for c in ("P", "source", "measured", "rel_error")}
-    pick = {(src, p): (m, e) for p, src, m, e in zip(t["P"], t["source"], t["measured"], t["rel_error"])}
-    counts = sorted({p for _, p in pick})
-    measured = ["%.3f" % pick[("run", p)][0] for p in counts]
-    in_sample = ["%+.1f%%" % (100 * pick[("run", p)][1]) for p in counts]
-    loo = [pick[("loo", p)][1] for p in counts]
+    t = {c: np.array(total.column(c).to_pylist()) for c in ("P", "source", "measured", "rel_error")}
+    counts = np.unique(t["P"])
+    loo = [t["rel_error"][(t["source"] == "loo") & (t["P"] == p)][0] for p in counts]
+    measured = ["%.3f" % t["measured"][(t["source"] == "loo") & (t["P"] == p)][0] for p in counts]
+    in_sample = ["%+.1f%%" % (100 * t["rel_error"][(t["source"] == "run") & (t["P"] == p)].mean()) for p in counts]
     within = "%d/%d, %d/%d" % (sum(abs(e) <= 0.10 for e in loo), len(loo), sum(abs(e) <= 0.30 for e in loo), len(loo))
     mode = service if centres == "shared" else service + ", " + centres
     return ([program, str(series), mode] + measured + in_sample + ["%+.1f%%" % (100 * e) for e in loo] + [within],
             result.warnings)
+
+
+def pooled(series_dirs):
+    """All series of each program as one set of runs (laws fitted to every run), when there are several."""
+    programs = dict.fromkeys(name for name, _, _ in series_dirs)
+    groups = [(p, "all", [d for name, _, dirs in series_dirs if name == p for d in dirs]) for p in programs]
+    return [g for g in groups if len(g[2]) > len(series_dirs[0][2])]
+
+
+def print_spread(series_dirs, counts):
+    """Run-to-run spread of the measured time per program and P: the noise floor of any error above."""
+    print("\nmeasured run time across series, min / median / max (s) and (max - min) / median:\n")
+    print("| program | " + " | ".join("P=%d" % p for p in counts) + " |")
+    print("|---|" + "---|" * len(counts))
+    for program in dict.fromkeys(name for name, _, _ in series_dirs):
+        times = np.array([[read_run(d).wall_clock for d in dirs] for name, _, dirs in series_dirs if name == program])
+        lo, mid, hi = times.min(axis=0), np.median(times, axis=0), times.max(axis=0)
+        print("| %s | " % program + " | ".join("%.3f / %.3f / %.3f (%.0f%%)" % (a, b, c, 100 * (c - a) / b)
+                                               for a, b, c in zip(lo, mid, hi)) + " |")
 
 
 def main(argv=None):
@@ -121,10 +147,11 @@ def main(argv=None):
     notes = set()
     for centres in args.centres:
         for service in args.service:
-            for program, s, dirs in series_dirs:
+            for program, s, dirs in series_dirs + pooled(series_dirs):
                 cells, warnings = rows(program, s, dirs, service, centres)
                 notes.update(warnings)
                 print("| " + " | ".join(cells) + " |")
+    print_spread(series_dirs, counts)
     for note in sorted(notes):
         print("warning: " + note)
     print("run directories: " + base)
