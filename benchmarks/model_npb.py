@@ -1,7 +1,8 @@
 """`mpigraph model` on strong-scaling series of the NAS Parallel Benchmarks (MPI), as seed 002 did.
 
     python benchmarks/model_npb.py NPB_BIN_DIR [--programs cg.W ft.W] [--nprocs 1 2 4] [--series 3]
-                                   [--service measured calibrated] [--out DIR] [--seed 1]
+                                   [--service measured calibrated] [--centres shared per-rank]
+                                   [--out DIR [--model-only]] [--seed 1]
 
 NPB_BIN_DIR holds NPB3.x-MPI executables built beforehand (cg.W.x, ft.W.x, ...; NPB 3.4 builds
 one executable per class that runs at any P).  This script downloads nothing and builds
@@ -59,7 +60,8 @@ def record(exe, p, out):
     """Run exe on p ranks under mpigraph into out; NPB's own time and verification from its output."""
     # NPB's FT reads inputft.data from the working directory if present: run where there is none.
     with tempfile.TemporaryDirectory() as cwd:
-        done = subprocess.run(["mpigraph", "run", "-n", str(p), "--out", out, "--", exe],
+        # This interpreter's mpigraph (the checkout being measured), not whichever is first on PATH.
+        done = subprocess.run([sys.executable, "-m", "mpigraph", "run", "-n", str(p), "--out", out, "--", exe],
                               cwd=cwd, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit("%s at P=%d failed (%d):\n%s" % (exe, p, done.returncode, done.stderr[-3000:]))
