@@ -200,7 +200,8 @@ def test_every_consumer_reads_a_medium_row(tmp_path):
     assert loggps["L0_ns"] == pytest.approx(eager.alpha * 1e9, rel=1e-5)
     assert loggps["G0_ns"] == pytest.approx(rendezvous.beta * 1e9, rel=1e-5) and loggps["S_bytes"] == S
     assert network.read_params(str(path)).latency_s == pytest.approx(eager.alpha, rel=1e-5)
-    params, _ = decompose.load_params(str(path))
+    params, source = decompose.load_params(str(path))
+    assert "M = %d B" % M in source        # the summary says the medium line was used
     nbytes = np.array([100, M, 2 * M, S, 2 * S, 2 * S])
     code = np.array([decompose.EAGER] * 3 + [decompose.RENDEZVOUS] * 2 + [decompose.EAGER])
     assert list(decompose.line_names(params, nbytes, code, "same-host")) == \

@@ -282,7 +282,10 @@ def load_params(params: Union[None, str, NetworkParams]):
     if not os.path.isfile(params):
         raise NetworkError("--params %s: no such file (make it with mpiexec -n 2 mpigraph calibrate --out %s)"
                            % (params, params))
-    return read_params(params), "alpha, beta, S from %s (mpigraph calibrate)" % params
+    read = read_params(params)
+    M = read.medium_threshold()
+    medium = "; eager messages from M = %d B on take the medium line" % M if M is not None else ""
+    return read, "alpha, beta, S from %s (mpigraph calibrate)%s" % (params, medium)
 
 
 def decompose(run_dir: str, params: Union[None, str, NetworkParams] = None, out: Optional[str] = None,
