@@ -169,12 +169,6 @@ def find_cuts(stats: SizeStats, max_segments: int = MAX_SEGMENTS) -> List[int]:
     return best[min(bic, key=bic.get)][1]
 
 
-def find_threshold(stats: SizeStats) -> Optional[int]:
-    """Index of the first rendezvous size when at most two protocols are allowed, or None."""
-    cuts = find_cuts(stats, max_segments=2)
-    return cuts[0] if cuts else None
-
-
 def fit(samples: Dict[int, np.ndarray], bootstrap: int = 400, level: float = 0.95, seed: int = 1,
         max_segments: int = MAX_SEGMENTS) -> Fit:
     """Thresholds, lines and bootstrap intervals from {size: one-way times}."""
