@@ -249,6 +249,20 @@ def test_real_calibrate_on_2_ranks(tmp_path, wheel):
     assert decompose_params(str(out))[0].threshold() == params.threshold()
 
 
+def test_real_calibrate_with_one_protocol_at_most(tmp_path, wheel):
+    """--max-protocols 1: one eager line whatever the data, no thresholds, and the readers cope."""
+    from mpigraph.whatif.api import load_params as whatif_params
+
+    out = tmp_path / "params.csv"
+    result = mpi_env.mpigraph(["calibrate", "--out", out, "--sizes", "0,8,64,512,4K,32K", "--repeats", "20",
+                               "--bootstrap", "20", "--max-protocols", "1"], nprocs=2, mpi=wheel)
+    assert result.returncode == 0, result.stderr
+    params = read_params(str(out))
+    assert params.protocols() == ["eager"] and params.threshold() is None and params.medium_threshold() is None
+    assert list(params.protocol_of([0, 1 << 20])) == ["eager", "eager"]
+    assert "S_bytes" not in whatif_params(str(out))
+
+
 def test_calibrate_needs_two_ranks(tmp_path):
     result = mpi_env.mpigraph(["calibrate", "--out", tmp_path / "p.csv", "--sizes", "0,8,64,512"])
     assert result.returncode == 2 and "mpiexec -n 2" in result.stderr

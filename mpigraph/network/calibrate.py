@@ -171,7 +171,7 @@ def _thresholds(result: Fit) -> List[str]:
     st = result.stats
     if len(result.lines) == 1:
         return ["  one protocol over %d .. %d B (no jump found)" % (st.sizes[0], st.sizes[-1])]
-    out = ["  %d protocols (chosen by BIC among 1-%d lines)" % (len(result.lines), MAX_SEGMENTS)]
+    out = ["  %d protocols (chosen by BIC)" % len(result.lines)]
     if result.medium is not None:
         out.append("  medium from M = %d B (the jump lies in (%d, %d] B)"
                    % (result.medium, result.last_before_medium, result.medium))
@@ -180,8 +180,9 @@ def _thresholds(result: Fit) -> List[str]:
     return out
 
 
-def main(out: str, sizes: List[int], repeats: int, bootstrap: int = 400, seed: int = 1) -> int:
-    """The command: measure on every rank, fit and write on rank 0."""
+def main(out: str, sizes: List[int], repeats: int, bootstrap: int = 400, seed: int = 1,
+         max_protocols: int = MAX_SEGMENTS) -> int:
+    """The command: measure on every rank, fit (at most max_protocols lines) and write on rank 0."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -193,7 +194,7 @@ def main(out: str, sizes: List[int], repeats: int, bootstrap: int = 400, seed: i
         return 0
     rows, texts = [], []
     for host_pair, by_size in samples.items():
-        result = fit(by_size, bootstrap=bootstrap, seed=seed)
+        result = fit(by_size, bootstrap=bootstrap, seed=seed, max_segments=max_protocols)
         rows += to_rows(host_pair, result)
         texts.append(report(host_pair, result))
     write_params(out, rows)
