@@ -167,11 +167,12 @@ def test_params_file_with_a_medium_row(tmp_path):
     sizes = np.array([0, M - 1, M, S - 1, S, 1 << 20])
     assert list(params.protocol_of(sizes)) == ["eager", "eager", "medium", "medium", "rendezvous", "rendezvous"]
     assert params.time(sizes) == pytest.approx(result.predict(sizes), rel=1e-5)
-    # A medium row without M (hand-written) says what to add.
-    text = path.read_text().replace(",%d\n" % M, ",\n")
-    path.write_text(text)
-    with pytest.raises(NetworkError, match="medium_bytes"):
-        read_params(str(path))
+    # A medium row without M, or M not below S (hand-written), says what to write.
+    text = path.read_text()
+    for wrong in (",\n", ",%d\n" % S):
+        path.write_text(text.replace(",%d\n" % M, wrong))
+        with pytest.raises(NetworkError, match="medium_bytes"):
+            read_params(str(path))
 
 
 def test_params_file_of_the_old_columns_reads_as_before(tmp_path):
