@@ -1,5 +1,6 @@
-"""calibrate: the threshold and per-protocol lines on synthetic ping-pong data with known
-answers, the params file, and a real 2-rank run.  Run with -s to see the figures."""
+"""calibrate: the thresholds and per-protocol lines on synthetic ping-pong data with known
+answers (two protocols, and three: eager, medium, rendezvous), the params file and its readers,
+and a real 2-rank run.  Run with -s to see the figures."""
 
 import csv
 
@@ -15,17 +16,23 @@ from mpigraph.network.params import COLUMNS, read_params
 # A synthetic network: eager 1.5 us + 0.1 ns/B below S = 64 KiB, rendezvous 8 us + 0.08 ns/B
 # from S on (a jump of 6.5 - 1.3 = 5.2 us at S): the shape of MPICH's shared-memory times.
 EAGER, RENDEZVOUS, S = (1.5e-6, 0.1e-9), (8e-6, 0.08e-9), 64 << 10
+# Three protocols (seed 003: mailbox eager, medium "eager RDMA", rendezvous): the same eager and
+# rendezvous lines with a medium line 3 us + 0.07 ns/B from M = 8 KiB: a jump of 3.57 - 2.32 =
+# 1.25 us at M (25 standard errors of a mean of 60 samples at 5%), the medium line below the
+# rendezvous one at S (7.6 against 13.2 us).
+MEDIUM, M = (3e-6, 0.07e-9), 8 << 10
+TRUTH = {"eager": EAGER, "medium": MEDIUM, "rendezvous": RENDEZVOUS}
 
 
-def synthetic(seed, sizes=None, n=200, relative=0.05, preempted=0.03):
+def synthetic(seed, sizes=None, n=200, relative=0.05, preempted=0.03, medium=False):
     """{size: one-way times}: the known line times (1 + N(0, relative)), the spread growing
     with the time, and a fraction `preempted` of the samples 20-500 us late (another process
-    ran): the fit must drop those."""
+    ran): the fit must drop those.  medium: the three-protocol network."""
     rng = np.random.default_rng(seed)
     sizes = sizes or [s for s in default_sizes() if s <= 1 << 20]
     out = {}
     for size in sizes:
-        alpha, beta = RENDEZVOUS if size >= S else EAGER
+        alpha, beta = RENDEZVOUS if size >= S else (MEDIUM if medium and size >= M else EAGER)
         times = (alpha + beta * size) * (1 + relative * rng.standard_normal(n))
         late = rng.random(n) < preempted
         out[size] = times + late * rng.uniform(20e-6, 500e-6, n)
@@ -68,6 +75,49 @@ def test_bootstrap_intervals_cover_the_truth_most_of_the_time():
     assert (hits >= 0.8 * trials).all()
 
 
+def test_three_protocols_of_known_data():
+    """Seed 003's three protocols: both thresholds found (each jump bracketed by the sizes
+    around it), every line within 2% of the truth and inside its own interval."""
+    result = fit(synthetic(seed=1, medium=True), bootstrap=400, seed=1)
+    print("\n" + report("synthetic, three protocols", result))
+    assert [line.protocol for line in result.lines] == ["eager", "medium", "rendezvous"]
+    assert (result.last_before_medium, result.medium) == (6144, M)
+    assert (result.last_eager, result.threshold) == (49152, S)
+    assert [line.start for line in result.lines] == [0, M, S]
+    for line in result.lines:
+        alpha, beta = TRUTH[line.protocol]
+        assert line.alpha_lo <= line.alpha <= line.alpha_hi and line.beta_lo <= line.beta <= line.beta_hi
+        assert line.alpha == pytest.approx(alpha, rel=0.02) and line.beta == pytest.approx(beta, rel=0.02)
+    assert list(result.protocol_of([0, M - 1, M, S - 1, S])) == ["eager", "eager", "medium", "medium", "rendezvous"]
+    # Every size's mean lies within one spread of the fit: the model describes the data.
+    st = result.stats
+    assert (np.abs(result.predict(st.sizes) - st.mean) <= st.spread).all()
+
+
+def test_number_of_protocols_and_coverage_with_three():
+    """40 calibrations each of a two- and a three-protocol truth: BIC picks two and three
+    every time (the fit.py docstring gives the margin), and the three-protocol 95% intervals
+    hold each of the six true parameters at least 80% of the time (binomial(40, 0.95) is below
+    32 with p < 0.001)."""
+    trials = 40
+    hits = np.zeros(6)
+    for seed in range(trials):
+        two = fit(synthetic(seed + 300, n=60), bootstrap=10, seed=seed)
+        assert [line.protocol for line in two.lines] == ["eager", "rendezvous"] and two.threshold == S
+        three = fit(synthetic(seed + 100, n=60, medium=True), bootstrap=300, seed=seed)
+        assert (three.medium, three.threshold) == (M, S)
+        hits += [lo <= true <= hi for line in three.lines
+                 for lo, true, hi in ((line.alpha_lo, TRUTH[line.protocol][0], line.alpha_hi),
+                                      (line.beta_lo, TRUTH[line.protocol][1], line.beta_hi))]
+    print("\ncoverage of the 95%% intervals (alpha, beta of eager, medium, rendezvous): %s" % (hits / trials))
+    assert (hits >= 0.8 * trials).all()
+
+
+def test_at_most_two_protocols_when_asked():
+    result = fit(synthetic(seed=4, medium=True), bootstrap=50, max_segments=2)
+    assert [line.protocol for line in result.lines] == ["eager", "rendezvous"] and result.medium is None
+
+
 def test_one_protocol_when_there_is_no_jump():
     rng = np.random.default_rng(3)
     samples = {s: (2e-6 + 0.1e-9 * s) * (1 + 0.05 * rng.standard_normal(100)) for s in default_sizes() if s <= 8192}
@@ -94,6 +144,74 @@ def test_params_file_round_trip(tmp_path):
         read_params(str(path))
 
 
+def _three_protocol_file(tmp_path):
+    from mpigraph.network.calibrate import to_rows
+    from mpigraph.network.params import write_params
+
+    result = fit(synthetic(seed=2, medium=True), bootstrap=100)
+    path = tmp_path / "params.csv"
+    write_params(str(path), to_rows("same-host", result))
+    return path, result
+
+
+def test_params_file_with_a_medium_row(tmp_path):
+    path, result = _three_protocol_file(tmp_path)
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    assert [r["protocol"] for r in rows] == ["eager", "medium", "rendezvous"]
+    # S keeps its meaning on every row (a reader of the two-protocol rule still finds it); M is new.
+    assert {r["threshold_bytes"] for r in rows} == {str(S)} and {r["medium_bytes"] for r in rows} == {str(M)}
+    params = read_params(str(path))
+    assert (params.medium_threshold(), params.threshold()) == (M, S)
+    assert params.protocols() == ["eager", "medium", "rendezvous"]
+    sizes = np.array([0, M - 1, M, S - 1, S, 1 << 20])
+    assert list(params.protocol_of(sizes)) == ["eager", "eager", "medium", "medium", "rendezvous", "rendezvous"]
+    assert params.time(sizes) == pytest.approx(result.predict(sizes), rel=1e-5)
+    # A medium row without M, or M not below S (hand-written), says what to write.
+    text = path.read_text()
+    for wrong in (",\n", ",%d\n" % S):
+        path.write_text(text.replace(",%d\n" % M, wrong))
+        with pytest.raises(NetworkError, match="medium_bytes"):
+            read_params(str(path))
+
+
+def test_params_file_of_the_old_columns_reads_as_before(tmp_path):
+    """A file without medium_bytes (written before it existed, or by hand) is the two-protocol rule."""
+    path = tmp_path / "old.csv"
+    path.write_text("protocol,latency_s,per_byte_s,latency_lo_s,latency_hi_s,per_byte_lo_s,per_byte_hi_s,"
+                    "threshold_bytes,host_pair\n"
+                    "eager,2e-06,1e-10,,,,,8192,same-host\nrendezvous,5e-06,2e-10,,,,,8192,same-host\n")
+    params = read_params(str(path))
+    assert params.medium_threshold() is None and params.threshold() == 8192
+    assert list(params.protocol_of([8191, 8192])) == ["eager", "rendezvous"]
+    assert params.time([1000, 10000]) == pytest.approx([2e-6 + 1e-7, 5e-6 + 2e-6])
+
+
+def test_every_consumer_reads_a_medium_row(tmp_path):
+    """whatif --params (LogGPS: L from eager, G from rendezvous, S where the sender waits),
+    model --params (the eager row), decompose (an eager message from M on takes the medium
+    line, seed 003's medium being an eager protocol; rendezvous its own)."""
+    from mpigraph.model import network
+    from mpigraph.network import decompose
+    from mpigraph.whatif.api import load_params
+
+    path, result = _three_protocol_file(tmp_path)
+    eager, medium, rendezvous = result.lines
+    loggps = load_params(str(path))
+    assert loggps["L0_ns"] == pytest.approx(eager.alpha * 1e9, rel=1e-5)
+    assert loggps["G0_ns"] == pytest.approx(rendezvous.beta * 1e9, rel=1e-5) and loggps["S_bytes"] == S
+    assert network.read_params(str(path)).latency_s == pytest.approx(eager.alpha, rel=1e-5)
+    params, source = decompose.load_params(str(path))
+    assert "M = %d B" % M in source        # the summary says the medium line was used
+    nbytes = np.array([100, M, 2 * M, S, 2 * S, 2 * S])
+    code = np.array([decompose.EAGER] * 3 + [decompose.RENDEZVOUS] * 2 + [decompose.EAGER])
+    assert list(decompose.line_names(params, nbytes, code, "same-host")) == \
+        ["eager", "medium", "medium", "rendezvous", "rendezvous", "medium"]
+    est = decompose.network_ns(params, nbytes, code, np.ones(len(nbytes), bool))
+    lines = [eager, medium, medium, rendezvous, rendezvous, medium]
+    assert est == pytest.approx([(l.alpha + l.beta * n) * 1e9 for l, n in zip(lines, nbytes)], rel=1e-5)
+
+
 def test_sizes_and_pairs():
     assert parse_sizes("0, 8,1K,64k,1M") == [0, 8, 1024, 65536, 1 << 20]
     with pytest.raises(NetworkError):
@@ -118,6 +236,32 @@ def test_real_calibrate_on_2_ranks(tmp_path, wheel):
     line = [l for l in result.stdout.splitlines() if "within one spread" in l][0]
     within, total = (int(w) for w in line.split(" at ")[1].split(" sizes")[0].split(" of "))
     assert total == 9 and within >= 5
+    # Whatever number of protocols this machine's load made the fit find, every reader takes the file.
+    from mpigraph.model import network
+    from mpigraph.network.decompose import load_params as decompose_params
+    from mpigraph.whatif.api import load_params as whatif_params
+
+    assert params.protocols()[0] == "eager" and len(params.protocols()) == len(
+        [l for l in result.stdout.splitlines() if l.split()[:1] and l.split()[0] in ("eager", "medium", "rendezvous")
+         and "[" in l])
+    assert np.isfinite(params.time([0, 8, 1 << 20])).all()
+    assert whatif_params(str(out))["L0_ns"] == pytest.approx(eager.latency_s * 1e9, rel=1e-5)
+    assert network.read_params(str(out)).latency_s == pytest.approx(eager.latency_s, rel=1e-5)
+    assert decompose_params(str(out))[0].threshold() == params.threshold()
+
+
+def test_real_calibrate_with_one_protocol_at_most(tmp_path, wheel):
+    """--max-protocols 1: one eager line whatever the data, no thresholds, and the readers cope."""
+    from mpigraph.whatif.api import load_params as whatif_params
+
+    out = tmp_path / "params.csv"
+    result = mpi_env.mpigraph(["calibrate", "--out", out, "--sizes", "0,8,64,512,4K,32K", "--repeats", "20",
+                               "--bootstrap", "20", "--max-protocols", "1"], nprocs=2, mpi=wheel)
+    assert result.returncode == 0, result.stderr
+    params = read_params(str(out))
+    assert params.protocols() == ["eager"] and params.threshold() is None and params.medium_threshold() is None
+    assert list(params.protocol_of([0, 1 << 20])) == ["eager", "eager"]
+    assert "S_bytes" not in whatif_params(str(out))
 
 
 def test_calibrate_needs_two_ranks(tmp_path):

@@ -8,9 +8,10 @@
               (at least MIN_REPEATS): the large sizes' times vary less, relatively; spread
               over PASSES sweeps of all sizes
     a sample  one round trip's time / 2 (MPI_Wtime), after WARMUP untimed round trips
-    fit       fit.py: the threshold S from the data, alpha + beta N per protocol, bootstrap
-              intervals; written to params.csv (params.py) and printed, per size the mean +-
-              spread against the fit
+    fit       fit.py: one to three protocols (eager, medium, rendezvous) and where each
+              starts, from the data; alpha + beta N per protocol, bootstrap intervals;
+              written to params.csv (params.py) and printed, per size the mean +- spread
+              against the fit
 """
 
 import os
@@ -21,7 +22,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from mpigraph.network import NetworkError
-from mpigraph.network.fit import Fit, fit
+from mpigraph.network.fit import MAX_SEGMENTS, Fit, fit
 from mpigraph.network.params import ProtocolParams, write_params
 
 MAX_SIZE = 4 << 20
@@ -137,31 +138,26 @@ def measure(comm, sizes: List[int], repeats: int, passes: int = PASSES) -> Dict[
 
 def to_rows(host_pair: str, result: Fit) -> List[ProtocolParams]:
     return [ProtocolParams(line.protocol, line.alpha, line.beta, line.alpha_lo, line.alpha_hi, line.beta_lo,
-                           line.beta_hi, result.threshold, host_pair) for line in result.lines]
+                           line.beta_hi, result.threshold, host_pair, result.medium) for line in result.lines]
 
 
 def report(host_pair: str, result: Fit, level: float = 0.95) -> str:
     """The table per protocol with intervals, then per size mean +- spread against the fit."""
     st = result.stats
-    lines = ["%s:" % host_pair]
-    if result.threshold is None:
-        lines.append("  one protocol over %d .. %d B (no jump found)" % (st.sizes[0], st.sizes[-1]))
-    else:
-        lines.append("  threshold S = %d B: eager below, rendezvous from S (the jump lies in (%d, %d] B)"
-                     % (result.threshold, result.last_eager, result.threshold))
-    lines.append("  %-11s %-30s %-34s %s" % ("protocol", "latency us [%d%% interval]" % (level * 100),
-                                             "per-byte ns/B [%d%% interval]" % (level * 100), "bandwidth GB/s"))
+    lines = ["%s:" % host_pair] + _thresholds(result)
+    lines.append("  %-11s %-12s %-30s %-34s %s" % ("protocol", "from B", "latency us [%d%% interval]" % (level * 100),
+                                                   "per-byte ns/B [%d%% interval]" % (level * 100), "bandwidth GB/s"))
     for line in result.lines:
-        lines.append("  %-11s %-30s %-34s %.3g" % (
-            line.protocol, "%.3f [%.3f, %.3f]" % (line.alpha * 1e6, line.alpha_lo * 1e6, line.alpha_hi * 1e6),
+        lines.append("  %-11s %-12d %-30s %-34s %.3g" % (
+            line.protocol, line.start,
+            "%.3f [%.3f, %.3f]" % (line.alpha * 1e6, line.alpha_lo * 1e6, line.alpha_hi * 1e6),
             "%.5f [%.5f, %.5f]" % (line.beta * 1e9, line.beta_lo * 1e9, line.beta_hi * 1e9),
             1e-9 / line.beta if line.beta > 0 else float("inf")))
     fitted = result.predict(st.sizes)
     within = np.abs(fitted - st.mean) <= st.spread
     lines.append("  %10s %-10s %5s %12s %10s %12s %10s %s" % ("size B", "protocol", "n", "mean us", "+- spread",
                                                               "fit us", "fit-mean", "within spread"))
-    protocol = np.where(st.sizes >= result.threshold, "rendezvous", "eager") if result.threshold is not None \
-        else np.full(len(st.sizes), "eager")
+    protocol = result.protocol_of(st.sizes)
     for i in range(len(st.sizes)):
         lines.append("  %10d %-10s %5d %12.3f %10.3f %12.3f %+10.3f %s" % (
             st.sizes[i], protocol[i], st.n[i], st.mean[i] * 1e6, st.spread[i] * 1e6, fitted[i] * 1e6,
@@ -170,8 +166,23 @@ def report(host_pair: str, result: Fit, level: float = 0.95) -> str:
     return "\n".join(lines)
 
 
-def main(out: str, sizes: List[int], repeats: int, bootstrap: int = 400, seed: int = 1) -> int:
-    """The command: measure on every rank, fit and write on rank 0."""
+def _thresholds(result: Fit) -> List[str]:
+    """Where each protocol starts and the bracket its jump lies in."""
+    st = result.stats
+    if len(result.lines) == 1:
+        return ["  one protocol over %d .. %d B (no jump found)" % (st.sizes[0], st.sizes[-1])]
+    out = ["  %d protocols (chosen by BIC)" % len(result.lines)]
+    if result.medium is not None:
+        out.append("  medium from M = %d B (the jump lies in (%d, %d] B)"
+                   % (result.medium, result.last_before_medium, result.medium))
+    out.append("  rendezvous from S = %d B (the jump lies in (%d, %d] B)"
+               % (result.threshold, result.last_eager, result.threshold))
+    return out
+
+
+def main(out: str, sizes: List[int], repeats: int, bootstrap: int = 400, seed: int = 1,
+         max_protocols: int = MAX_SEGMENTS) -> int:
+    """The command: measure on every rank, fit (at most max_protocols lines) and write on rank 0."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -183,7 +194,7 @@ def main(out: str, sizes: List[int], repeats: int, bootstrap: int = 400, seed: i
         return 0
     rows, texts = [], []
     for host_pair, by_size in samples.items():
-        result = fit(by_size, bootstrap=bootstrap, seed=seed)
+        result = fit(by_size, bootstrap=bootstrap, seed=seed, max_segments=max_protocols)
         rows += to_rows(host_pair, result)
         texts.append(report(host_pair, result))
     write_params(out, rows)

@@ -1,6 +1,6 @@
 """`mpigraph calibrate`, `mpigraph decompose` and `mpigraph netprobe`.
 
-    mpiexec -n 2 mpigraph calibrate [--out params.csv] [--sizes 0,8,1K,64K] [--repeats N]
+    mpiexec -n 2 mpigraph calibrate [--out params.csv] [--sizes 0,8,1K,64K] [--repeats N] [--max-protocols 3]
     mpigraph decompose RUN_DIR [--params params.csv] [--out DIR]
     mpigraph netprobe --simulate fattree:8,3 [--seed 1] [--noise 0.02] [--repeats 5] [--oversample 2]
     mpiexec -n 4 mpigraph netprobe --topology T.json [--emulate] [--out netprobe]
@@ -24,6 +24,9 @@ def add_parser(subparsers) -> None:
                    help="round trips per size up to 64 KiB, fewer above (default 200)")
     p.add_argument("--bootstrap", type=int, default=400, metavar="B", help="bootstrap replicates (default 400)")
     p.add_argument("--seed", type=int, default=1, help="bootstrap seed (default 1)")
+    p.add_argument("--max-protocols", type=int, default=3, choices=(1, 2, 3), metavar="M",
+                   help="fit at most M protocols: 3 = eager, medium, rendezvous, 2 = eager and rendezvous "
+                        "(the data choose how many, up to M; default 3)")
     p.set_defaults(func=cmd_calibrate)
 
     p = subparsers.add_parser(
@@ -63,7 +66,7 @@ def cmd_calibrate(args) -> int:
     from mpigraph.network import calibrate
 
     sizes = calibrate.parse_sizes(args.sizes) if args.sizes else calibrate.default_sizes()
-    return calibrate.main(args.out, sizes, args.repeats, args.bootstrap, args.seed)
+    return calibrate.main(args.out, sizes, args.repeats, args.bootstrap, args.seed, args.max_protocols)
 
 
 def cmd_decompose(args) -> int:

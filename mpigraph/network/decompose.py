@@ -13,7 +13,9 @@ Per call (duration D = end - start, the call's MPI time):
              returned before is not waiting).  Collectives: the member's wait by pattern.
     R        D - sync: network + stack, exact up to the clock error.
     network  an ESTIMATE: network_est = alpha_p + N beta_p of the message's protocol p and host
-             pair (params.csv from `mpigraph calibrate`), charged where a side waited for data:
+             pair (params.csv from `mpigraph calibrate`; an eager message from the params'
+             medium threshold on takes the medium line, see line_names), charged where a side
+             waited for data:
                receiver: max(0, TSend + network_est - max(TSend, start of the completing call));
                rendezvous sender: network_est (its ACK needs the data across); eager sender: 0;
              summed over the messages a call completed, at most R.  Collectives: depth d alpha +
@@ -164,14 +166,26 @@ def _row(params: NetworkParams, protocol: str, host_pair: str):
         return params.get("eager", pair)
 
 
+def line_names(params: NetworkParams, nbytes, protocol, host_pair: str) -> np.ndarray:
+    """The params line of each message: rendezvous for the rendezvous code; for the eager code
+    medium from the params' medium threshold M on, else eager.  Seed 003's medium protocol
+    (eager RDMA) is an eager protocol: the sender completes at once and only the receiver can
+    wait, so the trace cannot tell it from mailbox eager and it keeps the eager code (and its
+    sync); only its network time, its own alpha + beta N, differs."""
+    M = _row(params, "eager", host_pair).medium_bytes
+    medium = (np.asarray(nbytes) >= M) if M is not None else np.zeros(len(nbytes), bool)
+    return np.where(protocol == RENDEZVOUS, "rendezvous", np.where(medium, "medium", "eager"))
+
+
 def network_ns(params: NetworkParams, nbytes, protocol, same_host) -> np.ndarray:
-    """alpha_p + beta_p N (ns) per message of its protocol code and host pair."""
+    """alpha_p + beta_p N (ns) per message of its line (line_names) and host pair."""
     nbytes = np.asarray(nbytes, float)
     out = np.zeros(len(nbytes))
-    for code, name in ((EAGER, "eager"), (RENDEZVOUS, "rendezvous")):
-        for pair, where in (("same-host", same_host), ("other-host", ~same_host)):
+    for pair, where in (("same-host", same_host), ("other-host", ~same_host)):
+        names = line_names(params, nbytes, protocol, pair)
+        for name in ("eager", "medium", "rendezvous"):
             row = _row(params, name, pair)
-            pick = (protocol == code) & where
+            pick = (names == name) & where & (protocol > 0)
             out[pick] = (row.latency_s + row.per_byte_s * nbytes[pick]) * 1e9
     return out
 
@@ -219,9 +233,11 @@ def collective_network(members: dict, instance, params: NetworkParams, member_by
     pair = "same-host" if one_host else "other-host"
     S = params.threshold(_row(params, "eager", pair).host_pair)
     big = np.asarray(member_bytes) >= S if S is not None else np.zeros(len(size), bool)
+    names = line_names(params, member_bytes, np.where(big, RENDEZVOUS, EAGER), pair)
     est = np.zeros(len(size))
-    for name, pick in (("eager", ~big), ("rendezvous", big)):
+    for name in ("eager", "medium", "rendezvous"):
         row = _row(params, name, pair)
+        pick = names == name
         est[pick] = (depth[pick] * row.latency_s + member_bytes[pick] * row.per_byte_s) * 1e9
     at = _global(offsets, members["rank"][done], members["done_call"][done])
     np.add.at(out, at, est[done])
@@ -266,7 +282,10 @@ def load_params(params: Union[None, str, NetworkParams]):
     if not os.path.isfile(params):
         raise NetworkError("--params %s: no such file (make it with mpiexec -n 2 mpigraph calibrate --out %s)"
                            % (params, params))
-    return read_params(params), "alpha, beta, S from %s (mpigraph calibrate)" % params
+    read = read_params(params)
+    M = read.medium_threshold()
+    medium = "; eager messages from M = %d B on take the medium line" % M if M is not None else ""
+    return read, "alpha, beta, S from %s (mpigraph calibrate)%s" % (params, medium)
 
 
 def decompose(run_dir: str, params: Union[None, str, NetworkParams] = None, out: Optional[str] = None,

@@ -1,4 +1,4 @@
-"""Fitting ping-pong times: the protocol threshold S, then alpha + beta*N per protocol.
+"""Fitting ping-pong times: the protocols' thresholds, then alpha + beta*N per protocol.
 
 Seed 003 calibrates its network and stack parameters by Bayesian inference on ping-pong
 times; specs/decompose.md takes the light substitute: weighted least squares (the maximum
@@ -11,15 +11,27 @@ likelihood of its eq. 7 under uniform priors) with bootstrap intervals.
                   network; Gaussian jitter loses about 1 sample in 3000 to the cut)
     line:         t(N) = alpha + beta N by weighted least squares, weights w_i = 1/sigma_i^2:
                   beta = (W Swxy - Swx Swy) / (W Swxx - Swx^2), alpha = (Swy - beta Swx) / W
-    threshold:    sizes sorted; every split k (eager = the first k sizes, rendezvous = the
-                  rest, at least MIN_POINTS each) fitted by two lines, neither falling
-                  (beta >= 0: a split that needs a falling line fits noise); the split with the
-                  smallest total weighted residual sum(w_i r_i^2) wins, unless one line does
-                  as well by BIC (chi2 + parameters * ln K: 2 parameters against 5).
-                  S = the smallest size of the rendezvous side: the jump lies in
-                  (largest eager size, S]
+    segments:     seed 003 names three protocols: small messages eager into mailboxes, medium
+                  ones eager through a pinned intermediate buffer ("eager RDMA"), large ones
+                  by zero-copy rendezvous; an MPI may use two of them or all three.  The sizes
+                  sorted are cut into m = 1, 2 or 3 runs of neighbouring sizes (at least
+                  MIN_POINTS each), one line per run, none falling (beta >= 0: a cut that needs
+                  a falling line fits noise).  For each m the cuts with the smallest total
+                  weighted residual chi2 = sum(w_i r_i^2) win (every cut, or every pair of
+                  cuts, is tried).  m is chosen by BIC = chi2 + k ln n: k = 3m - 1 parameters
+                  (two a line, one a threshold: 2, 5, 8), n the samples kept over all sizes,
+                  because chi2 of the means with w_i = 1/sigma_i^2 is, up to a constant,
+                  -2 ln the likelihood of the samples themselves.  So a third line must lower
+                  chi2 by 3 ln n (27 at 200 samples a size).  On two-line synthetic data
+                  (tests/test_calibrate.py, 41 sizes) the best third line lowered it by at
+                  most 0.72 of that in 400 calibrations at 60 samples a size, 0.96 at 200: a
+                  two-protocol MPI keeps two lines.  At 20 samples a size (sigma_i itself
+                  then uncertain) 7 of 400 got a third; with the number of sizes in place of
+                  n, 4-13% did.  A real third protocol lowers chi2 by thousands.  The runs are
+                  eager, (medium,) rendezvous; a protocol's threshold is the smallest size of
+                  its run: the jump lies in (the largest size of the run before, threshold]
     intervals:    bootstrap: each size's samples resampled with replacement, the means and
-                  sigmas recomputed, both lines refitted at the same threshold; the
+                  sigmas recomputed, every line refitted on the same sizes; the
                   (1-level)/2 and (1+level)/2 quantiles of alpha and beta
 """
 
@@ -30,6 +42,8 @@ import numpy as np
 
 OUTLIER = 5.0         # robust standard deviations above the median: interference, dropped
 MIN_POINTS = 3        # sizes on each side of a threshold: a line needs two, a check one more
+MAX_SEGMENTS = 3      # seed 003's protocols: eager (mailbox), medium (eager RDMA), rendezvous
+NAMES = {1: ("eager",), 2: ("eager", "rendezvous"), 3: ("eager", "medium", "rendezvous")}
 SIGMA_FLOOR = 1e-12   # s: a size whose samples are all equal (synthetic) still gets a finite weight
 
 
@@ -53,20 +67,37 @@ class Line:
     beta_hi: float = float("nan")
     sizes: np.ndarray = field(default_factory=lambda: np.zeros(0))   # the sizes it was fitted on
 
+    @property
+    def start(self) -> int:
+        """Where the protocol starts (bytes): its smallest size, 0 for eager."""
+        return 0 if self.protocol == "eager" else int(self.sizes[0])
+
 
 @dataclass
 class Fit:
     stats: SizeStats
-    lines: List[Line]
+    lines: List[Line]             # eager, [medium,] [rendezvous], in the order of their sizes
     threshold: Optional[int]      # the first rendezvous size; None: one protocol only
-    last_eager: Optional[int]
+    last_eager: Optional[int]     # the largest size below the threshold (the jump lies in between)
+    medium: Optional[int] = None  # the first medium size; None: no medium protocol
+    last_before_medium: Optional[int] = None
+
+    def line_index(self, sizes) -> np.ndarray:
+        """Index into lines of each size's protocol: the last line starting at or below it."""
+        starts = np.array([line.start for line in self.lines])
+        return np.searchsorted(starts, np.asarray(sizes), side="right") - 1
+
+    def protocol_of(self, sizes) -> np.ndarray:
+        """The protocol name of each size."""
+        return np.array([line.protocol for line in self.lines], dtype=object)[self.line_index(sizes)]
 
     def predict(self, sizes: np.ndarray) -> np.ndarray:
-        """The fitted one-way time of each size."""
+        """The fitted one-way time of each size: alpha_p + beta_p N of its protocol p."""
         sizes = np.asarray(sizes, dtype=float)
-        eager, rendezvous = self.lines[0], self.lines[-1]
-        use_rdv = sizes >= self.threshold if self.threshold is not None else np.zeros(len(sizes), dtype=bool)
-        return np.where(use_rdv, rendezvous.alpha + rendezvous.beta * sizes, eager.alpha + eager.beta * sizes)
+        which = self.line_index(sizes)
+        alpha = np.array([line.alpha for line in self.lines])[which]
+        beta = np.array([line.beta for line in self.lines])[which]
+        return alpha + beta * sizes
 
 
 def size_stats(samples: Dict[int, np.ndarray]) -> SizeStats:
@@ -104,44 +135,64 @@ def wls(x: np.ndarray, y: np.ndarray, sigma: np.ndarray):
     return alpha, beta, (w * residual ** 2).sum(-1)
 
 
-def find_threshold(stats: SizeStats) -> Optional[int]:
-    """Index of the first rendezvous size (module docstring), or None for one protocol."""
+def segment_chi2(stats: SizeStats) -> np.ndarray:
+    """(K+1, K+1): chi2 of one line through sizes i..j-1 at [i, j]; inf where j - i < MIN_POINTS
+    or the line falls (a byte never takes negative time)."""
     x, y, s = stats.sizes.astype(float), stats.mean, stats.sigma
     K = len(x)
-    _, _, chi_one = wls(x, y, s)
-    best, best_chi = None, np.inf
-    for k in range(MIN_POINTS, K - MIN_POINTS + 1):
-        _, beta_eager, chi_eager = wls(x[:k], y[:k], s[:k])
-        _, beta_rdv, chi_rdv = wls(x[k:], y[k:], s[k:])
-        # A byte never takes negative time: a split that needs a falling line fits noise.
-        if beta_eager < 0 or beta_rdv < 0:
-            continue
-        if chi_eager + chi_rdv < best_chi:
-            best, best_chi = k, chi_eager + chi_rdv
-    if best is None or chi_one + 2 * np.log(K) <= best_chi + 5 * np.log(K):
-        return None
-    return best
+    chi = np.full((K + 1, K + 1), np.inf)
+    for i in range(K - MIN_POINTS + 1):          # per run of sizes (K^2/2 small fits), not per sample
+        for j in range(i + MIN_POINTS, K + 1):
+            _, beta, c = wls(x[i:j], y[i:j], s[i:j])
+            if beta >= 0:
+                chi[i, j] = c
+    return chi
 
 
-def fit(samples: Dict[int, np.ndarray], bootstrap: int = 400, level: float = 0.95, seed: int = 1) -> Fit:
-    """Threshold, lines and bootstrap intervals from {size: one-way times}."""
+def find_cuts(stats: SizeStats, max_segments: int = MAX_SEGMENTS) -> List[int]:
+    """The first index of every line after the first (module docstring): [], [k] or [k1, k2]."""
+    K = len(stats.sizes)
+    chi = segment_chi2(stats)
+    best = {1: (chi[0, K], [])}
+    if max_segments >= 2:
+        two = chi[0, :] + chi[:, K]                      # cut at k: [0, k) and [k, K)
+        k = int(np.argmin(two))
+        best[2] = (two[k], [k])
+    if max_segments >= 3:
+        three = chi[0, :, None] + chi + chi[None, :, K]  # cuts k1 < k2: [0, k1), [k1, k2), [k2, K)
+        k1, k2 = np.unravel_index(int(np.argmin(three)), three.shape)
+        best[3] = (three[k1, k2], [int(k1), int(k2)])
+    n = stats.n.sum()
+    bic = {m: c + (3 * m - 1) * np.log(n) for m, (c, _) in best.items() if np.isfinite(c)}
+    if not bic:
+        return []
+    return best[min(bic, key=bic.get)][1]
+
+
+def fit(samples: Dict[int, np.ndarray], bootstrap: int = 400, level: float = 0.95, seed: int = 1,
+        max_segments: int = MAX_SEGMENTS) -> Fit:
+    """Thresholds, lines and bootstrap intervals from {size: one-way times}."""
     stats = size_stats(samples)
-    k = find_threshold(stats)
-    parts = [("eager", slice(0, k if k is not None else len(stats.sizes)))]
-    if k is not None:
-        parts.append(("rendezvous", slice(k, len(stats.sizes))))
+    cuts = find_cuts(stats, max_segments)
+    bounds = [0] + cuts + [len(stats.sizes)]
+    names = NAMES[len(bounds) - 1]
     boot = _bootstrap_stats(samples, stats.sizes, bootstrap, seed)
     q = [(1 - level) / 2, (1 + level) / 2]
     lines = []
-    for name, part in parts:
+    for name, lo, hi in zip(names, bounds[:-1], bounds[1:]):
+        part = slice(lo, hi)
         x = stats.sizes[part].astype(float)
         alpha, beta, _ = wls(x, stats.mean[part], stats.sigma[part])
         b_alpha, b_beta, _ = wls(x, boot[0][:, part], boot[1][:, part])
         (a_lo, a_hi), (b_lo, b_hi) = np.quantile(b_alpha, q), np.quantile(b_beta, q)
         lines.append(Line(name, float(alpha), float(beta), a_lo, a_hi, b_lo, b_hi, stats.sizes[part]))
-    threshold = int(stats.sizes[k]) if k is not None else None
-    last_eager = int(stats.sizes[k - 1]) if k is not None else None
-    return Fit(stats, lines, threshold, last_eager)
+    result = Fit(stats, lines, None, None)
+    for line, lo in zip(lines, bounds[:-1]):
+        if line.protocol == "rendezvous":
+            result.threshold, result.last_eager = int(stats.sizes[lo]), int(stats.sizes[lo - 1])
+        elif line.protocol == "medium":
+            result.medium, result.last_before_medium = int(stats.sizes[lo]), int(stats.sizes[lo - 1])
+    return result
 
 
 def _bootstrap_stats(samples, sizes, replicates: int, seed: int):
