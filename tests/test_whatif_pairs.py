@@ -261,3 +261,29 @@ def test_scale_pair_without_pairs_is_a_user_error(run, tmp_path, capsys):
 
     assert cli.main(["whatif", run, "--model", "loggps", "--scale-pair", "hA,hB,2", "--out", str(tmp_path)]) == 2
     assert "give the pairs.csv too" in capsys.readouterr().err
+
+
+def test_two_analysis_ranks_write_the_same_files(run, tmp_path):
+    """`mpiexec -n 2 mpigraph whatif --pairs`: rank 0 computes the pair rows and sends them on;
+    the files are those of one analysis rank, byte for byte."""
+    import filecmp
+    import os
+
+    import mpi_env
+
+    a, b, c, d = CASES[0]
+    pairs_path = write_pairs(tmp_path / "pairs.csv", {("hA", "hB"): b, ("hA", "hC"): c, ("hB", "hC"): d})
+    outs = []
+    for k in (1, 2):
+        out = tmp_path / ("K%d" % k)
+        done = mpi_env.mpigraph(["whatif", run, "--model", "loggps", "--loggps", "L=%gns,o=0,G=0ns" % a,
+                                 "--pairs", pairs_path, "--scale-pair", "hB,hC,3", "--out", out], nprocs=k)
+        assert done.returncode == 0, done.stderr
+        outs.append(out)
+    names = sorted(os.listdir(outs[0]))
+    assert "whatif_pairs.csv" in names
+    match, mismatch, errors = filecmp.cmpfiles(outs[0], outs[1], names, shallow=False)
+    assert not mismatch and not errors, (mismatch, errors)
+    with open(outs[1] / "whatif_pairs.csv") as f:
+        rows = {(r["x"], r["y"]): float(r["dT_dl"]) for r in csv.DictReader(f)}
+    assert rows == path_hand(a, b, c, 3 * d)[0]
