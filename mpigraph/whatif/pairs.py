@@ -26,7 +26,6 @@ topology file's names); a trace host matches a file name that is equal, else the
 short name (up to the first '.') is equal, when exactly one is.
 """
 
-import csv
 import dataclasses
 
 import numpy as np
@@ -77,48 +76,75 @@ class PairLatencies:
 
 
 def read_pairs(path: str) -> PairFile:
-    """The pairs of a pairs.csv (columns x, y, latency_s; rtt_se_s optional).  A missing or
-    unreadable file, a missing column, a latency that is not a number >= 0, or a pair given
-    twice with different latencies is a WhatifError that says which."""
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
-        raise WhatifError("--pairs %s: %s (write it with 'mpigraph netprobe')" % (path, getattr(error, "strerror", None)
-                                                                                   or error))
-    need = {"x", "y", "latency_s"}
-    if not rows or not need <= set(rows[0]):
-        raise WhatifError("--pairs %s: need a header with x, y, latency_s and a row per host pair (netprobe's "
-                          "pairs.csv)" % path)
-    x = [(r["x"] or "").strip() for r in rows]
-    y = [(r["y"] or "").strip() for r in rows]
-    lat = np.array([_number(path, i, r, "latency_s") for i, r in enumerate(rows)])
-    se = np.array([_number(path, i, r, "rtt_se_s", optional=True) / 2 for i, r in enumerate(rows)])
+    """The pairs of a pairs.csv (columns x, y, latency_s; rtt_se_s optional), read and parsed by
+    pyarrow (a fat tree's file has a row per node pair: 523,776 on 1,024 nodes).  A missing or
+    unreadable file, a missing column, a latency that is not a number >= 0, a row without a
+    host, or a pair given twice with different latencies is a WhatifError that says which."""
+    table = _table(path)
+    names, index = _hosts(table)
+    n = table.num_rows
+    xi, yi = index[:n], index[n:]
+    lat = _floats(path, table, "latency_s", names, xi, yi)
+    se = _floats(path, table, "rtt_se_s", names, xi, yi) / 2 if "rtt_se_s" in table.column_names else np.full(n, np.nan)
     bad = np.flatnonzero(~(lat >= 0))
     if len(bad):
         i = int(bad[0])
         raise WhatifError("--pairs %s: row %d (%s, %s): latency_s %r is not a time >= 0 in seconds"
-                          % (path, i + 2, x[i], y[i], rows[i]["latency_s"]))
-    empty = [i for i in range(len(rows)) if not x[i] or not y[i]]
-    if empty:
+                          % (path, i + 2, names[xi[i]], names[yi[i]], table.column("latency_s")[i].as_py() or ""))
+    empty = np.flatnonzero((np.asarray(names)[xi] == "") | (np.asarray(names)[yi] == ""))
+    if len(empty):
         raise WhatifError("--pairs %s: row %d has no host name in x or y" % (path, empty[0] + 2))
-    names = sorted(set(x) | set(y))
-    index = {n: i for i, n in enumerate(names)}
-    xi = np.array([index[n] for n in x], np.int64)
-    yi = np.array([index[n] for n in y], np.int64)
     _check_repeats(path, names, xi, yi, lat)
     return PairFile(path, names, xi, yi, lat / NS, se / NS)
 
 
-def _number(path, i, row, column, optional=False):
-    text = (row.get(column) or "").strip()
-    if optional and not text:
-        return np.nan
+def _table(path):
+    """The pairs.csv as a pyarrow table with x, y, latency_s (and rtt_se_s) as text."""
+    import pyarrow as pa
+    from pyarrow import csv as pacsv
+
     try:
-        return float(text)
-    except ValueError:
-        raise WhatifError("--pairs %s: row %d (%s, %s): %s %r is not a number" % (
-            path, i + 2, row.get("x"), row.get("y"), column, text)) from None
+        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+            column_types={c: pa.string() for c in ("x", "y", "latency_s", "rtt_se_s")}, strings_can_be_null=True))
+    except OSError as error:
+        raise WhatifError("--pairs %s: %s (write it with 'mpigraph netprobe')"
+                          % (path, error.strerror or error)) from None
+    except (pa.ArrowInvalid, UnicodeDecodeError) as error:
+        raise WhatifError("--pairs %s: not a CSV file with a header x, y, latency_s (netprobe's pairs.csv): %s"
+                          % (path, error)) from None
+    if not {"x", "y", "latency_s"} <= set(table.column_names) or not table.num_rows:
+        raise WhatifError("--pairs %s: need a header with x, y, latency_s and a row per host pair (netprobe's "
+                          "pairs.csv)" % path)
+    return table
+
+
+def _hosts(table):
+    """(the host names, per row of x then of y its name's index), the names trimmed ('' for none)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    both = pa.chunked_array(table.column("x").chunks + table.column("y").chunks, pa.string())
+    coded = pc.fill_null(pc.utf8_trim_whitespace(both), "").combine_chunks().dictionary_encode()
+    return coded.dictionary.to_pylist(), coded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _floats(path, table, column, names, x, y):
+    """The numbers of a text column (empty: nan); a text that is not a number is a WhatifError
+    naming its row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    col = pc.utf8_trim_whitespace(table.column(column))
+    try:
+        return pc.fill_null(pc.cast(col, pa.float64()), np.nan).to_numpy()
+    except pa.ArrowInvalid:
+        for i, v in enumerate(col.to_pylist()):        # only to name the bad row
+            try:
+                float(v if v is not None else "nan")
+            except ValueError:
+                raise WhatifError("--pairs %s: row %d (%s, %s): %s %r is not a number"
+                                  % (path, i + 2, names[x[i]], names[y[i]], column, v)) from None
+        raise
 
 
 def _check_repeats(path, names, x, y, lat):
@@ -180,7 +206,8 @@ def assign(graph, run_hosts, pf: PairFile, L0_ns: float, scales=()) -> PairLaten
     of pf; scales: (X, Y, K) to multiply pair (X, Y)'s latency by.  A host pair that the run's
     messages cross and the file lacks is a WhatifError naming it."""
     hosts = map_hosts(run_hosts, pf)
-    host_id = np.array([pf.names.index(h) for h in hosts], np.int64)
+    where = {name: i for i, name in enumerate(pf.names)}
+    host_id = np.array([where[h] for h in hosts], np.int64)
     n = len(pf.names)
     table = np.full(n * n, -1, np.int64)      # unordered pair key -> the file's row
     key = np.minimum(pf.x, pf.y) * n + np.maximum(pf.x, pf.y)
