@@ -290,3 +290,51 @@ def test_two_analysis_ranks_write_the_same_files(run, tmp_path):
     with open(outs[1] / "whatif_pairs.csv") as f:
         rows = {(r["x"], r["y"]): float(r["dT_dl"]) for r in csv.DictReader(f)}
     assert rows == path_hand(a, b, c, 3 * d)[0]
+
+
+# ---- a run with collectives: synth's halo (4 ranks, 10 phases) on two hosts ------------------
+
+@pytest.fixture(scope="module")
+def halo_two_hosts(tmp_path_factory):
+    """synth's halo run with ranks 0, 1 on synth000 and 2, 3 on synth001 (2 ranks per host)."""
+    from mpigraph.testing import synth
+
+    out = tmp_path_factory.mktemp("halo2") / "run"
+    old, synth.RANKS_PER_HOST = synth.RANKS_PER_HOST, 2
+    try:
+        synth.generate(str(out), 4, 62, "halo")
+    finally:
+        synth.RANKS_PER_HOST = old
+    return str(out)
+
+
+@pytest.mark.parametrize("collectives,cross_messages", [("recdoub", 40), ("dissemination", 100)])
+def test_collectives_run_against_the_lp(halo_two_hosts, tmp_path, collectives, cross_messages):
+    """Cross-host messages by hand: per phase the ring's 1 <-> 2 and 3 <-> 0 halo messages, 4;
+    with dissemination rounds each Allreduce adds round 1's 3 -> 0 and 1 -> 2 and round 2's
+    four p - 2 -> p: 6 (the hubs of recdoub name no pair and keep L0).  At l = L0 T is whatif's
+    without --pairs; at l = 5 L0 it is the LP's with a latency per host pair, and every critical
+    message is a pair's, a same-host one or a collective's latency."""
+    from mpigraph.whatif import whatif
+
+    L0 = 3000.0
+    common = dict(latency=(0, 10e-6), model="loggps", loggps={"L0_ns": L0, "o_ns": 200.0}, collectives=collectives)
+    plain = whatif(halo_two_hosts, **common)
+    same = whatif(halo_two_hosts, pairs=write_pairs(tmp_path / "same.csv", {("synth000", "synth001"): L0}), **common)
+    assert same.T0_s == pytest.approx(plain.T0_s, rel=1e-12) and same.lambda_L == plain.lambda_L
+    slow_path = write_pairs(tmp_path / "slow.csv", {("synth000", "synth001"): 5 * L0})
+    slow = whatif(halo_two_hosts, pairs=slow_path, **common)
+    (row,) = slow.pair_rows
+    assert row["messages"] == cross_messages
+    assert slow.T0_s > plain.T0_s
+    n = slow.pair_notes
+    assert row["dT_dl"] + n["same_host_path"] + n["collective_path"] == slow.lambda_L
+    assert slow.pair_notes["T_uniform_s"] == pytest.approx(plain.T0_s, rel=1e-12)
+    from mpigraph.whatif import build, pairs
+
+    matched = build.matched_run(halo_two_hosts)
+    graph = build.build(matched, "loggps", build.default_params(matched, "loggps", common["loggps"]), collectives)
+    pl = pairs.assign(graph, matched.hosts, pairs.read_pairs(slow_path), L0)
+    graph.edges = dataclasses.replace(graph.edges, c=pairs.fold(graph.edges.c, graph.edges.m, pl))
+    T_lp, _ = pairs.lp_reference(graph, pl)
+    assert slow.T0_s == pytest.approx(T_lp * 1e-9, rel=1e-9)

@@ -276,12 +276,14 @@ def path_rows(graph, on_path, pl: PairLatencies) -> list:
     return rows
 
 
-def lp_reference(graph, pl: PairLatencies, G: float = 0.0, L_ns: float = None):
+def lp_reference(graph, pl: PairLatencies, G: float = None, L_ns: float = None):
     """(T, {(x, y): dT/dl_xy}) from LLAMP's LP (lp.solve) with a latency variable per host
     pair and one for everything else at L0 (or L_ns), on the graph's weights with the pairs'
-    latencies taken out of c again: the independent reference for small runs."""
+    latencies taken out of c again: the independent reference for small runs.  G: the
+    per-byte time (default the graph's G0)."""
     from mpigraph.whatif import lp
 
+    G = graph.params.G0_ns if G is None else G
     L = pl.L0_ns if L_ns is None else L_ns
     c = graph.edges.c - graph.edges.m * pl.delta_ns()
     edges = dataclasses.replace(graph.edges, c=c)
