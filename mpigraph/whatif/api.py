@@ -359,9 +359,10 @@ def _pair_lines(r):
     if n is None:
         return []
     at = "T at L = %s" % _us(r.reference_s)
-    lines = ["  Per host pair latencies from %s (%d hosts, %d host pairs with messages; same-host messages and "
-             "collectives at L0 = %s; L on the axis adds L - L0 to every message)." % (n["source"], n["hosts"],
-                                                                                      n["pairs"], _us(n["L0_s"])),
+    lines = ["  Per host pair latencies from %s (%d host%s, %d host pair%s with messages; same-host messages and "
+             "collectives at L0 = %s; L on the axis adds L - L0 to every message)."
+             % (n["source"], n["hosts"], "s" * (n["hosts"] != 1), n["pairs"], "s" * (n["pairs"] != 1),
+                _us(n["L0_s"])),
              "  %s is %.9f s at these latencies; with one L0 for every message it would be %.9f s (%+.4g us)."
              % (at, r.T0_s, n["T_uniform_s"], (r.T0_s - n["T_uniform_s"]) * 1e6)]
     for x, y, k in n["scaled"]:
