@@ -26,6 +26,7 @@ topology file's names); a trace host matches a file name that is equal, else the
 short name (up to the first '.') is equal, when exactly one is.
 """
 
+import csv
 import dataclasses
 
 import numpy as np
@@ -76,75 +77,80 @@ class PairLatencies:
 
 
 def read_pairs(path: str) -> PairFile:
-    """The pairs of a pairs.csv (columns x, y, latency_s; rtt_se_s optional), read and parsed by
-    pyarrow (a fat tree's file has a row per node pair: 523,776 on 1,024 nodes).  A missing or
+    """The pairs of a pairs.csv (columns x, y, latency_s; rtt_se_s optional), parsed by pyarrow's
+    CSV reader (a fat tree's file has a row per node pair: 523,776 on 1,024 nodes).  A missing or
     unreadable file, a missing column, a latency that is not a number >= 0, a row without a
     host, or a pair given twice with different latencies is a WhatifError that says which."""
-    table = _table(path)
-    names, index = _hosts(table)
+    columns = _header(path)
+    table = _table(path, columns)
     n = table.num_rows
+    # to_pylist, not to_numpy: pyarrow's to_numpy and compute functions import pandas (seconds)
+    both = np.char.strip(np.array(table.column("x").to_pylist() + table.column("y").to_pylist(), dtype=str))
+    names, index = np.unique(both, return_inverse=True)
+    index = index.reshape(-1).astype(np.int64)
     xi, yi = index[:n], index[n:]
-    lat = _floats(path, table, "latency_s", names, xi, yi)
-    se = _floats(path, table, "rtt_se_s", names, xi, yi) / 2 if "rtt_se_s" in table.column_names else np.full(n, np.nan)
+    names = [str(h) for h in names]
+    lat = np.array(table.column("latency_s").to_pylist(), dtype=np.float64)      # empty: None -> nan
+    se = (np.array(table.column("rtt_se_s").to_pylist(), dtype=np.float64) / 2 if "rtt_se_s" in columns
+          else np.full(n, np.nan))
     bad = np.flatnonzero(~(lat >= 0))
     if len(bad):
         i = int(bad[0])
-        raise WhatifError("--pairs %s: row %d (%s, %s): latency_s %r is not a time >= 0 in seconds"
-                          % (path, i + 2, names[xi[i]], names[yi[i]], table.column("latency_s")[i].as_py() or ""))
-    empty = np.flatnonzero((np.asarray(names)[xi] == "") | (np.asarray(names)[yi] == ""))
+        raise WhatifError("--pairs %s: row %d (%s, %s): latency_s %s is not a time >= 0 in seconds"
+                          % (path, i + 2, names[xi[i]], names[yi[i]], "empty" if np.isnan(lat[i]) else lat[i]))
+    empty = np.flatnonzero((both[:n] == "") | (both[n:] == ""))
     if len(empty):
         raise WhatifError("--pairs %s: row %d has no host name in x or y" % (path, empty[0] + 2))
     _check_repeats(path, names, xi, yi, lat)
     return PairFile(path, names, xi, yi, lat / NS, se / NS)
 
 
-def _table(path):
-    """The pairs.csv as a pyarrow table with x, y, latency_s (and rtt_se_s) as text."""
+def _header(path):
+    """The column names of the file's first line (a WhatifError where it cannot be read or lacks
+    x, y or latency_s)."""
+    try:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise WhatifError("--pairs %s: %s (write it with 'mpigraph netprobe')"
+                          % (path, getattr(error, "strerror", None) or error)) from None
+    header = [h.strip() for h in header]
+    if not {"x", "y", "latency_s"} <= set(header):
+        raise WhatifError("--pairs %s: need a header with x, y, latency_s and a row per host pair (netprobe's "
+                          "pairs.csv)" % path)
+    return header
+
+
+def _table(path, header):
+    """x, y (text), latency_s and rtt_se_s (numbers; empty: null) of the file, by pyarrow."""
     import pyarrow as pa
     from pyarrow import csv as pacsv
 
+    types = {"x": pa.string(), "y": pa.string(), "latency_s": pa.float64(), "rtt_se_s": pa.float64()}
+    want = [c for c in types if c in header]
     try:
-        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
-            column_types={c: pa.string() for c in ("x", "y", "latency_s", "rtt_se_s")}, strings_can_be_null=True))
-    except OSError as error:
-        raise WhatifError("--pairs %s: %s (write it with 'mpigraph netprobe')"
-                          % (path, error.strerror or error)) from None
+        table = pacsv.read_csv(path, read_options=pacsv.ReadOptions(column_names=header, skip_rows=1),
+                               convert_options=pacsv.ConvertOptions(column_types=types, include_columns=want))
     except (pa.ArrowInvalid, UnicodeDecodeError) as error:
-        raise WhatifError("--pairs %s: not a CSV file with a header x, y, latency_s (netprobe's pairs.csv): %s"
-                          % (path, error)) from None
-    if not {"x", "y", "latency_s"} <= set(table.column_names) or not table.num_rows:
-        raise WhatifError("--pairs %s: need a header with x, y, latency_s and a row per host pair (netprobe's "
-                          "pairs.csv)" % path)
+        _name_the_bad_number(path)
+        raise WhatifError("--pairs %s: not netprobe's pairs.csv: %s" % (path, error)) from None
+    if not table.num_rows:
+        raise WhatifError("--pairs %s: no rows: need a row per host pair (netprobe's pairs.csv)" % path)
     return table
 
 
-def _hosts(table):
-    """(the host names, per row of x then of y its name's index), the names trimmed ('' for none)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    both = pa.chunked_array(table.column("x").chunks + table.column("y").chunks, pa.string())
-    coded = pc.fill_null(pc.utf8_trim_whitespace(both), "").combine_chunks().dictionary_encode()
-    return coded.dictionary.to_pylist(), coded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def _floats(path, table, column, names, x, y):
-    """The numbers of a text column (empty: nan); a text that is not a number is a WhatifError
-    naming its row."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    col = pc.utf8_trim_whitespace(table.column(column))
-    try:
-        return pc.fill_null(pc.cast(col, pa.float64()), np.nan).to_numpy()
-    except pa.ArrowInvalid:
-        for i, v in enumerate(col.to_pylist()):        # only to name the bad row
-            try:
-                float(v if v is not None else "nan")
-            except ValueError:
-                raise WhatifError("--pairs %s: row %d (%s, %s): %s %r is not a number"
-                                  % (path, i + 2, names[x[i]], names[y[i]], column, v)) from None
-        raise
+def _name_the_bad_number(path):
+    """After pyarrow refused the file: a WhatifError naming the first row whose latency_s or
+    rtt_se_s is not a number, if that is what it refused (a loop over rows, on this error only)."""
+    with open(path, newline="") as f:
+        for i, row in enumerate(csv.DictReader(f)):
+            for column in ("latency_s", "rtt_se_s"):
+                text = (row.get(column) or "").strip()
+                try:
+                    float(text or "nan")
+                except ValueError:
+                    raise WhatifError("--pairs %s: row %d (%s, %s): %s %r is not a number"
+                                      % (path, i + 2, row.get("x"), row.get("y"), column, text)) from None
 
 
 def _check_repeats(path, names, x, y, lat):
