@@ -160,12 +160,20 @@ def test_sweep_adds_dL_to_every_message(run, tmp_path):
     for p in r.pieces:
         x = p["L_to_s"] / 1e-9 - a
         assert p["T_to_s"] == pytest.approx(t_hand(a + x, b + x, c + x, d + x) * 1e-9, rel=1e-9)
+    # the reference moved to L0 + 1 us: every message 1 us slower there, and one L for all is that L
+    at = analyse(run, write_pairs(tmp_path / "p2.csv", {("hA", "hB"): b, ("hA", "hC"): c, ("hB", "hC"): d}), a,
+                 at=(a + 1000) * 1e-9)
+    assert at.T0_s == pytest.approx(t_hand(a + 1000, b + 1000, c + 1000, d + 1000) * 1e-9, rel=1e-9)
+    assert at.pair_notes["T_uniform_s"] == pytest.approx(t_hand(*[a + 1000] * 4) * 1e-9, rel=1e-9)
+    assert {(p["x"], p["y"]): p["dT_dl"] for p in at.pair_rows} == path_hand(a + 1000, b + 1000, c + 1000,
+                                                                             d + 1000)[0]
 
 
-def test_scale_pair_k_times_slower(run, tmp_path):
+@pytest.mark.parametrize("option", ["hA,hC,2", ("hC", "hA", 2)])
+def test_scale_pair_k_times_slower(run, tmp_path, option):
     a, b, c, d = CASES[0]
     pairs_path = write_pairs(tmp_path / "pairs.csv", {("hA", "hB"): b, ("hA", "hC"): c, ("hB", "hC"): d}, se=50)
-    r = analyse(run, pairs_path, a, scale_pair=["hA,hC,2"])
+    r = analyse(run, pairs_path, a, scale_pair=[option])
     assert r.T0_s == pytest.approx(t_hand(a, b, 2 * c, d) * 1e-9, rel=1e-12)
     assert r.pair_notes["T_unscaled_s"] == pytest.approx(t_hand(a, b, c, d) * 1e-9, rel=1e-12)
     row = {(p["x"], p["y"]): p for p in r.pair_rows}[("hA", "hC")]
