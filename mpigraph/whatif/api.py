@@ -18,9 +18,8 @@ from mpigraph.whatif import overhead as recording
 from mpigraph.whatif import pairs as pair_latencies
 from mpigraph.whatif.build import (COLLECTIVE_KINDS, COMPUTE, LATE_RECEIVER, MESSAGE, WhatifError, build,
                                    default_params, delivery_base, matched_run)
-from mpigraph.whatif.envelope import Model
 from mpigraph.whatif.cuts import split_union
-from mpigraph.whatif.envelope import tolerance_from_pieces
+from mpigraph.whatif.envelope import Model, tolerance_from_pieces
 
 NS = 1e-9
 
@@ -265,8 +264,6 @@ def _compensate(graph, edges, edge_piece, overhead, ref_ns, G):
     cost per call, in graph.edges and in the split edges alike (split_union keeps the edges'
     order and index, so the same weights apply).  T at the reference as traced: one pass on the
     graph before."""
-    from mpigraph.whatif.envelope import Model
-
     source, ns = overhead
     if source == "none":
         return recording.Overhead(), edges
