@@ -169,6 +169,23 @@ def test_sweep_adds_dL_to_every_message(run, tmp_path):
                                                                              d + 1000)[0]
 
 
+def test_each_pairs_tolerance_by_hand(run, tmp_path):
+    """One pair's latency the parameter, the others fixed (the first case: T0 = 8700 ns):
+    hA-hB: T = 500 + max(7590, 3200 + b), so b_x = (1 + x) 8700 - 3700;
+    hB-hC: T = 500 + max(7590, 5200 + d), so d_x = (1 + x) 8700 - 5700;
+    hA-hC: T = 500 + max(1590 + 3c, 8200), so c_x = ((1 + x) 8700 - 2090) / 3."""
+    a, b, c, d = CASES[0]
+    r = analyse(run, write_pairs(tmp_path / "pairs.csv", {("hA", "hB"): b, ("hA", "hC"): c, ("hB", "hC"): d}), a,
+                tolerance=(1, 2, 5))
+    assert r.T0_s == pytest.approx(8700e-9, rel=1e-12)
+    got = {(p["x"], p["y"]): [p["latency_%dpct_s" % x] for x in (1, 2, 5)] for p in r.pair_rows}
+    for x, i in ((0.01, 0), (0.02, 1), (0.05, 2)):
+        assert got[("hA", "hB")][i] == pytest.approx(((1 + x) * 8700 - 3700) * 1e-9, rel=1e-9)
+        assert got[("hB", "hC")][i] == pytest.approx(((1 + x) * 8700 - 5700) * 1e-9, rel=1e-9)
+        assert got[("hA", "hC")][i] == pytest.approx(((1 + x) * 8700 - 2090) / 3 * 1e-9, rel=1e-9)
+    assert "before the run slows by 1%: (hA, hB) 5.09 us (x1.02)" in r.text
+
+
 @pytest.mark.parametrize("option", ["hA,hC,2", ("hC", "hA", 2)])
 def test_scale_pair_k_times_slower(run, tmp_path, option):
     a, b, c, d = CASES[0]

@@ -159,8 +159,8 @@ def _solve(m, comm, graph, model, latency, bandwidth, tolerance, net, ref_ns, ba
         tol = np.where(np.isnan(tol), m.tolerance(ref_ns, fractions, fixed=G)[0], tol)
     slope_at_tol = _slopes_at(pieces, tol, m, G)
     critical, path_compute, (pair_rows, pair_notes) = comm.bcast(
-        (_critical(graph, on_path), int((graph.kind[on_path] == COMPUTE).sum()), _pairs_on_path(graph, on_path, ref_ns))
-        if graph is not None else None)
+        (_critical(graph, on_path), int((graph.kind[on_path] == COMPUTE).sum()),
+         _pairs_on_path(graph, on_path, ref_ns, tolerance, G)) if graph is not None else None)
     if pair_notes is not None:      # the path's latency at each message's own latency, not one L
         rho = pair_notes["path_latency_s"] / (T0 * NS) if T0 > 0 else 0.0
     result = Result(model, 0.0, T0 * NS, ref_ns * NS, base_ns * NS, lam, rho, float(ref.other[0]),
@@ -241,9 +241,10 @@ def _pair_alternatives(pl, edges, edge_piece, ref_ns, G):
             for name, c in variants.items()}
 
 
-def _pairs_on_path(graph, on, ref_ns):
+def _pairs_on_path(graph, on, ref_ns, tolerance, G):
     """(whatif_pairs.csv's rows, the summary's notes) of the critical path `on` with --pairs, else
-    (None, None).  The path's latency: each of its messages at its own latency (ref_ns + l_e - L0)."""
+    (None, None).  The path's latency: each of its messages at its own latency (ref_ns + l_e - L0).
+    The top pairs' tolerances (pairs.path_rows) at the degradations `tolerance` (%)."""
     pl = graph.pairs
     if pl is None:
         return None, None
@@ -256,7 +257,7 @@ def _pairs_on_path(graph, on, ref_ns):
              "collective_path": float(m[~p2p].sum()),
              "path_latency_s": float((m * (ref_ns + pl.delta_ns()[on])).sum() * NS),
              "scaled": [(x, y, float(k)) for x, y, k in zip(pl.x, pl.y, pl.scale) if k != 1]}
-    return pair_latencies.path_rows(graph, on, pl), notes
+    return pair_latencies.path_rows(graph, on, pl, ref_ns, tolerance, G), notes
 
 
 def _compensate(graph, edges, edge_piece, overhead, ref_ns, G):
@@ -372,7 +373,26 @@ def _pair_lines(r):
                  % (n["cross_host_path"], n["same_host_path"], n["collective_path"],
                     ", ".join("(%s, %s) %g at %s" % (p["x"], p["y"], p["dT_dl"], _us(p["latency_s"])) for p in top)
                     or "none (no cross-host message is critical)"))
+    lines += _pair_tolerance_line(r)
     return lines
+
+
+def _pair_tolerance_line(r):
+    """The latency the top pairs can take before the run slows by the first degradation."""
+    if not r.tolerances or not r.pair_rows:
+        return []
+    x = r.tolerances[0]["degradation_pct"]
+    key = "latency_%gpct_s" % x
+    told = [p for p in r.pair_rows[:3] if not np.isnan(p.get(key, np.nan))]
+
+    def said(p):
+        if p[key] == np.inf:
+            return "(%s, %s) any" % (p["x"], p["y"])
+        factor = " (x%.3g)" % (p[key] / p["latency_s"]) if p["latency_s"] > 0 else ""
+        return "(%s, %s) %s%s" % (p["x"], p["y"], _us(p[key]), factor)
+
+    return (["  The latency a pair can take (the others as they are) before the run slows by %g%%: %s."
+             % (x, ", ".join(said(p) for p in told))] if told else [])
 
 
 def summary(r, net):

@@ -265,21 +265,51 @@ def fold(c, m, pl: PairLatencies, scaled: bool = True) -> np.ndarray:
     return np.asarray(c, np.float64) + np.asarray(m, np.float64) * pl.delta_ns(scaled)
 
 
-def path_rows(graph, on_path, pl: PairLatencies) -> list:
+def path_rows(graph, on_path, pl: PairLatencies, ref_ns: float = None, tolerance=(), G: float = 0.0) -> list:
     """Per host pair (those the run's messages cross): its latency, the messages of the run,
-    and the messages on the critical path (edges `on_path`) = dT/dl_xy (the module doc)."""
+    and the messages on the critical path (edges `on_path`) = dT/dl_xy (the module doc); with
+    `tolerance` (degradations in %), for the first TOLERANCE_PAIRS rows (the largest dT/dl)
+    latency_<x>pct_s: the latency the pair can take before T (at ref_ns) grows by x%
+    (``pair_tolerance``; nan for the others)."""
     m = graph.edges.m
     k = len(pl.latency_ns)
     pe = pl.pair_of_edge
     every = np.bincount(pe[pe >= 0], m[pe >= 0], minlength=k)
     p = pe[on_path]
     onp = np.bincount(p[p >= 0], m[on_path][p >= 0], minlength=k)
-    rows = [{"x": pl.x[i], "y": pl.y[i], "latency_s": float(pl.latency_ns[i] * NS),
-             "latency_se_s": float(pl.se_ns[i] * NS), "scale": float(pl.scale[i]), "messages": float(every[i]),
-             "path_messages": float(onp[i]), "dT_dl": float(onp[i]),
-             "path_latency_s": float(onp[i] * pl.latency_ns[i] * NS)} for i in range(k)]
-    rows.sort(key=lambda r: (-r["dT_dl"], -r["messages"], r["x"], r["y"]))
+    order = sorted(range(k), key=lambda i: (-onp[i], -every[i], pl.x[i], pl.y[i]))     # a loop over pairs
+    rows = []
+    for rank_in_table, i in enumerate(order):
+        row = {"x": pl.x[i], "y": pl.y[i], "latency_s": float(pl.latency_ns[i] * NS),
+               "latency_se_s": float(pl.se_ns[i] * NS), "scale": float(pl.scale[i]), "messages": float(every[i]),
+               "path_messages": float(onp[i]), "dT_dl": float(onp[i]),
+               "path_latency_s": float(onp[i] * pl.latency_ns[i] * NS)}
+        if len(tolerance):
+            lx = (pair_tolerance(graph, pl, i, ref_ns, np.asarray(tolerance, np.float64) / 100, G)
+                  if rank_in_table < TOLERANCE_PAIRS else np.full(len(tolerance), np.nan))
+            row.update({"latency_%gpct_s" % x: float(v * NS) for x, v in zip(tolerance, lx)})
+        rows.append(row)
     return rows
+
+
+# Pairs whose tolerance path_rows computes (each a Newton search of a few forward passes on the
+# whole graph): the top of the table, where the critical messages are.
+TOLERANCE_PAIRS = 8
+
+
+def pair_tolerance(graph, pl: PairLatencies, i: int, ref_ns: float, fractions, G: float = 0.0) -> np.ndarray:
+    """For each fraction x: the largest latency of pair i with T <= (1 + x) T(ref), every other
+    message at its latency at the reference (ns; inf where T does not grow with it).  The pair's
+    latency is the one parameter: its edges keep m, the others get m = 0 and their latency at
+    ref_ns in c; envelope.Model.tolerance's Newton steps on the whole graph (T is convex in it)."""
+    from mpigraph.whatif.envelope import Model
+
+    mine = pl.pair_of_edge == i
+    m = graph.edges.m
+    now = pl.latency_ns[i] + ref_ns - pl.L0_ns           # the pair's latency at the reference
+    c = graph.edges.c + m * ref_ns - np.where(mine, m * now, 0.0)
+    edges = dataclasses.replace(graph.edges, c=c, m=np.where(mine, m, 0.0))
+    return Model(edges).tolerance(now, fractions, fixed=G)[0]
 
 
 def lp_reference(graph, pl: PairLatencies, G: float = None, L_ns: float = None):
