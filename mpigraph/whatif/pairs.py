@@ -270,7 +270,7 @@ def path_rows(graph, on_path, pl: PairLatencies, ref_ns: float = None, tolerance
     and the messages on the critical path (edges `on_path`) = dT/dl_xy (the module doc); with
     `tolerance` (degradations in %), for the first TOLERANCE_PAIRS rows (the largest dT/dl)
     latency_<x>pct_s: the latency the pair can take before T (at ref_ns) grows by x%
-    (``pair_tolerance``; nan for the others)."""
+    (``pair_tolerances``; nan for the others)."""
     m = graph.edges.m
     k = len(pl.latency_ns)
     pe = pl.pair_of_edge
@@ -278,38 +278,45 @@ def path_rows(graph, on_path, pl: PairLatencies, ref_ns: float = None, tolerance
     p = pe[on_path]
     onp = np.bincount(p[p >= 0], m[on_path][p >= 0], minlength=k)
     order = sorted(range(k), key=lambda i: (-onp[i], -every[i], pl.x[i], pl.y[i]))     # a loop over pairs
+    told = np.full((k, len(tolerance)), np.nan)
+    if len(tolerance) and k:
+        top = order[:TOLERANCE_PAIRS]
+        told[top] = pair_tolerances(graph, pl, top, ref_ns, np.asarray(tolerance, np.float64) / 100, G)
     rows = []
-    for rank_in_table, i in enumerate(order):
+    for i in order:
         row = {"x": pl.x[i], "y": pl.y[i], "latency_s": float(pl.latency_ns[i] * NS),
                "latency_se_s": float(pl.se_ns[i] * NS), "scale": float(pl.scale[i]), "messages": float(every[i]),
                "path_messages": float(onp[i]), "dT_dl": float(onp[i]),
                "path_latency_s": float(onp[i] * pl.latency_ns[i] * NS)}
-        if len(tolerance):
-            lx = (pair_tolerance(graph, pl, i, ref_ns, np.asarray(tolerance, np.float64) / 100, G)
-                  if rank_in_table < TOLERANCE_PAIRS else np.full(len(tolerance), np.nan))
-            row.update({"latency_%gpct_s" % x: float(v * NS) for x, v in zip(tolerance, lx)})
+        row.update({"latency_%gpct_s" % x: float(v * NS) for x, v in zip(tolerance, told[i])})
         rows.append(row)
     return rows
 
 
-# Pairs whose tolerance path_rows computes (each a Newton search of a few forward passes on the
-# whole graph): the top of the table, where the critical messages are.
-TOLERANCE_PAIRS = 8
+# Pairs whose tolerance path_rows computes, the top of the table (where the critical messages
+# are): each is a Newton search of about 6-8 forward passes of the whole graph.
+TOLERANCE_PAIRS = 3
 
 
-def pair_tolerance(graph, pl: PairLatencies, i: int, ref_ns: float, fractions, G: float = 0.0) -> np.ndarray:
-    """For each fraction x: the largest latency of pair i with T <= (1 + x) T(ref), every other
+def pair_tolerances(graph, pl: PairLatencies, pairs, ref_ns: float, fractions, G: float = 0.0) -> np.ndarray:
+    """(pairs x fractions): the largest latency of each pair with T <= (1 + x) T(ref), every other
     message at its latency at the reference (ns; inf where T does not grow with it).  The pair's
     latency is the one parameter: its edges keep m, the others get m = 0 and their latency at
-    ref_ns in c; envelope.Model.tolerance's Newton steps on the whole graph (T is convex in it)."""
+    ref_ns in c; envelope.Model.tolerance's Newton steps (T is convex in it).  One Model (the
+    topological order) serves every pair: only its sorted weights change."""
     from mpigraph.whatif.envelope import Model
 
-    mine = pl.pair_of_edge == i
+    model = Model(graph.edges)
     m = graph.edges.m
-    now = pl.latency_ns[i] + ref_ns - pl.L0_ns           # the pair's latency at the reference
-    c = graph.edges.c + m * ref_ns - np.where(mine, m * now, 0.0)
-    edges = dataclasses.replace(graph.edges, c=c, m=np.where(mine, m, 0.0))
-    return Model(edges).tolerance(now, fractions, fixed=G)[0]
+    at_ref = graph.edges.c + m * ref_ns          # every message at its latency at the reference
+    out = np.full((len(pairs), len(fractions)), np.nan)
+    for row, i in enumerate(pairs):              # a loop over a few pairs
+        mine = pl.pair_of_edge == i
+        now = pl.latency_ns[i] + ref_ns - pl.L0_ns        # the pair's latency at the reference
+        model.c = (at_ref - np.where(mine, m * now, 0.0))[model.order]
+        model.m = np.where(mine, m, 0.0)[model.order]
+        out[row] = model.tolerance(now, fractions, fixed=G)[0]
+    return out
 
 
 def lp_reference(graph, pl: PairLatencies, G: float = None, L_ns: float = None):
