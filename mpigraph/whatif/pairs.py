@@ -19,6 +19,8 @@ Sensitivity per host pair: T is the longest path, so dT/dl_xy = the messages of 
 on the critical path (on the right-slope path the forward pass marks).  Where paths of equal
 length cross different pairs the split is not unique (any optimal dual of the LP is one);
 ``lp_reference`` solves LLAMP's LP with a latency variable per host pair for the tests.
+Tolerance per host pair (``pair_tolerances``): the latency one pair can take, the others as
+they are, before T grows by x%: LLAMP's tolerance with that pair's latency the one parameter.
 
 Host names: a rank's host is the host name its log's header carries (the ranks table's
 ``host`` column is that same name).  netprobe names terminals by MPI_Get_processor_name (the
@@ -214,15 +216,11 @@ def assign(graph, run_hosts, pf: PairFile, L0_ns: float, scales=()) -> PairLaten
     hosts = map_hosts(run_hosts, pf)
     where = {name: i for i, name in enumerate(pf.names)}
     host_id = np.array([where[h] for h in hosts], np.int64)
-    n = len(pf.names)
-    table = np.full(n * n, -1, np.int64)      # unordered pair key -> the file's row
-    key = np.minimum(pf.x, pf.y) * n + np.maximum(pf.x, pf.y)
-    table[key] = np.arange(len(key))
     s, d = graph.src_rank.astype(np.int64), graph.dst_rank.astype(np.int64)
     on = np.isin(graph.kind, PAIR_KINDS) & (graph.edges.m > 0) & (s >= 0) & (d >= 0)
     on[on] = host_id[s[on]] != host_id[d[on]]
     hx, hy = host_id[s[on]], host_id[d[on]]
-    row = table[np.minimum(hx, hy) * n + np.maximum(hx, hy)]
+    row = _rows(pf, hx, hy)
     if (row < 0).any():
         i = int(np.flatnonzero(row < 0)[0])
         raise WhatifError("--pairs %s: no latency for the host pair (%s, %s), which the run's messages cross "
@@ -233,16 +231,26 @@ def assign(graph, run_hosts, pf: PairFile, L0_ns: float, scales=()) -> PairLaten
     pair_of_edge[on] = pair.reshape(-1)
     scale = np.ones(len(used))
     for X, Y, k in scales:              # a loop over options
-        scale[_scaled_pair(pf, hosts, used, table, X, Y)] *= k
+        scale[_scaled_pair(pf, used, X, Y)] *= k
     return PairLatencies(pf.path, float(L0_ns), hosts, [pf.names[pf.x[r]] for r in used],
                          [pf.names[pf.y[r]] for r in used], pf.latency_ns[used] * scale, pf.se_ns[used], scale,
                          pair_of_edge)
 
 
-def _scaled_pair(pf, hosts, used, table, X, Y):
+def _rows(pf: PairFile, a, b) -> np.ndarray:
+    """The file's row of each unordered host pair (a[i], b[i]) (indices into pf.names), -1 where
+    the file has none: a search in the rows' sorted keys (no table of names x names)."""
+    n = len(pf.names)
+    keys = np.minimum(pf.x, pf.y) * n + np.maximum(pf.x, pf.y)
+    order = np.argsort(keys, kind="stable")
+    want = np.minimum(a, b) * n + np.maximum(a, b)
+    at = np.minimum(np.searchsorted(keys[order], want), len(keys) - 1)
+    return np.where(keys[order][at] == want, order[at], -1)
+
+
+def _scaled_pair(pf, used, X, Y):
     """The index among `used` of the pair (X, Y) of --scale-pair (names as in the file, or the
     run's host names through the mapping rule)."""
-    n = len(pf.names)
     ids = []
     for h in (X, Y):
         if h in pf.names:
@@ -252,7 +260,7 @@ def _scaled_pair(pf, hosts, used, table, X, Y):
         if len(match) != 1:
             raise WhatifError("--scale-pair %s,%s: %s is not a host of %s" % (X, Y, h, pf.path))
         ids.append(pf.names.index(match[0]))
-    r = table[min(ids) * n + max(ids)]
+    r = int(_rows(pf, np.array([ids[0]]), np.array([ids[1]]))[0])
     at = np.flatnonzero(used == r) if r >= 0 else []
     if not len(at):
         raise WhatifError("--scale-pair %s,%s: the run sends no message between these hosts (or %s lacks the pair): "
