@@ -15,10 +15,11 @@ import time
 import numpy as np
 
 from mpigraph.whatif import overhead as recording
+from mpigraph.whatif import pairs as pair_latencies
 from mpigraph.whatif.build import (COLLECTIVE_KINDS, COMPUTE, LATE_RECEIVER, MESSAGE, WhatifError, build,
                                    default_params, delivery_base, matched_run)
 from mpigraph.whatif.cuts import split_union
-from mpigraph.whatif.envelope import tolerance_from_pieces
+from mpigraph.whatif.envelope import Model, tolerance_from_pieces
 
 NS = 1e-9
 
@@ -47,6 +48,8 @@ class Result:
     overhead_source: str = "none"    # none, auto (estimated from the trace) or given
     T0_traced_s: float = 0.0     # T at the reference with the compute edges as traced (= T0_s when none)
     path_compute_edges: int = 0  # compute edges on the critical path at the reference
+    pair_rows: list = dataclasses.field(default_factory=list)   # --pairs: per host pair (whatif_pairs.csv)
+    pair_notes: dict = None      # --pairs: the file, T at one L for all, the path's other messages (summary)
 
 
 def load_params(path):
@@ -80,7 +83,7 @@ def load_params(path):
 
 def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolerance=(1, 2, 5), params=None,
            loggps=None, collectives="recdoub", at=0.0, measured=None, out=None, clock="pingpong", comm=None,
-           meter=None, overhead="none"):
+           meter=None, overhead="none", pairs=None, scale_pair=()):
     """The what-if analysis of the run in run_dir (see the module doc and docs/whatif.md).
 
     latency: (lo, hi) of the latency axis in s (delta: added latency dL; loggps: L itself);
@@ -91,6 +94,9 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
     the files (None: none written); overhead: the tracing's cost per call to take off every
     compute edge (overhead.py): "none" (default: T(0) is the traced run's), "auto" (estimated
     from the trace) or a time per call in ns (a number, or a string such as "70ns").
+    pairs: netprobe's pairs.csv (loggps model only): every message between ranks on hosts x != y
+    costs the pair's latency_s instead of L (pairs.py); scale_pair: ("X,Y,K" or (X, Y, K), ...)
+    pairs whose latency is multiplied by K.
 
     comm: the analysis ranks (an mpi4py communicator; default one, MPI.COMM_SELF), collective:
     analysis rank 0 builds the model graph, the pieces between its global synchronisation
@@ -109,12 +115,13 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
         raise WhatifError("%s is not a directory: give a run directory (with raw/ logs)" % run_dir)
     lo, hi = (float(x) for x in latency)
     overhead = recording.parse(overhead)         # a bad value fails here, before any work
+    scales = _pair_options(model, pairs, scale_pair)
     if lo >= hi or (model == "delta" and lo < 0):
         raise WhatifError("--latency %g:%g s: need 0 <= lo < hi (delta adds latency to the measured run)" % (lo, hi))
     with meter.stage("whatif graph"):          # trace, clock, match and the model graph: analysis rank 0
         graph, edges, edge_piece, net, ref_ns, base_ns, records = parallel.collectively(
             comm, _graph if comm.Get_rank() == 0 else _nothing, run_dir, model, params, loggps, collectives, at, clock,
-            overhead)
+            overhead, pairs, scales)
         net, ref_ns, base_ns, measured_ns = comm.bcast((net, ref_ns, base_ns, graph.measured_ns if graph else None))
         taken = comm.bcast(graph.overhead if graph else None)
     with meter.stage("whatif spread"):         # the pieces to their ranks
@@ -151,10 +158,14 @@ def _solve(m, comm, graph, model, latency, bandwidth, tolerance, net, ref_ns, ba
     if np.isnan(tol).any():         # beyond the latency interval: Newton steps on the graph
         tol = np.where(np.isnan(tol), m.tolerance(ref_ns, fractions, fixed=G)[0], tol)
     slope_at_tol = _slopes_at(pieces, tol, m, G)
-    critical, path_compute = comm.bcast((_critical(graph, on_path), int((graph.kind[on_path] == COMPUTE).sum()))
-                                        if graph is not None else None)
+    critical, path_compute, (pair_rows, pair_notes) = comm.bcast(
+        (_critical(graph, on_path), int((graph.kind[on_path] == COMPUTE).sum()),
+         _pairs_on_path(graph, on_path, ref_ns, tolerance, G)) if graph is not None else None)
+    if pair_notes is not None:      # the path's latency at each message's own latency, not one L
+        rho = pair_notes["path_latency_s"] / (T0 * NS) if T0 > 0 else 0.0
     result = Result(model, 0.0, T0 * NS, ref_ns * NS, base_ns * NS, lam, rho, float(ref.other[0]),
-                    _piece_rows(pieces, base_ns, model), [], [], critical, "", net, path_compute_edges=path_compute)
+                    _piece_rows(pieces, base_ns, model), [], [], critical, "", net, path_compute_edges=path_compute,
+                    pair_rows=pair_rows or [], pair_notes=pair_notes)
     for x, L_x, slope in zip(tolerance, tol, slope_at_tol):
         result.tolerances.append({"degradation_pct": x, "T0_s": T0 * NS, "target_s": (1 + x / 100) * T0 * NS,
                                   "latency_s": L_x * NS + (base_ns * NS if model == "delta" else 0.0),
@@ -173,16 +184,23 @@ def _nothing(*args):
     return None, None, None, None, None, None, 0
 
 
-def _graph(run_dir, model, params, loggps, collectives, at, clock, overhead=("none", 0.0)):
+def _graph(run_dir, model, params, loggps, collectives, at, clock, overhead=("none", 0.0), pairs=None, scales=()):
     """(RunGraph, its edges as pieces side by side, the piece of each edge, NetParams, the
     reference point and the base latency in ns, the records read) of the run: analysis rank
     0's part.  `overhead` (overhead.parse): the recording's cost per call to take off the
-    compute edges; the RunGraph's `overhead` (an overhead.Overhead) says what was taken."""
+    compute edges; the RunGraph's `overhead` (an overhead.Overhead) says what was taken.
+    `pairs`: a pairs.csv whose host pairs' latencies are folded into the message edges
+    (pairs.py); the RunGraph's `pairs` (a pairs.PairLatencies) says which."""
     given = load_params(params) if params else {}
     given.update(loggps or {})
+    pair_file = pair_latencies.read_pairs(pairs) if pairs else None     # a bad file fails before the work
     matched = matched_run(run_dir, clock)
     net = default_params(matched, model, given)
     graph = build(matched, model, net, collectives)
+    if pair_file is not None:
+        graph.pairs = pair_latencies.assign(graph, matched.hosts, pair_file, net.L0_ns, scales)
+        graph.edges = dataclasses.replace(graph.edges, c=pair_latencies.fold(graph.edges.c, graph.edges.m,
+                                                                              graph.pairs))
     # pieces between global synchronisation points side by side: one pass solves them all
     if len(graph.cuts):
         edges, _, edge_piece = split_union(graph.edges, graph.cuts, graph.piece)
@@ -196,7 +214,50 @@ def _graph(run_dir, model, params, loggps, collectives, at, clock, overhead=("no
         base_ns = 0.0
     graph.overhead, edges = _compensate(graph, edges, edge_piece, overhead, ref_ns, 0.0 if model == "delta"
                                         else net.G0_ns)
+    if graph.pairs is not None:
+        graph.pairs.T_ns = _pair_alternatives(graph.pairs, edges, edge_piece, ref_ns, net.G0_ns)
     return graph, edges, edge_piece, net, ref_ns, base_ns, sum(len(c.records) for c in matched.calls.values())
+
+
+def _pair_options(model, pairs, scale_pair):
+    """The (X, Y, K) of each --scale-pair, after checking that --pairs can be used here."""
+    if pairs and model != "loggps":
+        raise WhatifError("--pairs %s: per-pair latencies replace the model's L, so they need --model loggps "
+                          "(delta mode keeps the measured run's own message times)" % pairs)
+    if scale_pair and not pairs:
+        raise WhatifError("--scale-pair scales a latency of --pairs FILE: give the pairs.csv too")
+    return [pair_latencies.parse_scale(s) if isinstance(s, str) else tuple(s) for s in scale_pair or ()]
+
+
+def _pair_alternatives(pl, edges, edge_piece, ref_ns, G):
+    """T at the reference (ns) with one L = L0 for every message ("uniform") and, where
+    --scale-pair changed some, at the file's latencies as they are ("unscaled"): one pass each,
+    with the pairs' latencies taken out of (or put back into) the weights."""
+    base = edges.c - edges.m * pl.delta_ns()
+    variants = {"uniform": base}
+    if (pl.scale != 1).any():
+        variants["unscaled"] = base + edges.m * pl.delta_ns(scaled=False)
+    return {name: float(Model(dataclasses.replace(edges, c=c), edge_piece).forward([ref_ns], fixed=G).T[0])
+            for name, c in variants.items()}
+
+
+def _pairs_on_path(graph, on, ref_ns, tolerance, G):
+    """(whatif_pairs.csv's rows, the summary's notes) of the critical path `on` with --pairs, else
+    (None, None).  The path's latency: each of its messages at its own latency (ref_ns + l_e - L0).
+    The top pairs' tolerances (pairs.path_rows) at the degradations `tolerance` (%)."""
+    pl = graph.pairs
+    if pl is None:
+        return None, None
+    m = graph.edges.m[on]
+    pe = pl.pair_of_edge[on]
+    p2p = np.isin(graph.kind[on], pair_latencies.PAIR_KINDS)
+    notes = {"source": pl.source, "L0_s": pl.L0_ns * NS, "hosts": len(set(pl.hosts)), "pairs": len(pl.x),
+             "T_uniform_s": pl.T_ns["uniform"] * NS, "T_unscaled_s": pl.T_ns.get("unscaled", np.nan) * NS,
+             "cross_host_path": float(m[pe >= 0].sum()), "same_host_path": float(m[p2p & (pe < 0)].sum()),
+             "collective_path": float(m[~p2p].sum()),
+             "path_latency_s": float((m * (ref_ns + pl.delta_ns()[on])).sum() * NS),
+             "scaled": [(x, y, float(k)) for x, y, k in zip(pl.x, pl.y, pl.scale) if k != 1]}
+    return pair_latencies.path_rows(graph, on, pl, ref_ns, tolerance, G), notes
 
 
 def _compensate(graph, edges, edge_piece, overhead, ref_ns, G):
@@ -204,8 +265,6 @@ def _compensate(graph, edges, edge_piece, overhead, ref_ns, G):
     cost per call, in graph.edges and in the split edges alike (split_union keeps the edges'
     order and index, so the same weights apply).  T at the reference as traced: one pass on the
     graph before."""
-    from mpigraph.whatif.envelope import Model
-
     source, ns = overhead
     if source == "none":
         return recording.Overhead(), edges
@@ -292,6 +351,50 @@ def _overhead_line(r):
                (r.T0_s - r.T0_traced_s) * 1e6, r.path_compute_edges))
 
 
+def _pair_lines(r):
+    """--pairs: T at the per-pair latencies against one L, and the pairs the path is most sensitive to."""
+    n = r.pair_notes
+    if n is None:
+        return []
+    at = "T at L = %s" % _us(r.reference_s)
+    lines = ["  Per host pair latencies from %s (%d host%s, %d host pair%s with messages; same-host messages and "
+             "collectives at L0 = %s; L on the axis adds L - L0 to every message)."
+             % (n["source"], n["hosts"], "s" * (n["hosts"] != 1), n["pairs"], "s" * (n["pairs"] != 1),
+                _us(n["L0_s"])),
+             "  %s is %.9f s at these latencies; with one L0 for every message it would be %.9f s (%+.4g us)."
+             % (at, r.T0_s, n["T_uniform_s"], (r.T0_s - n["T_uniform_s"]) * 1e6)]
+    for x, y, k in n["scaled"]:
+        lines.append("  Pair (%s, %s) %g times slower (--scale-pair): %s is %.9f s against %.9f s at the file's "
+                     "latencies (%+.4g us)." % (x, y, k, at, r.T0_s, n["T_unscaled_s"],
+                                                (r.T0_s - n["T_unscaled_s"]) * 1e6))
+    top = [p for p in r.pair_rows if p["dT_dl"] > 0][:3]
+    lines.append("  On the critical path: %.0f cross-host, %.0f same-host messages, %.0f collective latencies; "
+                 "dT/dl per host pair: %s; all in whatif_pairs.csv."
+                 % (n["cross_host_path"], n["same_host_path"], n["collective_path"],
+                    ", ".join("(%s, %s) %g at %s" % (p["x"], p["y"], p["dT_dl"], _us(p["latency_s"])) for p in top)
+                    or "none (no cross-host message is critical)"))
+    lines += _pair_tolerance_line(r)
+    return lines
+
+
+def _pair_tolerance_line(r):
+    """The latency the top pairs can take before the run slows by the first degradation."""
+    if not r.tolerances or not r.pair_rows:
+        return []
+    x = r.tolerances[0]["degradation_pct"]
+    key = "latency_%gpct_s" % x
+    told = [p for p in r.pair_rows[:3] if not np.isnan(p.get(key, np.nan))]
+
+    def said(p):
+        if p[key] == np.inf:
+            return "(%s, %s) any" % (p["x"], p["y"])
+        factor = " (x%.3g)" % (p[key] / p["latency_s"]) if p["latency_s"] > 0 else ""
+        return "(%s, %s) %s%s" % (p["x"], p["y"], _us(p[key]), factor)
+
+    return (["  The latency a pair can take (the others as they are) before the run slows by %g%%: %s."
+             % (x, ", ".join(said(p) for p in told))] if told else [])
+
+
 def summary(r, net):
     """A short paragraph: what the run's time does as the network gets slower."""
     axis = "added latency dL" if r.model == "delta" else "latency L"
@@ -299,8 +402,9 @@ def summary(r, net):
     lines.append("  T = %.6f s at %s = %s (the traced run took %.6f s)."
                  % (r.T0_s, "dL" if r.model == "delta" else "L", _us(r.reference_s), r.measured_s))
     lines.append("  Each extra microsecond of latency costs %.0f us: %.0f messages on the critical path "
-                 "(lambda_L); latency is %.2f%% of the run (rho_L, with L = %s)."
-                 % (r.lambda_L, r.lambda_L, 100 * r.rho_L, _us(r.base_latency_s + r.reference_s)))
+                 "(lambda_L); latency is %.2f%% of the run (rho_L, with %s)."
+                 % (r.lambda_L, r.lambda_L, 100 * r.rho_L, "L = " + _us(r.base_latency_s + r.reference_s)
+                    if r.pair_notes is None else "each message at its pair's latency"))
     tol = ", ".join("%g%% at +%s" % (t["degradation_pct"], _us(t["added_latency_s"]))
                     if np.isfinite(t["added_latency_s"]) else "%g%% never" % t["degradation_pct"]
                     for t in r.tolerances)
@@ -323,6 +427,7 @@ def summary(r, net):
                  else top["function"])
         lines.append("  Most critical messages: %s (%.0f of them); all in critical_messages.csv." % (
             where, top["messages"]))
+    lines += _pair_lines(r)
     lines.append(_overhead_line(r))
     lines.append("  Parameters: %s." % (net.source or "defaults"))
     return "\n".join(lines) + "\n"

@@ -103,6 +103,7 @@ class RunGraph:
     piece: np.ndarray            # per vertex: how many of `cuts` come before it (cuts.valid_cuts)
     vertex_time: np.ndarray      # the measured time of each S and E vertex (ns; nan: hubs, the sink)
     overhead: object = None      # overhead.Overhead: the recording's cost taken off the compute edges (api)
+    pairs: object = None         # pairs.PairLatencies: per host pair latencies folded into c (api, --pairs)
 
 
 # ---- the match stage on one analysis rank --------------------------------------------------
@@ -116,6 +117,7 @@ class Matched:
     member_bytes: np.ndarray     # bytes of each member row of groups
     # neighbourhood and post/start/complete/wait synchronisations, every partner (sync.PAIR_COLUMNS)
     sync: dict = None
+    hosts: list = None           # per rank: the host name in its log's header (pairs.py maps them)
 
 
 def matched_run(run_dir, clock="pingpong"):
@@ -132,7 +134,8 @@ def matched_run(run_dir, clock="pingpong"):
     messages, _, _, members, _, groups, _ = link._repair_loop(comm, ownership, calls, ops, info.world_size, None)
     member_bytes = _member_bytes(calls, groups.members)
     return Matched(info.world_size, calls, messages, groups, member_bytes,
-                   _sync_pairs(calls, members, groups, member_bytes))
+                   _sync_pairs(calls, members, groups, member_bytes),
+                   [logs[r].hostname for r in range(info.world_size)])
 
 
 def _sync_pairs(calls, members, groups, member_bytes):

@@ -81,7 +81,8 @@ def cmd_whatif(args):
                     params=args.params, loggps=parse_loggps(args.loggps) if args.loggps else None,
                     collectives=args.collectives, at=parse_time(args.at) if args.at else 0.0,
                     measured=read_measured(args.measured) if args.measured else None,
-                    out=args.out or args.run_dir, comm=comm, meter=meter, overhead=args.overhead)
+                    out=args.out or args.run_dir, comm=comm, meter=meter, overhead=args.overhead, pairs=args.pairs,
+                    scale_pair=args.scale_pair or ())
     rows = comm.gather((comm.Get_rank(), result.spread, meter.stages))
     if comm.Get_rank() == 0:
         sys.stdout.write(result.text)
@@ -126,6 +127,11 @@ def add_parser(subparsers):
                    help="the tracing's cost per call to take off every compute edge, so that T(0) predicts the "
                         "untraced program: auto (estimated from the gaps between consecutive calls), none "
                         "(default: T(0) is the traced run's) or a time per call (70ns; a bare number is ns)")
+    p.add_argument("--pairs", metavar="PAIRS_CSV",
+                   help="netprobe's pairs.csv (--model loggps): each message between ranks on hosts x != y costs "
+                        "the pair's latency_s instead of L; writes whatif_pairs.csv (dT/dl per host pair)")
+    p.add_argument("--scale-pair", action="append", metavar="X,Y,K",
+                   help="with --pairs: host pair (X, Y) K times slower (repeatable)")
     p.add_argument("--out", metavar="DIR", help="where to write the files (default RUN_DIR)")
     p.add_argument("--verbose", action="store_true",
                    help="print per analysis rank (mpiexec -n K mpigraph whatif) its pieces, edges, seconds and bytes")

@@ -1,5 +1,6 @@
 """The files of ``mpigraph whatif``: whatif_pieces.csv, tolerance.csv, critical_messages.csv,
-whatif_bandwidth.csv (with --bandwidth), whatif.svg and whatif.txt (the printed paragraph).
+whatif_bandwidth.csv (with --bandwidth), whatif_pairs.csv (with --pairs), whatif.svg and whatif.txt (the
+printed paragraph).
 
 whatif.svg follows the paper's Figs. 1 and 9: T against the latency axis with the
 1/2/5% zones shaded (green, orange, red: up to the latency that slows the run by
@@ -20,8 +21,9 @@ def write(out_dir, result, measured=None):
     os.makedirs(out_dir, exist_ok=True)
     files = []
     for name, rows in (("whatif_pieces.csv", result.pieces), ("tolerance.csv", result.tolerances),
-                       ("critical_messages.csv", result.critical), ("whatif_bandwidth.csv", result.bandwidth_pieces)):
-        if name == "whatif_bandwidth.csv" and not rows:
+                       ("critical_messages.csv", result.critical), ("whatif_bandwidth.csv", result.bandwidth_pieces),
+                       ("whatif_pairs.csv", result.pair_rows)):
+        if (name == "whatif_bandwidth.csv" and not rows) or (name == "whatif_pairs.csv" and result.pair_notes is None):
             continue
         path = os.path.join(out_dir, name)
         _write_csv(path, rows, _columns(name, rows))
@@ -43,6 +45,8 @@ SUMMARY_MARK = "What if the network were slower"
 
 _DEFAULT_COLUMNS = {
     "critical_messages.csv": ["kind", "function", "src_rank", "dst_rank", "edges", "messages", "bytes"],
+    "whatif_pairs.csv": ["x", "y", "latency_s", "latency_se_s", "scale", "messages", "path_messages", "dT_dl",
+                         "path_latency_s"],
 }
 
 
