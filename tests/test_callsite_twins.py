@@ -171,6 +171,33 @@ def test_phase_option_keeps_that_phase_s_call_sites(reports, wheel, tmp_path):
     assert mine == every and len(mine) >= 2
 
 
+def test_named_regions_split_the_call_sites_as_phase_functions_does(wheel, builder, tmp_path):
+    """tests/programs/regions.c (phase API regions "short", "long", "long/exchange", "tail"):
+    phase_callsites is made from the calls table, phase_functions from the records; per phase and
+    function they agree exactly (calls, time), and the Allreduce of "short" and of "long" are two
+    call sites, each made once per rank."""
+    include = os.path.join(os.path.dirname(sizes.__file__), os.pardir, "include")
+    exe = builder.build("regions.c", wheel.mpicc, ["-g", "-I", include])
+    out = tmp_path / "regions"
+    result = mpi_env.mpirun(wheel, 2, [exe], out=out, rank_env={"MPIGRAPH_QUIET": "1"})
+    assert result.returncode == 0, result.stderr
+    by_site = pq.read_table(out / "phase_callsites.parquet").to_pydict()
+    by_function = pq.read_table(out / "phase_functions.parquet").to_pydict()
+    summed = {}
+    for i in range(len(by_site["count"])):
+        at = (by_site["phase"][i], by_site["name"][i], by_site["function"][i])
+        count, time = summed.get(at, (0, 0))
+        summed[at] = (count + by_site["count"][i], time + by_site["time_ns"][i])
+    assert summed == {(by_function["phase"][i], by_function["name"][i], by_function["function"][i]):
+                      (by_function["calls"][i], by_function["time_total_ns"][i])
+                      for i in range(len(by_function["calls"]))}
+    reduces = {by_site["name"][i]: (by_site["callsite"][i], by_site["count"][i])
+               for i in range(len(by_site["count"])) if by_site["function"][i] == "MPI_Allreduce"}
+    assert sorted(reduces) == ["long", "short"]
+    assert reduces["long"][0] != reduces["short"][0]
+    assert reduces["long"][1] == reduces["short"][1] == 2
+
+
 def test_site_keyed_histogram_relabels_to_run_ids():
     """sizes.relabelled: two ranks' shim ids that are one call site of the run add up into one row;
     summed over sites, the table without sites."""
