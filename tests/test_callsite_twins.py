@@ -59,7 +59,8 @@ def reports(wheel, builder, tmp_path_factory):
     assert result.returncode == 0, result.stderr
     out = {}
     for k in KS:
-        out[k] = tmp / ("k%d" % k)
+        # K = 1 in the run directory itself: `mpigraph decompose` reads the report beside raw/.
+        out[k] = tmp / "run" if k == 1 else tmp / ("k%d" % k)
         done = mpi_env.mpigraph(["analyze", tmp / "run", "--out", out[k], "--quiet"], nprocs=k, mpi=wheel)
         assert done.returncode == 0, done.stderr
     out["run"] = tmp / "run"
@@ -169,6 +170,33 @@ def test_phase_option_keeps_that_phase_s_call_sites(reports, wheel, tmp_path):
     mine = _rows(out / "phase_callsites.csv")
     every = [r for r in _rows(reports[1] / "phase_callsites.csv") if r["phase"] == "2"]
     assert mine == every and len(mine) >= 2
+
+
+def test_decomposition_per_call_site_sums_to_the_per_rank_table(reports, tmp_path):
+    """`mpigraph decompose`: decomposition_callsites.csv has the program's two call sites by name
+    with callsites.csv's counts; summed over the call sites, each function's sums are
+    decomposition.csv's summed over the ranks (every column: per-call sums keyed two ways)."""
+    out = tmp_path / "dec"
+    done = mpi_env.mpigraph(["decompose", reports["run"], "--out", out])
+    assert done.returncode == 0, done.stderr
+    by_site = pq.read_table(out / "decomposition_callsites.parquet").to_pydict()
+    by_rank = pq.read_table(out / "decomposition.parquet").to_pydict()
+    sums = [c for c in by_rank if c not in ("rank", "function")]
+
+    def per_function(table):
+        totals = {}
+        for i, f in enumerate(table["function"]):
+            totals[f] = [a + table[c][i] for a, c in zip(totals.get(f, [0] * len(sums)), sums)]
+        return totals
+
+    assert per_function(by_site) == per_function(by_rank)
+    names = _names()
+    counts = {r["name"]: int(r["count"]) for r in _rows(reports["run"] / "callsites.csv")}
+    for function, name in names.items():
+        i = by_site["name"].index(name)
+        assert by_site["function"][i] == function and by_site["calls"][i] == counts[name]
+    assert by_site["calls"][by_site["name"].index(names["MPI_Sendrecv"])] == \
+        (_define("ROUNDS1") + _define("ROUNDS2")) * RANKS
 
 
 def test_named_regions_split_the_call_sites_as_phase_functions_does(wheel, builder, tmp_path):
