@@ -19,9 +19,11 @@ owner) and makes the table from the per-trace-rank sums alone (the COV too).
 import numpy as np
 
 from mpigraph.callsites import stats
+from mpigraph.comm import parallel
 from mpigraph.phases import regions
 from mpigraph.phases import stage as phases_stage
 from mpigraph.trace import functions as mf
+from mpigraph.util import arrays
 
 
 def _rank_segments(rank_calls):
@@ -56,9 +58,8 @@ class PhaseSites:
         func = np.asarray(block["function"].codes if hasattr(block["function"], "codes") else block["function"],
                           np.int64)
         phase = np.zeros(len(rank), np.int64)
-        for r in np.unique(rank).tolist():      # per rank
-            mine = rank == r
-            mark_calls, key_of_segment = self.segments[r]
+        for r, mine in arrays.groups(rank):      # per rank
+            mark_calls, key_of_segment = self.segments[int(r)]
             phase[mine] = key_of_segment[np.searchsorted(mark_calls, call[mine], side="right")]
         site = np.asarray(block["callsite"], np.int64)
         self._sums._sum(block, ((phase * self.n_sites + site) * self.n_functions + func) * self.n_ranks + rank)
@@ -104,7 +105,8 @@ def tracker(comm, accumulator, calls):
     """A PhaseSites for this analysis rank's trace ranks (`calls`: trace rank -> match.RankCalls),
     attached to `accumulator` (a callsites.stats.Accumulator whose sites are shared), when some
     rank of the run marked a phase; None on every analysis rank otherwise.  Collective."""
-    local = {rank: _rank_segments(c) for rank, c in calls.items()}
+    # Reading a rank's marks and names may fail on one analysis rank: all raise, none waits below.
+    local = parallel.collectively(comm, lambda: {rank: _rank_segments(c) for rank, c in calls.items()})
     marked = any(len(m) for m, _ in local.values())
     mine = set(k for _, keys in local.values() for k in keys)
     gathered = comm.allgather((marked, mine)) if comm.size > 1 else [(marked, mine)]

@@ -116,10 +116,8 @@ def p2p_sites(ops, calls):
     (``post_record``; a part record has its call's site: csrc/shim.h), from `calls` (trace rank ->
     match.RankCalls, the ranks of the table)."""
     site = np.zeros(len(ops["rank"]), np.int64)
-    rank = np.asarray(ops["rank"], np.int64)
-    for r in np.unique(rank).tolist():          # per rank
-        mine = rank == r
-        site[mine] = site_key(r, np.asarray(calls[r].records)["site"][ops["post_record"][mine]])
+    for r, mine in arrays.groups(np.asarray(ops["rank"], np.int64)):      # per rank
+        site[mine] = site_key(r, np.asarray(calls[int(r)].records)["site"][ops["post_record"][mine]])
     return site
 
 

@@ -23,15 +23,16 @@ def from_match(ops, messages, calls=None):
     keyed by sizes.site_key).  CHUNK_ROWS rows at a time: the keys and sort orders of millions of
     rows would add to the match stage's peak memory."""
     pairs = [matrix.p2p_pairs(_rows(messages, piece)) for piece in _pieces(len(messages["s_rank"]))]
-    hists = [sizes.p2p_sizes(_rows(ops, piece)) for piece in _pieces(len(ops["side"]))]
-    out = {"pairs": matrix.concat(pairs), "sizes": sizes.concat(hists)}
-    if calls is not None:
-        site_hists = []
-        for piece in _pieces(len(ops["side"])):
-            rows = _rows(ops, piece)
-            site_hists.append(sizes.p2p_sizes(rows, sizes.p2p_sites(rows, calls)))
-        out["site_sizes"] = sizes.concat(site_hists, with_site=True)
-    return out
+    if calls is None:
+        hists = [sizes.p2p_sizes(_rows(ops, piece)) for piece in _pieces(len(ops["side"]))]
+        return {"pairs": matrix.concat(pairs), "sizes": sizes.concat(hists)}
+    hists = []
+    for piece in _pieces(len(ops["side"])):
+        rows = _rows(ops, piece)
+        hists.append(sizes.p2p_sizes(rows, sizes.p2p_sites(rows, calls)))
+    by_site = sizes.concat(hists, with_site=True)
+    # Summed over the sites (concat without with_site), the plain histogram: no second pass.
+    return {"pairs": matrix.concat(pairs), "sizes": sizes.concat([by_site]), "site_sizes": by_site}
 
 
 CHUNK_ROWS = 1 << 18
@@ -53,11 +54,10 @@ def traffic(comm, linked, world_size):
     matched = linked.traffic or {"pairs": matrix.empty(), "sizes": sizes.empty()}
     local_matrix = matrix.concat([matched["pairs"]]
                                  + [matrix.collective_pairs(c, known) for c in linked.calls.values()])
-    local_sizes = sizes.concat([matched["sizes"]] + [sizes.collective_sizes(c) for c in linked.calls.values()])
     # The per-call-site twin, keyed by (trace rank, shim site): the report stage numbers the sites.
-    local_site_sizes = sizes.concat([matched.get("site_sizes", sizes.empty(True))]
-                                    + [sizes.collective_sizes(c, by_site=True) for c in linked.calls.values()],
-                                    with_site=True)
+    collective = [sizes.collective_sizes(c, by_site=True) for c in linked.calls.values()]
+    local_site_sizes = sizes.concat([matched.get("site_sizes", sizes.empty(True))] + collective, with_site=True)
+    local_sizes = sizes.concat([matched["sizes"]] + collective)        # summed over the sites
     gathered = comm.gather((local_matrix, local_sizes, local_site_sizes), root=0)
     if comm.rank != 0:
         return None
