@@ -311,7 +311,9 @@ def summary_lines(table: dict, limit: int = 10) -> list:
     rows = np.flatnonzero(~np.isin(np.asarray(table["function"], object), marks))
     if not len(rows):
         return []
-    lines = ["", "Call sites (callsites.csv), by time:"]
+    # phase_callsites.csv is named by the phases section: only a run with phases has it.
+    lines = ["", "Call sites (callsites.csv; per wait state and message size: callsite_waitstates.csv, "
+                 "callsite_sizes.csv), by time:"]
     for i in rows[:limit]:
         lines.append("  %3d  %-50s %8d calls %12.6f s  wait %12.6f s  COV %.2f"
                      % (table["callsite"][i], table["name"][i], table["count"][i], table["time"][i] / 1e9,
