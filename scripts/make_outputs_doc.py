@@ -89,7 +89,7 @@ TABLES = {
                          "Fortran library are named by the program's subroutine. An mpi4py program's calls are "
                          "made by mpi4py's extension module: `object` is that module and `caller` its function "
                          "(Comm.Barrier's, say), not the Python file and line: the shim runs while mpi4py has "
-                         "let go of the GIL, when no Python API may be called (docs/design.md, Call sites). Each analysis rank sums the calls it owns "
+                         "let go of the GIL, when no Python API may be called (docs/design.md, The report files). Each analysis rank sums the calls it owns "
                          "per (call site, function, rank); analysis rank 0 adds the sums and makes the table (COV "
                          "from the per-rank sums): the same for every number of analysis ranks. critical_path.csv "
                          "names each segment's call site, and summary.txt's diagnosis and path section name them "
