@@ -32,6 +32,7 @@ from mpigraph import callsites
 from mpigraph.callsites import path as path_sites
 from mpigraph.trace import logs as trace
 from mpigraph.traffic import stage as traffic_stage
+from mpigraph.phases import callsites as phases_callsites
 from mpigraph.phases import share as phases_share
 from mpigraph.phases import stage as phases_stage
 
@@ -143,6 +144,7 @@ def _write_report(comm, out_dir, info, tables, path, linked):
                           if comm.rank == 0 else None)
     sites = parallel.collectively(comm, callsites.tracker, info, sorted(linked.calls))
     sites.sites.share(comm)
+    by_phase = phases_callsites.tracker(comm, sites, linked.calls)     # sums the same blocks per phase too
     path = _path_with_sites(comm, path, linked, sites.sites)
     block = datasets.scatter_path(comm, path.table)
     summary_tables, extra = tables
@@ -151,13 +153,18 @@ def _write_report(comm, out_dir, info, tables, path, linked):
     table = sites.combined(comm)
     waits_by_site = parallel.collectively(comm, callsites.stats.waitstate_sums, linked, sites.sites)
     waits_by_site = callsites.stats.combined_waitstates(comm, waits_by_site, sites.sites)
+    phases = extra.get("phases") if extra is not None else None
+    by_phase = by_phase.combined(comm, phases["notes"]["selected"] if phases else None) if by_phase else None
     if comm.rank != 0:
         return None
     if extra is not None:
         extra["callsites"], extra["callsite_waitstates"] = table, waits_by_site
+        if phases and by_phase is not None:
+            phases["phase_callsites"] = by_phase
         if extra.get("traffic"):
             extra["traffic"]["communicators"] = callsites.stats.with_creating_sites(
                 extra["traffic"]["communicators"], sites.sites)
+            extra["traffic"]["callsite_sizes"] = traffic_stage.callsite_size_table(extra["traffic"], sites.sites)
     try:
         return report.write_report(out_dir, info, summary_tables, extra, path=path.table, path_lines=path.lines,
                                    datasets=datasets.NAMES)

@@ -180,8 +180,9 @@ def build_parser():
     _add_out(p, "write the report files into OUT (default: DIR itself)", metavar="OUT")
     _add_quiet_verbose(p)
     p.add_argument("--phase", metavar="NAME",
-                   help="phases.csv and phase_functions.csv of this phase only (a region name, with the regions "
-                        "nested in it, or a Pcontrol phase number), and its section in the summary")
+                   help="phases.csv, phase_functions.csv and phase_callsites.csv of this phase only (a region "
+                        "name, with the regions nested in it, or a Pcontrol phase number), and its section in the "
+                        "summary")
     p.set_defaults(func=cmd_analyze)
 
     p = sub.add_parser("report", help="print the summary of an analysed run again")

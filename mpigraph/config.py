@@ -50,8 +50,8 @@ SETTINGS = [
             "1: print every analysis stage with its time on stderr (done anyway above 1e6 records "
             "unless quiet)", False),
     Setting("MPIGRAPH_PHASE", "(every phase)",
-            "phases.csv, phase_functions.csv and the summary's phases section of this phase only: a region "
-            "name (with the regions nested in it) or a Pcontrol phase number; the in-job twin of "
+            "phases.csv, phase_functions.csv, phase_callsites.csv and the summary's phases section of this phase "
+            "only: a region name (with the regions nested in it) or a Pcontrol phase number; the in-job twin of "
             "mpigraph analyze --phase NAME (an unknown name: the analysis fails, naming the run's phases)", False),
     Setting("MPIGRAPH_RECORD", "on", "on|off: record at all (off: the shim does nothing)", True),
     Setting("MPIGRAPH_CLOCK_SOURCE", "tsc if invariant",

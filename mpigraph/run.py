@@ -121,6 +121,18 @@ class Run:
         return self.frame("callsite_waitstates")
 
     @property
+    def callsite_sizes(self) -> "pandas.DataFrame":
+        """The message-size histograms per call site: (call site, function, comm, bin) with count
+        and bytes; summed over the call sites, ``sizes``."""
+        return self.frame("callsite_sizes")
+
+    @property
+    def phase_callsites(self) -> "pandas.DataFrame":
+        """The call sites per phase (a run with MPI_Pcontrol or named regions): (phase, level, name,
+        call site, function) with callsites.csv's columns; summed over the phases, ``callsites``."""
+        return self.frame("phase_callsites")
+
+    @property
     def calls(self) -> "pandas.DataFrame":
         """One row per MPI call of every rank: times, peer, bytes, waits, wait state, on the path."""
         return self.frame("calls")
@@ -253,7 +265,8 @@ def _schema_columns(name: str):
             "commmatrix": schema.COMM_MATRIX_COLUMNS, "sizes": schema.SIZE_COLUMNS,
             "communicators": schema.COMMUNICATOR_COLUMNS, "phases": schema.PHASE_COLUMNS,
             "phase_functions": schema.PHASE_FUNCTION_COLUMNS,
-            "callsites": schema.CALLSITE_COLUMNS, "callsite_waitstates": schema.CALLSITE_WAITSTATE_COLUMNS}.get(name)
+            "callsites": schema.CALLSITE_COLUMNS, "callsite_waitstates": schema.CALLSITE_WAITSTATE_COLUMNS,
+            "callsite_sizes": schema.CALLSITE_SIZE_COLUMNS, "phase_callsites": schema.PHASE_CALLSITE_COLUMNS}.get(name)
 
 
 def _facts_of_older_report(run: Run) -> Dict[str, Any]:

@@ -239,6 +239,13 @@ SIZE_COLUMNS = [
     Column("bytes", "int", "their summed bytes"),
 ]
 
+# The size histograms' per-call-site twin (mpigraph.traffic.sizes): summed over the call sites, sizes.csv.
+CALLSITE_SIZE_COLUMNS = [
+    Column("callsite", "int", "call site of the call that posted the send or receive, or of the collective call "
+                              "(callsites.csv)"),
+    Column("callsite_name", "str", "its name (\"MPI_Isend at halo.c:40\")"),
+] + SIZE_COLUMNS
+
 # The communicators of the run (mpigraph.traffic.communicators).
 COMMUNICATOR_COLUMNS = [
     Column("id", "int", "communicator id (calls.parquet's comm; 0 is MPI_COMM_WORLD)"),
@@ -280,3 +287,19 @@ PHASE_FUNCTION_COLUMNS = _PHASE_KEY + [
     Column("function", "str", "MPI function name"),
     Column("ranks", "int", "ranks that called it in the phase"),
 ] + _PHASE_SUMS
+
+# The per-phase function table's per-call-site twin (mpigraph.phases.callsites): the columns of
+# callsites.csv per phase; summed over the phases, each call site's count, time, wait, bytes and
+# path_time are callsites.csv's.
+PHASE_CALLSITE_COLUMNS = _PHASE_KEY + [
+    Column("callsite", "int", "call site (callsites.csv)"),
+    Column("callsite_name", "str", "its name (\"MPI_Allreduce at solver.c:212\")"),
+    Column("function", "str", "MPI function"),
+    Column("count", "int", "calls made there in the phase, over all ranks"),
+    Column("time", "time", "summed duration of those calls"),
+    Column("wait", "time", "summed wait (before + after) of those calls"),
+    Column("bytes", "int", "summed bytes of those calls"),
+    Column("ranks", "int", "ranks that called it in the phase"),
+    Column("time_cov", "float", "coefficient of variation of those ranks' time there in the phase (as callsites.csv)"),
+    Column("path_time", "time", "time of its calls in the phase on the critical path"),
+]

@@ -59,6 +59,11 @@ TABLES = {
                      "counts under the function that posted it on each side (MPI_Send with the bytes sent, "
                      "MPI_Recv or MPI_Irecv with the bytes its status says arrived); a collective once per "
                      "member with the bytes the member passed (a Scatter's non-roots pass 0)."),
+    "CALLSITE_SIZE_COLUMNS": ("callsite_sizes", "one row per (call site, MPI function, communicator, size bin) "
+                              "that occurred, by call site",
+                              "The size histograms' per-call-site twin: each send, receive or collective member "
+                              "counts under the call site of the call that posted it (an Isend's, not its Wait's). "
+                              "Summed over the call sites, the rows are sizes.csv's."),
     "COMMUNICATOR_COLUMNS": ("communicators", "one row per communicator: world, then each one the program created",
                              "From the records of MPI_Comm_split, _dup, _create and the other creating calls. "
                              "summary.txt names communicators by `name`. MPI_COMM_SELF (named `self`) and "
@@ -69,6 +74,12 @@ TABLES = {
                       "the run's ([concepts.md](concepts.md#phases))."),
     "PHASE_FUNCTION_COLUMNS": ("phase_functions", "one row per (phase, MPI function) called in it",
                                "Summed over phases, each function's columns equal functions.csv's."),
+    "PHASE_CALLSITE_COLUMNS": ("phase_callsites", "one row per (phase, call site, MPI function) called in it "
+                               "(written with phases.csv), by phase, the longest `time` first",
+                               "The per-phase function table's per-call-site twin, with callsites.csv's columns: "
+                               "each call counts in the phase it was made in. Summed over the phases, each call "
+                               "site's count, time, wait, bytes and path_time equal callsites.csv's; `--phase` keeps "
+                               "that phase's rows."),
     "CALLSITE_COLUMNS": ("callsites", "one row per call site (a place in the program and the MPI function called "
                          "there), the longest `time` first",
                          "mpiP's call-site statistics. The shim records each call's return address "
@@ -77,7 +88,8 @@ TABLES = {
                          "program was built with -g, the function alone without. Fortran calls through MPICH's "
                          "Fortran library are named by the program's subroutine. An mpi4py program's calls are "
                          "made by mpi4py's extension module: `object` is that module and `caller` its function "
-                         "(Comm.Barrier's, say), not the Python file and line. Each analysis rank sums the calls it owns "
+                         "(Comm.Barrier's, say), not the Python file and line: the shim runs while mpi4py has "
+                         "let go of the GIL, when no Python API may be called (docs/design.md, The report files). Each analysis rank sums the calls it owns "
                          "per (call site, function, rank); analysis rank 0 adds the sums and makes the table (COV "
                          "from the per-rank sums): the same for every number of analysis ranks. critical_path.csv "
                          "names each segment's call site, and summary.txt's diagnosis and path section name them "

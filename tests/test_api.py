@@ -176,7 +176,8 @@ def test_summary_and_repr(demo):
     assert run.summary == (demo / "summary.txt").read_text()
     text = repr(run)
     assert text.startswith("<mpigraph.Run %s: %d ranks on 1 host, run time " % (demo, NPROCS))
-    assert ("%d calls, dijkstra; tables: calls, callsite_waitstates, callsites, collectives, commmatrix, communicators, "
+    assert ("%d calls, dijkstra; tables: calls, callsite_sizes, callsite_waitstates, callsites, collectives, commmatrix, "
+            "communicators, "
             "critical_path"
             % (NPROCS * CALLS_PER_RANK)) in text
 

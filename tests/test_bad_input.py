@@ -153,7 +153,8 @@ def test_read_only_run_directory(tmp_path, mount_point):
     result = analyze(mount_point, "--out", elsewhere)
     assert result.returncode == 0, result.stderr
     assert sorted(os.listdir(elsewhere)) == [
-        "calls.csv", "calls.parquet", "callsite_waitstates.csv", "callsite_waitstates.parquet", "callsites.csv",
+        "calls.csv", "calls.parquet", "callsite_sizes.csv", "callsite_sizes.parquet", "callsite_waitstates.csv",
+        "callsite_waitstates.parquet", "callsites.csv",
         "callsites.parquet", "collectives.csv", "collectives.parquet", "commmatrix.csv",
         "commmatrix.parquet", "commmatrix.svg", "communicators.csv", "communicators.parquet", "critical_path.csv",
         "critical_path.parquet", "functions.csv", "functions.parquet", "ranks.csv", "ranks.parquet", "ranks.svg",

@@ -13,9 +13,9 @@ from mpigraph.report import datasets
 
 PROGRAMS = [("calls.c", [], 4), ("slow_phases.c", ["3"], 4), ("unreceived.c", [], 2), ("scaling.c", ["4", "20000"], 3)]
 PARQUET_TABLES = ["calls.parquet", "waitstates.parquet", "critical_path.parquet", "ranks.parquet",
-                  "collectives.parquet", "callsites.parquet"]
+                  "collectives.parquet", "callsites.parquet", "callsite_sizes.parquet"]
 TEXT_FILES = ["summary.txt", "ranks.csv", "functions.csv", "waitstates.csv", "unmatched.csv", "critical_path.csv",
-              "callsites.csv", "communicators.csv", "callsite_waitstates.csv"]
+              "callsites.csv", "communicators.csv", "callsite_waitstates.csv", "callsite_sizes.csv"]
 KS = (1, 2, 3)
 
 

@@ -281,7 +281,8 @@ def test_cli_with_params(cases, tmp_path):
         assert result.returncode == 0, result.stderr
     assert "from %s" % params in result.stdout
     assert sorted(os.listdir(target)) == sorted(["decomposition_calls.parquet", "decomposition.parquet",
-                                                 "decomposition.csv", "decomposition.svg"])
+                                                 "decomposition.csv", "decomposition_callsites.parquet",
+                                                 "decomposition_callsites.csv", "decomposition.svg"])
     # Into the run directory (the default): its summary.txt gets one decomposition section.
     assert mpi_env.mpigraph(["decompose", out, "--params", params]).returncode == 0
     summary = (out / "summary.txt").read_text()

@@ -156,6 +156,8 @@ class Accumulator:
         self.sites, self.n_ranks = sites, n_ranks
         self.n_functions = len(mf.names_array())
         self._parts = []        # per block: (keys = (callsite * n_functions + function) * n_ranks + rank, sums)
+        # Sums by a finer key (the per-phase twin, phases.callsites): each is given every relabelled block.
+        self.twins = []
 
     def add(self, block: dict) -> dict:
         """Sets block["callsite"] (the shim's ids in, the run's out) and sums it; returns block."""
@@ -169,6 +171,8 @@ class Accumulator:
             ids[mine] = self.sites.run_ids(r, local[mine])
         block["callsite"] = ids
         self._sum(block, (ids * self.n_functions + func) * self.n_ranks + rank)
+        for twin in self.twins:
+            twin.add(block)
         return block
 
     def _sum(self, block, keys):
@@ -201,7 +205,7 @@ class Accumulator:
         n = len(pairs)
         out = {name: np.bincount(row, sums[name], n).astype(np.int64) for name in self._SUMS}
         out["ranks"] = np.bincount(row, None, n).astype(np.int64)
-        out["time_cov"] = _cov(row, sums["time"], n)
+        out["time_cov"] = cov(row, sums["time"], n)
         ids = pairs // self.n_functions
         out["callsite"] = ids
         out["function"] = np.asarray(mf.names_array(), object)[pairs % self.n_functions]
@@ -291,7 +295,7 @@ def combined_waitstates(comm, sums, sites: Sites):
     return {k: np.asarray(v)[order] for k, v in out.items()}
 
 
-def _cov(site, time, n):
+def cov(site, time, n):
     """Per call site: population std / mean of its ranks' times (0 where the mean is 0)."""
     count = np.bincount(site, None, n)
     mean = np.bincount(site, time, n) / np.maximum(count, 1)
@@ -307,7 +311,9 @@ def summary_lines(table: dict, limit: int = 10) -> list:
     rows = np.flatnonzero(~np.isin(np.asarray(table["function"], object), marks))
     if not len(rows):
         return []
-    lines = ["", "Call sites (callsites.csv), by time:"]
+    # phase_callsites.csv is named by the phases section: only a run with phases has it.
+    lines = ["", "Call sites (callsites.csv; per wait state and message size: callsite_waitstates.csv, "
+                 "callsite_sizes.csv), by time:"]
     for i in rows[:limit]:
         lines.append("  %3d  %-50s %8d calls %12.6f s  wait %12.6f s  COV %.2f"
                      % (table["callsite"][i], table["name"][i], table["count"][i], table["time"][i] / 1e9,

@@ -194,7 +194,7 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=
     dependencies = dependency_edges(messages, from_me, members, probe_edges) if with_edges else None
     receive_ends = messages["r_done_end"][messages["r_done_call"] >= 0].astype(np.int64)
     return Linked(calls, dependencies, waits, instances, pairs.unmatched, orphans, _incomplete(ops, calls), repair,
-                  clock_info, path_ends, receive_ends, traffic_stage.from_match(ops, messages))
+                  clock_info, path_ends, receive_ends, traffic_stage.from_match(ops, messages, calls))
 
 
 def _probe_links(calls, ops, pairs, messages):

@@ -2,7 +2,7 @@
 
     from mpigraph.network.decompose import decompose
     d = decompose("RUN_DIR", params="params.csv")      # params=None: the built-in defaults
-    d.calls, d.table, d.compute_only_ns, d.text
+    d.calls, d.table, d.callsites, d.compute_only_ns, d.text
 
 Per call (duration D = end - start, the call's MPI time):
     sync     the call's wait: wait_before + wait_after of calls.parquet, i.e. seed 003's
@@ -73,6 +73,7 @@ class Decomposition:
     params_source: str
     text: str
     files: list = dataclasses.field(default_factory=list)
+    callsites: "object" = None   # pyarrow.Table: per call site x function (by_callsite_function)
 
 
 # ---- the trace's messages -------------------------------------------------------------------
@@ -294,7 +295,7 @@ def decompose(run_dir: str, params: Union[None, str, NetworkParams] = None, out:
 
     params: a params.csv path, a NetworkParams, or None (the built-in defaults, see
     network/defaults.py).  out: where to write decomposition_calls.parquet, decomposition.csv,
-    decomposition.parquet and decomposition.svg (None: run_dir); with summary, the paragraph
+    decomposition.parquet, decomposition_callsites.csv/.parquet and decomposition.svg (None: run_dir); with summary, the paragraph
     also goes at the end of out's summary.txt when there is one."""
     import mpigraph
     from mpigraph.report import outdir
@@ -311,6 +312,7 @@ def decompose(run_dir: str, params: Union[None, str, NetworkParams] = None, out:
     net, source = load_params(params)
     matched = matched_messages(run_dir, facts.get("clock_method", "pingpong"))
     result = _decompose(calls, ranks, facts, matched, net, source)
+    result.callsites = by_callsite_function(result.calls, _site_names(run))
     result.files = decompose_report.write(result, out or run_dir, summary)
     return result
 
@@ -370,7 +372,10 @@ def _decompose(calls, ranks, facts, matched: Messages, params: NetworkParams, so
     call_table = pa.table({
         "rank": np.repeat(np.arange(matched.world_size), matched.n_calls),
         "call": np.arange(offsets[-1]) - np.repeat(offsets[:-1], matched.n_calls),
-        "function": column("function"), "bytes": column("bytes"), "start_ns": start, "end_ns": end,
+        "function": column("function"),
+        # A report of a version without call sites has no callsite column: every call at site 0.
+        "callsite": column("callsite") if "callsite" in calls.column_names else np.zeros(len(start), np.int64),
+        "bytes": column("bytes"), "start_ns": start, "end_ns": end,
         "mpi_ns": duration, "sync_ns": sync, "network_est_ns": network, "stack_ns": rest - network,
         "protocol": PROTOCOL_NAMES[code].astype(str), "wait_state": column("wait_state"),
         "wait_state_time_ns": column("wait_state_time_ns"), "other_state_time_ns": column("other_state_time_ns")})
@@ -391,8 +396,32 @@ def user_calls(call_table) -> np.ndarray:
 def by_rank_function(call_table):
     """Per rank x function: calls, MPI, sync (late sender, late receiver, collective), network
     estimate and stack (ns); MPI_Init* and MPI_Finalize left out, like ranks.csv's MPI time."""
+    return _by_key_function(call_table, "rank")
+
+
+def by_callsite_function(call_table, names=None):
+    """Per call site x function over all ranks: by_rank_function's twin (the same sums, keyed by
+    calls.parquet's callsite instead of the rank: summed over the call sites, a function's rows are
+    its decomposition.csv rows summed over the ranks).  `names`: {(callsite, function): its name in
+    callsites.csv} ("" where unknown)."""
+    table = _by_key_function(call_table, "callsite")
+    names = names or {}
+    named = [names.get(k, "") for k in zip(table.column("callsite").to_pylist(), table.column("function").to_pylist())]
+    return table.add_column(1, "name", pa.array(named, pa.string()))
+
+
+def _site_names(run):
+    """{(callsite, function): name} of the run's callsites table ({} without one)."""
+    if "callsites" not in run.tables:
+        return {}
+    sites = run.table("callsites").select(["callsite", "function", "name"]).to_pydict()
+    return {(i, f): n for i, f, n in zip(sites["callsite"], sites["function"], sites["name"])}
+
+
+def _by_key_function(call_table, key_name):
+    """The sums of by_rank_function per (key_name column, function): rows by key, then function name."""
     call_table = call_table.filter(user_calls(call_table))
-    rank = call_table.column("rank").to_numpy()
+    rank = call_table.column(key_name).to_numpy().astype(np.int64)
     encoded = call_table.column("function").combine_chunks().dictionary_encode()
     names = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
     fid = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
@@ -414,7 +443,7 @@ def by_rank_function(call_table):
         return np.bincount(group, weights=values, minlength=len(keys)).round().astype(np.int64)
 
     return pa.table({
-        "rank": keys // len(names), "function": names[keys % len(names)].astype(str),
+        key_name: keys // len(names), "function": names[keys % len(names)].astype(str),
         "calls": np.bincount(group, minlength=len(keys)).astype(np.int64),
         "mpi_ns": total(call_table.column("mpi_ns").to_numpy()), "sync_ns": total(sync),
         "late_sender_ns": total(np.minimum(late_sender, sync)), "late_receiver_ns": total(p2p - np.minimum(

@@ -11,7 +11,7 @@ from mpigraph.util.atomic import atomic_write
 
 SUMMARY_HEADER = "MPI time decomposition (seed 003; network and stack are ESTIMATES)"
 FILE_NAMES = frozenset(["decomposition_calls.parquet", "decomposition.parquet", "decomposition.csv",
-                        "decomposition.svg"])
+                        "decomposition_callsites.parquet", "decomposition_callsites.csv", "decomposition.svg"])
 PARTS = (("sync_ns", "synchronisation", "#d62728"), ("network_est_ns", "network (estimate)", "#1f77b4"),
          ("stack_ns", "MPI stack (estimate)", "#ff7f0e"), ("compute_ns", "compute", "#7f7f7f"))
 
@@ -46,26 +46,40 @@ def paragraph(per_rank: dict, run_time_ns: int, compute_only_ns: int, threshold,
         "network and MPI together save at most %.6f s (%.1f%%)" % (compute_only_ns * 1e-9, run_time_ns * 1e-9,
                                                                    saved * 1e-9, _pct(saved, run_time_ns)),
         "  protocols: " + proto,
-        "  per call: decomposition_calls.parquet; per rank x function: decomposition.csv; bars: decomposition.svg",
+        "  per call: decomposition_calls.parquet; per rank x function: decomposition.csv; per call site: "
+        "decomposition_callsites.csv; bars: decomposition.svg",
     ]
     return "\n".join(lines) + "\n"
 
 
 def write(result, out_dir: str, summary: bool = True) -> list:
-    """decomposition_calls.parquet, decomposition.parquet/.csv, decomposition.svg in out_dir, and the
-    paragraph at the end of out_dir/summary.txt (replacing an earlier one) when there is one."""
+    """decomposition_calls.parquet, decomposition.parquet/.csv, decomposition_callsites.parquet/.csv
+    (when the result has its call-site table), decomposition.svg in out_dir, and the paragraph at the
+    end of out_dir/summary.txt (replacing an earlier one) when there is one."""
     os.makedirs(out_dir, exist_ok=True)
-    paths = {name: os.path.join(out_dir, name) for name in sorted(FILE_NAMES)}
-    for name, table in (("decomposition_calls.parquet", result.calls), ("decomposition.parquet", result.table)):
-        with atomic_write(paths[name], "wb") as f:
+    names = sorted(FILE_NAMES if result.callsites is not None else FILE_NAMES - _CALLSITE_FILES)
+    paths = {name: os.path.join(out_dir, name) for name in names}
+    tables = [("decomposition_calls.parquet", result.calls), ("decomposition", result.table)]
+    if result.callsites is not None:
+        tables.append(("decomposition_callsites", result.callsites))
+    for name, table in tables:
+        with atomic_write(paths[name if name.endswith(".parquet") else name + ".parquet"], "wb") as f:
             pq.write_table(table, f)
-    with atomic_write(paths["decomposition.csv"]) as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(result.table.column_names)
-        w.writerows(zip(*(result.table.column(c).to_pylist() for c in result.table.column_names)))
+        if not name.endswith(".parquet"):
+            _write_csv(paths[name + ".csv"], table)
     with atomic_write(paths["decomposition.svg"]) as f:
         f.write(bars_svg(result.ranks))
     return list(paths.values()) + (sections.add_section(out_dir, SUMMARY_HEADER, result.text) if summary else [])
+
+
+_CALLSITE_FILES = frozenset(["decomposition_callsites.parquet", "decomposition_callsites.csv"])
+
+
+def _write_csv(path, table):
+    with atomic_write(path) as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(table.column_names)
+        w.writerows(zip(*(table.column(c).to_pylist() for c in table.column_names)))
 
 
 def bars_svg(per_rank: dict) -> str:

@@ -24,8 +24,10 @@ def section(phases, text_table):
     table, notes = phases["phases"], phases["notes"]
     path_total = notes.get("path_total", 0)
     selected = notes.get("selected")
-    title = ("Phase %s (--phase; its rows only in phases.csv and phase_functions.csv)" % selected if selected
-             else "Phases (named regions and MPI_Pcontrol; all in phases.csv, per function in phase_functions.csv)")
+    title = ("Phase %s (--phase; its rows only in phases.csv, phase_functions.csv and phase_callsites.csv)"
+             % selected if selected
+             else "Phases (named regions and MPI_Pcontrol; all in phases.csv, per function in phase_functions.csv, "
+                  "per call site in phase_callsites.csv)")
     order = np.argsort(-table["time"], kind="stable")[:MAX_ROWS]
     header = ["phase", "ranks", "time s", "MPI s", "calls", "critical path s", "% path"]
     rows = [[_label(table["phase"][i], table["level"][i], table["name"][i]), table["ranks"][i],

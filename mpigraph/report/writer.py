@@ -642,6 +642,7 @@ def _linked_files(linked, with_csv):
 COMM_MATRIX_CSV, COMM_MATRIX_PARQUET = "commmatrix.csv", "commmatrix.parquet"
 SIZES_CSV, SIZES_PARQUET = "sizes.csv", "sizes.parquet"
 COMMUNICATORS_CSV, COMMUNICATORS_PARQUET = "communicators.csv", "communicators.parquet"
+CALLSITE_SIZES_CSV, CALLSITE_SIZES_PARQUET = "callsite_sizes.csv", "callsite_sizes.parquet"
 
 
 def _traffic_files(traffic):
@@ -655,8 +656,12 @@ def _traffic_files(traffic):
     for names, key, columns in (((COMM_MATRIX_CSV, COMM_MATRIX_PARQUET), "matrix", schema.COMM_MATRIX_COLUMNS),
                                 ((SIZES_CSV, SIZES_PARQUET), "sizes", schema.SIZE_COLUMNS),
                                 ((COMMUNICATORS_CSV, COMMUNICATORS_PARQUET), "communicators",
-                                 schema.COMMUNICATOR_COLUMNS)):
-        table = traffic[key]
+                                 schema.COMMUNICATOR_COLUMNS),
+                                ((CALLSITE_SIZES_CSV, CALLSITE_SIZES_PARQUET), "callsite_sizes",
+                                 schema.CALLSITE_SIZE_COLUMNS)):
+        table = traffic.get(key)
+        if table is None:       # callsite_sizes: made in the report stage, once the call sites are numbered
+            continue
         files += [_File(names[0], lambda p, t=table, c=columns: write_csv(p, t, c)),
                   _File(names[1], lambda p, t=table, c=columns: write_parquet(p, t, c))]
     text = heatmap.svg_text(traffic["matrix"], traffic["world_size"])
@@ -665,6 +670,7 @@ def _traffic_files(traffic):
 
 PHASES_CSV, PHASES_PARQUET = "phases.csv", "phases.parquet"
 PHASE_FUNCTIONS_CSV, PHASE_FUNCTIONS_PARQUET = "phase_functions.csv", "phase_functions.parquet"
+PHASE_CALLSITES_CSV, PHASE_CALLSITES_PARQUET = "phase_callsites.csv", "phase_callsites.parquet"
 
 
 def _phase_files(phases):
@@ -674,8 +680,12 @@ def _phase_files(phases):
     files = []
     for names, key, columns in (((PHASES_CSV, PHASES_PARQUET), "phases", schema.PHASE_COLUMNS),
                                 ((PHASE_FUNCTIONS_CSV, PHASE_FUNCTIONS_PARQUET), "phase_functions",
-                                 schema.PHASE_FUNCTION_COLUMNS)):
-        table = phases[key]
+                                 schema.PHASE_FUNCTION_COLUMNS),
+                                ((PHASE_CALLSITES_CSV, PHASE_CALLSITES_PARQUET), "phase_callsites",
+                                 schema.PHASE_CALLSITE_COLUMNS)):
+        table = phases.get(key)
+        if table is None:       # phase_callsites: made in the report stage, once the call sites are numbered
+            continue
         files += [_File(names[0], lambda p, t=table, c=columns: write_csv(p, t, c)),
                   _File(names[1], lambda p, t=table, c=columns: write_parquet(p, t, c))]
     return files

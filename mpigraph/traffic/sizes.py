@@ -7,6 +7,13 @@ under its function with the bytes the member passed (the shim's ``bytes``, as in
 bytes_collective).
 
 Bins: 0 bytes is a bin of its own [0, 0]; b >= 1 falls in [2**k, 2**(k+1) - 1], k = floor(log2 b).
+
+The per-call-site twin (callsite_sizes.csv) is the same rows with one more key, the call site of
+the call that posted the operation (the Isend/Irecv/Start/Send..., or the collective call): rows
+carry ``site`` = trace rank * 2**16 + the shim's site id (``site_key``), a key that needs no
+call-site numbering, so the traffic stage can sum them before the report stage numbers the
+run's call sites (``relabelled`` then turns them into the run's ids).  Every operation has one
+call site, so summed over the call sites the twin is the sizes table.
 """
 
 import numpy as np
@@ -28,59 +35,99 @@ def bins(nbytes):
     return lo, hi
 
 
-def histogram(func, comm, nbytes):
-    """Rows (func, comm, bin_lo, bin_hi, count, bytes) of the sizes, one per non-empty bin."""
+def histogram(func, comm, nbytes, site=None):
+    """Rows (func, comm, bin_lo, bin_hi, count, bytes) of the sizes, one per non-empty bin; with
+    `site` (a key per size) one per (site, func, comm, bin), with a "site" column."""
     func, comm, nbytes = (np.asarray(a, np.int64) for a in (func, comm, nbytes))
     if not len(func):
-        return empty()
+        return empty(site is not None)
     lo, _ = bins(nbytes)
-    return _summed(func, comm, lo, np.ones(len(func), np.int64), nbytes)
+    return _summed(func, comm, lo, np.ones(len(func), np.int64), nbytes, site)
 
 
-def _summed(func, comm, lo, count, nbytes):
-    """Rows with the same (func, comm, bin_lo) added up.  The communicators (a few ids of up to 64
-    bits) are numbered first, so the three keys pack into one int64: one sort of integers."""
+def _summed(func, comm, lo, count, nbytes, site=None):
+    """Rows with the same (func, comm, bin_lo) added up (and site, when given).  The communicators
+    (a few ids of up to 64 bits) and the sites are numbered first, so the keys pack into one int64:
+    one sort of integers."""
     comms, _, comm_code = arrays.unique_inverse(comm)
     k = np.where(lo > 0, np.frexp(np.maximum(lo, 1).astype(np.float64))[1], 0).astype(np.int64)   # 0..63
     key = (comm_code * (mf.MAX_ID + 1) + func) * 64 + k
+    stride = len(comms) * (mf.MAX_ID + 1) * 64
+    if site is not None:
+        # Site major: rows come out by site, then communicator, function and bin.
+        sites, _, site_code = arrays.unique_inverse(np.asarray(site, np.int64))
+        key = site_code * stride + key
     unique, _, inverse = arrays.unique_inverse(key)
     n = len(unique)
     totals = int_sums(inverse, nbytes, n)
     bin_k = unique % 64
     lo = np.where(bin_k > 0, np.left_shift(np.int64(1), np.maximum(bin_k - 1, 0)), 0)
-    return {"func": (unique // 64) % (mf.MAX_ID + 1), "comm": comms[unique // 64 // (mf.MAX_ID + 1)],
-            "bin_lo": lo, "bin_hi": bins(lo)[1], "count": np.bincount(inverse, count, n).astype(np.int64),
-            "bytes": totals}
+    out = {"func": (unique // 64) % (mf.MAX_ID + 1), "comm": comms[unique % stride // 64 // (mf.MAX_ID + 1)],
+           "bin_lo": lo, "bin_hi": bins(lo)[1], "count": np.bincount(inverse, count, n).astype(np.int64),
+           "bytes": totals}
+    if site is not None:
+        out["site"] = sites[unique // stride]
+    return out
 
 
 COLUMNS = ("func", "comm", "bin_lo", "bin_hi", "count", "bytes")
+SITE_BITS = 16          # the record's site field: a rank's shim ids are below 2**16
 
 
-def empty():
-    return {name: np.zeros(0, np.int64) for name in COLUMNS}
+def empty(with_site=False):
+    return {name: np.zeros(0, np.int64) for name in COLUMNS + (("site",) if with_site else ())}
 
 
-def concat(tables):
-    """Tables of several ranks as one, equal bins added."""
+def concat(tables, with_site=False):
+    """Tables of several ranks as one, equal bins added (`with_site`: tables with a "site" column,
+    kept apart by it)."""
     tables = [t for t in tables if len(t["func"])]
     if not tables:
-        return empty()
-    rows = {c: np.concatenate([t[c] for t in tables]) for c in COLUMNS}
-    return _summed(rows["func"], rows["comm"], rows["bin_lo"], rows["count"], rows["bytes"])
+        return empty(with_site)
+    names = COLUMNS + (("site",) if with_site else ())
+    rows = {c: np.concatenate([t[c] for t in tables]) for c in names}
+    return _summed(rows["func"], rows["comm"], rows["bin_lo"], rows["count"], rows["bytes"], rows.get("site"))
 
 
-def p2p_sizes(ops):
+def site_key(rank, shim_site):
+    """The key of a trace rank's shim call-site id, unique in the run: rank * 2**16 + id."""
+    return (np.asarray(rank, np.int64) << SITE_BITS) + np.asarray(shim_site, np.int64)
+
+
+def relabelled(table, run_ids):
+    """A site-keyed table (``site_key`` keys) with the keys replaced by `run_ids(ranks, shim ids)`
+    (callsites.stats.Sites.any_rank_ids: the run's call-site ids) and equal rows added."""
+    key = np.asarray(table["site"], np.int64)
+    ids = run_ids(key >> SITE_BITS, key & ((1 << SITE_BITS) - 1))
+    return _summed(table["func"], table["comm"], table["bin_lo"], table["count"], table["bytes"], ids)
+
+
+def p2p_sizes(ops, site=None):
     """The histogram rows of an operation table (match.p2p.OP_DTYPES): each send, and each
-    receive that completed (one never completed has no size yet: its status never came)."""
+    receive that completed (one never completed has no size yet: its status never came).
+    `site`: each operation's site key (``p2p_sites``): rows per call site too."""
     done = (ops["side"] == p2p.SEND_SIDE) | (ops["done_call"] >= 0)
-    return histogram(ops["func"][done], ops["comm"][done], ops["bytes"][done])
+    return histogram(ops["func"][done], ops["comm"][done], ops["bytes"][done],
+                     None if site is None else site[done])
 
 
-def collective_sizes(rank_calls):
+def p2p_sites(ops, calls):
+    """The site key of each operation of an operation table: that of the record that posted it
+    (``post_record``; a part record has its call's site: csrc/shim.h), from `calls` (trace rank ->
+    match.RankCalls, the ranks of the table)."""
+    site = np.zeros(len(ops["rank"]), np.int64)
+    for r, mine in arrays.groups(np.asarray(ops["rank"], np.int64)):      # per rank
+        site[mine] = site_key(r, np.asarray(calls[int(r)].records)["site"][ops["post_record"][mine]])
+    return site
+
+
+def collective_sizes(rank_calls, by_site=False):
     """The histogram rows of one rank's collective calls that move message data: Barrier and the
-    window/file pseudo-collectives do not (matrix.RULE_CODE knows the ones that do)."""
+    window/file pseudo-collectives do not (matrix.RULE_CODE knows the ones that do); `by_site`:
+    per call site too (site keys of ``site_key``)."""
     records = np.asarray(rank_calls.records)
     flags, func = rank_calls.field("flags"), rank_calls.field("func")
     coll = np.flatnonzero(((flags & (record.PART | record.ERROR)) == 0) & (RULE_CODE[func] >= 0)
                           & (records["seq"] > 0))
-    return histogram(func[coll], records["comm"][coll], records["bytes"][coll])
+    site = site_key(rank_calls.rank, records["site"][coll]) if by_site else None
+    return histogram(func[coll], records["comm"][coll], records["bytes"][coll], site)

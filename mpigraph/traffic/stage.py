@@ -15,15 +15,24 @@ from mpigraph.traffic import matrix, sizes
 from mpigraph.trace import functions as mf
 
 
-def from_match(ops, messages):
+def from_match(ops, messages, calls=None):
     """What the match stage hands on (``Linked.traffic``): the matched messages' (sender, receiver)
     sums and the size histogram of the owned ranks' point-to-point operations, made where the
-    operation table and the messages are at hand (no second pass over the logs for them).
-    CHUNK_ROWS rows at a time: the keys and sort orders of millions of rows would add to the
-    match stage's peak memory."""
+    operation table and the messages are at hand (no second pass over the logs for them); with
+    `calls` (the owned ranks' match.RankCalls) the histogram per call site too ("site_sizes",
+    keyed by sizes.site_key).  CHUNK_ROWS rows at a time: the keys and sort orders of millions of
+    rows would add to the match stage's peak memory."""
     pairs = [matrix.p2p_pairs(_rows(messages, piece)) for piece in _pieces(len(messages["s_rank"]))]
-    hists = [sizes.p2p_sizes(_rows(ops, piece)) for piece in _pieces(len(ops["side"]))]
-    return {"pairs": matrix.concat(pairs), "sizes": sizes.concat(hists)}
+    if calls is None:
+        hists = [sizes.p2p_sizes(_rows(ops, piece)) for piece in _pieces(len(ops["side"]))]
+        return {"pairs": matrix.concat(pairs), "sizes": sizes.concat(hists)}
+    hists = []
+    for piece in _pieces(len(ops["side"])):
+        rows = _rows(ops, piece)
+        hists.append(sizes.p2p_sizes(rows, sizes.p2p_sites(rows, calls)))
+    by_site = sizes.concat(hists, with_site=True)
+    # Summed over the sites (concat without with_site), the plain histogram: no second pass.
+    return {"pairs": matrix.concat(pairs), "sizes": sizes.concat([by_site]), "site_sizes": by_site}
 
 
 CHUNK_ROWS = 1 << 18
@@ -45,14 +54,18 @@ def traffic(comm, linked, world_size):
     matched = linked.traffic or {"pairs": matrix.empty(), "sizes": sizes.empty()}
     local_matrix = matrix.concat([matched["pairs"]]
                                  + [matrix.collective_pairs(c, known) for c in linked.calls.values()])
-    local_sizes = sizes.concat([matched["sizes"]] + [sizes.collective_sizes(c) for c in linked.calls.values()])
-    gathered = comm.gather((local_matrix, local_sizes), root=0)
+    # The per-call-site twin, keyed by (trace rank, shim site): the report stage numbers the sites.
+    collective = [sizes.collective_sizes(c, by_site=True) for c in linked.calls.values()]
+    local_site_sizes = sizes.concat([matched.get("site_sizes", sizes.empty(True))] + collective, with_site=True)
+    local_sizes = sizes.concat([matched["sizes"]] + collective)        # summed over the sites
+    gathered = comm.gather((local_matrix, local_sizes, local_site_sizes), root=0)
     if comm.rank != 0:
         return None
-    whole = matrix.concat([m for m, _ in gathered])
-    hist = sizes.concat([s for _, s in gathered])
+    whole = matrix.concat([m for m, _, _ in gathered])
+    hist = sizes.concat([s for _, s, _ in gathered])
     return {"matrix": matrix_table(whole), "sizes": size_table(hist, known),
-            "communicators": known.table(), "names": known, "world_size": int(world_size)}
+            "communicators": known.table(), "names": known, "world_size": int(world_size),
+            "site_sizes": sizes.concat([s for _, _, s in gathered], with_site=True)}
 
 
 def matrix_table(whole):
@@ -68,5 +81,15 @@ def size_table(hist, known):
             "bytes": hist["bytes"]}
 
 
+def callsite_size_table(traffic, sites):
+    """schema.CALLSITE_SIZE_COLUMNS (the sizes table per call site) of rank 0's traffic tables,
+    once `sites` (callsites.stats.Sites, shared) numbers the run's call sites: the site keys of
+    every trace rank relabelled with the run's ids, rows by call site, communicator, function, bin."""
+    hist = sizes.relabelled(traffic["site_sizes"], sites.any_rank_ids)
+    function = mf.names_array()[hist["func"]]
+    return {"callsite": hist["site"], "callsite_name": sites.names(hist["site"], function), "function": function,
+            **{k: v for k, v in size_table(hist, traffic["names"]).items() if k != "function"}}
+
+
 COLUMNS = {"matrix": schema.COMM_MATRIX_COLUMNS, "sizes": schema.SIZE_COLUMNS,
-           "communicators": schema.COMMUNICATOR_COLUMNS}
+           "communicators": schema.COMMUNICATOR_COLUMNS, "callsite_sizes": schema.CALLSITE_SIZE_COLUMNS}

@@ -43,6 +43,17 @@ def runs(values):
     return starts, np.diff(np.append(starts, len(values)))
 
 
+def groups(values):
+    """[(value, indices of its entries)] per distinct value of a 1-d array, by one stable argsort:
+    a loop over the groups costs the sort, not a pass over the whole array per group."""
+    values = np.asarray(values).reshape(-1)
+    if not len(values):
+        return []
+    order = np.argsort(values, kind="stable")
+    starts, lengths = runs(values[order])
+    return [(values[order[a]], order[a:a + n]) for a, n in zip(starts.tolist(), lengths.tolist())]
+
+
 def ranges(first, last):
     """The integers first[i], first[i] + 1, ..., last[i] of each pair, one range after another."""
     first, last = np.asarray(first, np.int64), np.asarray(last, np.int64)
