@@ -13,10 +13,10 @@
     pair and goes into the terminal links (every round trip crosses exactly two of them,
     twice each); on a host with fewer cores than ranks the pairs of a round take turns
     --emulate: b's reply carries how late b answered (the time past the spin's intended end,
-    when the scheduler had b off its core), and a subtracts it: a spin longer than a scheduler
-    tick with another runnable process on its core is preempted and resumed ticks later in
-    every round trip, a delay of the emulation (a wire is never descheduled) that the minimum
-    cannot remove
+    when the scheduler had b off its core), and a subtracts it: a spin of milliseconds with
+    another runnable process on its core is preempted at a tick and resumed a tick or more
+    later, in most round trips on a loaded host and at times in all of a pair's, a delay of
+    the emulation (a wire is never descheduled) that the minimum then cannot remove
 """
 
 import os
