@@ -12,6 +12,11 @@
     solution must recover the emulated links; the shared-memory time is the same for every
     pair and goes into the terminal links (every round trip crosses exactly two of them,
     twice each); on a host with fewer cores than ranks the pairs of a round take turns
+    --emulate: b's reply carries how late b answered (the time past the spin's intended end,
+    when the scheduler had b off its core), and a subtracts it: a spin of milliseconds with
+    another runnable process on its core is preempted at a tick and resumed a tick or more
+    later, in most round trips on a loaded host and at times in all of a pair's, a delay of
+    the emulation (a wire is never descheduled) that the minimum then cannot remove
 """
 
 import os
@@ -29,7 +34,11 @@ from mpigraph.network.topology import Topology
 # delays the minimum of repeats cannot remove on a host shared with other jobs (a waiting
 # rank woken late, seen up to 0.5 ms on 2 cores with 10 other runnable processes).
 EMULATED_LOW, EMULATED_HIGH = 0.5e-3, 1.5e-3
-MESSAGE = 8                                  # bytes per ping-pong (seed 001 measures latency only)
+# A responder's lateness counted as such in the summary: far above the spin loop's own
+# granularity (one MPI_Wtime call, well under a microsecond), below a scheduler tick (1-10 ms).
+LATE = 100e-6
+MESSAGE = 8                                  # bytes per ping-pong (seed 001 measures latency only):
+                                             # one float64, the responder's lateness on the way back
 
 
 @dataclass
@@ -94,7 +103,8 @@ def _rounds(pairs, colours, x, y):
 
 def ping_pongs(comm, schedule: Schedule, warmup: int, repeats: int, passes: int) -> dict:
     """Run every round `passes` times, repeats/passes timed round trips a time; returns
-    {pair index: (min RTT, its error)} of the pairs this rank initiated.
+    {pair index: (min RTT, its error, round trips answered late, round trips)} of the pairs
+    this rank initiated (late: the responder's lateness above LATE, already taken out).
 
     Passes spread a pair's round trips over the run: a burst of load from other processes
     that lasts the length of one pair's measurement cannot spoil all of that pair's samples.
@@ -106,8 +116,8 @@ def ping_pongs(comm, schedule: Schedule, warmup: int, repeats: int, passes: int)
     from mpi4py import MPI
 
     me = comm.Get_rank()
-    times = {}
-    buf = np.zeros(MESSAGE, dtype=np.uint8)
+    times, lates = {}, {}
+    buf = np.zeros(MESSAGE // 8)
     per_pass = max(1, -(-repeats // passes))
     for _ in range(passes):
         for pairs, ids in zip(schedule.rounds, schedule.pair_ids):
@@ -116,7 +126,9 @@ def ping_pongs(comm, schedule: Schedule, warmup: int, repeats: int, passes: int)
                 a, b = pairs[mine[0]]
                 pair = int(ids[mine[0]])
                 if a == me:
-                    times.setdefault(pair, []).append(_initiate(comm, MPI, int(b), buf, warmup, per_pass))
+                    rtt, late = _initiate(comm, MPI, int(b), buf, warmup, per_pass)
+                    times.setdefault(pair, []).append(rtt)
+                    lates.setdefault(pair, []).append(late)
                 else:
                     _respond(comm, MPI, int(a), buf, warmup + per_pass, float(schedule.spin[pair]))
             comm.Barrier()
@@ -125,29 +137,47 @@ def ping_pongs(comm, schedule: Schedule, warmup: int, repeats: int, passes: int)
         ordered = np.sort(np.concatenate(chunks))
         gap = ordered[1] - ordered[0] if len(ordered) > 1 else 0.0
         lows = np.sort([c.min() for c in chunks])
-        out[pair] = (ordered[0], max(gap, lows[1] - lows[0] if len(lows) > 1 else 0.0))
+        late = np.concatenate(lates[pair])
+        out[pair] = (ordered[0], max(gap, lows[1] - lows[0] if len(lows) > 1 else 0.0),
+                     int((late > LATE).sum()), len(late))
     return out
 
 
-def _initiate(comm, MPI, peer, buf, warmup, repeats) -> np.ndarray:
-    times = np.empty(repeats)
+def _initiate(comm, MPI, peer, buf, warmup, repeats):
+    """The timed round trips' RTT_i = (reply received - request sent) - late_i, and late_i: the
+    responder's lateness its reply carries (0 unless emulating)."""
+    times, late = np.empty(repeats), np.empty(repeats)
     for i in range(warmup + repeats):
         start = MPI.Wtime()
         comm.Send(buf, dest=peer, tag=7)
         comm.Recv(buf, source=peer, tag=7)
         if i >= warmup:
-            times[i - warmup] = MPI.Wtime() - start
-    return times
+            late[i - warmup] = buf[0]
+            times[i - warmup] = MPI.Wtime() - start - buf[0]
+    return times, late
 
 
 def _respond(comm, MPI, peer, buf, count, spin) -> None:
+    """Answer `count` requests, each after busy-spinning `spin` seconds; the reply carries how
+    long after the spin's intended end it is sent (0 without a spin)."""
     for _ in range(count):
         comm.Recv(buf, source=peer, tag=7)
+        late = 0.0
         if spin > 0:
-            until = MPI.Wtime() + spin   # busy, not sleep: a sleep's wake-up is too coarse
-            while MPI.Wtime() < until:
-                pass
+            until = MPI.Wtime() + spin
+            _spin(MPI, until)
+            # Measured here, just before the reply: a preemption anywhere between taking the
+            # request and replying is the emulation's, and is taken out.  (A late wake-up to
+            # take the request is not: a real responder has that too.)
+            late = MPI.Wtime() - until
+        buf[0] = late
         comm.Send(buf, dest=peer, tag=7)
+
+
+def _spin(MPI, until: float) -> None:
+    """Busy until MPI.Wtime() reaches `until` (busy, not sleep: a sleep's wake-up is too coarse)."""
+    while MPI.Wtime() < until:
+        pass
 
 
 def run(topology: Topology, orders: int, oversample: float, seed: int, emulate: bool, warmup: int,
@@ -199,4 +229,8 @@ def run(topology: Topology, orders: int, oversample: float, seed: int, emulate: 
     table = PairTable([topology.terminals[t] for t in terminals], x, y, status, rtt, predicted, se, S @ truth if emulate else None)
     notes = ["the rounds ran one ping-pong at a time: %d cores for %d ranks" % (cores(), comm.Get_size())] \
         if serial else []
+    late, trips = int(values[:, 2].sum()), int(values[:, 3].sum())
+    if emulate:
+        notes.append("responders descheduled past their spin's end (late by > %g us) in %d of %d round trips: "
+                     "taken out of the RTTs" % (LATE * 1e6, late, trips))
     return plan, table, aggregated_links(S[plan.measured], solution), solution, notes
