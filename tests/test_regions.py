@@ -52,7 +52,7 @@ def _run(tmp_path_factory, name, mpi, argv):
 def c_program(builder):
     mpi = mpi_env.wheel_mpi()
     assert mpi, "no mpicc/mpiexec found: install with pip install '.[mpich,test]'"
-    return mpi, builder.build("regions.c", mpi.mpicc, ["-I", INCLUDE])
+    return mpi, builder.build("regions.c", mpi.mpicc, ["-g", "-I", INCLUDE])
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +138,19 @@ def test_c_regions_hold_their_calls_nested_and_unclosed(c_run):
     summary = run.summary
     assert "note: %d mpigraph_phase_end calls closed no open region" % R in summary
     assert "note: %d regions were still open at the end" % R in summary
+
+
+def test_c_marks_call_sites_are_the_program_s_lines(c_run):
+    """The header's begin and end are macros: a mark's call site is the line of regions.c that
+    made it, as the source has it, not a line of mpigraph.h."""
+    run, _ = c_run
+    with open(os.path.join(mpi_env.PROGRAMS, "regions.c")) as f:
+        want = {(m.group(1), n) for n, text in enumerate(f, 1)
+                for m in [re.search(r"^\s*(mpigraph_phase_(?:begin|end))\(", text)] if m}
+    sites = run["callsites"]
+    got = {(f, str(fn), int(ln)) for f, fn, ln in zip(sites["function"], sites["file"], sites["line"])
+           if str(f).startswith("mpigraph_phase_")}
+    assert {(f, os.path.basename(fn), ln) for f, fn, ln in got} == {(f, "regions.c", ln) for f, ln in want}
 
 
 def test_c_sums_equal_the_run_s(c_run):
