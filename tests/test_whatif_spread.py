@@ -1,6 +1,7 @@
-"""whatif on several analysis ranks (mpigraph/whatif/spread.py): the pieces between global
-synchronisation points spread over the ranks give the whole graph's answers, identical for
-K = 1, 2, 3 (the checks that need several processes: tests/mpi_whatif_spread_checks.py)."""
+"""whatif on several analysis ranks (mpigraph/whatif/spread.py, distributed.py): the model graph
+built on the ranks and its pieces between global synchronisation points spread over them give
+the whole graph's answers, identical for K = 1, 2, 3 and to rank 0's build (the checks that need
+several processes: tests/mpi_whatif_spread_checks.py)."""
 
 import filecmp
 import os
@@ -63,22 +64,54 @@ def halo_run(tmp_path_factory):
     return str(out), expected
 
 
+def per_rank(stdout):
+    """--verbose's first table: per rank (records, built, sent, received, pieces, edges)."""
+    lines = stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:3] == ["rank", "records", "built"])
+    rows = {}
+    for line in lines[at + 1:]:
+        words = line.split()
+        if words[:2] == ["rank", "step"]:
+            break
+        rows[int(words[0])] = [int(w) for w in words[1:]]
+    return rows
+
+
 @pytest.mark.parametrize("args", [[], ["--model", "loggps", "--bandwidth", "0.02:0.1ns"],
                                   ["--latency", "0:0.3us", "--tolerance", "1,50,200"],
+                                  ["--overhead", "auto"],
                                   ["--collectives", "dissemination"]])     # no cuts: the columns shared
 def test_cli_files_are_the_same_for_every_K(halo_run, tmp_path, args):
     """`mpiexec -n K mpigraph whatif` on a synthetic run: the same files, byte for byte, for
-    K = 1, 2, 3, T(0) the measured run time, and with --verbose every rank solved pieces."""
+    K = 1, 2, 3 and as rank 0's build of the whole graph (--build rank0), T(0) the measured run
+    time; with --verbose every rank solved pieces and, where the graph is built on the ranks,
+    read its own trace ranks' records (together every record once), built edges, and the
+    edges sent are the edges received."""
     run_dir, expected = halo_run
     outs = []
+    records = expected.params.records_per_rank * len(expected.ranks)
+    on_ranks = "--collectives" not in args           # dissemination: rank 0 builds (distributed.py's doc)
     for k in KS:
         out = tmp_path / ("K%d" % k)
         done = mpi_env.mpigraph(["whatif", run_dir, "--out", out, "--verbose"] + args, nprocs=k)
         assert done.returncode == 0, done.stderr
-        rows = [line.split() for line in done.stdout.splitlines() if "whatif solve" in line]
-        assert sorted(int(r[0]) for r in rows) == list(range(k)), done.stdout
-        assert all(int(r[1]) > 0 for r in rows), done.stdout         # pieces on every rank
+        rows = per_rank(done.stdout)
+        assert sorted(rows) == list(range(k)), done.stdout
+        assert all(r[4] > 0 for r in rows.values()), done.stdout         # pieces on every rank
+        assert sum(r[0] for r in rows.values()) == records, done.stdout   # every record read once
+        if on_ranks:
+            assert "built on every analysis rank" in done.stdout
+            assert all(r[0] > 0 and r[1] > 0 for r in rows.values()), done.stdout   # 4 trace ranks, K <= 3
+            assert sum(r[2] for r in rows.values()) == sum(r[3] for r in rows.values()), done.stdout
+            assert (k > 1) == (sum(r[2] for r in rows.values()) > 0), done.stdout
+        else:
+            assert "rank 0 (--collectives dissemination" in done.stdout
+            assert rows[0][0] == records, done.stdout
         outs.append(out)
+    whole = tmp_path / "rank0"
+    done = mpi_env.mpigraph(["whatif", run_dir, "--out", whole, "--build", "rank0"] + args)
+    assert done.returncode == 0, done.stderr
+    outs.append(whole)
     names = sorted(os.listdir(outs[0]))
     assert "whatif_pieces.csv" in names and "tolerance.csv" in names
     for out in outs[1:]:
@@ -92,3 +125,30 @@ def test_cli_files_are_the_same_for_every_K(halo_run, tmp_path, args):
         starts = [v["program_start"] for v in expected.ranks.values()]
         ends = [v["program_end"] for v in expected.ranks.values()]
         assert t0 == pytest.approx((max(ends) - min(starts)) * 1e-9, abs=20e-9)     # T(0): the run's time
+
+
+def test_fewer_pieces_than_ranks_built_on_the_ranks(tmp_path):
+    """A halo of one phase: one Allreduce, two pieces.  On 3 ranks the edges built there are
+    gathered whole on every rank (the columns are shared): the files are still the same for every
+    K and as rank 0's build, and every rank received the edges the others built."""
+    from mpigraph.testing import synth
+
+    run_dir = str(tmp_path / "run")
+    synth.generate(run_dir, 4, 8, "halo")
+    outs = []
+    for k in KS:
+        out = tmp_path / ("K%d" % k)
+        done = mpi_env.mpigraph(["whatif", run_dir, "--out", out, "--verbose"], nprocs=k)
+        assert done.returncode == 0, done.stderr
+        rows = per_rank(done.stdout)
+        built = sum(r[1] for r in rows.values())
+        if k == 3:        # replicated: every rank solves both pieces, every edge
+            assert all(r[4] == 2 and r[5] == built for r in rows.values()), done.stdout
+            assert all(r[3] == built - r[1] for r in rows.values()), done.stdout
+        outs.append(out)
+    whole = tmp_path / "rank0"
+    assert mpi_env.mpigraph(["whatif", run_dir, "--out", whole, "--build", "rank0"]).returncode == 0
+    names = sorted(os.listdir(outs[0]))
+    for out in outs[1:] + [whole]:
+        match, mismatch, errors = filecmp.cmpfiles(outs[0], out, names, shallow=False)
+        assert not mismatch and not errors, (out, mismatch, errors)
