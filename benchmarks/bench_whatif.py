@@ -112,7 +112,7 @@ def on_ranks(run_dir, nprocs, collectives="recdoub", build="ranks"):
         rank, name, wall, cpu, sent, received = m.groups()
         steps.setdefault(name, []).append((int(rank), float(wall), float(cpu), int(sent), int(received)))
     graph = sorted((int(g[0]), float(g[1]), int(g[2]), int(g[3]), int(g[4]), float(g[5]), int(g[6]))
-                   for g in filter(None, map(GRAPH_LINE.match, done.stdout.splitlines())))
+                   for g in (m.groups() for m in filter(None, map(GRAPH_LINE.match, done.stdout.splitlines()))))
     return ranks, steps, [g[1:] for g in graph]
 
 

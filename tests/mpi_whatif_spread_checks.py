@@ -140,10 +140,10 @@ def test_distributed_build_is_rank0s_graph(tmp_path_factory):
         from mpigraph.whatif.cuts import split_union
         _, want_kept, want_piece = split_union(whole.edges, whole.cuts, whole.piece)
         got = {k: np.concatenate([g[k] for g in got]) for k in got[0]}
+        names = ("kind", "c", "m", "b", "src_rank", "dst_rank", "func", "unit")
         checks = [
             ("each rank's edges end at its own trace ranks", all(WORLD.gather(mine, root=0) or [mine])),
-            ("edges", np.array_equal(_edge_table(*(got[k] for k in ("kind", "c", "m", "b", "src_rank", "dst_rank",
-                                                                      "func", "unit"))),
+            ("edges", np.array_equal(_edge_table(*(got[k] for k in names)),
                                      _edge_table(whole.kind, whole.edges.c, whole.edges.m, whole.edges.b,
                                                  whole.src_rank, whole.dst_rank, whole.func, want_piece))),
             ("cuts kept", len(kept) == len(want_kept) and len(kept) > 0),

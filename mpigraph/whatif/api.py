@@ -395,4 +395,3 @@ def summary(r, net):
     lines.append(_overhead_line(r))
     lines.append("  Parameters: %s." % (net.source or "defaults"))
     return "\n".join(lines) + "\n"
-

@@ -121,8 +121,8 @@ def per_rank_table(rows):
     lines.append("  %4s  %-17s %8s %8s %12s %12s" % ("rank", "step", "wall s", "cpu s", "sent B", "received B"))
     for rank, _, stages, _ in rows:
         for st in stages:
-            lines.append("  %4d  %-17s %8.3f %8.3f %12d %12d" % (rank, st.name, st.wall_s, st.cpu_s, st.sent,
-                                                                  st.received))
+            lines.append("  %4d  %-17s %8.3f %8.3f %12d %12d"
+                         % (rank, st.name, st.wall_s, st.cpu_s, st.sent, st.received))
     return "\n".join(lines)
 
 

@@ -54,7 +54,6 @@ from mpigraph.match import link
 from mpigraph.match.core import COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, SCAN
 from mpigraph.metrics import profile as metrics
 from mpigraph.trace import logs as trace
-from mpigraph.trace import record
 from mpigraph.whatif import build as model
 from mpigraph.whatif.build import (CALL, COMPUTE, END, HUB_IN, HUB_OUT, LATE_RECEIVER, MESSAGE, RELEASE)
 from mpigraph.whatif.envelope import REL_EPS, Edges
@@ -127,25 +126,64 @@ def _to_senders(comm, ownership, messages, calls):
 def params(comm, local, model_name, given=None):
     """build.NetParams and the delta mode's delivery base, as build.default_params and
     build.delivery_base compute them on the whole run: o is the median duration of every
-    message's sending call, the base the 10th percentile of the late senders' delivery times;
-    their values are gathered to rank 0 (a number per message) and the answer broadcast."""
-    durations = _gathered(comm, local.to_senders["s_post_ns"].astype(np.float64))
-    o = comm.bcast(float(np.median(durations)) if comm.rank == 0 and len(durations) else 0.0)
+    message's sending call, the base the 10th percentile of the late senders' delivery times,
+    both the whole run's to the bit with no value gathered (``stand_in``)."""
+    durations = stand_in(comm, local.to_senders["s_post_ns"].astype(np.float64), _median_positions)
+    o = float(np.median(durations)) if len(durations) else 0.0
     net = model.default_params(None, model_name, given, send_overhead=o)
     m = local.messages
     late = (m["r_done_call"] >= 0) & (m["s_post_start"] > m["r_done_start"])
-    took = _gathered(comm, (m["r_done_end"][late] - m["s_post_start"][late]) - m["bytes"][late] * net.G0_ns)
-    base = comm.bcast(model.delivery_from(took, net) if comm.rank == 0 else None)
-    return net, base
+    took = (m["r_done_end"][late] - m["s_post_start"][late]) - m["bytes"][late] * net.G0_ns
+    return net, model.delivery_from(stand_in(comm, took, _tenth_positions), net)
 
 
-def _gathered(comm, values):
-    """`values` of every rank, concatenated in rank order on rank 0 (None elsewhere)."""
-    from mpigraph.comm import meter
+def _median_positions(n):
+    return [(n - 1) // 2, n // 2]
 
-    parts = comm.gather(np.ascontiguousarray(values))
-    meter.count(sent=values.nbytes if comm.rank else 0, received=sum(p.nbytes for p in parts[1:]) if parts else 0)
-    return np.concatenate(parts) if parts is not None else None
+
+def _tenth_positions(n):
+    """Where np.percentile(x, 10) reads the sorted x: floor(0.1 (n - 1)) and the next, with one
+    more on either side in case numpy's rounding of the index differs from this one's."""
+    at = int(np.floor(0.1 * (n - 1)))
+    return [at - 1, at, at + 1, at + 2]
+
+
+def stand_in(comm, values, positions_of):
+    """A sorted array as long as every rank's `values` together, equal to their sorted
+    concatenation at positions_of(n) (and between those values elsewhere), on every rank: what
+    np.median or np.percentile read of it is the whole run's, to the bit, without moving the
+    values.  Each position's value is found by bisection on the values' bits (float64 as an
+    order-preserving int64): count the values at or below the middle on every rank, one
+    allreduce of those counts per step, 64 steps at most."""
+    n = comm.allreduce(len(values))
+    if n == 0:
+        return np.zeros(0)
+    pos = np.unique(np.clip(positions_of(n), 0, n - 1))
+    keys = np.sort(_order_keys(values))
+    lo = np.full(len(pos), comm.allreduce(int(keys[0]) if len(keys) else _INT64_MAX, op=_min()), object)
+    hi = np.full(len(pos), comm.allreduce(int(keys[-1]) if len(keys) else -_INT64_MAX, op=_max()), object)
+    while (lo < hi).any():
+        mid = (lo + hi) // 2                                  # Python ints: no overflow
+        counts = comm.allreduce(np.searchsorted(keys, mid.astype(np.int64), "right"))
+        enough = counts >= pos + 1
+        hi = np.where(enough, mid, hi)
+        lo = np.where(enough, lo, mid + 1)
+    value = _from_order_keys(lo.astype(np.int64))
+    return np.repeat(value, np.diff(np.r_[0, pos[:-1] + 1, n]))
+
+
+_INT64_MAX = int(np.iinfo(np.int64).max)
+_LOW_BITS = np.int64(0x7FFFFFFFFFFFFFFF)
+
+
+def _order_keys(x):
+    """float64 -> int64 in the same order: a negative float's bits but the sign flipped."""
+    bits = np.ascontiguousarray(x, np.float64).view(np.int64)
+    return np.where(bits < 0, bits ^ _LOW_BITS, bits)
+
+
+def _from_order_keys(k):
+    return np.where(k < 0, k ^ _LOW_BITS, k).view(np.float64)
 
 
 def cut_candidates(comm, local):
@@ -284,11 +322,11 @@ class _Builder:
 
     def _compute(self):
         """E(r, k) -> S(r, k + 1) within each owned rank: the measured gap."""
-        last = np.r_[np.flatnonzero(np.diff(self.rank_of)), len(self.rank_of) - 1] if len(self.rank_of) else []
-        i = np.setdiff1d(np.arange(len(self.start)), last)
+        i = np.flatnonzero(self.rank_of[1:] == self.rank_of[:-1])        # every call but its rank's last
         g = self.first + i
-        self.add(COMPUTE, 2 * g + 1, 2 * (g + 1), np.maximum(self.start[i + 1] - self.end[i], 0), src_rank=self.rank_of[i],
-                 dst_rank=self.rank_of[i], src_piece=self.e_piece(g), dst_piece=self.s_piece(self.start[i + 1]))
+        self.add(COMPUTE, 2 * g + 1, 2 * (g + 1), np.maximum(self.start[i + 1] - self.end[i], 0),
+                 src_rank=self.rank_of[i], dst_rank=self.rank_of[i], src_piece=self.e_piece(g),
+                 dst_piece=self.s_piece(self.start[i + 1]))
 
     def _messages(self):
         """Every matched message whose receiver is owned: S(send post) -> E(receive's completion)."""
@@ -481,20 +519,40 @@ def send_to_solvers(comm, cols, first, replicate):
         batches = shuffle.split_by_dest(cols, owner, comm.size)
     got, _ = shuffle.exchange(comm, batches)
     parts = [got[s] for s in sorted(got)]
-    return {name: np.concatenate([p[name] for p in parts]) if parts else np.zeros(0, dt)
-            for name, dt in EDGE_DTYPES.items()}
+    return {name: np.concatenate([p[name] for p in parts]) if parts else np.zeros(0, EDGE_DTYPES[name])
+            for name in cols}
+
+
+SOLVE_COLUMNS = ("src", "dst", "c", "c_traced", "m", "b", "unit", "src_start")
 
 
 def canonical(rows):
-    """The rows in one order whatever rank built them: by piece, destination, source, kind, weights."""
-    order = np.lexsort((rows["b"], rows["m"], rows["c"], rows["kind"], rows["src"], rows["dst"], rows["unit"]))
-    return {name: col[order] for name, col in rows.items()}
+    """The rows in one order whatever rank built them: by piece, destination, source, then kind
+    and weights.  Those the solver reads (SOLVE_COLUMNS) are put in that order; the others are
+    read for the critical path's few edges only, through rows["order"]."""
+    order = np.lexsort((rows["src"], rows["dst"], rows["unit"]))
+    u, d, s = rows["unit"][order], rows["dst"][order], rows["src"][order]
+    if ((u[1:] == u[:-1]) & (d[1:] == d[:-1]) & (s[1:] == s[:-1])).any():    # two edges u -> v: rare
+        order = np.lexsort((rows["b"], rows["m"], rows["c"], rows["kind"], rows["src"], rows["dst"], rows["unit"]))
+    out = {name: col[order] if name in SOLVE_COLUMNS else col for name, col in rows.items()}
+    out["order"] = order
+    return out
+
+
+def _renumbered(keys):
+    """(distinct keys sorted, each key's index in them): np.unique's, by one argsort."""
+    order = np.argsort(keys)
+    ordered = keys[order]
+    new = np.r_[True, ordered[1:] != ordered[:-1]] if len(keys) else np.zeros(0, bool)
+    inverse = np.empty(len(keys), np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return ordered[new], inverse
 
 
 def local_graph(rows, u0, u1, sink_keys, c):
     """(Edges of units u0..u1 renumbered from 0 in key order, the edges' local unit)."""
     sinks = sink_keys[u0:u1]
-    keys, inverse = np.unique(np.concatenate([rows["src"], rows["dst"], sinks]), return_inverse=True)
+    keys, inverse = _renumbered(np.concatenate([rows["src"], rows["dst"], sinks]))
     n = len(rows["src"])
     start = np.full(len(keys), -np.inf)
     np.maximum.at(start, inverse[:n], rows["src_start"])
@@ -546,7 +604,8 @@ def path_rows(comm, spread, rows, on):
     """The columns PATH_COLUMNS of the critical edges `on` (whole-graph ids, sorted, the same on
     every rank), in that order on every rank: a path's edges, not the graph, are gathered."""
     mine = np.isin(spread.edge_ids, on)
-    picked = {name: rows[name][mine] for name in PATH_COLUMNS}
+    picked = {name: rows[name][rows["order"][mine]] if name not in SOLVE_COLUMNS else rows[name][mine]
+              for name in PATH_COLUMNS}
     picked["id"] = spread.edge_ids[mine]
     if not spread.plan.replicate:
         parts = comm.allgather(picked)
@@ -607,7 +666,10 @@ def graph_on_ranks(comm, meter, run_dir, model_name, given, algorithm, clock, ov
         ns = recording_cost(comm, cols, overhead_spec)
         if overhead_spec[0] != "none":
             taken = recording.Overhead(ns, overhead_spec[0])
-            cols["c"] = recording.shorten(cols["c"], cols["kind"], ns) if ns > 0 else cols["c"]
+        if ns > 0:
+            cols["c"] = recording.shorten(cols["c"], cols["kind"], ns)
+        else:
+            cols.pop("c_traced")          # the same as c: not sent
         n_units = len(kept) + 1
         first, held, replicate, per_unit = spread_plan(comm, cols["unit"], n_units)
     with meter.stage("whatif spread"):
