@@ -136,7 +136,8 @@ def test_distributed_build_is_rank0s_graph(tmp_path_factory):
     verdict = None
     if WORLD.rank == 0:
         matched = build.matched_run(run)
-        whole = build.build(matched, "delta", build.default_params(matched, "delta"))
+        want_net = build.default_params(matched, "delta")
+        whole = build.build(matched, "delta", want_net)
         from mpigraph.whatif.cuts import split_union
         _, want_kept, want_piece = split_union(whole.edges, whole.cuts, whole.piece)
         got = {k: np.concatenate([g[k] for g in got]) for k in got[0]}
@@ -149,6 +150,8 @@ def test_distributed_build_is_rank0s_graph(tmp_path_factory):
             ("cuts kept", len(kept) == len(want_kept) and len(kept) > 0),
             ("edges per piece", list(per_unit) == list(np.bincount(want_piece, minlength=len(want_kept) + 1))),
             ("measured end", measured == whole.measured_ns),
+            ("o, the median of the sending calls", net.o_ns == want_net.o_ns),
+            ("the delivery base, a 10th percentile", base == build.delivery_base(matched, want_net)),
             ("records read once", sum(records) == sum(len(c.records) for c in matched.calls.values())),
         ]
         failed = [name for name, ok in checks if not ok]
