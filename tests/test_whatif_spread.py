@@ -40,7 +40,7 @@ def test_plan_gives_contiguous_blocks_of_about_equal_edges():
 
 @pytest.mark.parametrize("n", [1, 2, 9, 10, 11, 1001])
 def test_stand_in_gives_numpys_median_and_percentile_to_the_bit(n):
-    """distributed.stand_in finds the values np.median and np.percentile read by bisection on
+    """distributed.stand_ins finds the values np.median and np.percentile read by bisection on
     their bits: the stand-in array gives numpy's answers on the values themselves, with ties,
     negative values and zeros among them (the K-rank case: mpi_whatif_spread_checks.py's o and
     delivery base against rank 0's)."""
@@ -52,11 +52,12 @@ def test_stand_in_gives_numpys_median_and_percentile_to_the_bit(n):
     x = rng.normal(size=n) * 1e4
     x[: n // 2] = np.round(x[: n // 2] / 100)        # ties
     x[: n // 5] = 0.0
-    median = distributed.stand_in(MPI.COMM_SELF, x, distributed._median_positions)
-    tenth = distributed.stand_in(MPI.COMM_SELF, x, distributed._tenth_positions)
+    median, tenth, none = distributed.stand_ins(MPI.COMM_SELF, [(x, distributed._median_positions),
+                                                               (x, distributed._tenth_positions),
+                                                               (np.zeros(0), distributed._median_positions)])
     assert len(median) == n and np.median(median) == np.median(x)
     assert np.percentile(tenth, 10) == np.percentile(x, 10)
-    assert distributed.stand_in(MPI.COMM_SELF, np.zeros(0), distributed._median_positions).size == 0
+    assert none.size == 0
 
 
 @pytest.fixture(scope="module")

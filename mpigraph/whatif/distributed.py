@@ -127,14 +127,16 @@ def params(comm, local, model_name, given=None):
     """build.NetParams and the delta mode's delivery base, as build.default_params and
     build.delivery_base compute them on the whole run: o is the median duration of every
     message's sending call, the base the 10th percentile of the late senders' delivery times,
-    both the whole run's to the bit with no value gathered (``stand_in``)."""
-    durations = stand_in(comm, local.to_senders["s_post_ns"].astype(np.float64), _median_positions)
-    o = float(np.median(durations)) if len(durations) else 0.0
-    net = model.default_params(None, model_name, given, send_overhead=o)
+    both the whole run's to the bit with no value gathered (``stand_ins``)."""
+    G0 = dict(given or {}).get("G0_ns", model.PAPER_G_NS)        # what default_params will take
     m = local.messages
     late = (m["r_done_call"] >= 0) & (m["s_post_start"] > m["r_done_start"])
-    took = (m["r_done_end"][late] - m["s_post_start"][late]) - m["bytes"][late] * net.G0_ns
-    return net, model.delivery_from(stand_in(comm, took, _tenth_positions), net)
+    took = (m["r_done_end"][late] - m["s_post_start"][late]) - m["bytes"][late] * G0
+    durations, took = stand_ins(comm, [(local.to_senders["s_post_ns"].astype(np.float64), _median_positions),
+                                       (took, _tenth_positions)])
+    net = model.default_params(None, model_name, given, send_overhead=float(np.median(durations))
+                               if len(durations) else 0.0)
+    return net, model.delivery_from(took, net)
 
 
 def _median_positions(n):
@@ -148,28 +150,47 @@ def _tenth_positions(n):
     return [at - 1, at, at + 1, at + 2]
 
 
-def stand_in(comm, values, positions_of):
-    """A sorted array as long as every rank's `values` together, equal to their sorted
-    concatenation at positions_of(n) (and between those values elsewhere), on every rank: what
-    np.median or np.percentile read of it is the whole run's, to the bit, without moving the
-    values.  Each position's value is found by bisection on the values' bits (float64 as an
-    order-preserving int64): count the values at or below the middle on every rank, one
-    allreduce of those counts per step, 64 steps at most."""
-    n = comm.allreduce(len(values))
-    if n == 0:
-        return np.zeros(0)
-    pos = np.unique(np.clip(positions_of(n), 0, n - 1))
-    keys = np.sort(_order_keys(values))
-    lo = np.full(len(pos), comm.allreduce(int(keys[0]) if len(keys) else _INT64_MAX, op=_min()), object)
-    hi = np.full(len(pos), comm.allreduce(int(keys[-1]) if len(keys) else -_INT64_MAX, op=_max()), object)
-    while (lo < hi).any():
-        mid = (lo + hi) // 2                                  # Python ints: no overflow
-        counts = comm.allreduce(np.searchsorted(keys, mid.astype(np.int64), "right"))
-        enough = counts >= pos + 1
-        hi = np.where(enough, mid, hi)
-        lo = np.where(enough, lo, mid + 1)
-    value = _from_order_keys(lo.astype(np.int64))
-    return np.repeat(value, np.diff(np.r_[0, pos[:-1] + 1, n]))
+SPLITS = 256          # a search step cuts each bracket into this many: 8 bits of 64 per allreduce
+
+
+def stand_ins(comm, requests):
+    """Per (values, positions_of) of `requests`: a sorted array as long as every rank's values
+    together, equal to their sorted concatenation at positions_of(n) (and between those values
+    elsewhere), on every rank.  What np.median or np.percentile read of it is the whole run's,
+    to the bit, and no value moves.  Each position's value is searched on the values' bits
+    (float64 as an order-preserving int64): every step counts, on every rank, the values at or
+    below SPLITS - 1 points of each position's bracket and sums the counts by one allreduce,
+    and the bracket shrinks to the part holding the position: 8 steps or so."""
+    sizes = comm.allreduce(np.array([len(v) for v, _ in requests], np.int64))
+    keys = [np.sort(_order_keys(v)) for v, _ in requests]
+    targets = [(a, int(p)) for a, ((_, where), n) in enumerate(zip(requests, sizes)) if n
+               for p in np.unique(np.clip(where(int(n)), 0, n - 1))]
+    low = _elementwise(comm, [k[0] if len(k) else _INT64_MAX for k in keys], _min())
+    high = _elementwise(comm, [k[-1] if len(k) else -_INT64_MAX for k in keys], _max())
+    bracket = [[int(low[a]), int(high[a])] for a, _ in targets]           # Python ints: no overflow
+    while any(lo < hi for lo, hi in bracket):
+        points = [[lo + (hi - lo) * j // SPLITS for j in range(1, SPLITS)] for lo, hi in bracket]
+        counts = comm.allreduce(np.array([np.searchsorted(keys[a], np.array(x, np.int64), "right")
+                                          for (a, _), x in zip(targets, points)], np.int64).reshape(-1, SPLITS - 1))
+        for (a, p), x, c, b in zip(targets, points, counts, bracket):      # a loop over positions
+            j = int(np.searchsorted(c, p + 1, "left"))                     # the first point with p + 1 at or below
+            b[0] = x[j - 1] + 1 if j > 0 else b[0]
+            b[1] = x[j] if j < len(x) else b[1]
+    found = _from_order_keys(np.array([lo for lo, _ in bracket], np.int64))
+    out = []
+    for a, n in enumerate(sizes):               # a loop over the requests
+        mine = [i for i, (t, _) in enumerate(targets) if t == a]
+        pos = np.array([targets[i][1] for i in mine], np.int64)
+        out.append(np.repeat(found[mine], np.diff(np.r_[0, pos[:-1] + 1, n])) if n else np.zeros(0))
+    return out
+
+
+def _elementwise(comm, values, op):
+    """An int64 array reduced element by element over the ranks (a buffer Allreduce)."""
+    mine = np.array(values, np.int64)
+    out = np.empty_like(mine)
+    comm.Allreduce(mine, out, op=op)
+    return out
 
 
 _INT64_MAX = int(np.iinfo(np.int64).max)
