@@ -52,9 +52,9 @@ def test_stand_in_gives_numpys_median_and_percentile_to_the_bit(n):
     x = rng.normal(size=n) * 1e4
     x[: n // 2] = np.round(x[: n // 2] / 100)        # ties
     x[: n // 5] = 0.0
-    median, tenth, none = distributed.stand_ins(MPI.COMM_SELF, [(x, distributed._median_positions),
-                                                               (x, distributed._tenth_positions),
-                                                               (np.zeros(0), distributed._median_positions)])
+    requests = [(x, distributed._median_positions), (x, distributed._tenth_positions),
+                (np.zeros(0), distributed._median_positions)]
+    median, tenth, none = distributed.stand_ins(MPI.COMM_SELF, requests)
     assert len(median) == n and np.median(median) == np.median(x)
     assert np.percentile(tenth, 10) == np.percentile(x, 10)
     assert none.size == 0
