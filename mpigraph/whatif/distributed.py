@@ -561,8 +561,9 @@ def canonical(rows):
 
 
 def _renumbered(keys):
-    """(distinct keys sorted, each key's index in them): np.unique's, by one argsort."""
-    order = np.argsort(keys)
+    """(distinct keys sorted, each key's index in them): np.unique's, by one argsort (a stable
+    one: the keys come in long sorted runs, the destinations of each piece, which it merges)."""
+    order = np.argsort(keys, kind="stable")
     ordered = keys[order]
     new = np.r_[True, ordered[1:] != ordered[:-1]] if len(keys) else np.zeros(0, bool)
     inverse = np.empty(len(keys), np.int64)
