@@ -16,9 +16,9 @@ Data flow on K analysis ranks (analysis rank a owns the trace ranks Ownership.ra
    member's owner, the release of a 1-to-N collective on the released member's.  So the delta
    model's call edge, whose weight leaves out the latest dependency into its call, finds every
    such dependency on its own rank.  Edges into a hub (a vertex of no trace rank) are built by
-   the member they come from.  The few numbers of the whole run (the delivery time, o, T's
-   measured end) are reduced over the ranks; the delivery time's 10th percentile and o's
-   median gather one number per message (not the graph) to rank 0.
+   the member they come from.  The few numbers of the whole run (T's measured end, o's median,
+   the delivery time's 10th percentile) are reduced over the ranks, the last two to the bit
+   without moving the values (``stand_ins``).
 4. pieces (``_pieces``): vertices are numbered without any exchange (S(g) = 2g, E(g) = 2g + 1
    for the global call number g = first call of its rank + k; a hub by its collective's
    (communicator, sequence number); the sink last), so the numbering is the same for every K.
@@ -34,10 +34,13 @@ Data flow on K analysis ranks (analysis rank a owns the trace ranks Ownership.ra
    comm.meter).  A graph of fewer pieces than ranks is gathered whole on every rank, as
    spread.py shares such a graph's columns.
 6. solve: each rank puts its edges in one canonical order (piece, destination, source, kind,
-   weights) whatever rank built them, so every piece is the same graph for every K and
-   spread.Spread's answers are identical to the bit for every K.
+   weights) whatever rank built them and numbers its vertices in the order of their global
+   numbers, so every piece is the same graph for every K and spread.Spread's answers are
+   identical to the bit for every K.  The critical messages are described from the critical
+   path's edges (``path_rows``: a path, not the graph, allgathered).
 
-Not covered (api.py falls back to rank 0's build, and says so): --collectives dissemination (a
+Not covered (api.py falls back to rank 0's build, and says so; for the sync pairs after the
+ranks' match has found them, so the logs are read twice): --collectives dissemination (a
 member's rounds need its partners' vertices) and neighbourhood or one-sided epochs (sync.py's
 pairs).  An incomplete collective instance (a member missing from the trace) is modelled as if
 complete (its communicator's size, its root's presence), where rank 0's build counts the members.
