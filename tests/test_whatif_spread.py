@@ -174,3 +174,34 @@ def test_fewer_pieces_than_ranks_built_on_the_ranks(tmp_path):
     for out in outs[1:] + [whole]:
         match, mismatch, errors = filecmp.cmpfiles(outs[0], out, names, shallow=False)
         assert not mismatch and not errors, (out, mismatch, errors)
+
+
+@pytest.fixture(scope="module")
+def patterns_program(tmp_path_factory):
+    mpi = mpi_env.wheel_mpi()
+    assert mpi, "no mpicc/mpiexec found: install with pip install '.[mpich,test]'"
+    return mpi, mpi_env.Builder(str(tmp_path_factory.mktemp("programs"))).build("collective_patterns.c", mpi.mpicc)
+
+
+@pytest.mark.parametrize("mode", ["gather", "scan_reversed", "ibcast"])
+def test_rooted_scan_and_nonblocking_collectives_built_on_the_ranks(patterns_program, tmp_path, mode):
+    """A real run of tests/programs/collective_patterns.c on 3 ranks (N-to-1 hubs out to the
+    root only, a Scan on a communicator that reverses the ranks, a 1-to-N release from a late
+    root): the graph built on K = 1, 2, 3 analysis ranks gives rank 0's build's files, byte for
+    byte."""
+    mpi, exe = patterns_program
+    run_dir = tmp_path / "run"
+    done = mpi_env.mpirun(mpi, 3, [exe, mode, 2], out=run_dir, rank_env={"MPIGRAPH_QUIET": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    outs = []
+    for k, build in ((1, "rank0"), (1, "ranks"), (2, "ranks"), (3, "ranks")):
+        out = tmp_path / ("%s%d" % (build, k))
+        done = mpi_env.mpigraph(["whatif", run_dir, "--out", out, "--build", build, "--verbose"], nprocs=k)
+        assert done.returncode == 0, done.stderr
+        assert ("built on every analysis rank" in done.stdout) == (build == "ranks"), done.stdout
+        outs.append(out)
+    names = sorted(os.listdir(outs[0]))
+    assert "critical_messages.csv" in names
+    for out in outs[1:]:
+        match, mismatch, errors = filecmp.cmpfiles(outs[0], out, names, shallow=False)
+        assert not mismatch and not errors, (out, mismatch, errors)
