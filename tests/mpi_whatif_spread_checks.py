@@ -1,4 +1,5 @@
-"""Checks of whatif's spread over analysis ranks (mpigraph/whatif/spread.py): run under mpiexec.
+"""Checks of whatif's spread over analysis ranks (mpigraph/whatif/spread.py) and of the model graph
+built on them (mpigraph/whatif/distributed.py): run under mpiexec.
 
 Not collected by a plain ``pytest tests`` (the name does not start with test_):
 tests/test_whatif_spread.py runs it with 1, 2 and 3 ranks::
@@ -98,4 +99,63 @@ def check(seeds, name, replicate=False, sizes=None, idle=False):
                       "G": [hexes((p.lo, p.hi, p.slope, p.intercept)) for p in g_pieces]}
             with open(os.path.join(out, "%s-%d.json" % (name, WORLD.size)), "w") as f:
                 json.dump(record, f)
+    agree(verdict)
+
+
+# ---- the model graph built on the analysis ranks (whatif/distributed.py) ------------------------
+
+def _edge_table(kind, c, m, b, src_rank, dst_rank, func, piece):
+    """The edges as rows sorted by every column: a multiset, whatever the vertex numbers."""
+    cols = [np.asarray(x, np.float64) for x in (kind, c, m, b, src_rank, dst_rank, func, piece)]
+    order = np.lexsort(cols[::-1])
+    return np.stack([col[order] for col in cols])
+
+
+def test_distributed_build_is_rank0s_graph(tmp_path_factory):
+    """Every analysis rank builds the edges whose sink call its trace ranks hold (a hub's in-edges:
+    the member's owner); together they are rank 0's whole graph, edge for edge with the same
+    weights and the same piece, and each rank read only its own trace ranks' records."""
+    from mpigraph.comm.parallel import Ownership
+    from mpigraph.testing import synth
+    from mpigraph.whatif import build, distributed
+    from mpigraph.whatif.build import END, HUB_IN
+
+    run = WORLD.bcast(str(tmp_path_factory.mktemp("built") / "run") if WORLD.rank == 0 else None)
+    if WORLD.rank == 0:
+        synth.generate(run, 5, 62, "halo")        # 5 trace ranks: uneven blocks on 2 and 3 ranks
+    WORLD.Barrier()
+    local = distributed.matched_here(WORLD, run)
+    net, base = distributed.params(WORLD, local, "delta")
+    cols, keys, kept, measured = distributed.built(WORLD, local, net, base, "delta", "recdoub")
+    first, held, replicate, per_unit = distributed.spread_plan(WORLD, cols["unit"], len(kept) + 1)
+    own = Ownership(5, WORLD.size)
+    sink_rank = np.where(np.isin(cols["kind"], [HUB_IN, END]), cols["src_rank"], cols["dst_rank"])
+    mine = bool((own.owner_of(sink_rank) == WORLD.rank).all())
+    records = WORLD.gather(local.records)
+    got = WORLD.gather({k: cols[k] for k in ("kind", "c", "m", "b", "src_rank", "dst_rank", "func", "unit")})
+    verdict = None
+    if WORLD.rank == 0:
+        matched = build.matched_run(run)
+        want_net = build.default_params(matched, "delta")
+        whole = build.build(matched, "delta", want_net)
+        from mpigraph.whatif.cuts import split_union
+        _, want_kept, want_piece = split_union(whole.edges, whole.cuts, whole.piece)
+        got = {k: np.concatenate([g[k] for g in got]) for k in got[0]}
+        names = ("kind", "c", "m", "b", "src_rank", "dst_rank", "func", "unit")
+        checks = [
+            ("each rank's edges end at its own trace ranks", all(WORLD.gather(mine, root=0) or [mine])),
+            ("edges", np.array_equal(_edge_table(*(got[k] for k in names)),
+                                     _edge_table(whole.kind, whole.edges.c, whole.edges.m, whole.edges.b,
+                                                 whole.src_rank, whole.dst_rank, whole.func, want_piece))),
+            ("cuts kept", len(kept) == len(want_kept) and len(kept) > 0),
+            ("edges per piece", list(per_unit) == list(np.bincount(want_piece, minlength=len(want_kept) + 1))),
+            ("measured end", measured == whole.measured_ns),
+            ("o, the median of the sending calls", net.o_ns == want_net.o_ns),
+            ("the delivery base, a 10th percentile", base == build.delivery_base(matched, want_net)),
+            ("records read once", sum(records) == sum(len(c.records) for c in matched.calls.values())),
+        ]
+        failed = [name for name, ok in checks if not ok]
+        verdict = "K=%d: %s" % (WORLD.size, ", ".join(failed)) if failed else None
+    else:
+        WORLD.gather(mine, root=0)
     agree(verdict)

@@ -1,6 +1,7 @@
-"""whatif on several analysis ranks (mpigraph/whatif/spread.py): the pieces between global
-synchronisation points spread over the ranks give the whole graph's answers, identical for
-K = 1, 2, 3 (the checks that need several processes: tests/mpi_whatif_spread_checks.py)."""
+"""whatif on several analysis ranks (mpigraph/whatif/spread.py, distributed.py): the model graph
+built on the ranks and its pieces between global synchronisation points spread over them give
+the whole graph's answers, identical for K = 1, 2, 3 and to rank 0's build (the checks that need
+several processes: tests/mpi_whatif_spread_checks.py)."""
 
 import filecmp
 import os
@@ -37,6 +38,28 @@ def test_plan_gives_contiguous_blocks_of_about_equal_edges():
     assert list(blocks[1][0]["unit"][:1]) == [0] and blocks[1][0]["edge"][0] == 60
 
 
+@pytest.mark.parametrize("n", [1, 2, 9, 10, 11, 1001])
+def test_stand_in_gives_numpys_median_and_percentile_to_the_bit(n):
+    """distributed.stand_ins finds the values np.median and np.percentile read by bisection on
+    their bits: the stand-in array gives numpy's answers on the values themselves, with ties,
+    negative values and zeros among them (the K-rank case: mpi_whatif_spread_checks.py's o and
+    delivery base against rank 0's)."""
+    from mpi4py import MPI
+
+    from mpigraph.whatif import distributed
+
+    rng = np.random.default_rng(n)
+    x = rng.normal(size=n) * 1e4
+    x[: n // 2] = np.round(x[: n // 2] / 100)        # ties
+    x[: n // 5] = 0.0
+    requests = [(x, distributed._median_positions), (x, distributed._tenth_positions),
+                (np.zeros(0), distributed._median_positions)]
+    median, tenth, none = distributed.stand_ins(MPI.COMM_SELF, requests)
+    assert len(median) == n and np.median(median) == np.median(x)
+    assert np.percentile(tenth, 10) == np.percentile(x, 10)
+    assert none.size == 0
+
+
 @pytest.fixture(scope="module")
 def spread_records(tmp_path_factory):
     out = tmp_path_factory.mktemp("spread")
@@ -63,22 +86,54 @@ def halo_run(tmp_path_factory):
     return str(out), expected
 
 
+def per_rank(stdout):
+    """--verbose's first table: per rank (records, built, sent, received, pieces, edges)."""
+    lines = stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:3] == ["rank", "records", "built"])
+    rows = {}
+    for line in lines[at + 1:]:
+        words = line.split()
+        if words[:2] == ["rank", "step"]:
+            break
+        rows[int(words[0])] = [int(w) for w in words[1:]]
+    return rows
+
+
 @pytest.mark.parametrize("args", [[], ["--model", "loggps", "--bandwidth", "0.02:0.1ns"],
                                   ["--latency", "0:0.3us", "--tolerance", "1,50,200"],
+                                  ["--overhead", "auto"],
                                   ["--collectives", "dissemination"]])     # no cuts: the columns shared
 def test_cli_files_are_the_same_for_every_K(halo_run, tmp_path, args):
     """`mpiexec -n K mpigraph whatif` on a synthetic run: the same files, byte for byte, for
-    K = 1, 2, 3, T(0) the measured run time, and with --verbose every rank solved pieces."""
+    K = 1, 2, 3 and as rank 0's build of the whole graph (--build rank0), T(0) the measured run
+    time; with --verbose every rank solved pieces and, where the graph is built on the ranks,
+    read its own trace ranks' records (together every record once), built edges, and the
+    edges sent are the edges received."""
     run_dir, expected = halo_run
     outs = []
+    records = expected.params.records_per_rank * len(expected.ranks)
+    on_ranks = "--collectives" not in args           # dissemination: rank 0 builds (distributed.py's doc)
     for k in KS:
         out = tmp_path / ("K%d" % k)
         done = mpi_env.mpigraph(["whatif", run_dir, "--out", out, "--verbose"] + args, nprocs=k)
         assert done.returncode == 0, done.stderr
-        rows = [line.split() for line in done.stdout.splitlines() if "whatif solve" in line]
-        assert sorted(int(r[0]) for r in rows) == list(range(k)), done.stdout
-        assert all(int(r[1]) > 0 for r in rows), done.stdout         # pieces on every rank
+        rows = per_rank(done.stdout)
+        assert sorted(rows) == list(range(k)), done.stdout
+        assert all(r[4] > 0 for r in rows.values()), done.stdout         # pieces on every rank
+        assert sum(r[0] for r in rows.values()) == records, done.stdout   # every record read once
+        if on_ranks:
+            assert "built on every analysis rank" in done.stdout
+            assert all(r[0] > 0 and r[1] > 0 for r in rows.values()), done.stdout   # 4 trace ranks, K <= 3
+            assert sum(r[2] for r in rows.values()) == sum(r[3] for r in rows.values()), done.stdout
+            assert (k > 1) == (sum(r[2] for r in rows.values()) > 0), done.stdout
+        else:
+            assert "rank 0 (--collectives dissemination" in done.stdout
+            assert rows[0][0] == records, done.stdout
         outs.append(out)
+    whole = tmp_path / "rank0"
+    done = mpi_env.mpigraph(["whatif", run_dir, "--out", whole, "--build", "rank0"] + args)
+    assert done.returncode == 0, done.stderr
+    outs.append(whole)
     names = sorted(os.listdir(outs[0]))
     assert "whatif_pieces.csv" in names and "tolerance.csv" in names
     for out in outs[1:]:
@@ -92,3 +147,61 @@ def test_cli_files_are_the_same_for_every_K(halo_run, tmp_path, args):
         starts = [v["program_start"] for v in expected.ranks.values()]
         ends = [v["program_end"] for v in expected.ranks.values()]
         assert t0 == pytest.approx((max(ends) - min(starts)) * 1e-9, abs=20e-9)     # T(0): the run's time
+
+
+def test_fewer_pieces_than_ranks_built_on_the_ranks(tmp_path):
+    """A halo of one phase: one Allreduce, two pieces.  On 3 ranks the edges built there are
+    gathered whole on every rank (the columns are shared): the files are still the same for every
+    K and as rank 0's build, and every rank received the edges the others built."""
+    from mpigraph.testing import synth
+
+    run_dir = str(tmp_path / "run")
+    synth.generate(run_dir, 4, 8, "halo")
+    outs = []
+    for k in KS:
+        out = tmp_path / ("K%d" % k)
+        done = mpi_env.mpigraph(["whatif", run_dir, "--out", out, "--verbose"], nprocs=k)
+        assert done.returncode == 0, done.stderr
+        rows = per_rank(done.stdout)
+        built = sum(r[1] for r in rows.values())
+        if k == 3:        # replicated: every rank solves both pieces, every edge
+            assert all(r[4] == 2 and r[5] == built for r in rows.values()), done.stdout
+            assert all(r[3] == built - r[1] for r in rows.values()), done.stdout
+        outs.append(out)
+    whole = tmp_path / "rank0"
+    assert mpi_env.mpigraph(["whatif", run_dir, "--out", whole, "--build", "rank0"]).returncode == 0
+    names = sorted(os.listdir(outs[0]))
+    for out in outs[1:] + [whole]:
+        match, mismatch, errors = filecmp.cmpfiles(outs[0], out, names, shallow=False)
+        assert not mismatch and not errors, (out, mismatch, errors)
+
+
+@pytest.fixture(scope="module")
+def patterns_program(tmp_path_factory):
+    mpi = mpi_env.wheel_mpi()
+    assert mpi, "no mpicc/mpiexec found: install with pip install '.[mpich,test]'"
+    return mpi, mpi_env.Builder(str(tmp_path_factory.mktemp("programs"))).build("collective_patterns.c", mpi.mpicc)
+
+
+@pytest.mark.parametrize("mode", ["gather", "scan_reversed", "ibcast"])
+def test_rooted_scan_and_nonblocking_collectives_built_on_the_ranks(patterns_program, tmp_path, mode):
+    """A real run of tests/programs/collective_patterns.c on 3 ranks (N-to-1 hubs out to the
+    root only, a Scan on a communicator that reverses the ranks, a 1-to-N release from a late
+    root): the graph built on K = 1, 2, 3 analysis ranks gives rank 0's build's files, byte for
+    byte."""
+    mpi, exe = patterns_program
+    run_dir = tmp_path / "run"
+    done = mpi_env.mpirun(mpi, 3, [exe, mode, 2], out=run_dir, rank_env={"MPIGRAPH_QUIET": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    outs = []
+    for k, build in ((1, "rank0"), (1, "ranks"), (2, "ranks"), (3, "ranks")):
+        out = tmp_path / ("%s%d" % (build, k))
+        done = mpi_env.mpigraph(["whatif", run_dir, "--out", out, "--build", build, "--verbose"], nprocs=k)
+        assert done.returncode == 0, done.stderr
+        assert ("built on every analysis rank" in done.stdout) == (build == "ranks"), done.stdout
+        outs.append(out)
+    names = sorted(os.listdir(outs[0]))
+    assert "critical_messages.csv" in names
+    for out in outs[1:]:
+        match, mismatch, errors = filecmp.cmpfiles(outs[0], out, names, shallow=False)
+        assert not mismatch and not errors, (out, mismatch, errors)

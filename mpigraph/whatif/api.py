@@ -11,9 +11,11 @@ import csv
 import dataclasses
 import os
 import time
+import types
 
 import numpy as np
 
+from mpigraph.whatif import distributed
 from mpigraph.whatif import overhead as recording
 from mpigraph.whatif import pairs as pair_latencies
 from mpigraph.whatif.build import (COLLECTIVE_KINDS, COMPUTE, LATE_RECEIVER, MESSAGE, WhatifError, build,
@@ -22,6 +24,7 @@ from mpigraph.whatif.cuts import split_union
 from mpigraph.whatif.envelope import Model, tolerance_from_pieces
 
 NS = 1e-9
+BUILDS = ("ranks", "rank0")
 
 
 @dataclasses.dataclass
@@ -43,7 +46,11 @@ class Result:
     seconds: float = 0.0
     files: list = dataclasses.field(default_factory=list)
     spread: tuple = (0, 0)       # (pieces, edges) this analysis rank solved
-    records_read: int = 0        # trace records this analysis rank read (rank 0: all)
+    records_read: int = 0        # trace records this analysis rank read (build rank0: rank 0 all)
+    edges_built: int = 0         # model-graph edges this analysis rank built
+    edges_sent: int = 0          # of them, sent to other ranks (to solve their pieces)
+    edges_received: int = 0      # edges received from other ranks
+    build: str = "ranks"         # where the graph was built: "ranks", or "rank 0 (why)"
     overhead_ns: float = 0.0     # the recording's cost per call taken off every compute edge (overhead.py)
     overhead_source: str = "none"    # none, auto (estimated from the trace) or given
     T0_traced_s: float = 0.0     # T at the reference with the compute edges as traced (= T0_s when none)
@@ -83,7 +90,7 @@ def load_params(path):
 
 def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolerance=(1, 2, 5), params=None,
            loggps=None, collectives="recdoub", at=0.0, measured=None, out=None, clock="pingpong", comm=None,
-           meter=None, overhead="none", pairs=None, scale_pair=()):
+           meter=None, overhead="none", pairs=None, scale_pair=(), build="ranks"):
     """The what-if analysis of the run in run_dir (see the module doc and docs/whatif.md).
 
     latency: (lo, hi) of the latency axis in s (delta: added latency dL; loggps: L itself);
@@ -99,14 +106,16 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
     pairs whose latency is multiplied by K.
 
     comm: the analysis ranks (an mpi4py communicator; default one, MPI.COMM_SELF), collective:
-    analysis rank 0 builds the model graph, the pieces between its global synchronisation
-    points are spread over the ranks and solved there (spread.py); every rank returns the same
-    Result, rank 0 writes the files.  meter: a comm.meter.Meter for the steps' seconds and bytes."""
+    build "ranks" (default): each rank reads, matches and builds the edges of the trace ranks it
+    owns, and sends them straight to the rank that solves their piece (whatif.distributed);
+    "rank0": analysis rank 0 reads, matches and builds the whole graph and sends the pieces
+    out (spread.py), as for the runs "ranks" does not cover (Result.build says which ran and
+    why).  The pieces between global synchronisation points are solved on the ranks they were
+    sent to; every rank returns the same Result, rank 0 writes the files.  meter: a
+    comm.meter.Meter for the steps' seconds and bytes."""
     from mpi4py import MPI
 
     from mpigraph.comm import meter as meters
-    from mpigraph.comm import parallel
-    from mpigraph.whatif.spread import Spread
 
     started = time.perf_counter()
     comm = comm if comm is not None else MPI.COMM_SELF
@@ -118,24 +127,32 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
     scales = _pair_options(model, pairs, scale_pair)
     if lo >= hi or (model == "delta" and lo < 0):
         raise WhatifError("--latency %g:%g s: need 0 <= lo < hi (delta adds latency to the measured run)" % (lo, hi))
-    with meter.stage("whatif graph"):          # trace, clock, match and the model graph: analysis rank 0
-        graph, edges, edge_piece, net, ref_ns, base_ns, records = parallel.collectively(
-            comm, _graph if comm.Get_rank() == 0 else _nothing, run_dir, model, params, loggps, collectives, at, clock,
-            overhead, pairs, scales)
-        net, ref_ns, base_ns, measured_ns = comm.bcast((net, ref_ns, base_ns, graph.measured_ns if graph else None))
-        taken = comm.bcast(graph.overhead if graph else None)
-    with meter.stage("whatif spread"):         # the pieces to their ranks
-        m = Spread(comm, edges, edge_piece)
-        edges = edge_piece = None
+    if build not in BUILDS:
+        raise WhatifError("build %r: one of %s" % (build, ", ".join(BUILDS)))
+    got, why = None, "asked for" if build == "rank0" else ""
+    if build == "ranks" and collectives == "dissemination":
+        why = "--collectives dissemination: a member's rounds need its partners' vertices"
+    elif build == "ranks" and pairs:
+        why = "--pairs: each host pair's sensitivity and tolerance are passes over the whole graph"
+    elif build == "ranks":
+        try:
+            got = _on_ranks(comm, meter, run_dir, model, params, loggps, collectives, at, clock, overhead)
+        except distributed.Unsupported as error:
+            why = "the run has %s (sync.py's pairs)" % error
+    if got is None:
+        got = _on_rank0(comm, meter, run_dir, model, params, loggps, collectives, at, clock, overhead,
+                        pairs, scales, tolerance)
+    m, describe, net, ref_ns, base_ns, measured_ns, taken, counts = got
     with meter.stage("whatif solve"):
         G = 0.0 if model == "delta" else net.G0_ns
-        result = _solve(m, comm, graph, model, (lo, hi), bandwidth, tolerance, net, ref_ns, base_ns, G)
+        result = _solve(m, comm, describe, model, (lo, hi), bandwidth, tolerance, net, ref_ns, base_ns, G)
         result.measured_s = measured_ns * NS
         result.overhead_ns, result.overhead_source = taken.ns, taken.source
         result.T0_traced_s = taken.T_traced_ns * NS if taken.ns > 0 else result.T0_s
     result.seconds = time.perf_counter() - started
     result.spread = (m.n_local, m.n_edges)
-    result.records_read = records
+    result.records_read, result.edges_built, result.edges_sent, result.edges_received = counts
+    result.build = "ranks" if not why else "rank 0 (%s)" % why
     result.text = summary(result, net)
     if out:
         from mpigraph.whatif import outputs
@@ -144,8 +161,68 @@ def whatif(run_dir, latency=(0.0, 100e-6), bandwidth=None, model="delta", tolera
     return result
 
 
-def _solve(m, comm, graph, model, latency, bandwidth, tolerance, net, ref_ns, base_ns, G):
-    """The Result's numbers from the spread graph m (collective; `graph` on rank 0 only)."""
+def _given(params, loggps):
+    given = load_params(params) if params else {}
+    given.update(loggps or {})
+    return given
+
+
+def _reference(model, at):
+    """(reference point, base latency) in ns of NetParams and the delivery base (api's rule)."""
+    def ref_of(net, base):
+        return float(at or 0.0) / NS if model == "delta" else (float(at) / NS if at else net.L0_ns)
+
+    def base_of(net, base):
+        return (net.L0_ns if net.L0_given else base) if model == "delta" else 0.0
+    return ref_of, base_of
+
+
+def _on_ranks(comm, meter, run_dir, model, params, loggps, collectives, at, clock, overhead):
+    """The graph built, spread and modelled on the analysis ranks (whatif.distributed)."""
+    ref_of, base_of = _reference(model, at)
+    d = distributed.graph_on_ranks(comm, meter, run_dir, model, _given(params, loggps), collectives, clock,
+                                   overhead, ref_of)
+
+    def describe(on):
+        path = distributed.path_rows(comm, d.spread, d.rows, on)
+        view = types.SimpleNamespace(kind=path["kind"], src_rank=path["src_rank"], dst_rank=path["dst_rank"],
+                                     func=path["func"], edges=types.SimpleNamespace(m=path["m"], b=path["b"]))
+        return _critical(view, np.arange(len(path["kind"]))), int((path["kind"] == COMPUTE).sum()), [], None
+    return (d.spread, describe, d.net, ref_of(d.net, d.base_ns), base_of(d.net, d.base_ns), d.measured_ns,
+            d.overhead, (d.records, d.built, d.sent, d.received))
+
+
+def _on_rank0(comm, meter, run_dir, model, params, loggps, collectives, at, clock, overhead, pairs=None, scales=(),
+              tolerance=()):
+    """Analysis rank 0 reads, matches and builds the whole graph, then spreads its pieces (spread.py).
+    With `pairs` (a pairs.csv, `scales` its --scale-pair factors) rank 0 also finds each host
+    pair's share of the critical path and the top pairs' tolerances at `tolerance` (%)."""
+    from mpigraph.comm import parallel
+    from mpigraph.whatif.spread import Spread
+
+    with meter.stage("whatif graph"):          # trace, clock, match and the model graph: analysis rank 0
+        graph, edges, edge_piece, net, ref_ns, base_ns, records = parallel.collectively(
+            comm, _graph if comm.Get_rank() == 0 else _nothing, run_dir, model, params, loggps, collectives, at, clock,
+            overhead, pairs, scales)
+        net, ref_ns, base_ns, measured_ns = comm.bcast((net, ref_ns, base_ns, graph.measured_ns if graph else None))
+        taken = comm.bcast(graph.overhead if graph else None)
+    with meter.stage("whatif spread"):         # the pieces to their ranks
+        n_built = len(edges.src) if edges is not None else 0
+        m = Spread(comm, edges, edge_piece)
+        edges = edge_piece = None
+
+    def describe(on):
+        G = 0.0 if model == "delta" else net.G0_ns
+        return comm.bcast((_critical(graph, on), int((graph.kind[on] == COMPUTE).sum()),
+                           *_pairs_on_path(graph, on, ref_ns, tolerance, G)) if graph is not None else None)
+    sent = n_built - (m.n_edges if comm.Get_rank() == 0 else 0)
+    return (m, describe, net, ref_ns, base_ns, measured_ns, taken,
+            (records, n_built, sent, m.n_edges if comm.Get_rank() else 0))
+
+
+def _solve(m, comm, describe, model, latency, bandwidth, tolerance, net, ref_ns, base_ns, G):
+    """The Result's numbers from the spread graph m (collective; `describe(critical edges)`: the
+    critical messages' rows and the compute edges on the path, the same on every rank)."""
     lo, hi = latency
     pieces = m.envelope(lo / NS, hi / NS, fixed=G)
     ref, on_path = m.path(ref_ns, fixed=G)          # T, lambda_L, lambda_G and the critical edges
@@ -158,9 +235,7 @@ def _solve(m, comm, graph, model, latency, bandwidth, tolerance, net, ref_ns, ba
     if np.isnan(tol).any():         # beyond the latency interval: Newton steps on the graph
         tol = np.where(np.isnan(tol), m.tolerance(ref_ns, fractions, fixed=G)[0], tol)
     slope_at_tol = _slopes_at(pieces, tol, m, G)
-    critical, path_compute, (pair_rows, pair_notes) = comm.bcast(
-        (_critical(graph, on_path), int((graph.kind[on_path] == COMPUTE).sum()),
-         _pairs_on_path(graph, on_path, ref_ns, tolerance, G)) if graph is not None else None)
+    critical, path_compute, pair_rows, pair_notes = describe(on_path)
     if pair_notes is not None:      # the path's latency at each message's own latency, not one L
         rho = pair_notes["path_latency_s"] / (T0 * NS) if T0 > 0 else 0.0
     result = Result(model, 0.0, T0 * NS, ref_ns * NS, base_ns * NS, lam, rho, float(ref.other[0]),
@@ -431,4 +506,3 @@ def summary(r, net):
     lines.append(_overhead_line(r))
     lines.append("  Parameters: %s." % (net.source or "defaults"))
     return "\n".join(lines) + "\n"
-

@@ -163,9 +163,10 @@ def _member_bytes(calls, members):
 
 # ---- parameters ------------------------------------------------------------------------------
 
-def default_params(matched, model, given=None):
+def default_params(matched, model, given=None, send_overhead=None):
     """NetParams: `given` where set (a dict of o_ns, L0_ns, G0_ns, S_bytes, from --params or
-    flags), else the paper's L, G, S; o and the delta mode's delivery time from the trace."""
+    flags), else the paper's L, G, S; o and the delta mode's delivery time from the trace
+    (`send_overhead`: o as the analysis ranks found it together, whatif.distributed)."""
     given = dict(given or {})
     source = given.pop("source", "")
     L0 = given.get("L0_ns", PAPER_L_NS)
@@ -175,7 +176,7 @@ def default_params(matched, model, given=None):
     if "o_ns" in given:
         o = given["o_ns"]
     else:
-        o = _send_overhead(matched)
+        o = _send_overhead(matched) if send_overhead is None else send_overhead
         notes.append("o = %.0f ns: median time of the run's sending calls" % o)
     if "L0_ns" not in given and model == "loggps":
         notes.append("L, G, S: the paper's Netgauge values (L = 3 us, G = 0.018 ns/B, S = 256 KiB)")
@@ -199,9 +200,13 @@ def delivery_base(matched, params):
     else (no late sender) 2o + the paper's L0."""
     m = matched.messages
     late = (m["r_done_call"] >= 0) & (m["s_post_start"] > m["r_done_start"])
-    if params.L0_given or late.sum() < 1:
+    return delivery_from(m["r_done_end"][late] - m["s_post_start"][late] - m["bytes"][late] * params.G0_ns, params)
+
+
+def delivery_from(took, params):
+    """delivery_base from the late senders' t(E) - t(S_send) - bytes G0 (`took`, any order)."""
+    if params.L0_given or len(took) < 1:
         return 2 * params.o_ns + params.L0_ns
-    took = m["r_done_end"][late] - m["s_post_start"][late] - m["bytes"][late] * params.G0_ns
     return float(max(np.percentile(took, 10), 0.0))
 
 

@@ -82,26 +82,35 @@ def cmd_whatif(args):
                     collectives=args.collectives, at=parse_time(args.at) if args.at else 0.0,
                     measured=read_measured(args.measured) if args.measured else None,
                     out=args.out or args.run_dir, comm=comm, meter=meter, overhead=args.overhead, pairs=args.pairs,
-                    scale_pair=args.scale_pair or ())
-    rows = comm.gather((comm.Get_rank(), result.spread, meter.stages))
+                    scale_pair=args.scale_pair or (), build=args.build)
+    rows = comm.gather((comm.Get_rank(), result.spread, meter.stages,
+                        (result.records_read, result.edges_built, result.edges_sent, result.edges_received)))
     if comm.Get_rank() == 0:
         sys.stdout.write(result.text)
         print("  files: %s  (%.2f s on %d analysis rank%s)" % (", ".join(result.files), result.seconds,
                                                                comm.Get_size(), "s" if comm.Get_size() > 1 else ""))
         if args.verbose:
+            print("  model graph built on %s" % ("every analysis rank (its own trace ranks)" if result.build == "ranks"
+                                                 else result.build))
             print(per_rank_table(rows))
     return 0
 
 
 def per_rank_table(rows):
-    """Per analysis rank: the pieces and edges it solved, and each step's wall and CPU seconds and
-    bytes sent and received (comm.meter)."""
-    lines = ["  %4s %7s %9s  %-14s %8s %8s %12s %12s" % ("rank", "pieces", "edges", "step", "wall s", "cpu s",
-                                                        "sent B", "received B")]
-    for rank, (units, edges), stages in rows:
+    """Per analysis rank: the trace records it read, the model-graph edges it built, sent to other
+    ranks and received from them, the pieces and edges it solved; then each step's wall and CPU
+    seconds and bytes sent and received (comm.meter).  A rank-0 funnel shows in the records,
+    edges and CPU seconds even on a machine with fewer cores than ranks."""
+    lines = ["  %4s %10s %10s %10s %10s %7s %9s" % ("rank", "records", "built", "sent", "received", "pieces",
+                                                    "edges"),
+             ]
+    for rank, (units, edges), _, (records, built, sent, received) in rows:
+        lines.append("  %4d %10d %10d %10d %10d %7d %9d" % (rank, records, built, sent, received, units, edges))
+    lines.append("  %4s  %-17s %8s %8s %12s %12s" % ("rank", "step", "wall s", "cpu s", "sent B", "received B"))
+    for rank, _, stages, _ in rows:
         for st in stages:
-            lines.append("  %4d %7d %9d  %-14s %8.3f %8.3f %12d %12d" % (rank, units, edges, st.name, st.wall_s,
-                                                                          st.cpu_s, st.sent, st.received))
+            lines.append("  %4d  %-17s %8.3f %8.3f %12d %12d"
+                         % (rank, st.name, st.wall_s, st.cpu_s, st.sent, st.received))
     return "\n".join(lines)
 
 
@@ -133,6 +142,12 @@ def add_parser(subparsers):
     p.add_argument("--scale-pair", action="append", metavar="X,Y,K",
                    help="with --pairs: host pair (X, Y) K times slower (repeatable)")
     p.add_argument("--out", metavar="DIR", help="where to write the files (default RUN_DIR)")
+    p.add_argument("--build", choices=("ranks", "rank0"), default="ranks",
+                   help="where the model graph is built: on every analysis rank from the trace ranks it owns "
+                        "(ranks, default), or whole on analysis rank 0 (rank0; also where ranks does not apply: --pairs, "
+                        "--collectives dissemination, neighbourhood collectives, one-sided epochs)")
     p.add_argument("--verbose", action="store_true",
-                   help="print per analysis rank (mpiexec -n K mpigraph whatif) its pieces, edges, seconds and bytes")
+                   help="print per analysis rank (mpiexec -n K mpigraph whatif) the records it read, the edges it "
+                        "built, sent and received, the pieces and edges it solved, and each step's seconds and "
+                        "bytes")
     p.set_defaults(func=cmd_whatif)

@@ -55,21 +55,26 @@ def plan(edges: Edges, edge_piece, n_ranks):
     """Blocks of units per rank: unit u goes to rank floor(K * edges before u / all edges)."""
     n_units = len(np.atleast_1d(edges.sink))
     per_unit = np.bincount(np.asarray(edge_piece, np.int64), minlength=n_units)
-    replicate = n_units < n_ranks
-    if replicate:            # every rank all units (see the module doc)
-        first = np.r_[0, np.full(n_ranks, n_units)]
-        held = np.full(n_ranks, int(per_unit.sum()))
-    else:
-        before = np.r_[0, np.cumsum(per_unit)[:-1]]
-        owner = np.minimum(before * n_ranks // max(int(per_unit.sum()), 1), n_ranks - 1)
-        first = np.searchsorted(owner, np.arange(n_ranks + 1), "left")
-        first[-1] = n_units
-        cum = np.r_[0, np.cumsum(per_unit)]
-        held = cum[first[1:]] - cum[first[:-1]]
+    first, held, replicate = blocks_of(per_unit, n_ranks)
     start = edges.start[np.isfinite(edges.start)]
     min_coef = {p: float(c[c > 0].min()) if (c > 0).any() else 1.0 for p, c in (("L", edges.m), ("G", edges.b))}
     span = float(np.abs(edges.c).sum()) + float(np.abs(start).max(initial=0)) + 1.0
     return Plan(first, held, tight_eps(edges), span, min_coef, replicate)
+
+
+def blocks_of(per_unit, n_ranks):
+    """(K + 1 bounds of each rank's units, edges each rank holds, replicate) of units of
+    `per_unit` edges each (see plan)."""
+    n_units = len(per_unit)
+    replicate = n_units < n_ranks
+    if replicate:            # every rank all units (see the module doc)
+        return np.r_[0, np.full(n_ranks, n_units)], np.full(n_ranks, int(per_unit.sum())), True
+    before = np.r_[0, np.cumsum(per_unit)[:-1]]
+    owner = np.minimum(before * n_ranks // max(int(per_unit.sum()), 1), n_ranks - 1)
+    first = np.searchsorted(owner, np.arange(n_ranks + 1), "left")
+    first[-1] = n_units
+    cum = np.r_[0, np.cumsum(per_unit)]
+    return first, cum[first[1:]] - cum[first[:-1]], False
 
 
 def _units_of(p: Plan, rank):
@@ -138,19 +143,34 @@ class Spread:
         for part in range(3):                 # edges, vertices, sinks: three batches of their own lengths
             got, _ = shuffle.exchange(comm, [b[part] for b in blocks] if rank == 0 else [None] * size)
             mine.append(got.get(0))
-        u0, u1 = _units_of(self.plan, rank)
+        e, v, s = mine
+        local = Edges(len(v["start"]), e["src"], e["dst"], e["c"], e["m"], e["b"], v["start"], s["sink"]) \
+            if e is not None else None
+        self._hold(local, e["unit"] if e is not None else None, e["edge"] if e is not None else None)
+
+    @classmethod
+    def of_block(cls, comm, the_plan: Plan, local: Edges, unit, edge_ids):
+        """A Spread of the units this rank holds, built there (whatif.distributed): `local` its
+        units' edges renumbered from 0, `unit` their local unit, `edge_ids` their ids in the whole
+        graph; the Plan every rank's.  Collective only in the passes that follow."""
+        self = cls.__new__(cls)
+        self.comm, self.plan = comm, the_plan
+        self._hold(local, unit, edge_ids)
+        return self
+
+    def _hold(self, local, unit, edge_ids):
+        """The Model of this rank's units (None when it holds none)."""
+        u0, u1 = _units_of(self.plan, self.comm.Get_rank())
         self.n_units = int(self.plan.first_unit[-1])
         self.n_local = int(u1 - u0)
         self.model = None
         self.edge_ids = np.zeros(0, np.int64)
         if self.n_local:
-            e, v, s = mine
-            local = Edges(len(v["start"]), e["src"], e["dst"], e["c"], e["m"], e["b"], v["start"], s["sink"])
-            if self.plan.replicate and size > 1:
-                self.model = _ColumnSplit(comm, local, e["unit"], eps_abs=self.plan.eps_abs)
+            if self.plan.replicate and self.comm.Get_size() > 1:
+                self.model = _ColumnSplit(self.comm, local, unit, eps_abs=self.plan.eps_abs)
             else:
-                self.model = Model(local, e["unit"], eps_abs=self.plan.eps_abs)
-            self.edge_ids = e["edge"]
+                self.model = Model(local, unit, eps_abs=self.plan.eps_abs)
+            self.edge_ids = np.asarray(edge_ids, np.int64)
         self.eps_abs = self.plan.eps_abs
 
     @property
