@@ -63,11 +63,10 @@ def run_bench(checkout, records, nprocs, algorithm, workdir):
 
 def best(rounds, k, stage):
     """(least sum over ranks, least largest rank) of a stage over the rounds; `stage` "all": the
-    stages' sums added up per round."""
+    stages added up per round (the largest rank: each rank's stages added up)."""
     names = STAGES if stage == "all" else (stage,)
-    sums = [sum(sum(r[(k, s)]) for s in names) for r in rounds]
-    largest = [max(max(r[(k, s)]) for s in names) for r in rounds]
-    return min(sums), min(largest)
+    per_rank = [[sum(cpus) for cpus in zip(*[r[(k, s)] for s in names])] for r in rounds]
+    return min(sum(p) for p in per_rank), min(max(p) for p in per_rank)
 
 
 def table(results, nprocs):
