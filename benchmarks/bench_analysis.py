@@ -71,6 +71,7 @@ def probe(run_dir, prefault_mb):
     from mpigraph import analysis
     from mpigraph.comm import meter, parallel
     from mpigraph.trace import logs as trace
+    from mpigraph.util.left_out import left_out
 
     comm = MPI.COMM_WORLD
     info = trace.find_run(run_dir)
@@ -82,7 +83,8 @@ def probe(run_dir, prefault_mb):
         del block
     comm.Barrier()
     started = time.perf_counter()
-    analysis.analyze(run_dir, comm)
+    with left_out():      # as `mpigraph analyze` and the in-job analysis run it: without pandas
+        analysis.analyze(run_dir, comm)
     wall = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for rank, line in enumerate(comm.gather((wall, base, peak, records), root=0) or []):

@@ -83,3 +83,18 @@ def test_row_pointers_count_each_rows_entries(rows, dtype):
     indptr = arrays.row_pointers(rows, 10, dtype)
     assert indptr.dtype == dtype
     assert indptr.tolist() == [0] + np.cumsum(np.bincount(rows, minlength=10)).tolist()
+
+
+def test_isin_few_by_hand():
+    # runs of one source vertex (an instance's edges), the few keys unsorted
+    values = np.array([5, 5, 5, 2, 9, 9, 7, 5], np.int64)
+    assert arrays.isin_few(values, np.array([9, 5])).tolist() == [True] * 3 + [False, True, True, False, True]
+    assert arrays.isin_few(values, np.zeros(0, np.int64)).tolist() == [False] * 8
+    assert arrays.isin_few(np.zeros(0, np.int64), np.array([1])).tolist() == []
+
+
+@given(hnp.arrays(np.int64, st.integers(0, 200), elements=st.integers(-5, 5)), INT64S)
+def test_isin_few_is_numpys_isin(values, few):
+    got = arrays.isin_few(values, few)
+    assert got.dtype == bool
+    np.testing.assert_array_equal(got, np.isin(values, few))

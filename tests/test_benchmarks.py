@@ -65,6 +65,28 @@ def test_bench_analysis_prints_a_row_per_configuration(wheel):
         assert re.match(r"^\d+$" if cells["memory"] == "fresh" else r"^-$", cells["MB per M records"])
 
 
+def test_bench_kscale_prints_each_stages_cpu_against_one_rank_for_old_and_new(wheel):
+    """Per stage and code (this tree standing for the old checkout too): K=1's CPU, each K's sum
+    over the ranks with its largest rank, and the ratio sum / K=1 of the printed figures."""
+    out = run_benchmark(wheel, "bench_kscale.py", "--records", "2e4", "--nprocs", "1", "2", "--rounds", "1",
+                        "--old", mpi_env.REPO)
+    header, rows = markdown_table(out, "records")
+    assert header == ["records", "stage", "code", "K=1 CPU s", "K=2 sum (largest rank) s", "ratio K=2"]
+    stages = ["trace", "clock", "match", "metrics", "traffic", "path", "report", "all"]
+    assert [(row[1], row[2]) for row in rows] == [(s, c) for s in stages for c in ("old", "new")]
+    for row in rows:
+        one = float(row[3])
+        total, largest = map(float, re.match(r"^(\d+\.\d{3}) \((\d+\.\d{3})\)$", row[4]).groups())
+        assert largest <= total and re.match(r"^\d+\.\d{2}$", row[5]), row
+        if one >= 0.005:       # the ratio of the unrounded figures; the cells are rounded to 0.0005 s
+            bound = 0.005 + 0.0005 * (1 + total / one) / (one - 0.0005)
+            assert abs(float(row[5]) - total / one) <= bound, row
+    # the whole analysis is its stages added up
+    for code in ("old", "new"):
+        mine = {row[1]: row for row in rows if row[2] == code}
+        assert abs(float(mine["all"][3]) - sum(float(mine[s][3]) for s in stages[:-1])) <= 0.001 * len(stages), code
+
+
 def test_bench_intercept_prints_both_calls_with_and_without_the_helper(wheel):
     out = run_benchmark(wheel, "bench_intercept.py", "--calls", "20000", "--rounds", "1")
     assert out.startswith("machine: ")

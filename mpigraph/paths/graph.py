@@ -103,6 +103,9 @@ class Graph:
     # from the hub's owner, nor keep S out of the bypass for it (``parallel_dijkstra``,
     # ``delta_stepping``).  None: not kept (they are crossing edges like any other).
     remote_hub_edges: tuple = None
+    # The hub of each of remote_hub_edges (its index among the hubs), kept with them: the pass
+    # that picks next[] decides those edges here too (``labels.next_from_dist``).
+    remote_hub_ids: np.ndarray = None
 
     @property
     def lo(self):
@@ -226,12 +229,14 @@ def build(comm, inp, threshold_ns=0, keep_remote_hub_edges=False):
     n_local = len(time) + len(range(me, len(hub_time), n_analysis))
     indptr, src, weight = _csr(n_local, edges, ids, _slack_dtype(comm, edges))
     del edges
+    remote_hub_ids = None
     if remote_hub_edges is not None:
-        remote_hub_edges = (remote_hub_edges[0], remote_hub_edges[1].astype(weight.dtype))
+        s_local, slack, remote_hub_ids = remote_hub_edges
+        remote_hub_edges = (s_local, slack.astype(weight.dtype))
     return Graph(n_analysis, me, base, bounds, source_piece, hub_time,
                  np.concatenate((time, hub_time[me::n_analysis])),
                  np.concatenate((func, np.full(n_local - len(time), -1, FUNC_DTYPE))),
-                 indptr, src, weight, sink, sources, t0, remote_hub_edges)
+                 indptr, src, weight, sink, sources, t0, remote_hub_edges, remote_hub_ids)
 
 
 def _slack_dtype(comm, groups):
@@ -432,7 +437,7 @@ def _not_replaced_by_hubs(deps, hubs):
     They end in the members' calls, whose call edges the hubs replace too: the calls' waits
     that they give are not read.  A bulk-synchronous run has one per member call, the graph
     none of them."""
-    keep = ~(np.isin(deps.src, hubs.keys) & (deps.kind == N_TO_N))
+    keep = ~(arrays.isin_few(deps.src, hubs.keys) & (deps.kind == N_TO_N))
     if keep.all():
         return deps
     return DependencyEdges(*(getattr(deps, f.name)[keep] for f in dataclasses.fields(DependencyEdges)))
@@ -491,10 +496,10 @@ def _owned_columns(calls, mine):
 
 def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids, keep_remote):
     """(edge groups: H -> E(member), kept here, and S(member) -> H, sent to the hub's owner;
-    with `keep_remote`, Graph.remote_hub_edges: the latter's (local S, slack) where another rank
-    owns the hub, else None).  Vertex ids as `ids`, their dtype."""
+    with `keep_remote`, Graph.remote_hub_edges and remote_hub_ids: the latter's (local S, slack,
+    hub) where another rank owns the hub, else None).  Vertex ids as `ids`, their dtype."""
     n_hubs = len(hubs.time)
-    no_hub_edges = (np.zeros(0, ids), np.zeros(0, np.int64)) if keep_remote else None
+    no_hub_edges = (np.zeros(0, ids), np.zeros(0, np.int64), np.zeros(0, np.int64)) if keep_remote else None
     if not comm.allreduce(n_hubs):
         return [], no_hub_edges
     mine = np.asarray(mine, np.int64)
@@ -521,7 +526,7 @@ def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids, keep_remote)
     remote_hub_edges = None
     if keep_remote:
         remote = np.flatnonzero(owner != comm.Get_rank())
-        remote_hub_edges = (s_member[remote] - ids(lo), weight[remote])
+        remote_hub_edges = (s_member[remote] - ids(lo), weight[remote], hub[remote].astype(np.int64))
         del remote
     hub, s_member, weight = exchange.send_rows(comm, owner, [hub, s_member, weight])
     local_hub = ids(n_rank_local) + hub // ids(comm.Get_size())

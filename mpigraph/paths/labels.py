@@ -86,6 +86,7 @@ def next_from_dist(comm, g, dist, split, weights=True):
     """
     n = len(dist)
     nxt = _Next(n, dist, weights)
+    remote_hubs = split and g.n_analysis > 1 and g.remote_hub_ids is not None
     offers = []
     hub_best = np.full(g.n_hubs if split else 0, INF, np.int64)   # each hub's best offer so far
     indptr = g.indptr
@@ -115,8 +116,11 @@ def next_from_dist(comm, g, dist, split, weights=True):
             keep &= dist[src] == offer
             nxt.take(src[keep], dst[keep], weight[keep] if weights else None)
             continue
-        # Edges whose source another rank owns are decided there.
+        # Edges whose source another rank owns are decided there; the edges into hubs from other
+        # ranks' members are decided there without being sent (``_remote_hub_edges``).
         here = g.owns(src)
+        if remote_hubs:
+            keep[max(g.first_hub_edge, e0) - e0:] &= here[max(g.first_hub_edge, e0) - e0:]
         edge = np.flatnonzero(keep & ~here)
         away.append((src[edge], offer[edge], dst[edge], weight[edge]))
         edge = np.flatnonzero(keep & here)
@@ -126,8 +130,21 @@ def next_from_dist(comm, g, dist, split, weights=True):
             away = []
             src, offer, key, weight = exchange.send_rows(comm, g.owner_of(src), [src, offer, key, weight])
             nxt.offer(g.local_index(src), offer, key, weight)
+    if remote_hubs:
+        nxt.offer(*_remote_hub_edges(g))
     offers = [np.concatenate(c) for c in zip(*offers)] if offers else [np.zeros(0, np.int64)] * 3
     return nxt.next, nxt.weight, offers
+
+
+def _remote_hub_edges(g):
+    """(local S, offer, key, slack) of this rank's edges S(member) -> H into hubs another rank owns
+    (Graph.remote_hub_edges), as next_from_dist offers them.  With splits a hub is the sink of its
+    piece, dist[H] = 0: the offer is the slack, known here.  The hub's owner holds these edges
+    too, and sending them back here to be decided cost an exchange of (K-1)/K of a
+    bulk-synchronous run's calls: it leaves them out."""
+    s_local, slack = g.remote_hub_edges
+    slack = np.asarray(slack, np.int64)
+    return np.asarray(s_local, np.int64), slack, g.n_rank_vertices + g.remote_hub_ids, slack
 
 
 class _Next:

@@ -150,7 +150,7 @@ def _crossed(comm, base, deps, keys, calls):
     n = len(keys)
     if not n:
         return np.zeros(0, bool)
-    own = (deps.kind == graph_module.N_TO_N) & np.isin(deps.src, keys)
+    own = (deps.kind == graph_module.N_TO_N) & arrays.isin_few(deps.src, keys)
     a, b = np.split(piece_of(base, calls, np.concatenate((deps.src[~own], deps.dst[~own]))), 2)   # one table
     first, last = np.minimum(a, b), np.maximum(a, b)
     count = np.zeros(n + 1, np.int64)

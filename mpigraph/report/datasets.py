@@ -15,7 +15,7 @@ holds; rank 0 writes the small tables (CSV and Parquet files) and summary.txt.
 import os
 import shutil
 
-from mpigraph.comm import meter
+from mpigraph.comm import meter, parallel
 from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.paths import segments as cp
 from mpigraph.report import writer
@@ -73,30 +73,31 @@ def write_waitstates_part(out_dir, rank, size, linked):
 def scatter_path(comm, path):
     """Analysis rank a's block of the path table (rank 0's `path`, a segments table; None when
     there is no path): the a-th of K contiguous row blocks, as a pyarrow Table; None everywhere
-    when there is no path.  Blocks travel as Arrow IPC streams."""
+    when there is no path.
+
+    Rank 0 only slices the columns (numpy views, a names.Labels' codes: no copy) and sends each
+    rank its rows; every rank makes the Arrow table of its own block.  Making the whole table on
+    rank 0 and sending Arrow streams was a funnel: a pipelined program's path has a row per call,
+    and the other ranks spun in the scatter meanwhile.  They wait idly for rank 0 (its path, its
+    slices), then the scatter moves bytes only."""
     blocks = None
     if comm.rank == 0 and path is not None:
-        table = writer.arrow_table(path, cp.SEGMENT_COLUMNS)
-        n, k = table.num_rows, comm.size
-        blocks = [_ipc(table.slice(n * a // k, n * (a + 1) // k - n * a // k)) for a in range(k)]
-        meter.count(sent=sum(len(b) for b in blocks[1:]))
-    mine = comm.scatter(blocks, root=0) if comm.bcast(blocks is not None, root=0) else None
-    if mine is None:
+        n, k = len(path[cp.SEGMENT_COLUMNS[0].name]), comm.size
+        blocks = [{c.name: writer._rows(path[c.name], slice(n * a // k, n * (a + 1) // k))
+                   for c in cp.SEGMENT_COLUMNS} for a in range(k)]
+        meter.count(sent=sum(_block_bytes(b) for b in blocks[1:]))
+    parallel.barrier_idly(comm)
+    if not comm.bcast(blocks is not None, root=0):
         return None
+    mine = comm.scatter(blocks, root=0)
     if comm.rank != 0:
-        meter.count(received=len(mine))
-    import pyarrow as pa
-
-    return pa.ipc.open_stream(mine).read_all()
+        meter.count(received=_block_bytes(mine))
+    return writer.arrow_table(mine, cp.SEGMENT_COLUMNS)
 
 
-def _ipc(table):
-    import pyarrow as pa
-
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as stream:
-        stream.write_table(table)
-    return sink.getvalue().to_pybytes()
+def _block_bytes(block):
+    """The bytes of a block's columns (a Labels column: its codes; its few names not counted)."""
+    return sum(getattr(v, "codes", v).nbytes for v in block.values())
 
 
 def write_path_part(out_dir, rank, size, block):
@@ -131,6 +132,7 @@ def write_parts(comm, out_dir, info, linked, queries, path_block, calls_csv=Fals
             e.filename = e.filename or target      # pyarrow's errors name no file
             failure = str(writer.report_error(e, out_dir, info))
             break
+    parallel.barrier_idly(comm)      # the ranks done first leave the cores to those still writing
     failures = comm.allgather(failure)
     failed = [rank for rank, f in enumerate(failures) if f]
     if not failed:
@@ -138,9 +140,7 @@ def write_parts(comm, out_dir, info, linked, queries, path_block, calls_csv=Fals
     if comm.rank == 0:
         remove_all(out_dir)
         raise writer.ReportError(failures[failed[0]])
-    from mpigraph.comm.parallel import PeerFailed
-
-    raise PeerFailed(failed[0], "ReportError", failures[failed[0]])
+    raise parallel.PeerFailed(failed[0], "ReportError", failures[failed[0]])
 
 
 def remove_all(out_dir):

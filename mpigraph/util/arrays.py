@@ -73,6 +73,25 @@ def chunk_bounds(indptr, edges_per_chunk):
     return unique(np.concatenate(([0], cuts, [n])))
 
 
+def isin_few(values, few):
+    """np.isin(values, few) of a 1-d `values` where `few` are few (a value per synchronisation
+    point) and `values` many and in runs of equal neighbours (the source vertex of an edge per
+    member of an instance): one binary search of the sorted `few` per run of `values`.
+
+    np.isin takes a table of few's range when that range is small against the two sizes, else
+    sorts values and few together.  Vertex ids span the whole run, so on one analysis rank it
+    takes the table, and on each of K ranks, holding 1/K of the edges, the sort: every rank
+    spent about as long as one rank did on all the edges."""
+    few = np.sort(np.asarray(few).reshape(-1))
+    values = np.asarray(values)
+    if not len(few) or not len(values):
+        return np.zeros(len(values), bool)
+    head, lengths = runs(values)
+    at = np.searchsorted(few, values[head])
+    np.minimum(at, len(few) - 1, out=at)
+    return np.repeat(few[at] == values[head], lengths)
+
+
 def sorted_positions(sorted_values, queries, side="left"):
     """np.searchsorted with the queries in the sorted array's dtype (they must fit it): with
     int64 queries searchsorted first converts a whole int32 array, such as a graph's indptr
