@@ -652,18 +652,12 @@ def _traffic_files(traffic):
         return []
     from mpigraph.traffic import heatmap
 
-    files = []
-    for names, key, columns in (((COMM_MATRIX_CSV, COMM_MATRIX_PARQUET), "matrix", schema.COMM_MATRIX_COLUMNS),
-                                ((SIZES_CSV, SIZES_PARQUET), "sizes", schema.SIZE_COLUMNS),
-                                ((COMMUNICATORS_CSV, COMMUNICATORS_PARQUET), "communicators",
-                                 schema.COMMUNICATOR_COLUMNS),
-                                ((CALLSITE_SIZES_CSV, CALLSITE_SIZES_PARQUET), "callsite_sizes",
-                                 schema.CALLSITE_SIZE_COLUMNS)):
-        table = traffic.get(key)
-        if table is None:       # callsite_sizes: made in the report stage, once the call sites are numbered
-            continue
-        files += [_File(names[0], lambda p, t=table, c=columns: write_csv(p, t, c)),
-                  _File(names[1], lambda p, t=table, c=columns: write_parquet(p, t, c))]
+    files = _table_files(traffic, (((COMM_MATRIX_CSV, COMM_MATRIX_PARQUET), "matrix", schema.COMM_MATRIX_COLUMNS),
+                                   ((SIZES_CSV, SIZES_PARQUET), "sizes", schema.SIZE_COLUMNS),
+                                   ((COMMUNICATORS_CSV, COMMUNICATORS_PARQUET), "communicators",
+                                    schema.COMMUNICATOR_COLUMNS),
+                                   ((CALLSITE_SIZES_CSV, CALLSITE_SIZES_PARQUET), "callsite_sizes",
+                                    schema.CALLSITE_SIZE_COLUMNS)))
     text = heatmap.svg_text(traffic["matrix"], traffic["world_size"])
     return files + [_File(heatmap.SVG_NAME, lambda p: _write_text(p, text))]
 
@@ -677,14 +671,21 @@ def _phase_files(phases):
     """The per-phase tables (mpigraph.phases); none when no rank marked a phase."""
     if not phases:
         return []
+    return _table_files(phases, (((PHASES_CSV, PHASES_PARQUET), "phases", schema.PHASE_COLUMNS),
+                                 ((PHASE_FUNCTIONS_CSV, PHASE_FUNCTIONS_PARQUET), "phase_functions",
+                                  schema.PHASE_FUNCTION_COLUMNS),
+                                 ((PHASE_CALLSITES_CSV, PHASE_CALLSITES_PARQUET), "phase_callsites",
+                                  schema.PHASE_CALLSITE_COLUMNS)))
+
+
+def _table_files(tables, specs):
+    """A CSV and a Parquet file for each ((csv name, parquet name), key, columns) of `specs`
+    whose table is in `tables`.  A table still missing is left out: the call-site twins are
+    made in the report stage, once the call sites are numbered."""
     files = []
-    for names, key, columns in (((PHASES_CSV, PHASES_PARQUET), "phases", schema.PHASE_COLUMNS),
-                                ((PHASE_FUNCTIONS_CSV, PHASE_FUNCTIONS_PARQUET), "phase_functions",
-                                 schema.PHASE_FUNCTION_COLUMNS),
-                                ((PHASE_CALLSITES_CSV, PHASE_CALLSITES_PARQUET), "phase_callsites",
-                                 schema.PHASE_CALLSITE_COLUMNS)):
-        table = phases.get(key)
-        if table is None:       # phase_callsites: made in the report stage, once the call sites are numbered
+    for names, key, columns in specs:
+        table = tables.get(key)
+        if table is None:
             continue
         files += [_File(names[0], lambda p, t=table, c=columns: write_csv(p, t, c)),
                   _File(names[1], lambda p, t=table, c=columns: write_parquet(p, t, c))]
