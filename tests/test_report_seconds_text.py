@@ -44,3 +44,12 @@ def test_empty_and_a_slice_of_a_column():
     assert writer._seconds_text(np.zeros(0, np.int64)).to_pylist() == []
     ns = np.arange(-3, 4, dtype=np.int64) * 700_000_001
     assert writer._csv_text(writer.schema.Column("t", "time", ""), ns, slice(2, 6)).to_pylist() == exact(ns[2:6])
+
+
+def test_int_text_of_a_small_span_and_of_any_int64():
+    """_int_text takes a small span's texts (ranks, tags: few values, many rows) and casts the rest."""
+    few = np.array([-2, 0, 7, 7, 3] * 40, np.int64)          # span 10, 200 rows: taken
+    assert writer._int_text(few).to_pylist() == [str(v) for v in few.tolist()]
+    ends = np.array([INT64.min, INT64.max, 0, -1] * 50, np.int64)     # span past int64: cast
+    assert writer._int_text(ends).to_pylist() == [str(v) for v in ends.tolist()]
+    assert writer._int_text(np.zeros(0, np.int64)).to_pylist() == []
