@@ -26,6 +26,7 @@ import numpy as np
 
 from mpigraph.callsites import files, resolve
 from mpigraph.trace import functions as mf
+from mpigraph.util import arrays
 
 UNKNOWN = ("", "", "", 0, "")     # object, caller, file, line, stack of a site nothing is known of
 N_SHIM_IDS = 1 << 16          # the record's site field is 16 bits
@@ -166,9 +167,10 @@ class Accumulator:
                           np.int64)
         ids = np.zeros(len(rank), np.int64)
         local = np.asarray(block["callsite"], np.int64)
-        for r in np.unique(rank):       # per rank
-            mine = rank == r
-            ids[mine] = self.sites.run_ids(r, local[mine])
+        # Per run of one rank's rows (a block holds whole ranks, or pieces of one, in order): a
+        # slice each, not a pass over the block's ranks per rank.
+        for a, n in zip(*(x.tolist() for x in arrays.runs(rank))) if len(rank) else ():
+            ids[a:a + n] = self.sites.run_ids(rank[a], local[a:a + n])
         block["callsite"] = ids
         self._sum(block, (ids * self.n_functions + func) * self.n_ranks + rank)
         for twin in self.twins:
@@ -181,8 +183,7 @@ class Accumulator:
                   "wait": np.asarray(block["wait_before"], np.int64) + np.asarray(block["wait_after"], np.int64),
                   "bytes": np.asarray(block["bytes"], np.int64),
                   "path_time": np.where(np.asarray(block["on_path"], bool), duration, 0)}
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        uniq, _, inverse = arrays.unique_inverse(keys)
         self._parts.append((uniq, {n: np.bincount(inverse, v, len(uniq)).astype(np.int64) for n, v in values.items()}))
 
     def per_rank(self):

@@ -48,6 +48,11 @@ POST, START, COMPLETE, WAIT, TEST = (mf.BY_NAME[n].id for n in ("MPI_Win_post", 
                                                                  "MPI_Win_wait", "MPI_Win_test"))
 
 
+# The functions of general active target synchronisation: a rank that called none has no epoch.
+_PSCW = np.zeros(len(mf.names_array()), bool)
+_PSCW[[POST, START, COMPLETE, WAIT, TEST]] = True
+
+
 def _epochs(rank_calls, opener, closer):
     """One rank's epochs: (call record index of each opener, its call, the call of its closer,
     -1 where none, the first call of the closing): the k-th opener on a window with the k-th
@@ -106,6 +111,8 @@ class Epochs:
         n_a = n_e = 0
         for r in sorted(calls):
             c = calls[r]
+            if not _PSCW[c.func].any():      # no epoch (most ranks of most programs): no pass over its records
+                continue
             for side, opener, closer in (("a", START, COMPLETE), ("e", POST, WAIT)):
                 opens, call, closing, first = _epochs(c, opener, closer)
                 epoch, win, peer = _named(c, opens, opener)

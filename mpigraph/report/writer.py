@@ -228,28 +228,89 @@ def _csv_text(column, values, rows):
     import pyarrow.compute as pc
 
     values = _rows(values, rows)
-    if column.kind == "time":            # ns as seconds, exact to the ns: [-]s.nnnnnnnnn
-        ns = np.asarray(values, np.int64)
-        whole, part = np.divmod(np.abs(ns), 10**9)
-        # The 9 digits of the ns as the last 9 of 10**9 + part: a slice is cheaper than a pad
-        # (it copies code units, where a pad measures and rebuilds every string).
-        digits = pc.utf8_slice_codeunits(pa.array(part + 10**9).cast(pa.string()), 1)
-        text = pc.binary_join_element_wise(pa.array(whole).cast(pa.string()), digits, ".")
-        negative = pa.array(ns < 0)
-        return pc.if_else(negative, pc.binary_join_element_wise("-", text, ""), text) if ns.min(initial=0) < 0 \
-            else text
+    if column.kind == "time":
+        return _seconds_text(np.asarray(values, np.int64))
     if column.kind == "float":           # few rows (per rank or function): Python's formatting
         return pa.array(["" if np.isnan(v) else "%.6f" % v for v in values.tolist()], pa.string())
     if column.kind == "bool":
         return pc.if_else(pa.array(np.asarray(values, bool)), "true", "false")
     if column.kind == "int":
-        return pa.array(np.asarray(values, np.int64)).cast(pa.string())
-    text = _arrow_array(values, "str", pa.string()).fill_null("")
+        return _int_text(np.asarray(values, np.int64))
+    if isinstance(values, Labels):       # a few names: each quoted once, then taken by code
+        return _quoted(_arrow_array(values.names, "str", pa.string()).fill_null("")).take(pa.array(values.codes))
+    return _quoted(_arrow_array(values, "str", pa.string()).fill_null(""))
+
+
+def _quoted(text):
+    """CSV fields of a pyarrow string array, quoted as Python's csv module quotes them (QUOTE_MINIMAL)."""
+    import pyarrow.compute as pc
+
     special = pc.match_substring_regex(text, '[,"\r\n]')
     if not pc.any(special).as_py():
         return text
     quoted = pc.binary_join_element_wise('"', pc.replace_substring(text, '"', '""'), '"', "")
     return pc.if_else(special, quoted, text)
+
+
+# An int column whose values span fewer than this many integers (ranks, tags, communicators,
+# root, call sites) has its text taken from the texts of that span, each made once.
+_SPAN_TEXTS = 4096
+
+
+def _int_text(values):
+    """A pyarrow string array: the decimal text of int64 `values`.
+
+    Arrow's cast divides every value down to its digits; where the values span few integers
+    (and there are many more rows than that), taking each row's text from the span's texts
+    costs a copy of its bytes, about a third of the cast."""
+    import pyarrow as pa
+
+    lo, hi = int(values.min(initial=0)), int(values.max(initial=0))
+    if hi - lo >= min(_SPAN_TEXTS, len(values) // 8):
+        return pa.array(values).cast(pa.string())
+    return pa.array(np.arange(lo, hi + 1)).cast(pa.string()).take(pa.array(values - lo))
+
+
+# Whole seconds up to which _seconds_text makes its text from one integer cast (the integer of
+# the digits below must fit an int64: 922,337,202 s, 29 years, is the most); times past it
+# (never a run's, but any int64 is a valid column) take the general way.
+_ONE_CAST_MAX_S = 900_000_000
+
+
+def _seconds_text(ns):
+    """A pyarrow string array of ns as seconds, exact to the ns: [-]s.nnnnnnnnn.
+
+    One integer cast makes the digits: |ns| = s * 10**9 + n is written as the integer
+    ±(max(s, 1) * 10**10 + 10**9 + n) (the sign of ns), whose text ends in "1nnnnnnnnn" (the 1 keeps n's
+    leading zeros); that 1 becomes the point, and for s = 0 the leading "1" of max(s, 1) a "0".
+    Arrow's cast writes the sign.  Two byte fixes in numpy cost far less than the string kernels
+    (pad or slice, join) that make the text per field otherwise."""
+    import pyarrow as pa
+
+    whole, part = np.divmod(np.abs(ns), 10**9)
+    if whole.max(initial=0) > _ONE_CAST_MAX_S or whole.min(initial=0) < 0:     # < 0: |int64's least| overflows
+        return _seconds_text_joined(ns, whole, part)
+    number = np.maximum(whole, 1) * 10**10 + (10**9 + part)
+    text = pa.array(np.where(ns < 0, -number, number)).cast(pa.string())
+    offsets, data = text.buffers()[1:]
+    ends = np.frombuffer(offsets, np.int32)[1:len(text) + 1]
+    chars = np.frombuffer(data, np.uint8)[:ends[-1] if len(text) else 0].copy()
+    chars[ends - 10] = ord(".")
+    chars[ends[whole == 0] - 11] = ord("0")
+    return pa.StringArray.from_buffers(len(text), offsets, pa.py_buffer(chars))
+
+
+def _seconds_text_joined(ns, whole, part):
+    """_seconds_text of any int64 (no integer to overflow): the whole seconds, a point and the 9
+    digits of the ns, the 9 digits being the last 9 of 10**9 + part's text (a slice is cheaper
+    than a pad: it copies code units, where a pad measures and rebuilds every string)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    digits = pc.utf8_slice_codeunits(pa.array(part + 10**9).cast(pa.string()), 1)
+    text = pc.binary_join_element_wise(pa.array(whole).cast(pa.string()), digits, ".")
+    return pc.if_else(pa.array(ns < 0), pc.binary_join_element_wise("-", text, ""), text) if ns.min(initial=0) < 0 \
+        else text
 
 
 def arrow_table(table, columns):
