@@ -52,14 +52,28 @@ def distance_mismatches(comm, inp, options):
     expected = {split: dijkstra.solve(whole, split).dist[:whole.n_rank_vertices] if comm.rank == 0 else None
                 for split in (True, False)}
     bad = []
-    # The part with and without the copies of the edges into other ranks' hubs (the searches
-    # with splits use them where the graph has them, else offer along those edges).
+    # The part with the edges into other ranks' hubs kept on the members' side (and then not
+    # in the hub owner's rows: only the searches with splits, which never read those rows,
+    # are given it, as search.critical_path does) and without (in the hub owner's rows).
     for remote_hub_edges in (True, False):
         part = graph.build(comm, share(inp, comm.size, comm.rank), threshold_ns, remote_hub_edges)
         delta = delta_stepping.auto_delta(comm, part)
+        n_edges = comm.allreduce(part.n_edges)
+        foreign = comm.allreduce(int((~part.owns(part.src[part.first_hub_edge:])).sum()))
+        if comm.rank == 0:
+            # Every edge once, wherever it is kept; with the edges kept on the members' side, none
+            # from another rank's member in a hub's row (the copy that was sent and never read).
+            if n_edges != whole.n_edges:
+                bad.append("remote hub edges %s: %d edges over the ranks, %d in the whole graph"
+                           % (remote_hub_edges, n_edges, whole.n_edges))
+            if remote_hub_edges and foreign:
+                bad.append("%d edges into hubs from other ranks' members on the hubs' owners" % foreign)
+            if delta != delta_stepping.auto_delta(MPI.COMM_SELF, whole):
+                bad.append("remote hub edges %s: auto_delta %d, %d on the whole graph"
+                           % (remote_hub_edges, delta, delta_stepping.auto_delta(MPI.COMM_SELF, whole)))
         searches = {"parallel-dijkstra": lambda split: parallel_dijkstra.solve(comm, part, split),
                     "parallel-delta-stepping": lambda split: delta_stepping.solve(comm, part, delta, split)}
-        for split in (True, False):
+        for split in (True,) if remote_hub_edges else (True, False):
             for name, solve in searches.items():
                 dist = comm.gather(solve(split).dist[:part.hi - part.lo], root=0)
                 if comm.rank == 0:
