@@ -85,6 +85,40 @@ def distance_mismatches(comm, inp, options):
     return bad
 
 
+def sync_point_mismatches(comm, inp, options):
+    """Where the synchronisation points found on the job's ranks, each holding its own trace
+    ranks' columns of the member-call table, differ from those found on one rank (keys, times,
+    the columns side by side), or where splits.pieces of every rank vertex, each rank asking
+    about all of them (most owned elsewhere), differs from piece_of on the whole table; [] on
+    the other ranks."""
+    from mpigraph.paths import graph, splits
+
+    threshold_ns = int(round(options.get("threshold_s", 0) * 1e9))
+    found = []
+    find = splits.find_sync_points
+    splits.find_sync_points = lambda *args: found.append(find(*args)) or found[-1]
+    try:
+        whole = graph.build(MPI.COMM_SELF, inp, threshold_ns) if comm.rank == 0 else None
+        part = graph.build(comm, share(inp, comm.size, comm.rank), threshold_ns)
+    finally:
+        splits.find_sync_points = find
+    mine = found[-1]
+    every = np.arange(part.n_rank_vertices, dtype=np.int64)
+    got = splits.pieces(comm, inp.n_trace_ranks, part.base, mine, every)
+    columns = comm.gather((mine.first, mine.calls), root=0)
+    if comm.rank != 0:
+        return []
+    reference, bad = found[0], []
+    table = np.concatenate([c for _, c in sorted(columns, key=lambda fc: fc[0])], axis=1)
+    if mine.keys.tolist() != reference.keys.tolist() or mine.time.tolist() != reference.time.tolist():
+        bad.append("sync points: keys %s, %s on one rank" % (mine.keys.tolist(), reference.keys.tolist()))
+    elif table.tolist() != reference.calls.tolist():
+        bad.append("sync points: the member calls differ from one rank's")
+    if got.tolist() != splits.piece_of(whole.base, reference.calls, every).tolist():
+        bad.append("splits.pieces differs from piece_of on the whole table")
+    return bad
+
+
 def _counter(owner, name):
     """A count of the calls of owner.name from now on (a one-item list)."""
     count = [0]
@@ -124,7 +158,8 @@ def main():
         if comm.rank == 0:
             expected = rows(reference)
             bad = [setting for setting in SETTINGS if rows(results[setting]) != expected]
-        bad = comm.bcast(bad if comm.rank == 0 else None, root=0) + distance_mismatches(comm, inp, options)
+        bad = (comm.bcast(bad if comm.rank == 0 else None, root=0) + distance_mismatches(comm, inp, options)
+               + sync_point_mismatches(comm, inp, options))
         if comm.rank == 0:
             failures += len(bad)
             print("%-18s %d segments, slack %s: %s" % (name, len(expected), sorted(set(slacks.values())),

@@ -223,10 +223,9 @@ def build(comm, inp, threshold_ns=0, keep_remote_hub_edges=False):
     edges += hub_edges
     del deps          # not held through _csr, the build's peak
     sink, sources, t0 = _ends(comm, mine, blocks, base, time, lo)
-    # The member-call table (points x trace ranks, on every analysis rank: as large as the
-    # calls of a bulk-synchronous run) is let go of here: what the path needs of it is the
-    # sources' pieces.
-    source_piece, hub_time = splits.piece_of(base, hubs.calls, sources), hubs.time
+    # The member-call table (points x owned trace ranks: as large as this rank's calls in a
+    # bulk-synchronous run) is let go of here: what the path needs of it is the sources' pieces.
+    source_piece, hub_time = splits.pieces(comm, inp.n_trace_ranks, base, hubs, sources), hubs.time
     del hubs
     n_local = len(time) + len(range(me, len(hub_time), n_analysis))
     indptr, src, weight = _csr(n_local, edges, ids, _slack_dtype(comm, edges))
@@ -456,7 +455,7 @@ def _local_edges(mine, base, lo, time, deps, hubs, ids):
         first, last = (base[r] - lo) // 2, (base[r + 1] - lo) // 2
         if last > first:
             rank_ends[last - 1] = True
-    is_member = _members(base, lo, hubs.calls, mine, n // 2)
+    is_member = _members(base, lo, hubs.calls, mine, n // 2)        # hubs.calls: the owned ranks' columns
 
     t_start_dst = time[deps.dst - 1 - lo]
     slack = np.maximum(0, t_start_dst - deps.t_src)
@@ -478,22 +477,16 @@ def _local_edges(mine, base, lo, time, deps, hubs, ids):
 MEMBER_ROWS = 64
 
 
-def _members(base, lo, calls, mine, n_calls):
-    """Mask of this rank's n_calls local calls that are members of a point (calls: the member-call
-    table).  The table is read a block of rows at a time, each row's owned ranks side by side:
-    not a strided column per rank (a strided read touches a cache line per element), and the
-    temporaries are a block's."""
+def _members(base, lo, owned, mine, n_calls):
+    """Mask of this rank's n_calls local calls that are members of a point (owned: the member-call
+    table of the owned trace ranks `mine`).  The table is read a block of rows at a time, each
+    row's owned ranks side by side: not a strided column per rank (a strided read touches a
+    cache line per element), and the temporaries are a block's."""
     is_member = np.zeros(n_calls, bool)
-    owned = _owned_columns(calls, mine)
     first = ((base[mine] - lo) // 2).astype(index_dtype(n_calls))   # each owned rank's first call
     for a in range(0, len(owned), MEMBER_ROWS):
         is_member[owned[a:a + MEMBER_ROWS] + first] = True
     return is_member
-
-
-def _owned_columns(calls, mine):
-    """The member-call table's columns of the owned trace ranks `mine` (a range of them): a view."""
-    return calls[:, mine[0]:mine[-1] + 1] if len(mine) else calls[:, :0]
 
 
 def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids, keep_remote):
@@ -508,7 +501,7 @@ def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids, keep_remote)
     mine = np.asarray(mine, np.int64)
     # S of each owned rank's member call, (hubs, owned ranks): whole arrays, no loop over ranks,
     # made in place (a bulk-synchronous run has a member per call).
-    s_member = _owned_columns(hubs.calls, mine).astype(ids)
+    s_member = hubs.calls.astype(ids)        # the owned trace ranks' columns
     s_member *= ids(2)
     s_member += base[mine].astype(ids)
     hub_ids = np.arange(n_hubs, dtype=ids)
