@@ -606,7 +606,8 @@ def instance_waits(comm, groups, wait, time, instances, codec=None):
 
     `wait`, `time`: per member of `groups` (a LocalGroups; waits.waits_and_member_totals of the member
     results, in the same order).  Each analysis rank sums its members of an instance to one
-    row and sends it to the instance's owner, like the partials.  Returns the instances with
+    row and sends it to the instance's owner, like the partials (with PER_INSTANCE: `codec`, the
+    callers' codec for rows per record, is not used).  Returns the instances with
     seed_wait_total (combine_partials' barrier-like wait_total), wait_total and time_total."""
     n = len(groups.group)
     sums = {"comm": groups.instance["comm"].astype(np.int64), "seq": groups.instance["seq"].astype(np.int64)}
