@@ -496,7 +496,7 @@ def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids, keep_remote)
     as `ids`, their dtype."""
     n_hubs = len(hubs.time)
     no_hub_edges = (np.zeros(0, ids), np.zeros(0, np.int64), np.zeros(0, np.int64)) if keep_remote else None
-    if not comm.allreduce(n_hubs):
+    if not n_hubs:            # the same on every rank (find_sync_points): no allreduce to learn it
         return [], no_hub_edges
     mine = np.asarray(mine, np.int64)
     # S of each owned rank's member call, (hubs, owned ranks): whole arrays, no loop over ranks,
