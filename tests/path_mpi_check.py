@@ -52,14 +52,28 @@ def distance_mismatches(comm, inp, options):
     expected = {split: dijkstra.solve(whole, split).dist[:whole.n_rank_vertices] if comm.rank == 0 else None
                 for split in (True, False)}
     bad = []
-    # The part with and without the copies of the edges into other ranks' hubs (the searches
-    # with splits use them where the graph has them, else offer along those edges).
+    # The part with the edges into other ranks' hubs kept on the members' side (and then not
+    # in the hub owner's rows: only the searches with splits, which never read those rows,
+    # are given it, as search.critical_path does) and without (in the hub owner's rows).
     for remote_hub_edges in (True, False):
         part = graph.build(comm, share(inp, comm.size, comm.rank), threshold_ns, remote_hub_edges)
         delta = delta_stepping.auto_delta(comm, part)
+        n_edges = comm.allreduce(part.n_edges)
+        foreign = comm.allreduce(int((~part.owns(part.src[part.first_hub_edge:])).sum()))
+        if comm.rank == 0:
+            # Every edge once, wherever it is kept; with the edges kept on the members' side, none
+            # from another rank's member in a hub's row (the copy that was sent and never read).
+            if n_edges != whole.n_edges:
+                bad.append("remote hub edges %s: %d edges over the ranks, %d in the whole graph"
+                           % (remote_hub_edges, n_edges, whole.n_edges))
+            if remote_hub_edges and foreign:
+                bad.append("%d edges into hubs from other ranks' members on the hubs' owners" % foreign)
+            if delta != delta_stepping.auto_delta(MPI.COMM_SELF, whole):
+                bad.append("remote hub edges %s: auto_delta %d, %d on the whole graph"
+                           % (remote_hub_edges, delta, delta_stepping.auto_delta(MPI.COMM_SELF, whole)))
         searches = {"parallel-dijkstra": lambda split: parallel_dijkstra.solve(comm, part, split),
                     "parallel-delta-stepping": lambda split: delta_stepping.solve(comm, part, delta, split)}
-        for split in (True, False):
+        for split in (True,) if remote_hub_edges else (True, False):
             for name, solve in searches.items():
                 dist = comm.gather(solve(split).dist[:part.hi - part.lo], root=0)
                 if comm.rank == 0:
@@ -68,6 +82,40 @@ def distance_mismatches(comm, inp, options):
                         bad.append("%s distances, splits %s, remote hub edges %s: %d of %d differ"
                                    % (name, split, remote_hub_edges, int((got != expected[split]).sum()),
                                       len(got)))
+    return bad
+
+
+def sync_point_mismatches(comm, inp, options):
+    """Where the synchronisation points found on the job's ranks, each holding its own trace
+    ranks' columns of the member-call table, differ from those found on one rank (keys, times,
+    the columns side by side), or where splits.pieces of every rank vertex, each rank asking
+    about all of them (most owned elsewhere), differs from piece_of on the whole table; [] on
+    the other ranks."""
+    from mpigraph.paths import graph, splits
+
+    threshold_ns = int(round(options.get("threshold_s", 0) * 1e9))
+    found = []
+    find = splits.find_sync_points
+    splits.find_sync_points = lambda *args: found.append(find(*args)) or found[-1]
+    try:
+        whole = graph.build(MPI.COMM_SELF, inp, threshold_ns) if comm.rank == 0 else None
+        part = graph.build(comm, share(inp, comm.size, comm.rank), threshold_ns)
+    finally:
+        splits.find_sync_points = find
+    mine = found[-1]
+    every = np.arange(part.n_rank_vertices, dtype=np.int64)
+    got = splits.pieces(comm, inp.n_trace_ranks, part.base, mine, every)
+    columns = comm.gather((mine.first, mine.calls), root=0)
+    if comm.rank != 0:
+        return []
+    reference, bad = found[0], []
+    table = np.concatenate([c for _, c in sorted(columns, key=lambda fc: fc[0])], axis=1)
+    if mine.keys.tolist() != reference.keys.tolist() or mine.time.tolist() != reference.time.tolist():
+        bad.append("sync points: keys %s, %s on one rank" % (mine.keys.tolist(), reference.keys.tolist()))
+    elif table.tolist() != reference.calls.tolist():
+        bad.append("sync points: the member calls differ from one rank's")
+    if got.tolist() != splits.piece_of(whole.base, reference.calls, every).tolist():
+        bad.append("splits.pieces differs from piece_of on the whole table")
     return bad
 
 
@@ -110,7 +158,8 @@ def main():
         if comm.rank == 0:
             expected = rows(reference)
             bad = [setting for setting in SETTINGS if rows(results[setting]) != expected]
-        bad = comm.bcast(bad if comm.rank == 0 else None, root=0) + distance_mismatches(comm, inp, options)
+        bad = (comm.bcast(bad if comm.rank == 0 else None, root=0) + distance_mismatches(comm, inp, options)
+               + sync_point_mismatches(comm, inp, options))
         if comm.rank == 0:
             failures += len(bad)
             print("%-18s %d segments, slack %s: %s" % (name, len(expected), sorted(set(slacks.values())),

@@ -12,12 +12,17 @@ without moving the members: each analysis rank reduces its members of an
 instance to one partial row, the partials meet on an analysis rank chosen by a
 hash of (comm, seq), and the combined answer travels back to the analysis ranks
 that sent them.
+
+Those rows are a few per instance and analysis rank, however many records the rank owns:
+they travel unencoded (``PER_INSTANCE``), not through the codec's sampled choice of
+encodings and zstandard, which is worth its CPU only for rows as many as the records.
 """
 
 import dataclasses
 
 import numpy as np
 
+from mpigraph.comm.codec import Codec
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
 from mpigraph.match.core import (COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_NEIGHBOR, COLLECTIVE_ONE_TO_N,
@@ -564,6 +569,14 @@ def _member_results(m, group, start_idx, reply):
                 release_start=rel_start)
 
 
+# The codec of the per-instance rows (partials, replies, waits' sums): every analysis rank
+# with members of an instance sends a row for it, so each rank sends about as many rows at
+# every K while its records shrink as 1/K.  Encoded with the sampled choice and zstandard
+# they cost each rank about 1 us a row (bulk-synchronous, 1e6 records, 4 analysis ranks:
+# 0.06 s of a rank's 0.13 s of match), for a few MB that any interconnect moves faster.
+PER_INSTANCE = Codec(level=None)
+
+
 def match_collectives(comm, groups, codec=None):
     """Group the owned ranks' members (a LocalGroups of their rows) by instance across analysis
     ranks.
@@ -572,11 +585,13 @@ def match_collectives(comm, groups, codec=None):
     MEMBER_RESULTS) for the members whose rank this analysis rank owns, sorted by
     instance (comm, seq), rank and comm rank).  Only one partial row per instance and
     analysis rank travels (see above); the answer equals group_instances' on all rows.
+    `codec` is for the scan members' rows (one per member); the partials and replies travel
+    with PER_INSTANCE.
     """
     parts = _partials(groups, comm.Get_rank())
-    here = route(comm, parts, instance_owner(parts["comm"], parts["seq"], comm.Get_size()), codec)
+    here = route(comm, parts, instance_owner(parts["comm"], parts["seq"], comm.Get_size()), PER_INSTANCE)
     instances, reply = combine_partials(here)
-    back = route(comm, reply, reply["src"], codec)
+    back = route(comm, reply, reply["src"], PER_INSTANCE)
     results = _member_results(groups.members, groups.group, groups.start_idx, back)
     rows = groups.scan_rows(comm.Get_rank())
     if comm.allreduce(len(rows["row"])):        # the scan members to their owners and back
@@ -591,13 +606,14 @@ def instance_waits(comm, groups, wait, time, instances, codec=None):
 
     `wait`, `time`: per member of `groups` (a LocalGroups; waits.waits_and_member_totals of the member
     results, in the same order).  Each analysis rank sums its members of an instance to one
-    row and sends it to the instance's owner, like the partials.  Returns the instances with
+    row and sends it to the instance's owner, like the partials (with PER_INSTANCE: `codec`, the
+    callers' codec for rows per record, is not used).  Returns the instances with
     seed_wait_total (combine_partials' barrier-like wait_total), wait_total and time_total."""
     n = len(groups.group)
     sums = {"comm": groups.instance["comm"].astype(np.int64), "seq": groups.instance["seq"].astype(np.int64)}
     for name, values in (("wait", wait), ("time", time)):
         sums[name] = np.add.reduceat(np.asarray(values, np.int64), groups.start_idx) if n else np.zeros(0, np.int64)
-    here = route(comm, sums, instance_owner(sums["comm"], sums["seq"], comm.Get_size()), codec)
+    here = route(comm, sums, instance_owner(sums["comm"], sums["seq"], comm.Get_size()), PER_INSTANCE)
     n_inst = len(instances["comm"])
     key = group_key([np.concatenate([instances["comm"], here["comm"]]),
                      np.concatenate([instances["seq"], here["seq"]])])

@@ -49,9 +49,13 @@ def auto_delta(comm, g):
     non-zero slacks keeps both the number of buckets and the re-relaxations
     within a bucket moderate.
     """
-    positive = g.weight[g.weight > 0]
-    total = comm.allreduce(float(positive.sum()))
-    count = comm.allreduce(len(positive))
+    weights = [g.weight]
+    if g.remote_hub_edges is not None:     # edges into other ranks' hubs: kept only here
+        weights.append(np.asarray(g.remote_hub_edges[1]))
+    positive = [w[w > 0] for w in weights]
+    # Python ints: the sum is exact, the same however the edges are spread over the ranks.
+    total = comm.allreduce(sum(int(p.sum()) for p in positive))
+    count = comm.allreduce(sum(len(p) for p in positive))
     return max(1, int(round(total / count))) if count else 1
 
 

@@ -97,11 +97,11 @@ class Graph:
     sources: np.ndarray          # a start vertex per trace rank with calls
     t0: int                      # the earliest start: the path's time origin
     # The edges S(member) -> H into the hubs that other analysis ranks own, from this rank's
-    # member calls: (local index of S, slack), kept here too (their place in the graph is in the
-    # hub owner's rows) when build was asked to.  With splits a hub is a sink, so S's distance
-    # through such an edge is its slack, known here: the distributed searches need not send it
-    # from the hub's owner, nor keep S out of the bypass for it (``parallel_dijkstra``,
-    # ``delta_stepping``).  None: not kept (they are crossing edges like any other).
+    # member calls: (local index of S, slack), kept only here (not in the hub owner's rows)
+    # when build was asked to.  With splits a hub is a sink, so S's distance through such an
+    # edge is its slack, known here: the distributed searches need not send it from the hub's
+    # owner, nor keep S out of the bypass for it (``parallel_dijkstra``, ``delta_stepping``).
+    # None: not kept (they are in the hub owner's rows, crossing edges like any other).
     remote_hub_edges: tuple = None
     # The hub of each of remote_hub_edges (its index among the hubs), kept with them: the pass
     # that picks next[] decides those edges here too (``labels.next_from_dist``).
@@ -129,7 +129,9 @@ class Graph:
 
     @property
     def n_edges(self):
-        return len(self.src)
+        """This rank's edges: its CSR's and the edges into other ranks' hubs kept only here
+        (remote_hub_edges), so that the sum over ranks is the graph's for every K."""
+        return len(self.src) + (len(self.remote_hub_edges[0]) if self.remote_hub_edges is not None else 0)
 
     @property
     def first_hub_edge(self):
@@ -221,10 +223,9 @@ def build(comm, inp, threshold_ns=0, keep_remote_hub_edges=False):
     edges += hub_edges
     del deps          # not held through _csr, the build's peak
     sink, sources, t0 = _ends(comm, mine, blocks, base, time, lo)
-    # The member-call table (points x trace ranks, on every analysis rank: as large as the
-    # calls of a bulk-synchronous run) is let go of here: what the path needs of it is the
-    # sources' pieces.
-    source_piece, hub_time = splits.piece_of(base, hubs.calls, sources), hubs.time
+    # The member-call table (points x owned trace ranks: as large as this rank's calls in a
+    # bulk-synchronous run) is let go of here: what the path needs of it is the sources' pieces.
+    source_piece, hub_time = splits.pieces(comm, inp.n_trace_ranks, base, hubs, sources), hubs.time
     del hubs
     n_local = len(time) + len(range(me, len(hub_time), n_analysis))
     indptr, src, weight = _csr(n_local, edges, ids, _slack_dtype(comm, edges))
@@ -454,7 +455,7 @@ def _local_edges(mine, base, lo, time, deps, hubs, ids):
         first, last = (base[r] - lo) // 2, (base[r + 1] - lo) // 2
         if last > first:
             rank_ends[last - 1] = True
-    is_member = _members(base, lo, hubs.calls, mine, n // 2)
+    is_member = _members(base, lo, hubs.calls, mine, n // 2)        # hubs.calls: the owned ranks' columns
 
     t_start_dst = time[deps.dst - 1 - lo]
     slack = np.maximum(0, t_start_dst - deps.t_src)
@@ -476,36 +477,31 @@ def _local_edges(mine, base, lo, time, deps, hubs, ids):
 MEMBER_ROWS = 64
 
 
-def _members(base, lo, calls, mine, n_calls):
-    """Mask of this rank's n_calls local calls that are members of a point (calls: the member-call
-    table).  The table is read a block of rows at a time, each row's owned ranks side by side:
-    not a strided column per rank (a strided read touches a cache line per element), and the
-    temporaries are a block's."""
+def _members(base, lo, owned, mine, n_calls):
+    """Mask of this rank's n_calls local calls that are members of a point (owned: the member-call
+    table of the owned trace ranks `mine`).  The table is read a block of rows at a time, each
+    row's owned ranks side by side: not a strided column per rank (a strided read touches a
+    cache line per element), and the temporaries are a block's."""
     is_member = np.zeros(n_calls, bool)
-    owned = _owned_columns(calls, mine)
     first = ((base[mine] - lo) // 2).astype(index_dtype(n_calls))   # each owned rank's first call
     for a in range(0, len(owned), MEMBER_ROWS):
         is_member[owned[a:a + MEMBER_ROWS] + first] = True
     return is_member
 
 
-def _owned_columns(calls, mine):
-    """The member-call table's columns of the owned trace ranks `mine` (a range of them): a view."""
-    return calls[:, mine[0]:mine[-1] + 1] if len(mine) else calls[:, :0]
-
-
 def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids, keep_remote):
     """(edge groups: H -> E(member), kept here, and S(member) -> H, sent to the hub's owner;
     with `keep_remote`, Graph.remote_hub_edges and remote_hub_ids: the latter's (local S, slack,
-    hub) where another rank owns the hub, else None).  Vertex ids as `ids`, their dtype."""
+    hub) where another rank owns the hub, kept here instead of sent, else None).  Vertex ids
+    as `ids`, their dtype."""
     n_hubs = len(hubs.time)
     no_hub_edges = (np.zeros(0, ids), np.zeros(0, np.int64), np.zeros(0, np.int64)) if keep_remote else None
-    if not comm.allreduce(n_hubs):
+    if not n_hubs:            # the same on every rank (find_sync_points): no allreduce to learn it
         return [], no_hub_edges
     mine = np.asarray(mine, np.int64)
     # S of each owned rank's member call, (hubs, owned ranks): whole arrays, no loop over ranks,
     # made in place (a bulk-synchronous run has a member per call).
-    s_member = _owned_columns(hubs.calls, mine).astype(ids)
+    s_member = hubs.calls.astype(ids)        # the owned trace ranks' columns
     s_member *= ids(2)
     s_member += base[mine].astype(ids)
     hub_ids = np.arange(n_hubs, dtype=ids)
@@ -525,10 +521,20 @@ def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids, keep_remote)
     owner = hub % ids(comm.Get_size())
     remote_hub_edges = None
     if keep_remote:
-        remote = np.flatnonzero(owner != comm.Get_rank())
-        remote_hub_edges = (s_member[remote] - ids(lo), weight[remote], hub[remote].astype(np.int64))
-        del remote
-    hub, s_member, weight = exchange.send_rows(comm, owner, [hub, s_member, weight])
+        # The distributed searches with splits read an edge into another rank's hub only here,
+        # as Graph.remote_hub_edges (the hub is a sink: the edge's slack is S's distance), and
+        # next[] decides it here too: the hub's owner would never read a copy, so none is sent
+        # (the exchange carried (K-1)/K of a bulk-synchronous run's calls).  The joined searches
+        # of dijkstra and delta-stepping, and the searches without splits, keep_remote False,
+        # read the hubs' rows whole on their owners.
+        remote = owner != comm.Get_rank()
+        at = np.flatnonzero(remote)
+        remote_hub_edges = (s_member[at] - ids(lo), weight[at], hub[at].astype(np.int64))
+        at = np.flatnonzero(~remote)
+        hub, s_member, weight = hub[at], s_member[at], weight[at]
+        del remote, at
+    else:
+        hub, s_member, weight = exchange.send_rows(comm, owner, [hub, s_member, weight])
     local_hub = ids(n_rank_local) + hub // ids(comm.Get_size())
     return [outs, (local_hub, s_member, weight)], remote_hub_edges
 

@@ -14,6 +14,10 @@ graph itself:
 - no other dependency edge crosses it (an outstanding Isend/Irecv completed
   on the far side is such an edge), so every path crosses at the hub.
 
+Each analysis rank holds the member calls of its own trace ranks only
+(SyncPoints.calls); the pieces of other ranks' vertices are asked of their
+owners (``pieces``).
+
 Each point becomes a hub vertex (``mpigraph.paths.graph``) whether splits are on or
 off, so the graph, and the path, are the same either way.
 """
@@ -25,37 +29,46 @@ import numpy as np
 from mpi4py import MPI
 
 from mpigraph.util import arrays
+from mpigraph.comm import owner_exchange as exchange
+from mpigraph.comm.parallel import Ownership
 from mpigraph.paths import model as graph_module
 
 
 @dataclasses.dataclass
 class SyncPoints:
     keys: np.ndarray      # the N-to-N source vertex (last arriver's start) of each point
-    calls: np.ndarray     # (points, trace ranks): each member's call, as call_dtype(base)
+    # (points, owned trace ranks): each member's call on the trace ranks this analysis rank
+    # owns, first, first + 1, ..., as call_dtype(base).  Only those: a column per trace rank on
+    # every analysis rank would be a cell per collective call of the whole run on every rank.
+    calls: np.ndarray
     time: np.ndarray      # last arrival
+    first: int = 0        # the trace rank of calls' column 0
 
 
-def none(n_trace_ranks):
-    return SyncPoints(np.zeros(0, np.int64), np.zeros((0, n_trace_ranks), np.int32), np.zeros(0, np.int64))
+def none(n_owned, first=0):
+    return SyncPoints(np.zeros(0, np.int64), np.zeros((0, n_owned), np.int32), np.zeros(0, np.int64), first)
 
 
 def call_dtype(base):
     """The dtype of the member-call table: int32 where every rank's call index fits.  The table
-    is a point per global collective by every trace rank, on every analysis rank (a call per
-    record of a bulk-synchronous run: half the bytes of int64 on every analysis rank)."""
+    is a point per global collective by each owned trace rank (a call per record of a
+    bulk-synchronous run: half the bytes of int64)."""
     return graph_module.index_dtype(int(np.diff(base).max(initial=0)) // 2)
 
 
 def find_sync_points(comm, n_trace_ranks, base, lo, time, deps):
-    """The global synchronisation points, in order (the same on every analysis rank)."""
+    """The global synchronisation points, in order (keys and times the same on every analysis
+    rank; each holds its own trace ranks' member calls)."""
+    mine = Ownership(n_trace_ranks, comm.Get_size()).ranks_of(comm.Get_rank())
     keys = _candidate_keys(comm, deps)
     if not len(keys):
-        return none(n_trace_ranks)
-    calls, t_last, whole = _instances(comm, n_trace_ranks, base, lo, time, deps, keys)
+        return none(len(mine), mine.start)
+    calls, t_last, whole = _instances(comm, mine, base, lo, time, deps, keys)
     keys, calls, t_last = keys[whole], calls[whole], t_last[whole]
-    keys, calls, t_last = _in_rank_order(keys, calls, t_last)
-    uncrossed = ~_crossed(comm, base, deps, keys, calls)
-    return SyncPoints(keys[uncrossed], calls[uncrossed], t_last[uncrossed])
+    keys, calls, t_last = _in_rank_order(comm, keys, calls, t_last)
+    points = SyncPoints(keys, calls, t_last, mine.start)
+    uncrossed = ~_crossed(comm, n_trace_ranks, base, deps, points)
+    return SyncPoints(keys[uncrossed], calls[uncrossed], t_last[uncrossed], mine.start)
 
 
 def _candidate_keys(comm, deps):
@@ -73,12 +86,15 @@ def _candidate_keys(comm, deps):
 CHUNK_EDGES = 1 << 20
 
 
-def _instances(comm, n_trace_ranks, base, lo, time, deps, keys):
-    """(member call per rank, last arrival, instance is whole) of each candidate key."""
+def _instances(comm, mine, base, lo, time, deps, keys):
+    """(member call per owned trace rank `mine`, last arrival, instance is whole) of each
+    candidate key.  Each analysis rank fills its own trace ranks' columns (the N-to-N edges into
+    them are its own) and reduces only a value per instance over the ranks: the table itself
+    is never summed over ranks."""
     n = len(keys)
     first_end = np.full(n, graph_module.INF, np.int64)
     t_last = np.full(n, -graph_module.INF, np.int64)
-    calls = np.full((n, n_trace_ranks), -1, call_dtype(base))
+    calls = np.full((n, len(mine)), -1, call_dtype(base))
     edge = arrays.block_or_positions(deps.kind == graph_module.N_TO_N)     # every edge of a bulk-synchronous
     if arrays.count(edge):                                                  # run: one block, views of it
         # An instance's edges come in runs of one source, its members' edges in a row (runs of
@@ -99,26 +115,35 @@ def _instances(comm, n_trace_ranks, base, lo, time, deps, keys):
             run_end[a:b] = np.minimum.reduceat(time[deps.dst[e] - lo], at)
             run_last[a:b] = np.maximum.reduceat(deps.t_src[e], at)
             member = np.repeat(found[a:b], lengths[a:b])          # the edges of a candidate
-            calls[np.repeat(index[a:b], lengths[a:b])[member], deps.dst_rank[e][member]] = deps.dst_call[e][member]
+            calls[np.repeat(index[a:b], lengths[a:b])[member],
+                  deps.dst_rank[e][member] - mine.start] = deps.dst_call[e][member]
         np.minimum.at(first_end, index[found], run_end[found])
         np.maximum.at(t_last, index[found], run_last[found])
-    for array, op in ((first_end, MPI.MIN), (t_last, MPI.MAX), (calls, MPI.MAX)):
-        comm.Allreduce(MPI.IN_PLACE, array, op=op)
 
     src_rank = np.searchsorted(base, keys, "right") - 1
     own_call = (keys - base[src_rank]) // 2
-    # Every trace rank a member: each has a call (dst ranks are owned by one analysis rank each).
-    whole = ((first_end >= t_last) & (calls >= 0).all(axis=1)
-             & (calls[np.arange(n), src_rank] == own_call))
-    return calls, t_last, whole
+    # Every owned trace rank a member (each has a call), the last arriver's own call among them
+    # where this rank owns it; reduced over the analysis ranks, every trace rank (dst ranks are
+    # owned by one analysis rank each).
+    ok = (calls >= 0).all(axis=1)
+    at = np.flatnonzero((src_rank >= mine.start) & (src_rank < mine.stop))
+    ok[at] &= calls[at, src_rank[at] - mine.start] == own_call[at]
+    ok = ok.astype(np.uint8)
+    for array, op in ((first_end, MPI.MIN), (t_last, MPI.MAX), (ok, MPI.MIN)):
+        comm.Allreduce(MPI.IN_PLACE, array, op=op)
+    return calls, t_last, (first_end >= t_last) & ok.astype(bool)
 
 
-def _in_rank_order(keys, calls, t_last):
-    """Sorted by trace rank 0's call; points out of order on some rank dropped."""
-    order = np.argsort(calls[:, 0], kind="stable")
+def _in_rank_order(comm, keys, calls, t_last):
+    """Sorted by trace rank 0's call; points out of order on some rank dropped, one at a time
+    (dropping one can put the next in order).  Collective: each analysis rank checks its own
+    trace ranks' columns; analysis rank 0 owns trace rank 0."""
+    order = np.argsort(calls[:, 0], kind="stable") if comm.Get_rank() == 0 else None
+    order = comm.bcast(order, root=0)
     keys, calls, t_last = keys[order], calls[order], t_last[order]
     while len(keys) > 1:
-        bad = np.concatenate(([False], (calls[1:] <= calls[:-1]).any(axis=1)))
+        bad = np.concatenate(([False], (calls[1:] <= calls[:-1]).any(axis=1))).astype(np.uint8)
+        comm.Allreduce(MPI.IN_PLACE, bad, op=MPI.MAX)
         if not bad.any():
             break
         drop = np.flatnonzero(bad)[0]
@@ -127,11 +152,14 @@ def _in_rank_order(keys, calls, t_last):
     return keys, calls, t_last
 
 
-def piece_of(base, calls, vertices):
-    """Piece of each rank vertex: how many points it comes after (S of a member: before; E: after)."""
+def piece_of(base, calls, vertices, first=0):
+    """Piece of each rank vertex: how many points it comes after (S of a member: before; E: after).
+    calls: the member-call table's columns of trace ranks first, first + 1, ..., which own
+    every vertex asked about."""
     n_points, n_ranks = calls.shape
     rank = np.searchsorted(base, vertices, "right") - 1
     position = vertices - base[rank]                       # 2 * call + side
+    rank -= first                                          # the rank's column
     if len(vertices) <= n_ranks:     # a few vertices (the path's start, the ranks' starts): their ranks only,
         # each a search of its rank's column (2c + 1 <= p where c <= (p - 1) // 2), with no table of
         # every rank's points (as many as the run's calls, for the few vertices asked about)
@@ -145,13 +173,35 @@ def piece_of(base, calls, vertices):
     return np.searchsorted(bounds.ravel(), position + stride * rank, "right") - n_points * rank
 
 
-def _crossed(comm, base, deps, keys, calls):
+def pieces(comm, n_trace_ranks, base, points, vertices):
+    """piece_of any rank vertices: those of other analysis ranks' trace ranks looked up there,
+    each distinct vertex once (points.calls holds this rank's columns only).  Collective."""
+    vertices = np.asarray(vertices, np.int64)
+    if comm.Get_size() == 1:
+        return piece_of(base, points.calls, vertices, points.first)
+    ownership = Ownership(n_trace_ranks, comm.Get_size())
+    owner = ownership.owner_of(np.searchsorted(base, vertices, "right") - 1)
+    here = owner == comm.Get_rank()
+    result = np.empty(len(vertices), np.int64)
+    result[here] = piece_of(base, points.calls, vertices[here], points.first)
+    away = np.flatnonzero(~here)
+    asked, first, inverse = arrays.unique_inverse(vertices[away])
+
+    def answer(query):
+        return [piece_of(base, points.calls, query[0], points.first)]
+
+    (found,) = exchange.ask_owners(comm, owner[away[first]], [asked], answer)
+    result[away] = found[inverse]
+    return result
+
+
+def _crossed(comm, n_trace_ranks, base, deps, points):
     """Points crossed by a dependency edge other than their own N-to-N edges."""
-    n = len(keys)
-    if not n:
+    n = len(points.keys)
+    if not n:                        # the same on every rank: no rank asks another
         return np.zeros(0, bool)
-    own = (deps.kind == graph_module.N_TO_N) & arrays.isin_few(deps.src, keys)
-    a, b = np.split(piece_of(base, calls, np.concatenate((deps.src[~own], deps.dst[~own]))), 2)   # one table
+    own = (deps.kind == graph_module.N_TO_N) & arrays.isin_few(deps.src, points.keys)
+    a, b = np.split(pieces(comm, n_trace_ranks, base, points, np.concatenate((deps.src[~own], deps.dst[~own]))), 2)
     first, last = np.minimum(a, b), np.maximum(a, b)
     count = np.zeros(n + 1, np.int64)
     np.add.at(count, first, 1)
