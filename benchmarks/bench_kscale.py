@@ -79,9 +79,9 @@ def table(results, nprocs):
             for code, rounds in codes.items():
                 one = best(rounds, nprocs[0], stage)[0]
                 cells = [best(rounds, k, stage) for k in nprocs[1:]]
-                lines.append("| %s | %s | %s | %.3f | %s | %s |" % (
-                    records, stage, code, one, " | ".join("%.3f (%.3f)" % c for c in cells),
-                    " | ".join("%.2f" % (c[0] / one) if one else "-" for c in cells)))
+                row = [records, stage, code, "%.3f" % one] + ["%.3f (%.3f)" % c for c in cells] + [
+                    "%.2f" % (c[0] / one) if one else "-" for c in cells]
+                lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
