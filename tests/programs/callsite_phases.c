@@ -7,6 +7,8 @@
 #include <mpi.h>
 #include <stdio.h>
 
+#include "spin.h" /* busy compute between the calls */
+
 #define ROUNDS1 3
 #define ROUNDS2 2
 #define SMALL 4
@@ -14,15 +16,6 @@
 #define WIDE 16
 
 void exchange(double *out, double *in, int n); /* callsites_halo.c */
-
-static double work(int n)
-{
-    /* A busy loop: some compute between the calls. */
-    volatile double x = 0;
-    for (int i = 0; i < n; i++)
-        x += i * 1e-9;
-    return x;
-}
 
 __attribute__((noinline)) static void reduce_step(double *v, double *sum, int n)
 {
@@ -37,14 +30,14 @@ int main(int argc, char **argv)
     MPI_Pcontrol(1);
     for (int i = 0; i < ROUNDS1; i++) {
         exchange(out, in, SMALL);
-        v[0] = work(50000);
+        v[0] = spin_us(50, 0);
         reduce_step(v, sum, 1);
         total += sum[0];
     }
     MPI_Pcontrol(2);
     for (int i = 0; i < ROUNDS2; i++) {
         exchange(out, in, BIG);
-        v[0] = work(50000);
+        v[0] = spin_us(50, 0);
         reduce_step(v, sum, WIDE);
         total += sum[0];
     }

@@ -3,21 +3,14 @@
  * EXCHANGES times per rank.  The test finds each call's line by its "site:" comment. */
 #include <mpi.h>
 #include <stdio.h>
+
+#include "spin.h" /* busy compute between the calls */
 #include <stdlib.h>
 
 #define REDUCES 7
 #define EXCHANGES 5
 
 void exchange(double *out, double *in, int n); /* callsites_halo.c */
-
-static double work(int n)
-{
-    /* A busy loop: some compute between the calls. */
-    volatile double x = 0;
-    for (int i = 0; i < n; i++)
-        x += i * 1e-9;
-    return x;
-}
 
 __attribute__((noinline)) static double reduce_step(double v)
 {
@@ -33,10 +26,10 @@ int main(int argc, char **argv)
     double total = 0;
     for (int i = 0; i < EXCHANGES; i++) {
         exchange(out, in, 4); /* site: exchange caller */
-        total += work(100000);
+        total += spin_us(100, 0);
     }
     for (int i = 0; i < REDUCES; i++)
-        total += reduce_step(work(50000)); /* site: reduce caller */
+        total += reduce_step(spin_us(50, 0)); /* site: reduce caller */
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm pair; /* communicators.csv names the call site that created it */
