@@ -266,11 +266,9 @@ def _graph(run_dir, model, params, loggps, collectives, at, clock, overhead=("no
     compute edges; the RunGraph's `overhead` (an overhead.Overhead) says what was taken.
     `pairs`: a pairs.csv whose host pairs' latencies are folded into the message edges
     (pairs.py); the RunGraph's `pairs` (a pairs.PairLatencies) says which."""
-    given = load_params(params) if params else {}
-    given.update(loggps or {})
     pair_file = pair_latencies.read_pairs(pairs) if pairs else None     # a bad file fails before the work
     matched = matched_run(run_dir, clock)
-    net = default_params(matched, model, given)
+    net = default_params(matched, model, _given(params, loggps))
     graph = build(matched, model, net, collectives)
     if pair_file is not None:
         graph.pairs = pair_latencies.assign(graph, matched.hosts, pair_file, net.L0_ns, scales)
@@ -281,12 +279,9 @@ def _graph(run_dir, model, params, loggps, collectives, at, clock, overhead=("no
         edges, _, edge_piece = split_union(graph.edges, graph.cuts, graph.piece)
     else:
         edges, edge_piece = graph.edges, np.zeros(len(graph.edges.src), np.int64)
-    if model == "delta":
-        ref_ns = float(at or 0.0) / NS
-        base_ns = net.L0_ns if net.L0_given else delivery_base(matched, net)
-    else:
-        ref_ns = float(at) / NS if at else net.L0_ns
-        base_ns = 0.0
+    ref_of, base_of = _reference(model, at)
+    base_ns = base_of(net, delivery_base(matched, net))
+    ref_ns = ref_of(net, base_ns)
     graph.overhead, edges = _compensate(graph, edges, edge_piece, overhead, ref_ns, 0.0 if model == "delta"
                                         else net.G0_ns)
     if graph.pairs is not None:
