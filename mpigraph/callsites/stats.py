@@ -148,15 +148,54 @@ def site_name(function: str, place) -> str:
     return "%s at an unknown site" % function
 
 
+SUMS = ("count", "time", "wait", "bytes", "path_time")     # what KeyedSums sums per key
+
+
+class KeyedSums:
+    """A calls-table block's count, time, wait, bytes and path_time summed per int64 key (the
+    caller's: call site, function and trace rank for callsites.csv, with the phase for its
+    per-phase twin)."""
+
+    def __init__(self, parts=()):
+        self._parts = [(keys, sums) for keys, sums in parts if len(keys)]     # per block: (keys, sums)
+
+    def add(self, block: dict, keys) -> None:
+        """Sums the block's rows per key (`keys`: one per row)."""
+        duration = np.asarray(block["end"], np.int64) - np.asarray(block["start"], np.int64)
+        values = {"count": np.asarray(block["calls"], np.int64), "time": duration,
+                  "wait": np.asarray(block["wait_before"], np.int64) + np.asarray(block["wait_after"], np.int64),
+                  "bytes": np.asarray(block["bytes"], np.int64),
+                  "path_time": np.where(np.asarray(block["on_path"], bool), duration, 0)}
+        uniq, _, inverse = arrays.unique_inverse(keys)
+        self._parts.append((uniq, {n: np.bincount(inverse, v, len(uniq)).astype(np.int64) for n, v in values.items()}))
+
+    def totals(self):
+        """(sorted unique keys, {name: int64 sums}) over every block added."""
+        if not self._parts:
+            return np.zeros(0, np.int64), {n: np.zeros(0, np.int64) for n in SUMS}
+        keys = np.concatenate([k for k, _ in self._parts])
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        sums = {n: np.bincount(inverse, np.concatenate([s[n] for _, s in self._parts]), len(uniq)).astype(np.int64)
+                for n in SUMS}
+        return uniq, sums
+
+    def gathered(self, comm):
+        """``totals`` over every analysis rank's blocks on analysis rank 0 (None elsewhere).
+        Collective.  Small: a row per key, and the keys carry the trace rank, so those of two
+        analysis ranks never meet (each trace rank has one owner)."""
+        mine = self.totals()
+        parts = comm.gather(mine, root=0) if comm.size > 1 else [mine]
+        return KeyedSums(parts).totals() if comm.rank == 0 else None
+
+
 class Accumulator:
     """Relabels calls-table blocks with the run's call-site ids and sums their calls."""
-
-    _SUMS = ("count", "time", "wait", "bytes", "path_time")
 
     def __init__(self, sites: Sites, n_ranks: int):
         self.sites, self.n_ranks = sites, n_ranks
         self.n_functions = len(mf.names_array())
-        self._parts = []        # per block: (keys = (callsite * n_functions + function) * n_ranks + rank, sums)
+        self.sums = KeyedSums()     # keys = (callsite * n_functions + function) * n_ranks + rank
         # Sums by a finer key (the per-phase twin, phases.callsites): each is given every relabelled block.
         self.twins = []
 
@@ -172,39 +211,20 @@ class Accumulator:
         for a, n in zip(*(x.tolist() for x in arrays.runs(rank))) if len(rank) else ():
             ids[a:a + n] = self.sites.run_ids(rank[a], local[a:a + n])
         block["callsite"] = ids
-        self._sum(block, (ids * self.n_functions + func) * self.n_ranks + rank)
+        self.sums.add(block, (ids * self.n_functions + func) * self.n_ranks + rank)
         for twin in self.twins:
             twin.add(block)
         return block
 
-    def _sum(self, block, keys):
-        duration = np.asarray(block["end"], np.int64) - np.asarray(block["start"], np.int64)
-        values = {"count": np.asarray(block["calls"], np.int64), "time": duration,
-                  "wait": np.asarray(block["wait_before"], np.int64) + np.asarray(block["wait_after"], np.int64),
-                  "bytes": np.asarray(block["bytes"], np.int64),
-                  "path_time": np.where(np.asarray(block["on_path"], bool), duration, 0)}
-        uniq, _, inverse = arrays.unique_inverse(keys)
-        self._parts.append((uniq, {n: np.bincount(inverse, v, len(uniq)).astype(np.int64) for n, v in values.items()}))
-
-    def per_rank(self):
-        """(keys, {name: int64 sums}) over every block added, one entry per (call site, function, rank)."""
-        if not self._parts:
-            return np.zeros(0, np.int64), {n: np.zeros(0, np.int64) for n in self._SUMS}
-        keys = np.concatenate([k for k, _ in self._parts])
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        sums = {n: np.bincount(inverse, np.concatenate([s[n] for _, s in self._parts]), len(uniq)).astype(np.int64)
-                for n in self._SUMS}
-        return uniq, sums
-
-    def table(self) -> dict:
-        """The callsites table (schema.CALLSITE_COLUMNS), rows by time, longest first."""
-        keys, sums = self.per_rank()
+    def table(self, totals=None) -> dict:
+        """The callsites table (schema.CALLSITE_COLUMNS) of per (call site, function, trace rank)
+        sums (``KeyedSums.totals``; default: the blocks added here), rows by time, longest first."""
+        keys, sums = self.sums.totals() if totals is None else totals
         pair_of_key = keys // self.n_ranks
         pairs, row = np.unique(pair_of_key, return_inverse=True)
         row = row.reshape(-1)
         n = len(pairs)
-        out = {name: np.bincount(row, sums[name], n).astype(np.int64) for name in self._SUMS}
+        out = {name: np.bincount(row, sums[name], n).astype(np.int64) for name in SUMS}
         out["ranks"] = np.bincount(row, None, n).astype(np.int64)
         out["time_cov"] = cov(row, sums["time"], n)
         ids = pairs // self.n_functions
@@ -220,19 +240,13 @@ class Accumulator:
         order = np.lexsort((pairs, -out["time"]))
         return {k: np.asarray(v)[order] for k, v in out.items()}
 
-
     def combined(self, comm):
-        """The callsites table of the whole run on analysis rank 0 (None elsewhere): each analysis
-        rank's sums per (call site, function, trace rank), from the calls it owns, gathered and
-        summed there.  Collective.  The keys of different analysis ranks never meet (each trace
-        rank has one owner), and the table is made from the per-trace-rank sums alone (the COV
-        too), so it is the same for every number of analysis ranks."""
-        parts = comm.gather(self.per_rank(), root=0) if comm.size > 1 else [self.per_rank()]
-        if comm.rank != 0:
-            return None
-        whole = Accumulator(self.sites, self.n_ranks)
-        whole._parts = [(keys, sums) for keys, sums in parts if len(keys)]
-        return whole.table()
+        """The callsites table of the whole run on analysis rank 0 (None elsewhere), from every
+        analysis rank's sums per (call site, function, trace rank).  Collective.  The table is
+        made from the per-trace-rank sums alone (the COV too), so it is the same for every number
+        of analysis ranks."""
+        whole = self.sums.gathered(comm)
+        return None if whole is None else self.table(whole)
 
 
 def with_creating_sites(communicators, sites) -> dict:

@@ -49,7 +49,7 @@ class PhaseSites:
         self.sites = accumulator.sites
         self.n_ranks, self.n_functions = accumulator.n_ranks, accumulator.n_functions
         self.n_sites = len(self.sites.places)
-        self._sums = stats.Accumulator(self.sites, self.n_ranks)      # its _sum and per_rank, our keys
+        self.sums = stats.KeyedSums()       # keys = ((phase * n_sites + site) * n_functions + function) * n_ranks + rank
 
     def add(self, block: dict) -> None:
         """Sums a calls-table block whose callsite column holds the run's ids."""
@@ -62,19 +62,16 @@ class PhaseSites:
             mark_calls, key_of_segment = self.segments[int(r)]
             phase[mine] = key_of_segment[np.searchsorted(mark_calls, call[mine], side="right")]
         site = np.asarray(block["callsite"], np.int64)
-        self._sums._sum(block, ((phase * self.n_sites + site) * self.n_functions + func) * self.n_ranks + rank)
+        self.sums.add(block, ((phase * self.n_sites + site) * self.n_functions + func) * self.n_ranks + rank)
 
     def combined(self, comm, select=None):
         """The phase_callsites table (schema.PHASE_CALLSITE_COLUMNS) of the whole run on analysis
         rank 0 (None elsewhere), rows by phase, then time (longest first); `select` (--phase NAME)
         keeps that phase's rows (phases.stage.selected_rows).  Collective."""
-        mine = self._sums.per_rank()
-        parts = comm.gather(mine, root=0) if comm.size > 1 else [mine]
-        if comm.rank != 0:
+        whole = self.sums.gathered(comm)
+        if whole is None:
             return None
-        whole = stats.Accumulator(self.sites, self.n_ranks)
-        whole._parts = [(keys, sums) for keys, sums in parts if len(keys)]
-        table = self._table(*whole.per_rank())
+        table = self._table(*whole)
         if select is not None:
             keep = phases_stage.selected_rows(table, select)
             table = {k: v[keep] for k, v in table.items()}
@@ -85,7 +82,7 @@ class PhaseSites:
         triples, row = np.unique(keys // self.n_ranks, return_inverse=True)
         row = row.reshape(-1)
         n = len(triples)
-        out = {name: np.bincount(row, sums[name], n).astype(np.int64) for name in stats.Accumulator._SUMS}
+        out = {name: np.bincount(row, sums[name], n).astype(np.int64) for name in stats.SUMS}
         out["ranks"] = np.bincount(row, None, n).astype(np.int64)
         out["time_cov"] = stats.cov(row, sums["time"], n)
         func = triples % self.n_functions
