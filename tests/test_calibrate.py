@@ -169,8 +169,8 @@ def test_params_file_with_a_medium_row(tmp_path):
     assert params.time(sizes) == pytest.approx(result.predict(sizes), rel=1e-5)
     # A medium row without M, or M not below S (hand-written), says what to write.
     text = path.read_text()
-    for wrong in (",\n", ",%d\n" % S):
-        path.write_text(text.replace(",%d\n" % M, wrong))
+    for wrong in (",,\n", ",%d,\n" % S):            # medium_bytes, then from_bytes (empty: no bend)
+        path.write_text(text.replace(",%d,\n" % M, wrong))
         with pytest.raises(NetworkError, match="medium_bytes"):
             read_params(str(path))
 
