@@ -222,7 +222,7 @@ def fit(samples: Dict[int, np.ndarray], bootstrap: int = 400, level: float = 0.9
 def _bend(line: Line, part: slice, stats: SizeStats, boot, level: float, max_hinges: int) -> None:
     """The last protocol's hinges (hinge.py), on its own sizes and samples: where BIC keeps
     some, the line becomes its first piece and the others go to line.hinges."""
-    found = fit_hinges(stats.sizes[part], stats.mean[part], stats.sigma[part], int(stats.n[part].sum()),
+    found = fit_hinges(stats.sizes[part], stats.mean[part], stats.sigma[part], stats.n[part],
                        boot[0][:, part], boot[1][:, part], level, max_hinges)
     if found is None:
         return

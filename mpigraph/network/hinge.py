@@ -42,6 +42,7 @@ MIN_PIECE = 3        # sizes in every piece: two for a line, one more to check i
 GRID = 16            # candidate locations per gap between two sizes (one hinge)
 GRID_TWO = 6         # the same with two hinges searched together
 PER_HINGE = 3.0      # BIC parameters a hinge costs (module doc)
+FLOOR_SHARE = 0.5    # a size's spread counts as at least half the protocol's typical one (decision_sigma)
 TIME_UNIT = 1e-6     # s: the fit works in us and in sizes / the largest size (well-conditioned sums)
 CHUNK = 32           # bootstrap replicates solved at once (memory: CHUNK x candidates x sizes)
 
@@ -110,6 +111,17 @@ def _best(x, y, sigma, count: int, grid: int):
     return chi, where, theta
 
 
+def decision_sigma(mean: np.ndarray, sigma: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """sigma_i, but at least FLOOR_SHARE of the protocol's median relative spread at size i:
+    sigma_i >= FLOOR_SHARE * median_j(s_j / t_j) * t_i / sqrt(n_i).  A size of ten samples
+    now and then shows a spread several times below its neighbours' (two samples trimmed, the
+    rest close by chance); its weight would then pin the line, and a hinge bent to pass through
+    it lowers chi2 by more than any penalty.  The floor only enters the decision; the lines
+    keep the weights 1/sigma_i^2 of the protocols' fit."""
+    relative = np.median(sigma * np.sqrt(counts) / np.maximum(np.abs(mean), 1e-30))
+    return np.maximum(sigma, FLOOR_SHARE * relative * np.abs(mean) / np.sqrt(counts))
+
+
 def choose(x: np.ndarray, mean: np.ndarray, sigma: np.ndarray, samples: int, max_hinges: int) -> int:
     """h: the number of hinges with the smallest BIC over the protocol's samples (module doc)."""
     bic = {}
@@ -142,15 +154,15 @@ def pieces(where: np.ndarray, theta: np.ndarray) -> Tuple[np.ndarray, np.ndarray
     return theta[:, :1] - shift, slopes
 
 
-def fit_hinges(sizes: np.ndarray, mean: np.ndarray, sigma: np.ndarray, samples: int,
+def fit_hinges(sizes: np.ndarray, mean: np.ndarray, sigma: np.ndarray, counts: np.ndarray,
                boot_means: np.ndarray, boot_sigmas: np.ndarray, level: float = 0.95,
                max_hinges: int = MAX_HINGES) -> Optional[List[Piece]]:
     """The protocol's pieces [first, after H_1, ...] with intervals, or None when BIC keeps the
-    plain line.  sizes (K,) bytes, mean and sigma (K,) s, boot_* (replicates, K)."""
+    plain line.  sizes, mean, sigma, counts (K,): bytes, s, s, samples kept; boot_* (replicates, K)."""
     scale = float(max(sizes.max(), 1))
     x = sizes.astype(float) / scale
     y, s = mean / TIME_UNIT, sigma / TIME_UNIT
-    count = choose(x, y, s, samples, max_hinges)
+    count = choose(x, y, decision_sigma(y, s, counts), int(counts.sum()), max_hinges)
     if count == 0:
         return None
     grid = _grid(count)
