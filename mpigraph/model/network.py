@@ -50,7 +50,9 @@ def read_params(path: str) -> Network:
     if not rows or not {"latency_s", "per_byte_s"} <= set(rows[0]):
         raise ModelError("%s needs a header with latency_s and per_byte_s and at least one row "
                          "(as mpigraph calibrate writes it)" % path)
-    row = next((r for r in rows if (r.get("protocol") or "").strip().lower() == "eager"), rows[0])
+    # from_bytes marks a piece past a bend (network/params.py): the eager line itself is the row without it.
+    row = next((r for r in rows if (r.get("protocol") or "").strip().lower() == "eager"
+                and not (r.get("from_bytes") or "").strip()), rows[0])
     where = "%s, %s row" % (path, (row.get("protocol") or "first").strip() or "first")
     return Network(_number(row["latency_s"], path), _number(row["per_byte_s"], path), where)
 

@@ -9,7 +9,8 @@
               over PASSES sweeps of all sizes
     a sample  one round trip's time / 2 (MPI_Wtime), after WARMUP untimed round trips
     fit       fit.py: one to three protocols (eager, medium, rendezvous) and where each
-              starts, from the data; alpha + beta N per protocol, bootstrap intervals;
+              starts, from the data; alpha + beta N per protocol, bootstrap intervals; the
+              last protocol's continuous bends (hinge.py), a hinge row each;
               written to params.csv (params.py) and printed, per size the mean +- spread
               against the fit
 """
@@ -22,7 +23,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from mpigraph.network import NetworkError
-from mpigraph.network.fit import MAX_SEGMENTS, Fit, fit
+from mpigraph.network.fit import MAX_HINGES, MAX_SEGMENTS, Fit, fit
 from mpigraph.network.params import ProtocolParams, write_params
 
 MAX_SIZE = 4 << 20
@@ -137,22 +138,30 @@ def measure(comm, sizes: List[int], repeats: int, passes: int = PASSES) -> Dict[
 
 
 def to_rows(host_pair: str, result: Fit) -> List[ProtocolParams]:
-    return [ProtocolParams(line.protocol, line.alpha, line.beta, line.alpha_lo, line.alpha_hi, line.beta_lo,
-                           line.beta_hi, result.threshold, host_pair, result.medium) for line in result.lines]
+    """One row a protocol, followed by one row a hinge of it (from_bytes = H rounded to a byte)."""
+    rows = []
+    for line in result.lines:
+        for piece in [line] + line.hinges:
+            start = None if piece is line else int(round(piece.start))
+            rows.append(ProtocolParams(line.protocol, piece.alpha, piece.beta, piece.alpha_lo, piece.alpha_hi,
+                                       piece.beta_lo, piece.beta_hi, result.threshold, host_pair, result.medium,
+                                       start))
+    return rows
 
 
 def report(host_pair: str, result: Fit, level: float = 0.95) -> str:
     """The table per protocol with intervals, then per size mean +- spread against the fit."""
     st = result.stats
-    lines = ["%s:" % host_pair] + _thresholds(result)
+    lines = ["%s:" % host_pair] + _thresholds(result) + _bends(result)
     lines.append("  %-11s %-12s %-30s %-34s %s" % ("protocol", "from B", "latency us [%d%% interval]" % (level * 100),
                                                    "per-byte ns/B [%d%% interval]" % (level * 100), "bandwidth GB/s"))
     for line in result.lines:
-        lines.append("  %-11s %-12d %-30s %-34s %.3g" % (
-            line.protocol, line.start,
-            "%.3f [%.3f, %.3f]" % (line.alpha * 1e6, line.alpha_lo * 1e6, line.alpha_hi * 1e6),
-            "%.5f [%.5f, %.5f]" % (line.beta * 1e9, line.beta_lo * 1e9, line.beta_hi * 1e9),
-            1e-9 / line.beta if line.beta > 0 else float("inf")))
+        for piece in [line] + line.hinges:
+            lines.append("  %-11s %-12d %-30s %-34s %.3g" % (
+                line.protocol if piece is line else "  bend", int(round(piece.start)),
+                "%.3f [%.3f, %.3f]" % (piece.alpha * 1e6, piece.alpha_lo * 1e6, piece.alpha_hi * 1e6),
+                "%.5f [%.5f, %.5f]" % (piece.beta * 1e9, piece.beta_lo * 1e9, piece.beta_hi * 1e9),
+                1e-9 / piece.beta if piece.beta > 0 else float("inf")))
     fitted = result.predict(st.sizes)
     within = np.abs(fitted - st.mean) <= st.spread
     lines.append("  %10s %-10s %5s %12s %10s %12s %10s %s" % ("size B", "protocol", "n", "mean us", "+- spread",
@@ -180,9 +189,24 @@ def _thresholds(result: Fit) -> List[str]:
     return out
 
 
+def _bends(result: Fit) -> List[str]:
+    """Where the last protocol's per-byte time bends (no jump), with the bootstrap interval."""
+    line = result.lines[-1]
+    out = []
+    before = line.beta
+    for piece in line.hinges:
+        out.append("  bend of %s at H = %.0f B [%.0f, %.0f] (no jump; BIC over its %d sizes): per-byte %.5f -> "
+                   "%.5f ns/B; whatif and model take its line from %d B"
+                   % (line.protocol, piece.start, piece.start_lo, piece.start_hi, len(line.sizes), before * 1e9,
+                      piece.beta * 1e9, line.start))
+        before = piece.beta
+    return out
+
+
 def main(out: str, sizes: List[int], repeats: int, bootstrap: int = 400, seed: int = 1,
-         max_protocols: int = MAX_SEGMENTS) -> int:
-    """The command: measure on every rank, fit (at most max_protocols lines) and write on rank 0."""
+         max_protocols: int = MAX_SEGMENTS, max_hinges: int = MAX_HINGES) -> int:
+    """The command: measure on every rank, fit (at most max_protocols lines, then at most
+    max_hinges bends of the last) and write on rank 0."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -194,11 +218,12 @@ def main(out: str, sizes: List[int], repeats: int, bootstrap: int = 400, seed: i
         return 0
     rows, texts = [], []
     for host_pair, by_size in samples.items():
-        result = fit(by_size, bootstrap=bootstrap, seed=seed, max_segments=max_protocols)
+        result = fit(by_size, bootstrap=bootstrap, seed=seed, max_segments=max_protocols, max_hinges=max_hinges)
         rows += to_rows(host_pair, result)
         texts.append(report(host_pair, result))
     write_params(out, rows)
     print("\n\n".join(texts))
-    print("\nwrote %s (one-way time = latency_s + per_byte_s * bytes, per protocol)" % os.path.abspath(out))
+    print("\nwrote %s (one-way time = latency_s + per_byte_s * bytes, per protocol; past a bend, its row with "
+          "from_bytes)" % os.path.abspath(out))
     sys.stdout.flush()
     return 0

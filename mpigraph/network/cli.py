@@ -1,6 +1,7 @@
 """`mpigraph calibrate`, `mpigraph decompose` and `mpigraph netprobe`.
 
     mpiexec -n 2 mpigraph calibrate [--out params.csv] [--sizes 0,8,1K,64K] [--repeats N] [--max-protocols 3]
+                                    [--max-hinges 2]
     mpigraph decompose RUN_DIR [--params params.csv] [--out DIR]
     mpigraph netprobe --simulate fattree:8,3 [--seed 1] [--noise 0.02] [--repeats 5] [--oversample 2]
     mpiexec -n 4 mpigraph netprobe --topology T.json [--emulate] [--out netprobe]
@@ -27,6 +28,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--max-protocols", type=int, default=3, choices=(1, 2, 3), metavar="M",
                    help="fit at most M protocols: 3 = eager, medium, rendezvous, 2 = eager and rendezvous "
                         "(the data choose how many, up to M; default 3)")
+    p.add_argument("--max-hinges", type=int, default=2, choices=(0, 1, 2), metavar="H",
+                   help="let the last protocol's per-byte time bend (continuously, at a cache's size) at "
+                        "most H times; the data choose how many (default 2; 0: one line a protocol)")
     p.set_defaults(func=cmd_calibrate)
 
     p = subparsers.add_parser(
@@ -66,7 +70,8 @@ def cmd_calibrate(args) -> int:
     from mpigraph.network import calibrate
 
     sizes = calibrate.parse_sizes(args.sizes) if args.sizes else calibrate.default_sizes()
-    return calibrate.main(args.out, sizes, args.repeats, args.bootstrap, args.seed, args.max_protocols)
+    return calibrate.main(args.out, sizes, args.repeats, args.bootstrap, args.seed, args.max_protocols,
+                          args.max_hinges)
 
 
 def cmd_decompose(args) -> int:

@@ -167,6 +167,13 @@ def _row(params: NetworkParams, protocol: str, host_pair: str):
         return params.get("eager", pair)
 
 
+def _line(params: NetworkParams, protocol: str, host_pair: str, nbytes):
+    """(alpha, beta) per size on the line of _row's row: past a bend of that protocol (a hinge
+    row, params.py) the bend's piece."""
+    row = _row(params, protocol, host_pair)
+    return params.line(row.protocol, nbytes, row.host_pair)
+
+
 def line_names(params: NetworkParams, nbytes, protocol, host_pair: str) -> np.ndarray:
     """The params line of each message: rendezvous for the rendezvous code; for the eager code
     medium from the params' medium threshold M on, else eager.  Seed 003's medium protocol
@@ -185,9 +192,9 @@ def network_ns(params: NetworkParams, nbytes, protocol, same_host) -> np.ndarray
     for pair, where in (("same-host", same_host), ("other-host", ~same_host)):
         names = line_names(params, nbytes, protocol, pair)
         for name in ("eager", "medium", "rendezvous"):
-            row = _row(params, name, pair)
             pick = (names == name) & where & (protocol > 0)
-            out[pick] = (row.latency_s + row.per_byte_s * nbytes[pick]) * 1e9
+            alpha, beta = _line(params, name, pair, nbytes[pick])
+            out[pick] = (alpha + beta * nbytes[pick]) * 1e9
     return out
 
 
@@ -239,7 +246,10 @@ def collective_network(members: dict, instance, params: NetworkParams, member_by
     for name in ("eager", "medium", "rendezvous"):
         row = _row(params, name, pair)
         pick = names == name
-        est[pick] = (depth[pick] * row.latency_s + member_bytes[pick] * row.per_byte_s) * 1e9
+        # d alpha + the bytes' time past alpha: past a bend that is the bend's piece (its own
+        # intercept is no latency), before it d alpha + bytes beta as always.
+        alpha, beta = _line(params, name, pair, member_bytes[pick])
+        est[pick] = ((depth[pick] - 1) * row.latency_s + alpha + member_bytes[pick] * beta) * 1e9
     at = _global(offsets, members["rank"][done], members["done_call"][done])
     np.add.at(out, at, est[done])
     is_coll = np.zeros(n, bool)
@@ -286,7 +296,10 @@ def load_params(params: Union[None, str, NetworkParams]):
     read = read_params(params)
     M = read.medium_threshold()
     medium = "; eager messages from M = %d B on take the medium line" % M if M is not None else ""
-    return read, "alpha, beta, S from %s (mpigraph calibrate)%s" % (params, medium)
+    bends = ["%s from %d B" % (r.protocol, r.from_bytes) for r in read.rows
+             if r.from_bytes is not None and r.host_pair == read.default_host_pair()]
+    bent = "; the lines' bends (no jump) taken: %s" % ", ".join(bends) if bends else ""
+    return read, "alpha, beta, S from %s (mpigraph calibrate)%s%s" % (params, medium, bent)
 
 
 def decompose(run_dir: str, params: Union[None, str, NetworkParams] = None, out: Optional[str] = None,

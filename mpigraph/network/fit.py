@@ -33,12 +33,19 @@ likelihood of its eq. 7 under uniform priors) with bootstrap intervals.
     intervals:    bootstrap: each size's samples resampled with replacement, the means and
                   sigmas recomputed, every line refitted on the same sizes; the
                   (1-level)/2 and (1+level)/2 quantiles of alpha and beta
+    bends:        then, within the last protocol only, up to max_hinges continuous hinges
+                  (hinge.py): the per-byte time changes at H, the time does not jump (a cache
+                  level left behind, not a protocol).  The protocols, their thresholds and
+                  names are found before and do not change; a hinge is kept only where BIC over
+                  the protocol's own samples asks for it, with several sizes past it
 """
 
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import numpy as np
+
+from mpigraph.network.hinge import MAX_HINGES, Piece, fit_hinges
 
 OUTLIER = 5.0         # robust standard deviations above the median: interference, dropped
 MIN_POINTS = 3        # sizes on each side of a threshold: a line needs two, a check one more
@@ -66,6 +73,18 @@ class Line:
     beta_lo: float = float("nan")
     beta_hi: float = float("nan")
     sizes: np.ndarray = field(default_factory=lambda: np.zeros(0))   # the sizes it was fitted on
+    hinges: List[Piece] = field(default_factory=list)   # the pieces after its bends (hinge.py); alpha,
+    #                                                      beta above are then its first piece's
+
+    def time(self, sizes) -> np.ndarray:
+        """alpha + beta N of each size's piece: the line, or past a hinge H that piece's own
+        line (continuous at H)."""
+        sizes = np.asarray(sizes, dtype=float)
+        starts = np.array([-np.inf] + [h.start for h in self.hinges])
+        which = np.searchsorted(starts, sizes, side="right") - 1
+        alpha = np.array([self.alpha] + [h.alpha for h in self.hinges])[which]
+        beta = np.array([self.beta] + [h.beta for h in self.hinges])[which]
+        return alpha + beta * sizes
 
     @property
     def start(self) -> int:
@@ -92,12 +111,14 @@ class Fit:
         return np.array([line.protocol for line in self.lines], dtype=object)[self.line_index(sizes)]
 
     def predict(self, sizes: np.ndarray) -> np.ndarray:
-        """The fitted one-way time of each size: alpha_p + beta_p N of its protocol p."""
+        """The fitted one-way time of each size: alpha_p + beta_p N of its protocol p (of its
+        piece where p bends)."""
         sizes = np.asarray(sizes, dtype=float)
         which = self.line_index(sizes)
-        alpha = np.array([line.alpha for line in self.lines])[which]
-        beta = np.array([line.beta for line in self.lines])[which]
-        return alpha + beta * sizes
+        out = np.empty(sizes.shape)
+        for k, line in enumerate(self.lines):
+            out[which == k] = line.time(sizes[which == k])
+        return out
 
 
 def size_stats(samples: Dict[int, np.ndarray]) -> SizeStats:
@@ -170,8 +191,9 @@ def find_cuts(stats: SizeStats, max_segments: int = MAX_SEGMENTS) -> List[int]:
 
 
 def fit(samples: Dict[int, np.ndarray], bootstrap: int = 400, level: float = 0.95, seed: int = 1,
-        max_segments: int = MAX_SEGMENTS) -> Fit:
-    """Thresholds, lines and bootstrap intervals from {size: one-way times}."""
+        max_segments: int = MAX_SEGMENTS, max_hinges: int = MAX_HINGES) -> Fit:
+    """Thresholds, lines and bootstrap intervals from {size: one-way times}; then the last
+    protocol's bends (at most max_hinges; 0: none, the fit of the protocols alone)."""
     stats = size_stats(samples)
     cuts = find_cuts(stats, max_segments)
     bounds = [0] + cuts + [len(stats.sizes)]
@@ -186,6 +208,8 @@ def fit(samples: Dict[int, np.ndarray], bootstrap: int = 400, level: float = 0.9
         b_alpha, b_beta, _ = wls(x, boot[0][:, part], boot[1][:, part])
         (a_lo, a_hi), (b_lo, b_hi) = np.quantile(b_alpha, q), np.quantile(b_beta, q)
         lines.append(Line(name, float(alpha), float(beta), a_lo, a_hi, b_lo, b_hi, stats.sizes[part]))
+    if max_hinges > 0:
+        _bend(lines[-1], slice(bounds[-2], bounds[-1]), stats, boot, level, max_hinges)
     result = Fit(stats, lines, None, None)
     for line, lo in zip(lines, bounds[:-1]):
         if line.protocol == "rendezvous":
@@ -193,6 +217,19 @@ def fit(samples: Dict[int, np.ndarray], bootstrap: int = 400, level: float = 0.9
         elif line.protocol == "medium":
             result.medium, result.last_before_medium = int(stats.sizes[lo]), int(stats.sizes[lo - 1])
     return result
+
+
+def _bend(line: Line, part: slice, stats: SizeStats, boot, level: float, max_hinges: int) -> None:
+    """The last protocol's hinges (hinge.py), on its own sizes and samples: where BIC keeps
+    some, the line becomes its first piece and the others go to line.hinges."""
+    found = fit_hinges(stats.sizes[part], stats.mean[part], stats.sigma[part], stats.n[part],
+                       boot[0][:, part], boot[1][:, part], level, max_hinges)
+    if found is None:
+        return
+    first = found[0]
+    line.alpha, line.beta = first.alpha, first.beta
+    line.alpha_lo, line.alpha_hi, line.beta_lo, line.beta_hi = first.alpha_lo, first.alpha_hi, first.beta_lo, first.beta_hi
+    line.hinges = found[1:]
 
 
 def _bootstrap_stats(samples, sizes, replicates: int, seed: int):

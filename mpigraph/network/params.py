@@ -15,10 +15,19 @@ One row per host-pair class and protocol:
                     empty, or the column absent (files before it existed), where there is
                     no medium row
 
+    from_bytes      empty on a protocol's row; H on a hinge row: the protocol's time bends
+                    at H bytes without a jump (hinge.py: a cache level left behind, not a new
+                    protocol), and from H on its messages take this row's alpha + beta N (the
+                    piece's own line: intercept at 0 B, continuous with the piece before at H).
+                    A hinge row has its protocol, thresholds and host pair like the others and
+                    follows its protocol's row.  Optional: a file without the column has none
+
 A message of N bytes takes alpha_p + beta_p N one way, p = rendezvous if N >= S, else
-medium if N >= M, else eager.  Without a medium row this is the two-protocol rule, and a
-reader that knows only eager and rendezvous still reads S right: the medium column comes
-last and S keeps its meaning.
+medium if N >= M, else eager; where p has hinge rows, those of the row with the largest
+from_bytes <= N (p's own row below the first H).  Without a medium row this is the
+two-protocol rule, and a reader that knows only eager and rendezvous still reads S right: the
+newer columns come last and S keeps its meaning.  A reader that knows no hinges and takes a
+protocol's first row gets its line before the bend (the fit without bends was one line there).
 """
 
 import csv
@@ -31,8 +40,8 @@ import numpy as np
 from mpigraph.network import NetworkError
 
 COLUMNS = ["protocol", "latency_s", "per_byte_s", "latency_lo_s", "latency_hi_s", "per_byte_lo_s",
-           "per_byte_hi_s", "threshold_bytes", "host_pair", "medium_bytes"]
-REQUIRED = COLUMNS[:-1]      # medium_bytes came later: a file without it has no medium row
+           "per_byte_hi_s", "threshold_bytes", "host_pair", "medium_bytes", "from_bytes"]
+REQUIRED = COLUMNS[:-2]      # medium_bytes, from_bytes came later: without them no medium row, no hinge
 PROTOCOLS = ("eager", "medium", "rendezvous")
 HOST_PAIRS = ("same-host", "other-host")
 
@@ -49,6 +58,7 @@ class ProtocolParams:
     threshold_bytes: Optional[int]
     host_pair: str
     medium_bytes: Optional[int] = None
+    from_bytes: Optional[int] = None      # None: the protocol's row; H: a hinge row (module doc)
 
 
 @dataclass
@@ -64,9 +74,24 @@ class NetworkParams:
         """The row of `protocol` for `host_pair` (default: other-host when measured, else same-host)."""
         host_pair = host_pair or self.default_host_pair()
         for row in self.rows:
-            if row.protocol == protocol and row.host_pair == host_pair:
+            if row.protocol == protocol and row.host_pair == host_pair and row.from_bytes is None:
                 return row
         raise KeyError("no %s row for %s" % (protocol, host_pair))
+
+    def hinges(self, protocol: str, host_pair: Optional[str] = None) -> List[ProtocolParams]:
+        """protocol's hinge rows on host_pair, by where they start (from_bytes)."""
+        host_pair = host_pair or self.default_host_pair()
+        mine = [r for r in self.rows if r.protocol == protocol and r.host_pair == host_pair and r.from_bytes is not None]
+        return sorted(mine, key=lambda r: r.from_bytes)
+
+    def line(self, protocol: str, nbytes, host_pair: Optional[str] = None):
+        """(alpha, beta) per size on protocol's line: its row's, or past a hinge H that hinge
+        row's (the largest from_bytes <= N)."""
+        nbytes = np.asarray(nbytes, dtype=float)
+        pieces = [self.get(protocol, host_pair)] + self.hinges(protocol, host_pair)
+        starts = np.array([-np.inf] + [r.from_bytes for r in pieces[1:]])
+        which = np.searchsorted(starts, nbytes, side="right") - 1
+        return (np.array([r.latency_s for r in pieces])[which], np.array([r.per_byte_s for r in pieces])[which])
 
     def default_host_pair(self) -> str:
         pairs = self.host_pairs()
@@ -95,15 +120,16 @@ class NetworkParams:
         return out.astype(str)
 
     def time(self, nbytes, host_pair: Optional[str] = None) -> np.ndarray:
-        """alpha_p + beta_p N, the one-way time of each message size (s)."""
+        """alpha_p + beta_p N, the one-way time of each message size (s), on the piece of
+        protocol p's line that N falls in (line())."""
         nbytes = np.asarray(nbytes, dtype=float)
         protocol = self.protocol_of(nbytes, host_pair)
-        eager = self.get("eager", host_pair)
-        out = eager.latency_s + eager.per_byte_s * nbytes
+        alpha, beta = self.line("eager", nbytes, host_pair)   # also where a threshold has no row of its own
+        out = alpha + beta * nbytes
         for name in self.protocols(host_pair)[1:]:
-            row = self.get(name, host_pair)
             pick = protocol == name
-            out[pick] = row.latency_s + row.per_byte_s * nbytes[pick]
+            alpha, beta = self.line(name, nbytes[pick], host_pair)
+            out[pick] = alpha + beta * nbytes[pick]
         return out
 
 
@@ -114,7 +140,7 @@ def write_params(path: str, rows: List[ProtocolParams]) -> None:
         for r in rows:
             writer.writerow([r.protocol] + ["%.6g" % v for v in (r.latency_s, r.per_byte_s, r.latency_lo_s,
                                                                  r.latency_hi_s, r.per_byte_lo_s, r.per_byte_hi_s)]
-                            + [_blank(r.threshold_bytes), r.host_pair, _blank(r.medium_bytes)])
+                            + [_blank(r.threshold_bytes), r.host_pair, _blank(r.medium_bytes), _blank(r.from_bytes)])
 
 
 def _blank(value: Optional[int]) -> str:
@@ -130,9 +156,10 @@ def read_params(path: str) -> NetworkParams:
             raise NetworkError("%s lacks the columns %s: make it with mpiexec -n 2 mpigraph calibrate --out %s"
                                % (path, ", ".join(missing), path))
         rows = [_row(r, path) for r in reader]
-    if not any(r.protocol == "eager" for r in rows):
+    if not any(r.protocol == "eager" and r.from_bytes is None for r in rows):
         raise NetworkError("%s has no eager row: every calibration has one (mpigraph calibrate)" % path)
     _check_thresholds(rows, path)
+    _check_hinges(rows, path)
     return NetworkParams(rows)
 
 
@@ -152,6 +179,38 @@ def _check_thresholds(rows: List[ProtocolParams], path: str) -> None:
                                "or calibrate again" % (path, pair, M, S))
 
 
+def _check_hinges(rows: List[ProtocolParams], path: str) -> None:
+    """A hinge row needs its protocol's row on its host pair, and lies inside the protocol:
+    above where it starts (0, M or S), below where the next one starts, one row a size."""
+    for pair in HOST_PAIRS:
+        mine = [r for r in rows if r.host_pair == pair]
+        for protocol in PROTOCOLS:
+            at = [r.from_bytes for r in mine if r.protocol == protocol and r.from_bytes is not None]
+            if not at:
+                continue
+            lo, hi = _span(mine, protocol)
+            if lo is None or len(set(at)) < len(at) or not all(lo < h and (hi is None or h < hi) for h in at):
+                raise NetworkError("%s, %s: the %s rows with from_bytes (bends at %s B) need a %s row with "
+                                   "from_bytes empty, and each a different from_bytes between where %s starts "
+                                   "(%s B) and where the next protocol starts (%s): empty from_bytes means no "
+                                   "bend; calibrate again" % (path, pair, protocol, at, protocol, protocol, lo,
+                                                              "%s B" % hi if hi is not None else "none"))
+
+
+def _span(rows: List[ProtocolParams], protocol: str):
+    """(where protocol starts, where the next one starts or None) on one host pair's rows;
+    (None, None) without protocol's row."""
+    first = [r for r in rows if r.protocol == protocol and r.from_bytes is None]
+    eager = [r for r in rows if r.protocol == "eager" and r.from_bytes is None]
+    if not first or not eager:
+        return None, None
+    M, S = eager[0].medium_bytes, eager[0].threshold_bytes
+    has = {p for p in PROTOCOLS if any(r.protocol == p for r in rows)}
+    start = {"eager": 0, "medium": M, "rendezvous": S}[protocol]
+    later = [b for p, b in (("medium", M), ("rendezvous", S)) if p in has and b is not None and b > (start or 0)]
+    return start, min(later) if later else None
+
+
 def _row(r: Dict[str, str], path: str) -> ProtocolParams:
     if r["protocol"] not in PROTOCOLS or r["host_pair"] not in HOST_PAIRS:
         raise NetworkError("%s: protocol must be one of %s and host_pair one of %s, not %r/%r"
@@ -160,9 +219,10 @@ def _row(r: Dict[str, str], path: str) -> ProtocolParams:
         numbers = [float(r[c]) if r[c] != "" else math.nan for c in COLUMNS[1:7]]
         threshold = _bytes(r["threshold_bytes"])
         medium = _bytes(r.get("medium_bytes"))
+        start = _bytes(r.get("from_bytes"))
     except ValueError as error:
         raise NetworkError("%s: %s (numbers in seconds, thresholds in bytes)" % (path, error)) from None
-    return ProtocolParams(r["protocol"], *numbers, threshold, r["host_pair"], medium)
+    return ProtocolParams(r["protocol"], *numbers, threshold, r["host_pair"], medium, start)
 
 
 def _bytes(text: Optional[str]) -> Optional[int]:
