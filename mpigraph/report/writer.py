@@ -203,7 +203,9 @@ def _csv_lines(table, columns, rows):
     import pyarrow.compute as pc
 
     cells = [_csv_text(c, table[c.name], rows) for c in columns]
-    lines = pc.binary_join_element_wise(pc.binary_join_element_wise(*cells, ","), "\n", "")
+    # The line's end joined to its last field, not to the whole line: one copy of the text, not two.
+    cells[-1] = pc.binary_join_element_wise(cells[-1], "\n", "")
+    lines = pc.binary_join_element_wise(*cells, ",")
     offsets, data = lines.buffers()[1:]
     bounds = np.frombuffer(offsets, np.int32)[[lines.offset, lines.offset + len(lines)]]
     return memoryview(data)[int(bounds[0]):int(bounds[1])]
@@ -346,13 +348,22 @@ def _arrow_array(values, kind, arrow_type):
 PARQUET_COMPRESSION = "zstd"
 PARQUET_LEVEL = 1             # as small as level 3 on these tables, faster
 
+# Min/max statistics are written for these columns only: the tables' rows are in rank, call and
+# time order, so a row group's range of them lets a reader (pyarrow.dataset, DuckDB, Spark) skip
+# it for a filter on a rank or a time window.  The other columns (waits, tags, bytes, ...) span
+# nearly their whole range in every row group, where statistics skip nothing; computing them
+# was about a tenth of the calls table's encoding (4e6 calls: 0.07 s of 0.76 s, the file 0.5%
+# larger).
+PARQUET_STATISTICS = ("rank", "call", "start", "end")
+
 
 def _parquet_options(columns):
     """pyarrow.parquet writer options for a table of these columns."""
     names = lambda kinds: [parquet_name(c) for c in columns if c.kind in kinds]  # noqa: E731
     return {"compression": PARQUET_COMPRESSION, "compression_level": PARQUET_LEVEL,
             "use_dictionary": names(("str",)),
-            "column_encoding": {name: "DELTA_BINARY_PACKED" for name in names(("int", "time"))}}
+            "column_encoding": {name: "DELTA_BINARY_PACKED" for name in names(("int", "time"))},
+            "write_statistics": [parquet_name(c) for c in columns if c.name in PARQUET_STATISTICS]}
 
 
 # Rows per row group of write_parquet: pyarrow's own default for a table written whole (1024 *
