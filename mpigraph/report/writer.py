@@ -200,9 +200,27 @@ CSV_THREADS = 2
 
 def _csv_lines(table, columns, rows):
     """The CSV text of table's `rows` (a slice), a line per row, as a memoryview."""
-    import pyarrow.compute as pc
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
 
     cells = [_csv_text(c, table[c.name], rows) for c in columns]
+    # Arrow's CSV writer joins the fields a column at a time, a fifth faster than joining them
+    # row by row (calls.csv of 1e6 calls: 0.62 -> 0.50 s of CPU).  Told to quote nothing, it
+    # writes each field's text as it is, and refuses a field holding a quote, a comma or a line
+    # end: only a field _quoted has quoted holds them, and its lines are joined by the kernels.
+    sink = pa.BufferOutputStream()
+    try:
+        pcsv.write_csv(pa.Table.from_arrays(cells, [c.name for c in columns]), sink,
+                       pcsv.WriteOptions(include_header=False, quoting_style="none"))
+    except pa.ArrowInvalid:
+        return _joined_lines(cells)
+    return memoryview(sink.getvalue())
+
+
+def _joined_lines(cells):
+    """The CSV lines of the fields' text `cells` (pyarrow string arrays), by the string kernels."""
+    import pyarrow.compute as pc
+
     # The line's end joined to its last field, not to the whole line: one copy of the text, not two.
     cells[-1] = pc.binary_join_element_wise(cells[-1], "\n", "")
     lines = pc.binary_join_element_wise(*cells, ",")
@@ -293,7 +311,9 @@ def _seconds_text(ns):
     if whole.max(initial=0) > _ONE_CAST_MAX_S or whole.min(initial=0) < 0:     # < 0: |int64's least| overflows
         return _seconds_text_joined(ns, whole, part)
     number = np.maximum(whole, 1) * 10**10 + (10**9 + part)
-    text = pa.array(np.where(ns < 0, -number, number)).cast(pa.string())
+    if ns.min(initial=0) < 0:       # times and waits are rarely negative: no pass for the sign then
+        number = np.where(ns < 0, -number, number)
+    text = pa.array(number).cast(pa.string())
     offsets, data = text.buffers()[1:]
     ends = np.frombuffer(offsets, np.int32)[1:len(text) + 1]
     chars = np.frombuffer(data, np.uint8)[:ends[-1] if len(text) else 0].copy()
