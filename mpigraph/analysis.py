@@ -116,12 +116,12 @@ def _metrics(comm, logs, linked, codec, times, algorithm):
 
     Returns (metrics.Tables, the linked run's small report tables, this rank's wait-state rows)
     on rank 0, (None, None, this rank's wait-state rows) elsewhere.  The calls table is made by
-    the report, a chunk at a time; the wait-state rows are gathered here and written by the
-    report as this rank's part.
+    the report, a chunk at a time; the wait-state rows (made once: the rank table's per-state sums
+    are theirs) are gathered here and written by the report as this rank's part.
     """
-    local = parallel.collectively(comm, metrics.local_tables, logs, times, linked)
-    tables = parallel.collectively(comm, metrics.gather_tables, comm, local)
     waitstates = parallel.collectively(comm, linked_tables.waitstate_rows, linked)
+    local = parallel.collectively(comm, metrics.local_tables, logs, times, linked, waitstates)
+    tables = parallel.collectively(comm, metrics.gather_tables, comm, local)
     extra = parallel.collectively(comm, linked_tables.gather, comm, linked, codec, waitstates)
     if extra is not None:
         extra["facts"] = {"clock_method": linked.clock.method, "repair": linked.repair, "algorithm": algorithm}

@@ -81,3 +81,19 @@ def test_statistics_only_for_the_columns_rows_are_ordered_by(tmp_path):
     back = pq.read_table(tmp_path / "t.parquet").to_pydict()
     assert back == {"rank": [0, 0, 1], "start_ns": [5, 9, 2], "wait_before_ns": [1, 0, 3],
                     "function": ["MPI_Send", "MPI_Recv", "MPI_Send"]}
+
+
+def test_state_sums_per_rank_from_the_wait_state_table():
+    """The rank table's per-state columns from the wait-state rows (rank, function, kind, calls,
+    time): rank 3 has late sender 5 ns under one function and 2 ns under another, rank 7 wait_nxn
+    4 ns; every other state 0."""
+    from mpigraph.metrics import profile
+
+    late_sender, nxn = WAIT_STATES.index("late_sender"), WAIT_STATES.index("wait_nxn")
+    sums = profile.state_sums({"rank": np.array([3, 3, 7]), "function": np.array([1, 2, 9]),
+                               "kind": np.array([late_sender, late_sender, nxn]), "calls": np.array([1, 1, 1]),
+                               "time": np.array([5, 2, 4])})
+    expected3, expected7 = [0] * len(WAIT_STATES), [0] * len(WAIT_STATES)
+    expected3[late_sender], expected7[nxn] = 7, 4
+    assert sorted(sums) == [3, 7]
+    assert sums[3].tolist() == expected3 and sums[7].tolist() == expected7
