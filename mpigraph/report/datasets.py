@@ -61,7 +61,8 @@ def write_calls_part(out_dir, rank, size, linked, queries, with_csv=False, sites
     if sites is not None:
         blocks = (sites.add(block) for block in blocks)
     csv_path = writer.calls_csv_part(out_dir, rank, size) if with_csv else None
-    writer.write_calls_blocks(_part(out_dir, CALLS, rank, size), blocks, csv_path, header=False)
+    # Rank 0's CSV part begins with the header: it becomes calls.csv, the others appended to it.
+    writer.write_calls_blocks(_part(out_dir, CALLS, rank, size), blocks, csv_path, header=rank == 0)
 
 
 def write_waitstates_part(out_dir, rank, size, rows):
