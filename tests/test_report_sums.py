@@ -97,3 +97,23 @@ def test_state_sums_per_rank_from_the_wait_state_table():
     expected3[late_sender], expected7[nxn] = 7, 4
     assert sorted(sums) == [3, 7]
     assert sums[3].tolist() == expected3 and sums[7].tolist() == expected7
+
+
+def test_segment_sites_of_overlapping_threads_and_ranks_not_owned():
+    """callsites.path.owned_sites: segments of several ranks in any order, grouped by rank; the
+    calls of trace rank 2 overlap (threads: ends out of order), so they are looked up by end.  A
+    message segment names the call holding its end: end 10 -> call 1 (shim site 2), 25 -> call 2
+    (site 3), 30 -> call 0 (site 1), 40 -> none (0).  Trace rank 5 is another analysis rank's: 0."""
+    from types import SimpleNamespace
+
+    from mpigraph.callsites import path as path_sites
+
+    records = np.zeros(3, [("site", np.uint16), ("flags", np.uint16)])
+    records["site"] = [1, 2, 3]
+    calls = SimpleNamespace(start_ns=np.array([0, 5, 20]), end_ns=np.array([30, 10, 25]), records=records,
+                            record_call=np.arange(3), n_calls=3)
+    linked = SimpleNamespace(calls={2: calls})
+    sites = SimpleNamespace(run_ids=lambda rank, shim: np.asarray(shim, np.int64) * 10 + rank)  # a run id per (rank, site)
+    asked = {"index": np.arange(5), "rank": np.array([2, 5, 2, 2, 2]), "message": np.ones(5, bool),
+             "start": np.zeros(5, np.int64), "end": np.array([10, 10, 25, 30, 40])}
+    assert path_sites.owned_sites(asked, linked, sites).tolist() == [22, 0, 32, 12, 0]
