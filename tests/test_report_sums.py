@@ -117,3 +117,16 @@ def test_segment_sites_of_overlapping_threads_and_ranks_not_owned():
     asked = {"index": np.arange(5), "rank": np.array([2, 5, 2, 2, 2]), "message": np.ones(5, bool),
              "start": np.zeros(5, np.int64), "end": np.array([10, 10, 25, 30, 40])}
     assert path_sites.owned_sites(asked, linked, sites).tolist() == [22, 0, 32, 12, 0]
+
+
+def test_time_text_taken_from_the_span_is_each_values_own():
+    """A time column spanning few integers (waits mostly 0) takes its CSV text from the span's
+    texts: the same fields as each value's own text, negative ones too ("-0.000000003")."""
+    rng = np.random.default_rng(7)
+    values = np.where(rng.random(20_000) < 0.9, 0, rng.integers(-3, 2_000, 20_000)).astype(np.int64)
+    values[5] = -3
+    column = Column("wait_after", "time", "")
+    taken = writer._csv_text(column, values, slice(None)).to_pylist()
+    assert taken == writer._seconds_text(values).to_pylist()
+    assert taken[int(np.flatnonzero(values == -3)[0])] == "-0.000000003"
+    assert set(taken[i] for i in np.flatnonzero(values == 0)) == {"0.000000000"}
