@@ -113,7 +113,8 @@ def test_segment_sites_of_overlapping_threads_and_ranks_not_owned():
     calls = SimpleNamespace(start_ns=np.array([0, 5, 20]), end_ns=np.array([30, 10, 25]), records=records,
                             record_call=np.arange(3), n_calls=3)
     linked = SimpleNamespace(calls={2: calls})
-    sites = SimpleNamespace(run_ids=lambda rank, shim: np.asarray(shim, np.int64) * 10 + rank)  # a run id per (rank, site)
+    # A run id per (rank, shim site): 10 * site + rank.
+    sites = SimpleNamespace(run_ids=lambda rank, shim: np.asarray(shim, np.int64) * 10 + rank)
     asked = {"index": np.arange(5), "rank": np.array([2, 5, 2, 2, 2]), "message": np.ones(5, bool),
              "start": np.zeros(5, np.int64), "end": np.array([10, 10, 25, 30, 40])}
     assert path_sites.owned_sites(asked, linked, sites).tolist() == [22, 0, 32, 12, 0]

@@ -278,7 +278,8 @@ def with_creating_sites(communicators, sites) -> dict:
 def _summed(keys, time):
     """(unique keys, calls per key, summed time per key)."""
     uniq, inverse = arrays.unique_codes(keys)
-    return uniq, np.bincount(inverse, None, len(uniq)).astype(np.int64), np.bincount(inverse, time, len(uniq)).astype(np.int64)
+    count = np.bincount(inverse, None, len(uniq)).astype(np.int64)
+    return uniq, count, np.bincount(inverse, time, len(uniq)).astype(np.int64)
 
 
 def combined_waitstates(comm, sums, sites: Sites):
