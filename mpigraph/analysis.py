@@ -114,16 +114,19 @@ def _raise(error):
 def _metrics(comm, logs, linked, codec, times, algorithm):
     """Stage metrics: local tables on each rank, combined on rank 0 (None elsewhere).
 
-    Returns (metrics.Tables, the linked run's small report tables) on rank 0 (None, None
-    elsewhere).  The calls table is made by the report, a chunk at a time.
+    Returns (metrics.Tables, the linked run's small report tables, this rank's wait-state rows)
+    on rank 0, (None, None, this rank's wait-state rows) elsewhere.  The calls table is made by
+    the report, a chunk at a time; the wait-state rows (made once: the rank table's per-state sums
+    are theirs) are gathered here and written by the report as this rank's part.
     """
-    local = parallel.collectively(comm, metrics.local_tables, logs, times, linked)
+    waitstates = parallel.collectively(comm, linked_tables.waitstate_rows, linked)
+    local = parallel.collectively(comm, metrics.local_tables, logs, times, linked, waitstates)
     tables = parallel.collectively(comm, metrics.gather_tables, comm, local)
-    extra = parallel.collectively(comm, linked_tables.gather, comm, linked, codec)
+    extra = parallel.collectively(comm, linked_tables.gather, comm, linked, codec, waitstates)
     if extra is not None:
         extra["facts"] = {"clock_method": linked.clock.method, "repair": linked.repair, "algorithm": algorithm}
     linked.waits.pack()   # only the report reads them after this: not held whole through the path stage
-    return tables, extra
+    return tables, extra, waitstates
 
 
 def _traffic(comm, logs, times, linked, world_size, phase=None):
@@ -147,11 +150,12 @@ def _write_report(comm, out_dir, info, tables, path, linked):
     by_phase = phases_callsites.tracker(comm, sites, linked.calls)     # sums the same blocks per phase too
     path = _path_with_sites(comm, path, linked, sites.sites)
     block = datasets.scatter_path(comm, path.table)
-    summary_tables, extra = tables
+    summary_tables, extra, waitstates = tables
     calls_csv = comm.bcast(report.big_csv_written(summary_tables.ranks) if comm.rank == 0 else None, root=0)
-    parallel.collectively(comm, datasets.write_parts, comm, out_dir, info, linked, queries, block, calls_csv, sites)
+    parallel.collectively(comm, datasets.write_parts, comm, out_dir, info, linked, waitstates, queries, block,
+                          calls_csv, sites)
     table = sites.combined(comm)
-    waits_by_site = parallel.collectively(comm, callsites.stats.waitstate_sums, linked, sites.sites)
+    waits_by_site = parallel.collectively(comm, sites.waitstate_sums)      # summed as the calls' blocks passed
     waits_by_site = callsites.stats.combined_waitstates(comm, waits_by_site, sites.sites)
     phases = extra.get("phases") if extra is not None else None
     by_phase = by_phase.combined(comm, phases["notes"]["selected"] if phases else None) if by_phase else None

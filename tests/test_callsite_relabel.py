@@ -24,7 +24,8 @@ def test_interleaved_ranks_get_their_own_ids(tmp_path):
     block = {"rank": rank, "callsite": shim.copy(), "function": Labels(np.full(n, send), mf.names_array()),
              "start": np.zeros(n, np.int64), "end": np.full(n, 10, np.int64), "calls": np.ones(n, np.int64),
              "wait_before": np.zeros(n, np.int64), "wait_after": np.zeros(n, np.int64),
-             "bytes": np.zeros(n, np.int64), "on_path": np.zeros(n, bool)}
+             "bytes": np.zeros(n, np.int64), "on_path": np.zeros(n, bool), "wait_state": np.full(n, -1),
+             "wait_state_time": np.zeros(n, np.int64), "other_state_time": np.zeros(n, np.int64)}
     out = Accumulator(sites, 3).add(block)
     assert out["callsite"].tolist() == [1, 2, 4, 1, 0, 4, 1, 1]
     acc = Accumulator(sites, 3)
@@ -44,5 +45,7 @@ def test_an_empty_block():
     block = {"rank": np.zeros(0, np.int64), "callsite": np.zeros(0, np.int64),
              "function": Labels(np.zeros(0, np.int64), mf.names_array()), "start": np.zeros(0, np.int64),
              "end": np.zeros(0, np.int64), "calls": np.zeros(0, np.int64), "wait_before": np.zeros(0, np.int64),
-             "wait_after": np.zeros(0, np.int64), "bytes": np.zeros(0, np.int64), "on_path": np.zeros(0, bool)}
+             "wait_after": np.zeros(0, np.int64), "bytes": np.zeros(0, np.int64), "on_path": np.zeros(0, bool),
+             "wait_state": np.zeros(0, np.int64), "wait_state_time": np.zeros(0, np.int64),
+             "other_state_time": np.zeros(0, np.int64)}
     assert Accumulator(NoSites(), 1).add(block)["callsite"].tolist() == []

@@ -216,7 +216,8 @@ def test_sums_and_cov_by_hand(tmp_path):
         return {"rank": np.array(rank), "callsite": np.zeros(n, np.int64), "function": Labels(np.full(n, send),
                 mf.names_array()), "start": np.array(start), "end": np.array(end), "calls": np.ones(n, np.int64),
                 "wait_before": np.array(wait), "wait_after": np.zeros(n, np.int64), "bytes": np.array(nbytes),
-                "on_path": np.array(on_path)}
+                "on_path": np.array(on_path), "wait_state": np.full(n, -1), "wait_state_time": np.zeros(n, np.int64),
+                "other_state_time": np.zeros(n, np.int64)}
 
     # rank 0: calls of 1 s; rank 1: calls of 1 s and 2 s (3 s): times 1 and 3, mean 2, std 1, COV 0.5.
     acc.add(block([0, 1], [0, 0], [10**9, 10**9], [5, 7], [8, 16], [True, False]))
@@ -254,7 +255,8 @@ def _send_block(rank, start, end, wait, nbytes, on_path):
     return {"rank": np.array(rank), "callsite": np.zeros(n, np.int64), "function": Labels(np.full(n, send),
             mf.names_array()), "start": np.array(start), "end": np.array(end), "calls": np.ones(n, np.int64),
             "wait_before": np.array(wait), "wait_after": np.zeros(n, np.int64), "bytes": np.array(nbytes),
-            "on_path": np.array(on_path)}
+            "on_path": np.array(on_path), "wait_state": np.full(n, -1), "wait_state_time": np.zeros(n, np.int64),
+            "other_state_time": np.zeros(n, np.int64)}
 
 
 class _TwoRanksAtRoot:

@@ -17,6 +17,7 @@ Compute segments, and segments whose call was not found, have call site 0.
 import numpy as np
 
 from mpigraph.metrics import run_tables
+from mpigraph.util import arrays
 from mpigraph.util.names import Labels
 
 KINDS = ("mpi", "message")
@@ -62,24 +63,29 @@ def owned_sites(asked, linked, sites):
     """The call-site ids of the asked segments of the trace ranks this analysis rank owns, 0 for
     the others'."""
     found = np.zeros(len(asked["index"]), np.int64)
-    for rank in sorted(linked.calls):          # per owned trace rank
-        mine = np.flatnonzero(asked["rank"] == rank)
-        if len(mine):
-            found[mine] = _rank_sites(linked.calls[rank], sites, rank, {k: v[mine] for k, v in asked.items()})
+    # Grouped by one sort of the segments' ranks, not a pass over every segment per owned rank (a
+    # pipelined program's path has a segment per call, over thousands of ranks).
+    for rank, mine in arrays.groups(asked["rank"]):
+        if int(rank) in linked.calls:
+            found[mine] = _rank_sites(linked.calls[int(rank)], sites, int(rank), {k: v[mine] for k, v in asked.items()})
     return found
 
 
 def _rank_sites(calls, sites, rank, asked):
     """The run's call-site ids of one trace rank's `asked` segments (0 where no call holds one)."""
     starts, ends = np.asarray(calls.start_ns, np.int64), np.asarray(calls.end_ns, np.int64)
-    shim_ids = calls.records["site"][run_tables._call_records(calls, slice(None))]
+    order = None
     if (np.diff(ends) < 0).any():        # threads overlapped the rank's calls: ordered by end
         order = np.argsort(ends, kind="stable")
-        starts, ends, shim_ids = starts[order], ends[order], shim_ids[order]
+        starts, ends = starts[order], ends[order]
     call = np.where(asked["message"], _holding(starts, ends, asked["end"]),
                     _longest_overlapping(starts, ends, asked["start"], asked["end"]))
-    ids = sites.run_ids(rank, shim_ids)
-    return np.where(call >= 0, ids[np.maximum(call, 0)] if len(ids) else 0, 0)
+    found = call >= 0
+    # Only the calls found are looked up (a rank has few segments of a bulk-synchronous path).
+    index = call[found] if order is None else order[call[found]]
+    ids = np.zeros(len(call), np.int64)
+    ids[found] = sites.run_ids(rank, calls.records["site"][run_tables._call_records(calls, slice(None))][index])
+    return ids
 
 
 def _holding(starts, ends, t):

@@ -166,7 +166,7 @@ class KeyedSums:
                   "wait": np.asarray(block["wait_before"], np.int64) + np.asarray(block["wait_after"], np.int64),
                   "bytes": np.asarray(block["bytes"], np.int64),
                   "path_time": np.where(np.asarray(block["on_path"], bool), duration, 0)}
-        uniq, _, inverse = arrays.unique_inverse(keys)
+        uniq, inverse = arrays.unique_codes(keys)
         self._parts.append((uniq, {n: np.bincount(inverse, v, len(uniq)).astype(np.int64) for n, v in values.items()}))
 
     def totals(self):
@@ -196,6 +196,7 @@ class Accumulator:
         self.sites, self.n_ranks = sites, n_ranks
         self.n_functions = len(mf.names_array())
         self.sums = KeyedSums()     # keys = (callsite * n_functions + function) * n_ranks + rank
+        self._wait_parts = []   # per block: ``_summed`` of (callsite * n_functions + function) * n_states + kind
         # Sums by a finer key (the per-phase twin, phases.callsites): each is given every relabelled block.
         self.twins = []
 
@@ -212,9 +213,34 @@ class Accumulator:
             ids[a:a + n] = self.sites.run_ids(rank[a], local[a:a + n])
         block["callsite"] = ids
         self.sums.add(block, (ids * self.n_functions + func) * self.n_ranks + rank)
+        self._sum_waits(block, ids * self.n_functions + func)
         for twin in self.twins:
             twin.add(block)
         return block
+
+    def _sum_waits(self, block, site_function):
+        """The block's wait-state charges per (call site, function, kind), as
+        metrics.run_tables.waitstate_rows counts them per rank (a point-to-point call whose wait is
+        charged to both kinds counts under each, with its part).  Summed from the blocks as they
+        pass, which carry the run's call-site ids already: no second pass over the calls."""
+        from mpigraph.metrics import waits
+
+        state = block["wait_state"]       # run_tables.call_block's Labels: code 0 is "no state"
+        kind, time = waits.charged_states({"wait_state": state.codes - 1 if hasattr(state, "codes") else state,
+                                           "wait_state_time": block["wait_state_time"],
+                                           "other_state_time": block["other_state_time"]})
+        has = kind >= 0
+        keys = np.tile(site_function, 2)[has] * len(waits.WAIT_STATES) + kind[has]
+        self._wait_parts.append(_summed(keys, np.asarray(time, np.int64)[has]))
+
+    def waitstate_sums(self):
+        """This analysis rank's wait-state sums per (call site, function, kind) of the blocks added:
+        (keys = (site * n_functions + function) * n_states + kind, calls, time), for
+        ``combined_waitstates``."""
+        parts = self._wait_parts or [(np.zeros(0, np.int64),) * 3]
+        uniq, inverse = arrays.unique_codes(np.concatenate([p[0] for p in parts]))
+        return tuple([uniq] + [np.bincount(inverse, np.concatenate([p[i] for p in parts]), len(uniq)).astype(np.int64)
+                               for i in (1, 2)])
 
     def table(self, totals=None) -> dict:
         """The callsites table (schema.CALLSITE_COLUMNS) of per (call site, function, trace rank)
@@ -263,29 +289,11 @@ def with_creating_sites(communicators, sites) -> dict:
     return out
 
 
-def waitstate_sums(linked, sites: Sites):
-    """This analysis rank's wait-state sums per (call site, function, kind) of the trace ranks it
-    owns: (keys = (site * n_functions + function) * n_states + kind, calls, time), as
-    metrics.run_tables.waitstate_rows counts them per rank (a point-to-point call whose wait is
-    charged to both kinds counts under each, with its part)."""
-    from mpigraph.metrics import run_tables, waits
-
-    n_functions, n_states = len(mf.names_array()), len(waits.WAIT_STATES)
-    keys, times = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for rank, calls in sorted(linked.calls.items()):        # per owned trace rank
-        kind, time = waits.charged_states(linked.waits[rank])
-        has = kind >= 0
-        site = sites.run_ids(rank, calls.records["site"][run_tables._call_records(calls, slice(None))])
-        func = np.tile(np.asarray(calls.func, np.int64), 2)[has]
-        keys.append((np.tile(site, 2)[has] * n_functions + func) * n_states + kind[has])
-        times.append(np.asarray(time, np.int64)[has])
-    return _summed(np.concatenate(keys), np.concatenate(times))
-
-
 def _summed(keys, time):
     """(unique keys, calls per key, summed time per key)."""
-    uniq, inverse, count = np.unique(keys, return_inverse=True, return_counts=True)
-    return uniq, count.astype(np.int64), np.bincount(inverse.reshape(-1), time, len(uniq)).astype(np.int64)
+    uniq, inverse = arrays.unique_codes(keys)
+    count = np.bincount(inverse, None, len(uniq)).astype(np.int64)
+    return uniq, count, np.bincount(inverse, time, len(uniq)).astype(np.int64)
 
 
 def combined_waitstates(comm, sums, sites: Sites):

@@ -29,7 +29,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from mpigraph.metrics import waits as waits_module
+from mpigraph.metrics import run_tables, waits as waits_module
 from mpigraph.paths import segments as critical_path
 from mpigraph.schema import FUNCTION_COLUMNS, RANK_COLUMNS  # noqa: F401  (the tables' schemas, re-exported)
 
@@ -167,16 +167,27 @@ def compute_time(call_start, call_end):
     return int(np.maximum(call_start[1:] - call_end[:-1], 0).sum()) if len(call_start) else 0
 
 
-def wait_row(call_start, call_end, func, waits):
-    """The rank table's wait columns of one rank from its per-call waits (Init and Finalize left out)."""
-    user = ~IS_INIT[func] & ~IS_FINALIZE[func]
-    row = {name: int(waits[name][user].sum()) for name in ("execution", "wait_before", "wait_after")}
+def wait_row(call_start, call_end, func, waits, by_state):
+    """The rank table's wait columns of one rank from its per-call waits (Init and Finalize left
+    out) and `by_state`, its charged wait per wait state (``state_sums``)."""
+    # The sums over all calls less the few Init and Finalize calls: no masked copy of every column.
+    init_final = np.flatnonzero(IS_INIT[func] | IS_FINALIZE[func])
+    row = {name: int(waits[name].sum()) - int(waits[name][init_final].sum())
+           for name in ("execution", "wait_before", "wait_after")}
     row["wait"] = row["wait_before"] + row["wait_after"]
     row["compute"] = compute_time(call_start, call_end)
-    state, time = waits_module.charged_states(waits)
-    by_state = np.bincount(state[state >= 0], weights=time[state >= 0], minlength=len(waits_module.WAIT_STATES))
-    row.update({name: int(round(by_state[i])) for i, name in enumerate(waits_module.WAIT_STATES)})
+    row.update({name: int(by_state[i]) for i, name in enumerate(waits_module.WAIT_STATES)})
     return row
+
+
+def state_sums(waitstates):
+    """{trace rank: int64 charged wait per wait state} of a wait-state table
+    (metrics.run_tables.waitstate_rows: sums per rank, function and kind); a rank without rows has
+    no charged wait."""
+    ranks, at = np.unique(np.asarray(waitstates["rank"], np.int64), return_inverse=True)
+    sums = np.zeros((len(ranks), len(waits_module.WAIT_STATES)), np.int64)
+    np.add.at(sums, (at.reshape(-1), np.asarray(waitstates["kind"], np.int64)), waitstates["time"])
+    return dict(zip(ranks.tolist(), sums))
 
 
 def imbalance(wait, execution, compute):
@@ -243,13 +254,17 @@ def rank_row(log, start_ns, end_ns, partials):
     }
 
 
-def local_tables(logs, times, linked=None):
+def local_tables(logs, times, linked=None, waitstates=None):
     """(rank rows, function partials summed over the owned logs) of this analysis rank.
 
     `logs` maps trace rank -> RankLog, `times` trace rank -> (start_ns, end_ns)
-    per record; `linked` (link.Linked) adds the wait and clock columns.
+    per record; `linked` (link.Linked) adds the wait and clock columns, the wait states' sums
+    taken from `waitstates`, its metrics.run_tables.waitstate_rows (made from it when not given).
     """
     rows, partials = [], []
+    if linked is not None:
+        by_state = state_sums(run_tables.waitstate_rows(linked) if waitstates is None else waitstates)
+        no_state = np.zeros(len(waits_module.WAIT_STATES), np.int64)
     for rank, log in logs.items():
         start_ns, end_ns = times[rank]
         waits = linked.waits[rank] if linked is not None else None
@@ -257,7 +272,7 @@ def local_tables(logs, times, linked=None):
         row = rank_row(log, start_ns, end_ns, partial)
         if linked is not None:
             calls = linked.calls[rank]
-            row.update(wait_row(calls.start_ns, calls.end_ns, calls.func, waits))
+            row.update(wait_row(calls.start_ns, calls.end_ns, calls.func, waits, by_state.get(rank, no_state)))
             row.update(clock_row(linked, rank))
         rows.append(row)
         partials.append(partial)

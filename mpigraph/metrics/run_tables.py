@@ -43,14 +43,15 @@ def call_rows(linked, ranks=None, piece=slice(None)):
         at += len(which)
         out["rank"][rows] = rank
         out["call"][rows] = np.arange(which.start, which.stop, which.step)
-        for name in ("seq", "peer", "tag", "comm", "bytes", "root"):
+        for name in ("peer", "tag", "comm", "bytes", "root"):
             out[name][rows] = records[name][index]
         out["callsite"][rows] = records["site"][index]   # the shim's id: the report numbers the run's
-        out["device_buffer"][rows] = (records["flags"][index] & record.DEVICE) != 0
+        flags, seq = records["flags"][index], records["seq"][index]
+        out["device_buffer"][rows] = (flags & record.DEVICE) != 0
         # A merged run of polls keeps its count in seq (trace/record.py): no collective number.
-        repeated = (records["flags"][index] & record.REPEAT) != 0
-        out["calls"][rows] = np.where(repeated, records["seq"][index], 1)
-        out["seq"][rows] = np.where(repeated, 0, out["seq"][rows])
+        repeated = (flags & record.REPEAT) != 0
+        out["calls"][rows] = np.where(repeated, seq, 1) if repeated.any() else 1
+        out["seq"][rows] = np.where(repeated, 0, seq) if repeated.any() else seq
         out["function"][rows] = calls.func[piece]
         out["start"][rows], out["end"][rows] = calls.start_ns[piece], calls.end_ns[piece]
         for name in ("wait_before", "wait_after", "execution", "wait_state", "wait_state_time", "other_state_time"):
@@ -141,12 +142,15 @@ def _concat(parts, columns):
 CHUNK_ROWS = 1 << 18
 
 
-def gather(comm, linked, codec=None):
+def gather(comm, linked, codec=None, waitstates=None):
     """{table name: columns} of the whole run's small tables on analysis rank 0 (None elsewhere).
 
     The calls table (a row per call) is not gathered: the report streams each analysis rank's
-    rows to rank 0 a chunk at a time, each chunk made when its turn comes (``call_chunks``)."""
-    local = {"collectives": collective_rows(linked), "waitstates": waitstate_rows(linked),
+    rows to rank 0 a chunk at a time, each chunk made when its turn comes (``call_chunks``).
+    `waitstates`: this rank's ``waitstate_rows`` when the caller holds them (the report writes
+    them as this rank's part of waitstates.parquet: made once, not twice)."""
+    local = {"collectives": collective_rows(linked),
+             "waitstates": waitstate_rows(linked) if waitstates is None else waitstates,
              "unmatched": unmatched_rows(linked)}
     gathered = {name: shuffle.gather(comm, columns, 0, codec)[0] for name, columns in local.items()}
     return finish(gathered) if comm.Get_rank() == 0 else None

@@ -61,12 +61,13 @@ def write_calls_part(out_dir, rank, size, linked, queries, with_csv=False, sites
     if sites is not None:
         blocks = (sites.add(block) for block in blocks)
     csv_path = writer.calls_csv_part(out_dir, rank, size) if with_csv else None
-    writer.write_calls_blocks(_part(out_dir, CALLS, rank, size), blocks, csv_path, header=False)
+    # Rank 0's CSV part begins with the header: it becomes calls.csv, the others appended to it.
+    writer.write_calls_blocks(_part(out_dir, CALLS, rank, size), blocks, csv_path, header=rank == 0)
 
 
-def write_waitstates_part(out_dir, rank, size, linked):
-    """This analysis rank's rows of the wait-state table (``run_tables.waitstate_rows``, named)."""
-    named = linked_tables.named_waitstates(linked_tables.waitstate_rows(linked))
+def write_waitstates_part(out_dir, rank, size, rows):
+    """This analysis rank's rows of the wait-state table (its ``run_tables.waitstate_rows``, named)."""
+    named = linked_tables.named_waitstates(rows)
     writer.write_parquet(_part(out_dir, WAITSTATES, rank, size), named, linked_tables.WAITSTATE_COLUMNS)
 
 
@@ -111,17 +112,17 @@ def _part(out_dir, name, rank, size):
     return os.path.join(out_dir, name, part_name(rank, size))
 
 
-def write_parts(comm, out_dir, info, linked, queries, path_block, calls_csv=False, sites=None):
-    """Every analysis rank: its parts of the calls, wait-state and (when `path_block` is not None)
-    critical path datasets, and with `calls_csv` its part of calls.csv's text (`sites`:
-    ``write_calls_part``).  Collective.
+def write_parts(comm, out_dir, info, linked, waitstates, queries, path_block, calls_csv=False, sites=None):
+    """Every analysis rank: its parts of the calls, wait-state (`waitstates`: its
+    ``run_tables.waitstate_rows``) and (when `path_block` is not None) critical path datasets, and
+    with `calls_csv` its part of calls.csv's text (`sites`: ``write_calls_part``).  Collective.
 
     A part that cannot be written (a full disk: every rank may meet it) is one error: analysis
     rank 0 removes the datasets and raises the ReportError of the first rank that failed, naming
     its file; the others raise PeerFailed (they say nothing)."""
     failure = None
     steps = [(CALLS, lambda p: write_calls_part(out_dir, comm.rank, comm.size, linked, queries, calls_csv, sites)),
-             (WAITSTATES, lambda p: write_waitstates_part(out_dir, comm.rank, comm.size, linked))]
+             (WAITSTATES, lambda p: write_waitstates_part(out_dir, comm.rank, comm.size, waitstates))]
     if path_block is not None:
         steps.append((PATH, lambda p: write_path_part(out_dir, comm.rank, comm.size, path_block)))
     for name, step in steps:

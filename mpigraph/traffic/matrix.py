@@ -56,6 +56,9 @@ def _rule_codes():
 
 
 RULE_CODE = _rule_codes()
+# Per rule code: the rooted rules (a pair with the root), the spreading ones (pairs with every other member).
+_ROOTED = np.isin(np.arange(len(RULES)), [RULES.index("to_root"), RULES.index("from_root")])
+_SPREAD = np.isin(np.arange(len(RULES)), [RULES.index(r) for r in ("scatter", "to_all", "exchange")])
 RULE_NAMES = {f.name: _RULE_OF_BASE[_base(f)] for f in mf.FUNCTIONS if RULE_CODE[f.id] >= 0}
 
 
@@ -92,6 +95,8 @@ def concat(tables):
     tables = [t for t in tables if len(t["src"])]
     if not tables:
         return empty()
+    if len(tables) == 1:        # summed already: its rows are distinct and in order
+        return tables[0]
     return summed(*(np.concatenate([t[c] for t in tables]) for c in ("src", "dst", "kind", "messages", "bytes")))
 
 
@@ -110,20 +115,35 @@ def collective_pairs(rank_calls, communicators):
     rule = RULE_CODE[func[rows]].astype(np.int64)
     comm, root, nbytes = records["comm"][rows], records["root"][rows].astype(np.int64), records["bytes"][rows]
     parts = []
-    rooted = np.isin(rule, [RULES.index("to_root"), RULES.index("from_root")]) & (root >= 0) & (root != rank)
-    to_root = rooted & (rule == RULES.index("to_root"))
-    parts.append(summed(np.where(to_root, rank, root)[rooted], np.where(to_root, root, rank)[rooted],
-                        np.full(rooted.sum(), COLLECTIVE), np.ones(rooted.sum()), nbytes[rooted]))
+    # Each kind of pair only where the rank has calls of it: most programs' collectives are
+    # reductions (unpaired), and the steps of the others cost a rank more than its rows.
+    rooted = _ROOTED[rule] & (root >= 0) & (root != rank)
+    if rooted.any():
+        to_root = rooted & (rule == RULES.index("to_root"))
+        parts.append(summed(np.where(to_root, rank, root)[rooted], np.where(to_root, root, rank)[rooted],
+                            np.full(rooted.sum(), COLLECTIVE), np.ones(rooted.sum()), nbytes[rooted]))
     unpaired = rule == RULES.index("unpaired")
-    spread = (np.isin(rule, [RULES.index(r) for r in ("scatter", "to_all", "exchange")])
-              & ((rule != RULES.index("scatter")) | (root == rank)))
+    spread = _SPREAD[rule] & ((rule != RULES.index("scatter")) | (root == rank))
+    spread_parts, lost = (_spread_pairs(rank, comm[spread], rule[spread], nbytes[spread], communicators)
+                          if spread.any() else ([], []))
+    parts += spread_parts
+    n_unpaired = int(unpaired.sum()) + sum(n for n, _ in lost)
+    unpaired_bytes = int(nbytes[unpaired].sum()) + sum(b for _, b in lost)
+    if n_unpaired:
+        parts.append(summed([rank], [NO_PEER], [COLLECTIVE], [n_unpaired], [unpaired_bytes]))
+    return concat(parts)
+
+
+def _spread_pairs(rank, comm, rule, nbytes, communicators):
+    """(pair tables, lost) of one rank's spreading calls (scatter from it, to_all, exchange): lost
+    holds the (calls, bytes) of each communicator whose members are unknown."""
     # Each spreading call goes to every other member of its communicator: summed per (comm, rule)
     # first, so the rows are the members of the few communicators, not calls x members.
-    keys, inverse = np.unique(np.stack([comm[spread], rule[spread]]), axis=1, return_inverse=True)
+    keys, inverse = np.unique(np.stack([comm, rule]), axis=1, return_inverse=True)
     inverse = inverse.ravel()
     calls = np.bincount(inverse, minlength=keys.shape[1])
-    sums = int_sums(inverse, nbytes[spread], keys.shape[1])
-    lost = []
+    sums = int_sums(inverse, nbytes, keys.shape[1])
+    parts, lost = [], []
     for (c, r), n_calls, total in zip(keys.T.tolist(), calls.tolist(), sums.tolist()):
         members = communicators.members(c)
         if members is None:        # members unknown: its bytes stay the rank's, unpaired
@@ -133,11 +153,7 @@ def collective_pairs(rank_calls, communicators):
         share = total if r == RULES.index("to_all") else total // max(len(members), 1)
         parts.append(summed(np.full(len(others), rank), others, np.full(len(others), COLLECTIVE),
                             np.full(len(others), n_calls), np.full(len(others), share)))
-    n_unpaired = int(unpaired.sum()) + sum(n for n, _ in lost)
-    unpaired_bytes = int(nbytes[unpaired].sum()) + sum(b for _, b in lost)
-    if n_unpaired:
-        parts.append(summed([rank], [NO_PEER], [COLLECTIVE], [n_unpaired], [unpaired_bytes]))
-    return concat(parts)
+    return parts, lost
 
 
 def dense(table, world_size, kind=None):

@@ -37,6 +37,26 @@ def unique_inverse(values):
     return ordered[first], order[first], inverse
 
 
+def unique_codes(values):
+    """(sorted distinct values, each value's index among them): ``unique_inverse`` without the
+    first occurrences.  Where the values span few integers (at most 4 per value, or 65,536), a
+    table over the span replaces the sort: mark each value present, number the marks by a running
+    sum, look each value's number up: four passes that stream, against a sort's many (sums per
+    call site and wait state: keys of a few sites, functions and kinds over millions of calls)."""
+    values = np.asarray(values).reshape(-1)
+    if not len(values):
+        return values.copy(), np.zeros(0, np.int64)
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= max(4 * len(values), 1 << 16):
+        uniq, _, inverse = unique_inverse(values)
+        return uniq, inverse
+    offset = values - lo
+    present = np.zeros(hi - lo + 1, bool)
+    present[offset] = True
+    number = np.cumsum(present) - 1
+    return (np.flatnonzero(present) + lo).astype(values.dtype), number[offset]
+
+
 def runs(values):
     """(start, length) of each run of equal neighbours in a non-empty 1-d array."""
     starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
