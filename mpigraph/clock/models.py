@@ -87,9 +87,10 @@ def convert(conversion, ticks):
     ticks = np.asarray(ticks)
     if conversion is IDENTITY or conversion == IDENTITY:
         return ticks.astype(np.int64, copy=False)
-    ns = np.multiply(ticks - np.int64(conversion.ticks0), conversion.ns_per_tick)   # float64, one pass
+    out = np.subtract(ticks, np.int64(conversion.ticks0), dtype=np.int64)
+    ns = np.multiply(out, conversion.ns_per_tick)       # float64
     np.rint(ns, out=ns)
-    out = ns.astype(np.int64)
+    np.copyto(out, ns, casting="unsafe")                # astype(np.int64)'s cast, into the ticks' buffer
     out += np.int64(conversion.ns0)
     return out
 
@@ -159,9 +160,20 @@ class Lines:
         return self.offset[rank] + self.drift[rank] * (np.asarray(t, np.int64) - self.ref[rank]).astype(np.float64)
 
     def to_global(self, rank, ns):
-        """Local int64 ns of `rank` on rank 0's clock (vectorised over ns)."""
+        """Local int64 ns of one `rank` on rank 0's clock (vectorised over ns): ns - rint(at(ns)).
+
+        A rank on rank 0's line (offset and drift 0: every rank of a single host) gets `ns`
+        itself, not a copy: at() is 0.0 there."""
         ns = np.asarray(ns, np.int64)
-        return ns - np.rint(self.at(rank, ns)).astype(np.int64)
+        offset, drift = self.offset[rank], self.drift[rank]
+        if offset == 0 and drift == 0:
+            return ns
+        # at(), in place in one float buffer: offset + drift * (t - ref), the same operations
+        shift = np.subtract(ns, self.ref[rank], dtype=np.int64).astype(np.float64)
+        shift *= drift
+        shift += offset
+        np.rint(shift, out=shift)
+        return ns - shift.astype(np.int64)
 
 
 def _line_through(local_a, offset_a, local_b, offset_b):
