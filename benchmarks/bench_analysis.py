@@ -16,7 +16,8 @@ the page cache (they were just written): cold-cache reads are disk-bound.
 Printed per (records, K, algorithm), first per analysis rank and stage, and for the whole
 analyze() call ("whole"): its wall and CPU seconds (the least of the repeats), the records it
 owns and the bytes it sent and received (mpigraph.comm.meter; exact counts, checked to be the same
-in every repeat), each against 1/K of a total: CPU against K=1's (when K=1 ran first), records
+in every repeat), each against 1/K of a total (and of the CPU, the seconds inside MPI calls,
+MPIClock: with more ranks than cores those are mostly spinning while another rank works): CPU against K=1's (when K=1 ran first), records
 against the run's, bytes against the K ranks' (K=1 moves none); and per stage whether every rank
 is within 1.5x of 1/K ("ok"; CPU: at most 1.5x): a rank-0 funnel shows in CPU seconds and bytes
 even where K ranks share fewer cores and wall times cannot.  Then, as each finishes and again as
@@ -39,6 +40,7 @@ fresh memory is cheap; the fresh rows what a user of this machine waits.
 """
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import re
@@ -55,7 +57,8 @@ from machine import describe_machine, describe_memory, memory_gib  # noqa: E402
 
 STAGE_LINE = re.compile(r"^mpigraph: (\S+)\s+([0-9.]+) s")
 PROBE_LINE = re.compile(r"^probe rank (\d+) wall ([0-9.]+) base_kb (\d+) peak_kb (\d+) records (\d+)")
-STAGE_RANK_LINE = re.compile(r"^probe stage rank (\d+) (\S+) wall ([0-9.]+) cpu ([0-9.]+) sent (\d+) received (\d+)")
+STAGE_RANK_LINE = re.compile(r"^probe stage rank (\d+) (\S+) wall ([0-9.]+) cpu ([0-9.]+) sent (\d+) received (\d+) "
+                             r"mpi ([0-9.]+)")
 
 
 # ---- inside the job: one analysis ------------------------------------------------
@@ -63,6 +66,58 @@ STAGE_RANK_LINE = re.compile(r"^probe stage rank (\d+) (\S+) wall ([0-9.]+) cpu 
 def vm_rss_kb():
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+class MPIClock:
+    """CPU seconds this process spends inside mpi4py's calls, per stage (`by_stage`).
+
+    A communicator whose every method is timed (time.process_time) stands in for the analysis's
+    (``comm``), MPI.Request.Waitall is timed the same way (``install``), and the stages' Meter
+    adds up each stage's share.  With more ranks than cores an MPI wait spins (MPICH polls):
+    that CPU is waiting for another rank, not work.  Not counted: the idle waits' tests
+    (comm.parallel.wait_idly sleeps between them, taking little CPU)."""
+
+    def __init__(self):
+        self.cpu = 0.0
+        self.by_stage = {}
+
+    def timed(self, call):
+        def run(*args, **kwargs):
+            started = time.process_time()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.cpu += time.process_time() - started
+        return run
+
+    def comm(self, comm):
+        """`comm` with every method call timed."""
+        clock = self
+
+        class Timed:
+            def __getattr__(self, name):
+                value = getattr(comm, name)
+                return clock.timed(value) if callable(value) else value
+        return Timed()
+
+    def install(self, MPI, meter):
+        """Time MPI.Request.Waitall, and every stage's MPI seconds through meter.Meter."""
+        clock = self
+
+        class Request(MPI.Request):
+            Waitall = staticmethod(self.timed(MPI.Request.Waitall))
+
+        class Meter(meter.Meter):
+            @contextlib.contextmanager
+            def stage(self, name):
+                before = clock.cpu
+                try:
+                    with super().stage(name):
+                        yield
+                finally:
+                    clock.by_stage[name] = clock.cpu - before
+
+        MPI.Request, meter.Meter = Request, Meter
 
 
 def probe(run_dir, prefault_mb):
@@ -77,6 +132,8 @@ def probe(run_dir, prefault_mb):
     from mpigraph.trace import logs as trace
     from mpigraph.util.left_out import left_out
 
+    mpi_clock = MPIClock()
+    mpi_clock.install(MPI, meter)
     comm = MPI.COMM_WORLD
     info = trace.find_run(run_dir)
     owned = parallel.Ownership(info.world_size, comm.size).ranks_of(comm.rank)
@@ -89,17 +146,18 @@ def probe(run_dir, prefault_mb):
     sent, received = meter.totals()
     started, cpu = time.perf_counter(), time.process_time()
     with left_out():      # as `mpigraph analyze` and the in-job analysis run it: without pandas
-        analysis.analyze(run_dir, comm)
+        analysis.analyze(run_dir, mpi_clock.comm(comm))
     wall = time.perf_counter() - started
+    mpi_clock.by_stage[WHOLE] = mpi_clock.cpu
     # The whole analyze() call as one more "stage": what the rank did in all, between the stages too.
     whole = meter.Stage(WHOLE, wall, time.process_time() - cpu, meter.totals()[0] - sent, meter.totals()[1] - received)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for rank, line in enumerate(comm.gather((wall, base, peak, records), root=0) or []):
         print("probe rank %d wall %.6f base_kb %d peak_kb %d records %d" % ((rank,) + line), flush=True)
-    for rank, stages in enumerate(comm.gather(meter.last.stages + [whole], root=0) or []):
+    for rank, (stages, in_mpi) in enumerate(comm.gather((meter.last.stages + [whole], mpi_clock.by_stage), root=0) or []):
         for s in stages:
-            print("probe stage rank %d %s wall %.6f cpu %.6f sent %d received %d"
-                  % (rank, s.name, s.wall_s, s.cpu_s, s.sent, s.received), flush=True)
+            print("probe stage rank %d %s wall %.6f cpu %.6f sent %d received %d mpi %.6f"
+                  % (rank, s.name, s.wall_s, s.cpu_s, s.sent, s.received, in_mpi.get(s.name, 0.0)), flush=True)
 
 
 # ---- the driver ---------------------------------------------------------------------
@@ -146,10 +204,11 @@ def analyse_once(run_dir, nprocs, algorithm, prefault_mb=0):
         if m:
             stages[m.group(1)] = float(m.group(2))
     probes = [tuple(map(float, m.groups())) for m in map(PROBE_LINE.match, result.stdout.splitlines()) if m]
-    per_rank = {}      # {stage: [(rank, wall, cpu, sent, received)]}
+    per_rank = {}      # {stage: [(rank, wall, cpu, sent, received, cpu in MPI)]}
     for m in filter(None, map(STAGE_RANK_LINE.match, result.stdout.splitlines())):
-        rank, name, wall, cpu, sent, received = m.groups()
-        per_rank.setdefault(name, []).append((int(rank), float(wall), float(cpu), int(sent), int(received)))
+        rank, name, wall, cpu, sent, received, mpi = m.groups()
+        per_rank.setdefault(name, []).append((int(rank), float(wall), float(cpu), int(sent), int(received),
+                                              float(mpi)))
     return stages, probes, per_rank
 
 
@@ -177,13 +236,14 @@ BALANCE_FACTOR = 1.5
 
 @dataclasses.dataclass
 class RankFigures:
-    """One configuration's per-rank figures: `cpu[stage][rank]` (the least over the repeats: the
-    machine's noise only adds), `wall[stage][rank]` (of the same repeat as... the least too),
-    `sent`/`received[stage][rank]` and `records[rank]`, exact counts the same in every repeat
-    (`exact` says whether they were)."""
+    """One configuration's per-rank figures, each a {stage: [value per rank]}: `cpu`, the least
+    over the repeats (the machine's noise only adds), with `mpi`, the CPU inside MPI calls of
+    that same repeat (MPIClock), and `wall`, the least; `sent`, `received` and `records[rank]`,
+    counts that are the same in every repeat (`exact` says whether they were; else the first's)."""
 
     records: list
     cpu: dict
+    mpi: dict
     wall: dict
     sent: dict
     received: dict
@@ -195,16 +255,18 @@ class RankFigures:
 
 
 def rank_figures(runs, records):
-    """RankFigures from the repeats' per-rank rows ({stage: [(rank, wall, cpu, sent, received)]})
-    and records owned per rank."""
-    first = {name: sorted(rows) for name, rows in runs[0].items()}
-    column = lambda rows, i: [r[i] for r in sorted(rows)]      # noqa: E731
-    cpu = {name: [min(c) for c in zip(*(column(run[name], 2) for run in runs))] for name in first}
-    wall = {name: [min(w) for w in zip(*(column(run[name], 1) for run in runs))] for name in first}
-    counts = [({n: (column(run[n], 3), column(run[n], 4)) for n in run}, rec) for run, rec in zip(runs, records)]
-    exact = all(c == counts[0] for c in counts)
-    return RankFigures(records[0], cpu, wall, {n: column(rows, 3) for n, rows in first.items()},
-                       {n: column(rows, 4) for n, rows in first.items()}, exact)
+    """RankFigures from the repeats' per-rank rows ({stage: [(rank, wall, cpu, sent, received,
+    mpi)]}) and records owned per rank."""
+    by_rank = [{name: sorted(rows) for name, rows in run.items()} for run in runs]
+    first = by_rank[0]
+    cpu, mpi, wall = {}, {}, {}
+    for name, rows in first.items():
+        least = [min((run[name][rank] for run in by_rank), key=lambda row: row[2]) for rank in range(len(rows))]
+        cpu[name], mpi[name] = [row[2] for row in least], [row[5] for row in least]
+        wall[name] = [min(run[name][rank][1] for run in by_rank) for rank in range(len(rows))]
+    counts = [({name: [row[3:5] for row in rows] for name, rows in run.items()}, rec) for run, rec in zip(by_rank, records)]
+    return RankFigures(records[0], cpu, mpi, wall, {n: [r[3] for r in rows] for n, rows in first.items()},
+                       {n: [r[4] for r in rows] for n, rows in first.items()}, all(c == counts[0] for c in counts))
 
 
 def ratio(value, total, k):
@@ -233,11 +295,13 @@ def print_rank_shares(figures, one):
     base = "K=1" if one is not None else "K=%d" % k
     print("  per analysis rank (K=%d): x = value / (total / K); CPU against %s's total, records against all, bytes "
           "against these K ranks' total; ok = every rank within %.1fx of 1/K (CPU: at most); CPU least of the "
-          "repeats, records and bytes %s" % (k, base, BALANCE_FACTOR,
+          "repeats (in MPI: of it, inside MPI calls: waiting, where ranks share cores), records and bytes %s"
+          % (k, base, BALANCE_FACTOR,
                                                "exact (the same in every repeat)" if figures.exact
                                                else "DIFFERENT BETWEEN REPEATS (the first repeat's)"), flush=True)
-    print("  %-8s %4s %8s %8s %7s %11s %6s %12s %6s %12s %6s" % ("stage", "rank", "wall s", "cpu s", "x", "records",
-                                                                  "x", "sent B", "x", "received B", "x"))
+    print("  %-8s %4s %8s %8s %7s %8s %11s %6s %12s %6s %12s %6s" % ("stage", "rank", "wall s", "cpu s", "x",
+                                                                       "in MPI s", "records", "x", "sent B", "x",
+                                                                       "received B", "x"))
     n_records = sum(figures.records)
     for name in figures.cpu:
         cpu, sent, received = figures.cpu[name], figures.sent[name], figures.received[name]
@@ -246,9 +310,9 @@ def print_rank_shares(figures, one):
                   "cpu": [ratio(c, cpu_total, k) for c in cpu],
                   "sent": [ratio(b, sum(sent), k) for b in sent], "received": [ratio(b, sum(received), k) for b in received]}
         for rank in range(k):
-            print("  %-8s %4d %8.3f %8.3f %7s %11d %6s %12d %6s %12d %6s"
+            print("  %-8s %4d %8.3f %8.3f %7s %8.3f %11d %6s %12d %6s %12d %6s"
                   % (name, rank, figures.wall[name][rank], cpu[rank], ratio_cell(shares["cpu"][rank]),
-                     figures.records[rank], ratio_cell(shares["records"][rank]), sent[rank],
+                     figures.mpi[name][rank], figures.records[rank], ratio_cell(shares["records"][rank]), sent[rank],
                      ratio_cell(shares["sent"][rank]), received[rank], ratio_cell(shares["received"][rank])))
         # Bytes by direction: in a funnel rank 0 receives what every other rank sends, so the sum
         # of both directions looks even at K=2 while the received bytes are all on rank 0.
@@ -304,21 +368,21 @@ def print_table(rows):
 
 def print_rank_table(rows, one):
     """The fresh rows' per-rank figures as a markdown table: each rank's records, its CPU seconds
-    per stage and whole (x: against 1/K of K=1's total, when K=1 ran) and the bytes it sent and
-    received in all (x: against 1/K of these K ranks' total)."""
+    per stage and whole (x: against 1/K of K=1's total, when K=1 ran; and the seconds of it inside
+    MPI calls) and the bytes it sent and received in all (x: against 1/K of these K ranks' total)."""
     fresh = [row for row in rows if row[4] == FRESH]
     if not fresh:
         return
     names = list(fresh[0][5][5].cpu)
-    print("\n| records | K | algorithm | rank | records owned | " + " | ".join(n + " CPU s" for n in names)
+    print("\n| records | K | algorithm | rank | records owned | " + " | ".join(n + " CPU s (x; in MPI s)" for n in names)
           + " | sent B | received B |")
     print("|" + " --- |" * (len(names) + 7))
     for n_records, _, k, algorithm, _, result in fresh:
         f, base = result[5], one.get((n_records, algorithm))
         sent, received = f.sent[WHOLE], f.received[WHOLE]
         for rank in range(k):
-            cpu = ["%.3f (%s)" % (f.cpu[n][rank], ratio_cell(ratio(f.cpu[n][rank], sum((base or f).cpu[n]), k)))
-                   for n in names]
+            cpu = ["%.3f (%s; %.3f)" % (f.cpu[n][rank], ratio_cell(ratio(f.cpu[n][rank], sum((base or f).cpu[n]), k)),
+                                         f.mpi[n][rank]) for n in names]
             print("| {:,} | {} | {} | {} | {:,} ({}) | {} | {:,} ({}) | {:,} ({}) |".format(
                 n_records, k, algorithm, rank, f.records[rank], ratio_cell(ratio(f.records[rank], n_records, k)),
                 " | ".join(cpu), sent[rank], ratio_cell(ratio(sent[rank], sum(sent), k)), received[rank],
