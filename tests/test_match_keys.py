@@ -38,3 +38,27 @@ def test_dense_keys_order_members_by_communicator_then_sequence():
 def test_dense_keys_give_way_to_sorting_when_they_would_span_far_more_than_the_rows():
     parts = [part([0, 1 << 33], [1, 10**6])]        # 2 comms x 10^6 seqs for 2 rows
     assert collectives._dense_instance_keys(parts) is None
+
+
+def members_of(rank, seqs):
+    """Member rows of one rank: an MPI_Barrier on MPI_COMM_WORLD per seq, call k at 100 * seq + rank."""
+    n = len(seqs)
+    rows = {"comm": np.zeros(n), "seq": seqs, "rank": np.full(n, rank), "comm_rank": np.full(n, rank),
+            "comm_size": np.full(n, 4), "call": np.arange(n) + 1, "func": np.full(n, 7), "root": np.full(n, -1),
+            "start": 100 * np.asarray(seqs) + rank, "end": 100 * np.asarray(seqs) + 50, "done_call": np.arange(n) + 1}
+    return {name: np.asarray(rows[name], dtype) for name, dtype in collectives.MEMBER_DTYPES.items()}
+
+
+def test_members_are_placed_by_instance_then_rank_whether_ranks_come_alike_or_not():
+    # Ranks 0, 1 and 3 join instances 1, 2, 3 (ranks 0 and 1 placed as one block); rank 2 misses 1.
+    parts = [members_of(0, [1, 2, 3]), members_of(1, [1, 2, 3]), members_of(2, [2, 3]), members_of(3, [1, 2, 3])]
+    by_sorting = collectives.LocalGroups.of({name: np.concatenate([p[name] for p in parts])
+                                              for name in collectives.MEMBER_DTYPES})
+    placed = collectives.LocalGroups.of_parts(parts)
+    assert parts == [None] * 4                                       # the rows were let go of
+    assert placed.members["rank"].tolist() == [0, 1, 3, 0, 1, 2, 3, 0, 1, 2, 3]
+    assert placed.members["start"].tolist() == [100, 101, 103, 200, 201, 202, 203, 300, 301, 302, 303]
+    assert placed.start_idx.tolist() == [0, 3, 7] and placed.group.tolist() == [0] * 3 + [1] * 4 + [2] * 4
+    assert placed.instance["seq"].tolist() == [1, 2, 3]
+    for name in collectives.MEMBER_COLUMNS:
+        assert np.array_equal(placed.members[name], by_sorting.members[name]), name

@@ -424,16 +424,49 @@ def _placed_by_instance(parts):
     members = {name: np.empty(n, MEMBER_DTYPES[name]) for name in MEMBER_COLUMNS}
     instance = {name: np.empty(n_groups, MEMBER_DTYPES[name]) for name in _INSTANCE_COLUMNS}
     free = start.copy()
-    for i, key in enumerate(keys):
-        p, parts[i] = parts[i], None
+    for i, j in _runs_of_equal_keys(keys):
+        block, parts[i:j] = parts[i:j], [None] * (j - i)
+        key = keys[i]
         at = free[key]
-        free[key] += 1               # one member per key and rank: no two rows of key share a place
-        for name, column in members.items():
-            column[at] = p[name]
-        first = at == start[key]
+        free[key] += j - i           # one member per key and rank: no two rows of key share a place
+        _place(members, at, block)
+        first = at == start[key]     # the block's first rank is the first member of these instances
         for name, column in instance.items():
-            column[group_of_key[key[first]]] = p[name][first]
+            column[group_of_key[key[first]]] = block[0][name][first]
     return members, start[present], np.repeat(np.arange(n_groups), count[present]), instance
+
+
+# Ranks placed at once at most (_place): their rows of one column side by side are BLOCK_RANKS * 8
+# bytes at most a row, a few MB for ranks of 10^4 members each.
+BLOCK_RANKS = 32
+
+
+def _runs_of_equal_keys(keys):
+    """(i, j) of consecutive parts keys[i:j] with equal keys (at most BLOCK_RANKS of them): the
+    ranks of a run whose collectives are the same calls on the same communicators."""
+    i = 0
+    while i < len(keys):
+        j = i + 1
+        while j < len(keys) and j - i < BLOCK_RANKS and np.array_equal(keys[j], keys[i]):
+            j += 1
+        yield i, j
+        i = j
+
+
+def _place(members, at, block):
+    """Place the rows of `block` (parts of equal keys, in rank order) whose first part's rows go
+    to `at`: part b's rows go to at + b.
+
+    One part at a time, each column's rows land a whole instance's members apart (one row per
+    memory page for instances of hundreds of members): every store misses the TLB.  The parts'
+    columns side by side, (rows, parts), are written a row of adjacent places at a time."""
+    if len(block) == 1:
+        for name, column in members.items():
+            column[at] = block[0][name]
+        return
+    where = at[:, None] + np.arange(len(block))
+    for name, column in members.items():
+        column[where] = np.stack([p[name] for p in block], axis=1)
 
 
 def _some_key_twice(keys):
