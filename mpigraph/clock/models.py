@@ -90,7 +90,7 @@ def convert(conversion, ticks):
     out = np.subtract(ticks, np.int64(conversion.ticks0), dtype=np.int64)
     ns = np.multiply(out, conversion.ns_per_tick)       # float64
     np.rint(ns, out=ns)
-    np.copyto(out, ns, casting="unsafe")                # astype(np.int64)'s cast, into the ticks' buffer
+    np.copyto(out, ns, casting="unsafe")                # astype(np.int64)'s cast, into the difference's buffer
     out += np.int64(conversion.ns0)
     return out
 

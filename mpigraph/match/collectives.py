@@ -687,4 +687,3 @@ def instance_waits(comm, groups, wait, time, instances, codec=None):
         out[name] = np.zeros(n_inst, np.int64)
         np.add.at(out[name], at, here[column])
     return out
-
