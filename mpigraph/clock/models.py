@@ -87,9 +87,10 @@ def convert(conversion, ticks):
     ticks = np.asarray(ticks)
     if conversion is IDENTITY or conversion == IDENTITY:
         return ticks.astype(np.int64, copy=False)
-    ns = np.multiply(ticks - np.int64(conversion.ticks0), conversion.ns_per_tick)   # float64, one pass
+    out = np.subtract(ticks, np.int64(conversion.ticks0), dtype=np.int64)
+    ns = np.multiply(out, conversion.ns_per_tick)       # float64
     np.rint(ns, out=ns)
-    out = ns.astype(np.int64)
+    np.copyto(out, ns, casting="unsafe")                # astype(np.int64)'s cast, into the difference's buffer
     out += np.int64(conversion.ns0)
     return out
 
@@ -129,10 +130,14 @@ def host_index(samples):
     else, but logs written without one have it empty.  A rank with no hostname
     is its own host: nothing says which clock it shares."""
     samples = np.sort(samples, order="rank")
-    keys = np.char.add(np.char.add(samples["hostname"], b"/"), samples["boot_id"])
-    unknown = samples["hostname"] == b""
-    keys = np.where(unknown, np.char.add(b"?rank ", samples["rank"].astype("S12")), keys)
-    _, first, index = np.unique(keys, return_index=True, return_inverse=True)
+    # The key: (hostname, boot id, the rank where there is no hostname, else -1), compared as
+    # bytes.  Not numpy's string functions: numpy.char's import is a few ms of every analysis rank.
+    keys = np.empty(len(samples), [("host", samples.dtype["hostname"]), ("boot", samples.dtype["boot_id"]),
+                                   ("rank", np.int64)])
+    keys["host"], keys["boot"] = samples["hostname"], samples["boot_id"]
+    keys["rank"] = np.where(samples["hostname"] == b"", samples["rank"], -1)
+    _, first, index = np.unique(keys.view(np.dtype((np.void, keys.dtype.itemsize))), return_index=True,
+                                return_inverse=True)
     # Numbered by each host's lowest rank, so host 0 is rank 0's.
     order = np.argsort(np.argsort(first, kind="stable"), kind="stable")
     return order[index.reshape(-1)]
@@ -159,9 +164,20 @@ class Lines:
         return self.offset[rank] + self.drift[rank] * (np.asarray(t, np.int64) - self.ref[rank]).astype(np.float64)
 
     def to_global(self, rank, ns):
-        """Local int64 ns of `rank` on rank 0's clock (vectorised over ns)."""
+        """Local int64 ns of one `rank` on rank 0's clock (vectorised over ns): ns - rint(at(ns)).
+
+        A rank on rank 0's line (offset and drift 0: every rank of a single host) gets `ns`
+        itself, not a copy: at() is 0.0 there."""
         ns = np.asarray(ns, np.int64)
-        return ns - np.rint(self.at(rank, ns)).astype(np.int64)
+        offset, drift = self.offset[rank], self.drift[rank]
+        if offset == 0 and drift == 0:
+            return ns
+        # at(), in place in one float buffer: offset + drift * (t - ref), the same operations
+        shift = np.subtract(ns, self.ref[rank], dtype=np.int64).astype(np.float64)
+        shift *= drift
+        shift += offset
+        np.rint(shift, out=shift)
+        return ns - shift.astype(np.int64)
 
 
 def _line_through(local_a, offset_a, local_b, offset_b):

@@ -52,13 +52,13 @@ def pattern_of(func):
     return PATTERN_OF_FUNC[np.asarray(func)]
 
 
-def comm_table(rank_calls, world_size, is_part, func):
+def comm_table(rank_calls, world_size, part_rows, func):
     """(comm ids sorted, this rank's rank in each, its size) from the rank's comm-creation parts
-    (`is_part`, `func`: the records' columns)."""
+    (`part_rows`: the indices of its part records, `func`: the records' function ids)."""
     records = rank_calls.records
     # A topology communicator's in-neighbours follow its creation part, flagged COLLECTIVE (match.neighbors).
-    neighbour = (rank_calls.field("flags") & record.COLLECTIVE) != 0
-    created = np.flatnonzero(is_part & kind_is(func, mf.COMM_CREATE) & ~neighbour)
+    neighbour = (rank_calls.field("flags")[part_rows] & record.COLLECTIVE) != 0
+    created = part_rows[kind_is(func[part_rows], mf.COMM_CREATE) & ~neighbour]
     ids = np.concatenate([[0], records["comm"][created]]).astype(np.int64)
     ranks = np.concatenate([[rank_calls.rank], records["tag"][created]]).astype(np.int64)
     sizes = np.concatenate([[world_size], records["bytes"][created]]).astype(np.int64)
@@ -66,6 +66,19 @@ def comm_table(rank_calls, world_size, is_part, func):
     ids, ranks, sizes = np.append(ids, self_id), np.append(ranks, 0), np.append(sizes, 1)
     ids, first = np.unique(ids, return_index=True)  # a comm id seen twice: its first creation
     return ids, ranks[first], sizes[first]
+
+
+def in_comms(comm, ids, ranks, sizes):
+    """(this rank's rank, the size) of each communicator id in `comm`, from comm_table's
+    (ids, ranks, sizes); -1 for an id not in it."""
+    if len(comm) and comm.min() == comm.max():     # all on one communicator (most ranks): one lookup
+        at = min(int(np.searchsorted(ids, comm[0])), len(ids) - 1)
+        known = ids[at] == comm[0]
+        return (np.full(len(comm), ranks[at] if known else -1, np.int64),
+                np.full(len(comm), sizes[at] if known else -1, np.int64))
+    at = np.minimum(np.searchsorted(ids, comm), len(ids) - 1)
+    known = ids[at] == comm
+    return np.where(known, ranks[at], -1), np.where(known, sizes[at], -1)
 
 
 # As narrow as the log's fields (record.RECORD_DTYPE): a bulk-synchronous run has a member per
@@ -88,10 +101,11 @@ def members(rank_calls, world_size):
     # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
     flags = rank_calls.field("flags")
     is_part = (flags & record.PART) != 0
+    part_rows = np.flatnonzero(is_part)       # the later tests read only these (none in many runs)
     func = rank_calls.field("func")
     rows = np.flatnonzero(_COLLECTIVE[func] & ~is_part)
     member_func, root = func[rows], records["root"][rows]
-    starts = np.flatnonzero(is_part & ((flags & record.COLLECTIVE) != 0) & _START[func])
+    starts = part_rows[((flags[part_rows] & record.COLLECTIVE) != 0) & _START[func[part_rows]]]
     if len(starts):       # persistent collectives: each start is a member (persistent_starts)
         init_func, init_root, found = persistent_starts(records, is_part, func, starts)
         starts, init_func, init_root = starts[found], init_func[found], init_root[found]
@@ -99,18 +113,17 @@ def members(rank_calls, world_size):
         member_func, root = np.concatenate([member_func, init_func]), np.concatenate([root, init_root])
     seq = records["seq"][rows]
     has = seq > 0
-    rows, seq, member_func, root = rows[has], seq[has], member_func[has], root[has]
+    if not has.all():     # collective calls without a sequence number are no members
+        rows, seq, member_func, root = rows[has], seq[has], member_func[has], root[has]
     comm = records["comm"][rows]
-    ids, ranks, sizes = comm_table(rank_calls, world_size, is_part, func)
-    at = np.minimum(np.searchsorted(ids, comm), len(ids) - 1)
-    known = ids[at] == comm
+    comm_rank, comm_size = in_comms(comm, *comm_table(rank_calls, world_size, part_rows, func))
     call = rank_calls.record_call[rows]
     done_call = completing_calls(rank_calls, rows, call, is_part, func, member_func)
     end_call = call if done_call is call else np.where(done_call >= 0, done_call, call)
     columns = {
         "comm": comm, "seq": seq,
         "rank": np.full(len(rows), rank_calls.rank, np.int32),
-        "comm_rank": np.where(known, ranks[at], -1), "comm_size": np.where(known, sizes[at], -1),
+        "comm_rank": comm_rank, "comm_size": comm_size,
         "call": call, "func": member_func, "root": root,
         "start": rank_calls.start_ns[call], "end": rank_calls.end_ns[end_call], "done_call": done_call,
     }
@@ -411,16 +424,49 @@ def _placed_by_instance(parts):
     members = {name: np.empty(n, MEMBER_DTYPES[name]) for name in MEMBER_COLUMNS}
     instance = {name: np.empty(n_groups, MEMBER_DTYPES[name]) for name in _INSTANCE_COLUMNS}
     free = start.copy()
-    for i, key in enumerate(keys):
-        p, parts[i] = parts[i], None
+    for i, j in _runs_of_equal_keys(keys):
+        block, parts[i:j] = parts[i:j], [None] * (j - i)
+        key = keys[i]
         at = free[key]
-        free[key] += 1               # one member per key and rank: no two rows of key share a place
-        for name, column in members.items():
-            column[at] = p[name]
-        first = at == start[key]
+        free[key] += j - i           # one member per key and rank: no two rows of key share a place
+        _place(members, at, block)
+        first = at == start[key]     # the block's first rank is the first member of these instances
         for name, column in instance.items():
-            column[group_of_key[key[first]]] = p[name][first]
+            column[group_of_key[key[first]]] = block[0][name][first]
     return members, start[present], np.repeat(np.arange(n_groups), count[present]), instance
+
+
+# Ranks placed at once at most (_place): their rows of one column side by side are BLOCK_RANKS * 8
+# bytes at most a row, a few MB for ranks of 10^4 members each.
+BLOCK_RANKS = 32
+
+
+def _runs_of_equal_keys(keys):
+    """(i, j) of consecutive parts keys[i:j] with equal keys (at most BLOCK_RANKS of them): the
+    ranks of a run whose collectives are the same calls on the same communicators."""
+    i = 0
+    while i < len(keys):
+        j = i + 1
+        while j < len(keys) and j - i < BLOCK_RANKS and np.array_equal(keys[j], keys[i]):
+            j += 1
+        yield i, j
+        i = j
+
+
+def _place(members, at, block):
+    """Place the rows of `block` (parts of equal keys, in rank order) whose first part's rows go
+    to `at`: part b's rows go to at + b.
+
+    One part at a time, each column's rows land a whole instance's members apart (one row per
+    memory page for instances of hundreds of members): every store misses the TLB.  The parts'
+    columns side by side, (rows, parts), are written a row of adjacent places at a time."""
+    if len(block) == 1:
+        for name, column in members.items():
+            column[at] = block[0][name]
+        return
+    where = at[:, None] + np.arange(len(block))
+    for name, column in members.items():
+        column[where] = np.stack([p[name] for p in block], axis=1)
 
 
 def _some_key_twice(keys):
@@ -440,13 +486,30 @@ def _dense_instance_keys(parts):
     row: ordered and equal like (comm, seq), from 0; None when the keys would span more than a few
     times the rows (many communicators of few instances each: counting would not pay)."""
     n = sum(len(p["rank"]) for p in parts)
-    # A run has few communicators: numpy's unique of a few distinct values is a hash, not a sort.
-    comms = np.unique(np.concatenate([np.unique(p["comm"]) for p in parts]))
+    # A part's comms: most ranks' members are all on one communicator, found by its min and max
+    # (two passes) instead of numpy's unique (a hash of every row, several times dearer).
+    bounds = [(p["comm"].min(), p["comm"].max()) if len(p["comm"]) else None for p in parts]
+    comms = np.unique(np.concatenate([[b[0]] if b[0] == b[1] else np.unique(p["comm"])
+                                      for p, b in zip(parts, bounds) if b is not None] or [np.zeros(0, np.int64)]))
     low = min(int(p["seq"].min()) for p in parts if len(p["seq"]))
     seqs = max(int(p["seq"].max()) for p in parts if len(p["seq"])) - low + 1
     if len(comms) * seqs >= 4 * n + 1024:
         return None
-    return [np.searchsorted(comms, p["comm"]) * seqs + (p["seq"].astype(np.int64) - low) for p in parts]
+    return [_instance_keys(p, b, comms, seqs, low) for p, b in zip(parts, bounds)]
+
+
+def _instance_keys(part, bounds, comms, seqs, low):
+    """_dense_instance_keys of one part whose comms lie within `bounds` (min, max; None: no rows)."""
+    if bounds is None:
+        return np.zeros(0, np.int64)
+    if bounds[0] == bounds[1]:       # one communicator: its index is one number
+        key = part["seq"].astype(np.int64)
+        key += int(np.searchsorted(comms, bounds[0])) * seqs - low
+        return key
+    key = np.searchsorted(comms, part["comm"]).astype(np.int64, copy=False) * seqs
+    key += part["seq"]
+    key -= low
+    return key
 
 
 def _by_instance_in_rank_order(instance, rank):

@@ -486,10 +486,15 @@ class CallIndex:
 # ---- calls with corrected times ------------------------------------------------------------
 
 def rank_calls(log, start_ns, end_ns):
-    """RankCalls of one log from per-record corrected times (int64 ns)."""
-    records = log.records
+    """RankCalls of one log from per-record corrected times (int64 ns; taken as they are, not
+    copied, when every record is a call)."""
     is_call = (log.column("flags") & record.PART) == 0
+    if is_call.all():         # no part records (a bulk-synchronous run): record k is call k
+        return RankCalls(log.column("func").copy(), np.asarray(start_ns, np.int64), np.asarray(end_ns, np.int64),
+                         log.rank, np.arange(len(is_call), dtype=np.int64), log.records, log)
     calls = np.flatnonzero(is_call)
-    record_call = np.maximum(np.cumsum(is_call) - 1, 0)      # the last call record at or before each record
-    return RankCalls(log.column("func")[calls], np.asarray(start_ns)[calls].astype(np.int64),
-                     np.asarray(end_ns)[calls].astype(np.int64), log.rank, record_call.astype(np.int64), records, log)
+    record_call = np.cumsum(is_call, dtype=np.int64)      # the last call record at or before each record
+    record_call -= 1
+    np.maximum(record_call, 0, out=record_call)
+    return RankCalls(log.column("func")[calls], np.asarray(start_ns, np.int64)[calls],
+                     np.asarray(end_ns, np.int64)[calls], log.rank, record_call, log.records, log)

@@ -62,27 +62,29 @@ def aligned_calls(comm, logs, method):
     """({rank: RankCalls} with times on rank 0's clock from the run's start, ClockInfo).
 
     Times are from the end of the earliest MPI_Init, like ranks.csv and the critical path:
-    an MPI_Init record starts a little before 0."""
-    samples = np.concatenate(comm.allgather(clock.samples_of(logs)))   # one small row per trace rank
-    samples = np.sort(samples, order="rank")
+    an MPI_Init record starts a little before 0.  One collective, before the work per record:
+    every rank's clock samples and the local end of its first record, from which every analysis
+    rank finds the lines and the run's start alike."""
+    gathered = comm.allgather((clock.samples_of(logs), _first_ends(logs)))
+    samples = np.sort(np.concatenate([s for s, _ in gathered]), order="rank")   # one small row per trace rank
     lines = clock.lines_for(method, samples)
-    local = {}
-    for rank, log in logs.items():
-        ns = [lines.to_global(rank, clock.to_ns(log, log.records[f])) for f in ("t_start", "t_end")]
-        local[rank] = ns
     # The run's start, the origin of every time in every report file: the end of the earliest
     # MPI_Init (the first record of a log), when the program first runs under MPI.
-    first = min((int(e[0]) for _, e in local.values() if len(e)), default=np.iinfo(np.int64).max)
-    origin = comm.allreduce(first, op=_min_op())
-    origin = 0 if origin == np.iinfo(np.int64).max else origin
-    calls = {rank: rank_calls(log, local[rank][0] - origin, local[rank][1] - origin) for rank, log in logs.items()}
-    return calls, ClockInfo(method, samples, lines, int(origin))
+    origin = min((int(lines.to_global(rank, end)[0]) for _, ends in gathered for rank, end in ends.items()), default=0)
+    calls = {rank: rank_calls(log, *(_aligned(log, lines, rank, field, origin) for field in ("t_start", "t_end")))
+             for rank, log in logs.items()}
+    return calls, ClockInfo(method, samples, lines, origin)
 
 
-def _min_op():
-    from mpi4py import MPI
+def _first_ends(logs):
+    """{rank: its first record's end (an array of one: int64 ns on its own clock)} of the logs with records."""
+    return {rank: clock.to_ns(log, log.records["t_end"][:1]) for rank, log in logs.items() if log.n_records}
 
-    return MPI.MIN
+
+def _aligned(log, lines, rank, field, origin):
+    """A field of the log's records (t_start, t_end) as int64 ns on rank 0's clock less `origin`,
+    a new array (the conversions may return the log's own field)."""
+    return np.subtract(lines.to_global(rank, clock.to_ns(log, log.records[field])), origin, dtype=np.int64)
 
 
 # ---- match ------------------------------------------------------------------------------------
