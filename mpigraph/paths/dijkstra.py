@@ -10,8 +10,8 @@ integer ns; the distances are exact in float64 below 2**53 ns (104 days).
 With splits, every hub is the sink of its piece: one multi-source search
 (``indices`` = the sink and the hubs, ``min_only``) with the edges out of
 hubs left out of the matrix; those edges become the hubs' offers
-(``labels.hub_offers``, ``labels.combine_hubs``).  next[] and next_weight[]
-come from the final distances (``labels.next_from_dist``): the shared
+(``labels.hub_offers``, ``labels.combine_hubs``).  next[] comes from the
+final distances (``labels.next_from_dist``): the shared
 tie-break.
 """
 
@@ -27,16 +27,15 @@ from mpigraph.paths.labels import from_dist, local_sinks
 EXACT_NS = 2 ** 53     # float64 holds every integer below this
 
 
-def solve(g, split, next_weights=True):
-    """Labels of every vertex of the whole graph g (g.n_analysis == 1); next_weight None
-    without `next_weights` (labels.next_from_dist)."""
+def solve(g, split):
+    """Labels of every vertex of the whole graph g (g.n_analysis == 1)."""
     if g.n_analysis != 1:
         raise ValueError("sequential Dijkstra needs the whole graph on one rank")
     n = len(g.time)
     # With splits the hubs are sinks too; the edges out of hubs, which the search leaves out,
     # are edges out of sinks: Bypass drops those anyway.
     dist = distances(n, g.indptr, g.src, g.weight, local_sinks(g, split))
-    return from_dist(MPI.COMM_SELF, g, dist, split, int((dist < INF).sum()), next_weights)
+    return from_dist(MPI.COMM_SELF, g, dist, split, int((dist < INF).sum()))
 
 
 def distances(n, indptr, src, weight, sources):
