@@ -31,7 +31,7 @@ import numpy as np
 
 from mpigraph.util import arrays
 from mpigraph.comm import owner_exchange as exchange
-from mpigraph.paths.graph import INF
+from mpigraph.paths.model import INF, as_index
 
 NO_NEXT = np.iinfo(np.int64).max
 
@@ -106,12 +106,13 @@ def next_from_dist(comm, g, dist, split):
         if split:
             from_rank = src < g.n_rank_vertices
             out_of_hub = np.flatnonzero(keep & ~from_rank)
-            hub, hub_offer = src[out_of_hub] - g.n_rank_vertices, offer[out_of_hub]
+            hub, hub_offer = as_index(src[out_of_hub]) - g.n_rank_vertices, offer[out_of_hub]
             np.minimum.at(hub_best, hub, hub_offer)
             best_so_far = np.flatnonzero(hub_offer == hub_best[hub])
             offers.append((hub[best_so_far], hub_offer[best_so_far], dst[out_of_hub[best_so_far]]))
             keep &= from_rank
         if g.n_analysis == 1:         # every source is here: only the tight edges are taken out
+            src = as_index(src)
             keep &= dist[src] == offer
             nxt.take(src[keep], dst[keep])
             continue
@@ -155,6 +156,7 @@ class _Next:
 
     def offer(self, vertex, offer, key):
         """Edges out of local vertices, each with dist[its target] + its slack: the tight ones taken."""
+        vertex = as_index(vertex)
         tight = self.dist[vertex] == offer
         self.take(vertex[tight], key[tight])
 
