@@ -529,32 +529,30 @@ def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids, keep_remote)
     outs = (e_member, np.tile(hub_ids + ids(base[-1]), len(mine)), _zeros(s_member.size))
     # S(member) -> H hub-major, each hub's members in trace rank order: every sender's rows arrive
     # sorted by hub, and _csr places them without sorting (in the same order as a stable sort would).
-    s_member -= ids(lo)
+    s_member -= ids(lo)                           # local S, (hubs, owned ranks)
     weight = time[s_member]                       # t(S(member)); the edge's: t(H) - t(S), at least 0
     np.subtract(hubs.time[:, None], weight, out=weight)
     np.maximum(weight, 0, out=weight)
+    n_analysis, me = comm.Get_size(), comm.Get_rank()
+    if not keep_remote:
+        s_member += ids(lo)
+        hub = np.repeat(hub_ids, len(mine))
+        hub, s_member, weight = exchange.send_rows(comm, hub % ids(n_analysis), [hub, s_member.ravel(), weight.ravel()])
+        return [outs, (ids(n_rank_local) + hub // ids(n_analysis), s_member, weight)], None
+    # The distributed searches with splits read an edge into another rank's hub only here, as
+    # Graph.remote_hub_edges (the hub is a sink: the edge's slack is S's distance), and next[]
+    # decides it here too: the hub's owner would never read a copy, so none is sent (the exchange
+    # carried (K-1)/K of a bulk-synchronous run's calls).  The joined searches of dijkstra and
+    # delta-stepping, and the searches without splits, keep_remote False, read the hubs' rows
+    # whole on their owners.  Hub h is analysis rank h % K's: this rank's hubs are every K-th row
+    # of the (hubs, owned ranks) arrays (with one analysis rank, all of them: no copy).
+    remote = np.arange(n_hubs) % n_analysis != me
+    remote_hub_edges = (s_member[remote].ravel(), weight[remote].ravel(),
+                        np.repeat(np.flatnonzero(remote), len(mine)))
+    s_member, weight = s_member[me::n_analysis], weight[me::n_analysis]
+    local_hub = np.repeat(np.arange(n_rank_local, n_rank_local + len(s_member), dtype=ids), len(mine))
     s_member += ids(lo)
-    s_member, weight = s_member.ravel(), weight.ravel()
-    hub = np.repeat(hub_ids, len(mine))
-    owner = hub % ids(comm.Get_size())
-    remote_hub_edges = None
-    if keep_remote:
-        # The distributed searches with splits read an edge into another rank's hub only here,
-        # as Graph.remote_hub_edges (the hub is a sink: the edge's slack is S's distance), and
-        # next[] decides it here too: the hub's owner would never read a copy, so none is sent
-        # (the exchange carried (K-1)/K of a bulk-synchronous run's calls).  The joined searches
-        # of dijkstra and delta-stepping, and the searches without splits, keep_remote False,
-        # read the hubs' rows whole on their owners.
-        remote = owner != comm.Get_rank()
-        at = np.flatnonzero(remote)
-        remote_hub_edges = (s_member[at] - ids(lo), weight[at], hub[at].astype(np.int64))
-        at = np.flatnonzero(~remote)
-        hub, s_member, weight = hub[at], s_member[at], weight[at]
-        del remote, at
-    else:
-        hub, s_member, weight = exchange.send_rows(comm, owner, [hub, s_member, weight])
-    local_hub = ids(n_rank_local) + hub // ids(comm.Get_size())
-    return [outs, (local_hub, s_member, weight)], remote_hub_edges
+    return [outs, (local_hub, s_member.ravel(), weight.ravel())], remote_hub_edges
 
 
 def _zeros(n):
