@@ -262,14 +262,21 @@ def test_the_hub_offers_next_from_dist_keeps_give_each_hub_its_best_offer(seed, 
     assert {int(h): (int(b), int(k)) for h, b, k in zip(hub, best, key)} == expected
 
 
-def test_csr_places_edges_as_a_stable_sort_by_destination_would():
+@pytest.mark.parametrize("chunk", [graph.CSR_CHUNK, 3])
+def test_csr_places_edges_as_a_stable_sort_by_destination_would(monkeypatch, chunk):
+    """In one chunk and in chunks of 3 edges (a run of repeated rows across chunks); zero
+    weights given as _zeros (not written) and a broadcast non-zero weight (written)."""
+    monkeypatch.setattr(graph, "CSR_CHUNK", chunk)
     rng = np.random.default_rng(5)
     n = 50
     groups = [(np.arange(0, n, 2), rng.integers(0, 99, 25), rng.integers(0, 9, 25)),       # increasing
               (rng.integers(0, n, 40), rng.integers(0, 99, 40), rng.integers(0, 9, 40)),   # repeats
               (np.array([3]), np.array([7]), np.array([1])),
               (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)),
-              (np.array([4, 4, 1]), np.array([1, 2, 3]), np.array([0, 0, 0]))]
+              (np.array([4, 4, 1]), np.array([1, 2, 3]), np.array([0, 0, 0])),
+              (np.arange(1, n, 2), rng.integers(0, 99, 25), graph._zeros(25)),           # zero weights
+              (np.sort(rng.integers(0, n, 30)), rng.integers(0, 99, 30),                  # one run, repeats,
+               np.broadcast_to(np.int64(5), (30,)))]                                       # one weight
     indptr, src, weight = graph._csr(n, list(groups))
     dst = np.concatenate([d for d, _, _ in groups])
     order = np.argsort(dst, kind="stable")
