@@ -1,4 +1,4 @@
-"""The searches' labels (dist, next, next_weight, hubs) against a plain binary-heap Dijkstra,
+"""The searches' labels (dist, next, hubs) and the path's slacks from them against a plain binary-heap Dijkstra,
 and the pieces the fast searches rest on: csgraph's treatment of zero and parallel edges,
 the virtual source with offsets, the chunked next[] pass, the CSR placement, the distinct rows."""
 
@@ -65,12 +65,18 @@ def searches(g, split):
 
 
 def assert_labels_match_the_heap(g):
+    from mpigraph.paths import walk
+
     for split in (False, True):
-        expected = heap_dijkstra(g, split)
+        dist, nxt, nxt_w, hub_dist, hub_next = heap_dijkstra(g, split)
+        has_next = np.flatnonzero(nxt[:g.n_rank_vertices] != NO_NEXT)
         for chunk_edges in (labels_module.CHUNK_EDGES, 3):     # next[]'s pass in one chunk, and in many
             for name, got in searches_in_chunks(g, split, chunk_edges).items():
-                for what, a, b in zip(("dist", "next", "next_weight", "hub_dist", "hub_next"), expected,
-                                      (got.dist, got.next, got.next_weight, got.hub_dist, got.hub_next)):
+                # The slack of each rank vertex's edge to its next, as the walk takes it from dist.
+                weight = walk.path_weights(g, got.dist, got.next, np.append(has_next, 0))[:-1]
+                for what, a, b in zip(("dist", "next", "next's slack", "hub_dist", "hub_next"),
+                                      (dist, nxt, nxt_w[has_next], hub_dist, hub_next),
+                                      (got.dist, got.next, weight, got.hub_dist, got.hub_next)):
                     np.testing.assert_array_equal(b, a, err_msg="%s, splits %s, chunks of %d edges: %s"
                                                   % (name, split, chunk_edges, what))
 
@@ -221,10 +227,9 @@ def test_next_from_dist_is_the_same_in_small_chunks(monkeypatch):
     for split in (False, True):
         whole = dijkstra.solve(g, split)
         monkeypatch.setattr(labels_module, "CHUNK_EDGES", 7)
-        nxt, nxt_w, offers = labels_module.next_from_dist(SELF, g, whole.dist, split)
+        nxt, offers = labels_module.next_from_dist(SELF, g, whole.dist, split)
         monkeypatch.undo()
         np.testing.assert_array_equal(nxt, whole.next)
-        np.testing.assert_array_equal(nxt_w, whole.next_weight)
         if split:       # the hubs' offers, picked up chunk by chunk, give the same hub labels
             hub_dist, hub_next = labels_module.combine_hubs(g.n_hubs, *labels_module.hub_offers(SELF, g, offers))
             np.testing.assert_array_equal(hub_dist, whole.hub_dist)
@@ -249,7 +254,7 @@ def test_the_hub_offers_next_from_dist_keeps_give_each_hub_its_best_offer(seed, 
     default = labels_module.CHUNK_EDGES
     labels_module.CHUNK_EDGES = chunk_edges
     try:
-        offers = labels_module.next_from_dist(SELF, g, dist, True)[2]
+        offers = labels_module.next_from_dist(SELF, g, dist, True)[1]
     finally:
         labels_module.CHUNK_EDGES = default
     hub, best, key = labels_module.hub_offers(SELF, g, offers)
@@ -257,14 +262,21 @@ def test_the_hub_offers_next_from_dist_keeps_give_each_hub_its_best_offer(seed, 
     assert {int(h): (int(b), int(k)) for h, b, k in zip(hub, best, key)} == expected
 
 
-def test_csr_places_edges_as_a_stable_sort_by_destination_would():
+@pytest.mark.parametrize("chunk", [graph.CSR_CHUNK, 3])
+def test_csr_places_edges_as_a_stable_sort_by_destination_would(monkeypatch, chunk):
+    """In one chunk and in chunks of 3 edges (a run of repeated rows across chunks); zero
+    weights given as _zeros (not written) and a broadcast non-zero weight (written)."""
+    monkeypatch.setattr(graph, "CSR_CHUNK", chunk)
     rng = np.random.default_rng(5)
     n = 50
     groups = [(np.arange(0, n, 2), rng.integers(0, 99, 25), rng.integers(0, 9, 25)),       # increasing
               (rng.integers(0, n, 40), rng.integers(0, 99, 40), rng.integers(0, 9, 40)),   # repeats
               (np.array([3]), np.array([7]), np.array([1])),
               (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)),
-              (np.array([4, 4, 1]), np.array([1, 2, 3]), np.array([0, 0, 0]))]
+              (np.array([4, 4, 1]), np.array([1, 2, 3]), np.array([0, 0, 0])),
+              (np.arange(1, n, 2), rng.integers(0, 99, 25), graph._zeros(25)),           # zero weights
+              (np.sort(rng.integers(0, n, 30)), rng.integers(0, 99, 30),                  # one run, repeats,
+               np.broadcast_to(np.int64(5), (30,)))]                                       # one weight
     indptr, src, weight = graph._csr(n, list(groups))
     dst = np.concatenate([d for d, _, _ in groups])
     order = np.argsort(dst, kind="stable")
@@ -323,23 +335,22 @@ def test_a_search_with_nothing_to_search_does_not_import_scipy(tmp_path):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_path_weights_from_dist_are_the_chosen_edges_slacks(seed):
-    """walk.path_weights (the gathered searches' slacks, without next_weight over every vertex):
-    dist[u] - dist[next[u]] is next_weight[u] for every rank vertex with a next, splits on and off,
-    hubs' own weights 0; and the gathered searches leave next_weight out."""
+    """walk.path_weights (the path's slacks, with no slack kept per vertex): dist[u] -
+    dist[next[u]] is the slack of the edge u -> next[u] that the heap's Dijkstra chose, for every
+    rank vertex with a next, splits on and off; hubs' own weights 0."""
     from mpigraph.paths import walk
     bsp = synth.path_input(synth.ring_run(4, 8, sync_every=2, seed=seed, clock_noise_ns=500))
     for g, split in [(graph.build(SELF, inp), split) for inp in (random_input(seed, 4, 10, 25, 3), bsp)
                      for split in (False, True)]:
         full = dijkstra.solve(g, split)
+        heap_next_weight = heap_dijkstra(g, split)[2]
         u = np.flatnonzero(full.next[:g.n_rank_vertices] != NO_NEXT)
         path = np.append(u, g.n_rank_vertices - 1)          # any last vertex: its weight is 0
         weight = walk.path_weights(g, full.dist, full.next, path)
-        assert weight[:-1].tolist() == full.next_weight[u].tolist() and weight[-1] == 0
+        assert weight[:-1].tolist() == heap_next_weight[u].tolist() and weight[-1] == 0
         nxt = full.next.copy()
         if split:                    # as paths.critical_path sets them before the walk
             nxt[g.n_rank_vertices:] = full.hub_next
         hubs = np.arange(g.n_rank_vertices, g.n_vertices)
         hubs = hubs[nxt[hubs] != NO_NEXT]
         assert not walk.path_weights(g, full.dist, nxt, np.append(hubs, 0)).any()
-        lean = dijkstra.solve(g, split, next_weights=False)
-        assert lean.next_weight is None and lean.next.tolist() == full.next.tolist()

@@ -217,9 +217,8 @@ class _Search:
         return self.dist, rounds
 
 
-def solve(comm, g, delta, split, heartbeat=None, next_weights=True):
-    """Labels of g's local vertices (collective over comm: the analysis ranks holding g);
-    next_weight None without `next_weights` (labels.next_from_dist).
+def solve(comm, g, delta, split, heartbeat=None):
+    """Labels of g's local vertices (collective over comm: the analysis ranks holding g).
 
     The search runs on g with its one-way vertices bypassed (``_bypassed``,
     exact), as dijkstra's does.
@@ -237,7 +236,7 @@ def solve(comm, g, delta, split, heartbeat=None, next_weights=True):
     else:
         dist = expand(dist)
         del searched, expand  # the searched graph is not held through next[]'s pass
-    return from_dist(comm, g, dist, split, rounds, next_weights)
+    return from_dist(comm, g, dist, split, rounds)
 
 
 # Seconds per vertex and edge of the joined search: its parts made, gathered, searched and

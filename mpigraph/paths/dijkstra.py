@@ -10,8 +10,8 @@ integer ns; the distances are exact in float64 below 2**53 ns (104 days).
 With splits, every hub is the sink of its piece: one multi-source search
 (``indices`` = the sink and the hubs, ``min_only``) with the edges out of
 hubs left out of the matrix; those edges become the hubs' offers
-(``labels.hub_offers``, ``labels.combine_hubs``).  next[] and next_weight[]
-come from the final distances (``labels.next_from_dist``): the shared
+(``labels.hub_offers``, ``labels.combine_hubs``).  next[] comes from the
+final distances (``labels.next_from_dist``): the shared
 tie-break.
 """
 
@@ -21,22 +21,21 @@ from mpi4py import MPI
 
 from mpigraph.util import arrays
 from mpigraph.comm import owner_exchange as exchange
-from mpigraph.paths.graph import INF, index_dtype, slack_dtype
+from mpigraph.paths.model import INF, as_index, index_dtype, slack_dtype
 from mpigraph.paths.labels import from_dist, local_sinks
 
 EXACT_NS = 2 ** 53     # float64 holds every integer below this
 
 
-def solve(g, split, next_weights=True):
-    """Labels of every vertex of the whole graph g (g.n_analysis == 1); next_weight None
-    without `next_weights` (labels.next_from_dist)."""
+def solve(g, split):
+    """Labels of every vertex of the whole graph g (g.n_analysis == 1)."""
     if g.n_analysis != 1:
         raise ValueError("sequential Dijkstra needs the whole graph on one rank")
     n = len(g.time)
     # With splits the hubs are sinks too; the edges out of hubs, which the search leaves out,
     # are edges out of sinks: Bypass drops those anyway.
     dist = distances(n, g.indptr, g.src, g.weight, local_sinks(g, split))
-    return from_dist(MPI.COMM_SELF, g, dist, split, int((dist < INF).sum()), next_weights)
+    return from_dist(MPI.COMM_SELF, g, dist, split, int((dist < INF).sum()))
 
 
 def distances(n, indptr, src, weight, sources):
@@ -128,7 +127,7 @@ class Bypass:
         # edges go straight into their columns (a pipelined run keeps an edge per call: the
         # chunks' pieces concatenated would be as much again in memory new to the process).
         for e0, e1, dst in _row_chunks(indptr, index):
-            s, w = src[e0:e1], weight[e0:e1]
+            s, w = as_index(src[e0:e1]), weight[e0:e1]
             target[s], slack[s] = dst, w
             out_of_searched = searched[s]
             k = int(np.count_nonzero(out_of_searched))
@@ -174,7 +173,7 @@ class Bypass:
 
     def _expanded(self, dist, a, b):
         """The distances of vertices a:b from the search's `dist`: a target's, plus the slack to it."""
-        end = dist[self.target[a:b]]
+        end = dist[as_index(self.target[a:b])]
         unreached = end >= INF
         end += self.slack[a:b]
         end[unreached] = INF
@@ -203,7 +202,7 @@ def _renumbered(target, position):
     vertex-sized array of memory new to the process, which costs more to write than the
     renumbering itself."""
     for a, b in _chunks(len(target)):
-        target[a:b] = position[target[a:b]]
+        target[a:b] = position[as_index(target[a:b])]
     return target
 
 
@@ -324,15 +323,17 @@ def _jump(one_way, target, slack):
             return slack
         still = []
         for a in range(0, len(jumping), SCAN_CHUNK):
-            v = jumping[a:a + SCAN_CHUNK]
-            t = target[v]
+            ids = jumping[a:a + SCAN_CHUNK]
+            v = as_index(ids)
+            t = as_index(target[v])
             a, b = slack[v], slack[t]
             sums = a + b
             if sums.dtype.kind == "u" and (sums < a).any():      # an unsigned sum wrapped
                 slack, sums = slack.astype(np.int64), a.astype(np.int64) + b
             slack[v] = sums
-            target[v] = target[t]
-            still.append(v[one_way[target[v]]])
+            t = as_index(target[t])
+            target[v] = t
+            still.append(ids[one_way[t]])
         jumping = np.concatenate(still)
     if len(jumping):
         raise ValueError("the graph has a cycle of one-way vertices")

@@ -41,7 +41,7 @@ from mpigraph.util import arrays
 from mpigraph.comm import owner_exchange as exchange
 from mpigraph.paths.model import (  # noqa: F401  (re-exported: the graph's vocabulary)
     LATE_SENDER, LATE_RECEIVER, N_TO_N, ONE_TO_N, N_TO_ONE, SCAN, KIND_NAMES,
-    START, END, INF, FUNC_DTYPE, index_dtype, slack_dtype)
+    START, END, INF, FUNC_DTYPE, as_index, index_dtype, slack_dtype)
 
 
 def _int64(values):
@@ -261,7 +261,10 @@ def _csr(n, groups, src_dtype=np.int64, weight_dtype=np.int64):
     sorting: each group is placed one sorted run of it at a time, in order
     (``_sorted_runs``), a run whose dst strictly increase (compute, call,
     hub-out edges) one edge per row, a run whose dst only do not decrease
-    (hub-in edges, one run per sending rank) by the rows' lengths.
+    (hub-in edges, one run per sending rank) by the rows' lengths.  A run is placed a chunk
+    of CSR_CHUNK edges at a time, its positions as intp (``as_index``): the temporaries stay
+    in the caches, and no index is converted inside numpy again.  The weights start at zero,
+    and the zero weights of ``_zeros`` (compute and hub-out edges) are not written.
 
     `groups` is emptied: a run's edges are let go of once placed, so the output's pages are
     written as the input's are freed, not on top of all of them (``_csr`` is the build's peak,
@@ -272,23 +275,38 @@ def _csr(n, groups, src_dtype=np.int64, weight_dtype=np.int64):
         runs += _sorted_runs(*groups.pop(0))
     indptr = np.zeros(n + 1, index_dtype(sum(len(run.dst) for run in runs)))
     counts = indptr[1:]               # each row's count, summed in place into indptr's rows
+    one = counts.dtype.type(1)        # add.at's fast loop wants the array's own dtype
     for run in runs:
-        counts[run.rows] += run.lengths
+        if run.within is None:
+            np.add.at(counts, run.rows, one)
+        else:
+            counts[run.rows] += run.lengths
     np.cumsum(counts, out=counts)
     fill = indptr[:-1].copy()         # the next free place in each row
     src = np.empty(int(indptr[-1]), src_dtype)
-    weight = np.empty(int(indptr[-1]), weight_dtype)
+    weight = np.zeros(int(indptr[-1]), weight_dtype)
     while runs:
         run = runs.pop(0)
-        place = fill[run.dst]
-        if run.within is None:        # one edge per row: its next free place is the one after
-            fill[run.dst] = place + 1
-        else:
+        zero = _is_zeros(run.weight)
+        for a in range(0, len(run.dst), CSR_CHUNK):
+            b = a + CSR_CHUNK
+            dst = as_index(run.dst[a:b])
+            place = as_index(fill[dst])
+            if run.within is None:    # one edge per row: its next free place is the one after
+                fill[dst] = place + 1
+            else:                     # the rows' places move on once the whole run is placed
+                place += run.within[a:b]
+            src[place] = run.src[a:b]
+            if not zero:
+                weight[place] = run.weight[a:b]
+        if run.within is not None:
             fill[run.rows] += run.lengths
-            place += run.within
-        src[place], weight[place] = run.src, run.weight
-        del run, place
+        del run
     return indptr, src, weight
+
+
+# Edges per chunk of _csr's placement.
+CSR_CHUNK = 1 << 16
 
 
 # A group of more sorted runs than this (dependency edges, in match order) is sorted instead.
@@ -511,37 +529,40 @@ def _hub_edges(comm, mine, base, lo, time, hubs, n_rank_local, ids, keep_remote)
     outs = (e_member, np.tile(hub_ids + ids(base[-1]), len(mine)), _zeros(s_member.size))
     # S(member) -> H hub-major, each hub's members in trace rank order: every sender's rows arrive
     # sorted by hub, and _csr places them without sorting (in the same order as a stable sort would).
-    s_member -= ids(lo)
+    s_member -= ids(lo)                           # local S, (hubs, owned ranks)
     weight = time[s_member]                       # t(S(member)); the edge's: t(H) - t(S), at least 0
     np.subtract(hubs.time[:, None], weight, out=weight)
     np.maximum(weight, 0, out=weight)
+    n_analysis, me = comm.Get_size(), comm.Get_rank()
+    if not keep_remote:
+        s_member += ids(lo)
+        hub = np.repeat(hub_ids, len(mine))
+        hub, s_member, weight = exchange.send_rows(comm, hub % ids(n_analysis), [hub, s_member.ravel(), weight.ravel()])
+        return [outs, (ids(n_rank_local) + hub // ids(n_analysis), s_member, weight)], None
+    # The distributed searches with splits read an edge into another rank's hub only here, as
+    # Graph.remote_hub_edges (the hub is a sink: the edge's slack is S's distance), and next[]
+    # decides it here too: the hub's owner would never read a copy, so none is sent (the exchange
+    # carried (K-1)/K of a bulk-synchronous run's calls).  The joined searches of dijkstra and
+    # delta-stepping, and the searches without splits, keep_remote False, read the hubs' rows
+    # whole on their owners.  Hub h is analysis rank h % K's: this rank's hubs are every K-th row
+    # of the (hubs, owned ranks) arrays (with one analysis rank, all of them: no copy).
+    remote = np.arange(n_hubs) % n_analysis != me
+    remote_hub_edges = (s_member[remote].ravel(), weight[remote].ravel(),
+                        np.repeat(np.flatnonzero(remote), len(mine)))
+    s_member, weight = s_member[me::n_analysis], weight[me::n_analysis]
+    local_hub = np.repeat(np.arange(n_rank_local, n_rank_local + len(s_member), dtype=ids), len(mine))
     s_member += ids(lo)
-    s_member, weight = s_member.ravel(), weight.ravel()
-    hub = np.repeat(hub_ids, len(mine))
-    owner = hub % ids(comm.Get_size())
-    remote_hub_edges = None
-    if keep_remote:
-        # The distributed searches with splits read an edge into another rank's hub only here,
-        # as Graph.remote_hub_edges (the hub is a sink: the edge's slack is S's distance), and
-        # next[] decides it here too: the hub's owner would never read a copy, so none is sent
-        # (the exchange carried (K-1)/K of a bulk-synchronous run's calls).  The joined searches
-        # of dijkstra and delta-stepping, and the searches without splits, keep_remote False,
-        # read the hubs' rows whole on their owners.
-        remote = owner != comm.Get_rank()
-        at = np.flatnonzero(remote)
-        remote_hub_edges = (s_member[at] - ids(lo), weight[at], hub[at].astype(np.int64))
-        at = np.flatnonzero(~remote)
-        hub, s_member, weight = hub[at], s_member[at], weight[at]
-        del remote, at
-    else:
-        hub, s_member, weight = exchange.send_rows(comm, owner, [hub, s_member, weight])
-    local_hub = ids(n_rank_local) + hub // ids(comm.Get_size())
-    return [outs, (local_hub, s_member, weight)], remote_hub_edges
+    return [outs, (local_hub, s_member.ravel(), weight.ravel())], remote_hub_edges
 
 
 def _zeros(n):
-    """n zero weights as one broadcast int64: _csr reads them, nothing writes them."""
+    """n zero weights as one broadcast int64: _csr reads them (``_is_zeros``), nothing writes them."""
     return np.broadcast_to(np.zeros(1, np.int64), (n,))
+
+
+def _is_zeros(weight):
+    """Whether a group's weights are ``_zeros``': one value broadcast (stride 0), and that 0."""
+    return weight.strides == (0,) and not weight[:1].any()
 
 
 def _ends(comm, mine, blocks, base, time, lo):

@@ -1,8 +1,10 @@
 """What every search leaves on its vertices, and the deterministic tie-break they share.
 
 The search runs backwards from the sink over incoming edges: dist[v] is the
-least slack from v to the sink, next[v] the vertex after v on that path and
-next_weight[v] the slack of the edge v -> next[v].
+least slack from v to the sink and next[v] the vertex after v on that path.  The
+slack of the edge v -> next[v] is dist[v] - dist[next[v]] (the edge is tight), so it
+is not kept per vertex: the walk takes it from the path's distances
+(``walk.path_weights``, ``walk.distributed``).
 
 Ties: next[v] is the smallest vertex id among the successors w with
 dist[v] == weight(v -> w) + dist[w].  Every algorithm relaxes each edge with
@@ -12,7 +14,7 @@ non-final distance is strictly worse, so keeping the lexicographic minimum of
 relaxations: the same path from every algorithm.
 
 Since next[] depends only on the final distances, ``next_from_dist`` computes
-it (and next_weight) in one vectorised pass over the edges once a search has
+it in one vectorised pass over the edges once a search has
 its distances: next[u] = the smallest v among the edges u -> v with
 dist[v] < INF and dist[u] == weight + dist[v].  Every search uses it, so
 every algorithm's next[] is the same by construction; a search need only get
@@ -29,7 +31,7 @@ import numpy as np
 
 from mpigraph.util import arrays
 from mpigraph.comm import owner_exchange as exchange
-from mpigraph.paths.graph import INF
+from mpigraph.paths.model import INF, as_index
 
 NO_NEXT = np.iinfo(np.int64).max
 
@@ -41,7 +43,6 @@ class VertexLabels:
 
     dist: np.ndarray          # per local vertex (relative to its piece's end with splits)
     next: np.ndarray          # global id, NO_NEXT when none
-    next_weight: np.ndarray   # the edge to next's slack; None when the search was asked for none
     hub_dist: np.ndarray      # splits: each hub's distance to the sink; else empty
     hub_next: np.ndarray
     rounds: int = 0           # bucket phases (delta-stepping) or vertices settled (Dijkstra)
@@ -69,10 +70,8 @@ CHUNK_EDGES = 1 << 16
 CHUNKS_PER_EXCHANGE = 16
 
 
-def next_from_dist(comm, g, dist, split, weights=True):
-    """(next, next_weight, hub offers) of g's local vertices from their final distances (the
-    tie-break above); next_weight None without `weights` (a whole graph's path takes its
-    edges' slacks from dist: ``walk.path_weights``).
+def next_from_dist(comm, g, dist, split):
+    """(next, hub offers) of g's local vertices from their final distances (the tie-break above).
 
     Collective over comm (the analysis ranks holding g).  Each edge u -> v is
     looked at where it is stored, with v's owner; u's owner decides whether
@@ -85,7 +84,7 @@ def next_from_dist(comm, g, dist, split, weights=True):
     best, not one per hub edge (a bulk-synchronous run has a hub edge per call).
     """
     n = len(dist)
-    nxt = _Next(n, dist, weights)
+    nxt = _Next(n, dist)
     remote_hubs = split and g.n_analysis > 1 and g.remote_hub_ids is not None
     offers = []
     hub_best = np.full(g.n_hubs if split else 0, INF, np.int64)   # each hub's best offer so far
@@ -107,14 +106,15 @@ def next_from_dist(comm, g, dist, split, weights=True):
         if split:
             from_rank = src < g.n_rank_vertices
             out_of_hub = np.flatnonzero(keep & ~from_rank)
-            hub, hub_offer = src[out_of_hub] - g.n_rank_vertices, offer[out_of_hub]
+            hub, hub_offer = as_index(src[out_of_hub]) - g.n_rank_vertices, offer[out_of_hub]
             np.minimum.at(hub_best, hub, hub_offer)
             best_so_far = np.flatnonzero(hub_offer == hub_best[hub])
             offers.append((hub[best_so_far], hub_offer[best_so_far], dst[out_of_hub[best_so_far]]))
             keep &= from_rank
         if g.n_analysis == 1:         # every source is here: only the tight edges are taken out
+            src = as_index(src)
             keep &= dist[src] == offer
-            nxt.take(src[keep], dst[keep], weight[keep] if weights else None)
+            nxt.take(src[keep], dst[keep])
             continue
         # Edges whose source another rank owns are decided there; the edges into hubs from other
         # ranks' members are decided there without being sent (``_remote_hub_edges``).
@@ -122,62 +122,57 @@ def next_from_dist(comm, g, dist, split, weights=True):
         if remote_hubs:
             keep[max(g.first_hub_edge, e0) - e0:] &= here[max(g.first_hub_edge, e0) - e0:]
         edge = np.flatnonzero(keep & ~here)
-        away.append((src[edge], offer[edge], dst[edge], weight[edge]))
+        away.append((src[edge], offer[edge], dst[edge]))
         edge = np.flatnonzero(keep & here)
-        nxt.offer(g.local_index(src[edge]), offer[edge], dst[edge], weight[edge])
+        nxt.offer(g.local_index(src[edge]), offer[edge], dst[edge])
         if (c + 1) % CHUNKS_PER_EXCHANGE == 0 or c + 1 == n_chunks:
-            src, offer, key, weight = (np.concatenate(column) for column in zip(*away))
+            src, offer, key = (np.concatenate(column) for column in zip(*away))
             away = []
-            src, offer, key, weight = exchange.send_rows(comm, g.owner_of(src), [src, offer, key, weight])
-            nxt.offer(g.local_index(src), offer, key, weight)
+            src, offer, key = exchange.send_rows(comm, g.owner_of(src), [src, offer, key])
+            nxt.offer(g.local_index(src), offer, key)
     if remote_hubs:
         nxt.offer(*_remote_hub_edges(g))
     offers = [np.concatenate(c) for c in zip(*offers)] if offers else [np.zeros(0, np.int64)] * 3
-    return nxt.next, nxt.weight, offers
+    return nxt.next, offers
 
 
 def _remote_hub_edges(g):
-    """(local S, offer, key, slack) of this rank's edges S(member) -> H into hubs another rank owns
+    """(local S, offer, key) of this rank's edges S(member) -> H into hubs another rank owns
     (Graph.remote_hub_edges), as next_from_dist offers them.  With splits a hub is the sink of its
     piece, dist[H] = 0: the offer is the slack, known here.  The hub's owner holds these edges
     too, and sending them back here to be decided cost an exchange of (K-1)/K of a
     bulk-synchronous run's calls: it leaves them out."""
     s_local, slack = g.remote_hub_edges
-    slack = np.asarray(slack, np.int64)
-    return np.asarray(s_local, np.int64), slack, g.n_rank_vertices + g.remote_hub_ids, slack
+    return np.asarray(s_local, np.int64), np.asarray(slack, np.int64), g.n_rank_vertices + g.remote_hub_ids
 
 
 class _Next:
-    """next[] and next_weight[] as next_from_dist's edges come in: each vertex's least key (the
-    edge's target, a global id) among its tight edges, and that edge's slack."""
+    """next[] as next_from_dist's edges come in: each vertex's least key (the edge's target, a
+    global id) among its tight edges."""
 
-    def __init__(self, n, dist, weights):
+    def __init__(self, n, dist):
         self.dist = dist
         self.next = np.full(n, NO_NEXT, np.int64)
-        self.weight = np.zeros(n, np.int64) if weights else None
 
-    def offer(self, vertex, offer, key, weight):
+    def offer(self, vertex, offer, key):
         """Edges out of local vertices, each with dist[its target] + its slack: the tight ones taken."""
+        vertex = as_index(vertex)
         tight = self.dist[vertex] == offer
-        self.take(vertex[tight], key[tight], weight[tight])
+        self.take(vertex[tight], key[tight])
 
-    def take(self, vertex, key, weight):
+    def take(self, vertex, key):
         """Tight edges out of local vertices."""
         np.minimum.at(self.next, vertex, key)
-        if self.weight is not None:
-            chosen = self.next[vertex] == key       # parallel edges u -> v have the same (tight) weight
-            self.weight[vertex[chosen]] = weight[chosen]
 
 
-def from_dist(comm, g, dist, split, rounds, weights=True):
+def from_dist(comm, g, dist, split, rounds):
     """Labels of g's local vertices from their final distances, as every search ends: next[]
-    by ``next_from_dist`` (next_weight too with `weights`) and, with splits, each hub's
-    distance to the sink and next vertex."""
-    nxt, nxt_w, offers = next_from_dist(comm, g, dist, split, weights)
+    by ``next_from_dist`` and, with splits, each hub's distance to the sink and next vertex."""
+    nxt, offers = next_from_dist(comm, g, dist, split)
     hub_dist = hub_next = np.zeros(0, np.int64)
     if split:
         hub_dist, hub_next = combine_hubs(g.n_hubs, *hub_offers(comm, g, offers))
-    return VertexLabels(dist, nxt, nxt_w, hub_dist, hub_next, rounds)
+    return VertexLabels(dist, nxt, hub_dist, hub_next, rounds)
 
 
 def _max():

@@ -56,6 +56,13 @@ def solve(comm, g, split, heartbeat=None):
 
 def _distances(comm, g, split, heartbeat=None):
     """(dist of g's local vertices, rounds): the searches and offers described above."""
+    if g.n_analysis == 1:
+        # No edge crosses to another rank: the first round would be the whole search, on a copy
+        # of g's edges without those out of hubs (which Bypass leaves out anyway: hubs are sinks).
+        dist = joined_distances(comm, g, split)
+        if heartbeat is not None:
+            heartbeat.tick(1, "rounds", "one analysis rank: the whole search in that round")
+        return dist, 1
     n = len(g.time)
     joined = _JoinedSearch.of(comm, g, split)
     bypass, sinks = joined.bypass, joined.sinks

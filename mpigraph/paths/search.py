@@ -63,12 +63,11 @@ def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0,
     if whole is not None:
         from mpi4py import MPI
 
-        # No next_weight over every vertex: the path's slacks come from dist (walk.path_weights).
         if algorithm == "dijkstra":
-            labels = dijkstra.solve(whole, splits, next_weights=False)
+            labels = dijkstra.solve(whole, splits)
         else:
             width = delta or delta_stepping.auto_delta(MPI.COMM_SELF, whole)
-            labels = delta_stepping.solve(MPI.COMM_SELF, whole, width, splits, heartbeat, next_weights=False)
+            labels = delta_stepping.solve(MPI.COMM_SELF, whole, width, splits, heartbeat)
         whole = (whole, whole.time, whole.func, labels)
     barrier_idly(comm)     # the other ranks wait for rank 0's search
     if stats is not None:

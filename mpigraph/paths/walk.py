@@ -47,29 +47,35 @@ def start_vertex(g, dist, hub_dist, source_dist=None):
 def chase(start, sink, nxt):
     """The vertices from start to sink along nxt (``follow``: a numpy scan per straight run, not
     a lookup per vertex; a pipelined program's path is most of its calls)."""
-    path, _ = follow(nxt, 0, start, len(nxt), sink)
+    firsts, lasts = [], []
+    follow(nxt, 0, start, len(nxt), sink, firsts, lasts)
+    path = arrays.ranges(firsts, lasts)
     if path[-1] != sink:
         raise ValueError("the path from vertex %d does not reach the sink %d" % (start, sink))
     return path
 
 
-def follow(nxt, lo, v, stop, sink):
-    """(The vertices from v along next[] (next of x: nxt[x - lo]) while they are in [lo, stop),
-    up to the sink; the vertex next[] leads to after them: NO_NEXT after the sink, at a dead end
-    or on a cycle).  Straight runs (``straight_end``) are scanned with numpy."""
-    firsts, lasts, count = [], [], 0
+def follow(nxt, lo, v, stop, sink, firsts, lasts):
+    """The vertex next[] leads to after the vertices from v along next[] (next of x: nxt[x - lo])
+    while they are in [lo, stop), up to the sink: NO_NEXT after the sink, at a dead end or on a
+    cycle.  Those vertices are appended to `firsts` and `lasts` as straight runs
+    (``straight_end``, scanned with numpy): first to last, one run after another.  The caller
+    makes the vertices of all its walks' runs at once (``arrays.ranges``): a walk of a
+    bulk-synchronous run's piece is a vertex or two, and a numpy call per walk would cost more
+    than the walk."""
+    count = 0
     while True:
         w = straight_end(nxt, lo, v, stop, sink)
         firsts.append(v)
         lasts.append(w)
         count += w - v + 1
         if w == sink:
-            return arrays.ranges(firsts, lasts), NO_NEXT
+            return NO_NEXT
         v = int(nxt[w - lo])
         if v == NO_NEXT or not lo <= v < stop:
-            return arrays.ranges(firsts, lasts), v
+            return v
         if count > stop - lo:           # a cycle: the caller finds no sink and says so
-            return arrays.ranges(firsts, lasts), NO_NEXT
+            return NO_NEXT
 
 
 # straight_end steps FIRST_SCAN vertices one at a time, then scans blocks of twice that, doubling
@@ -108,8 +114,8 @@ def path_weights(g, dist, nxt, path):
     weight + dist[next[u]]); 0 for the last vertex and for hubs (every edge out of a hub has
     slack 0).  With splits a hub is the end of its piece, at distance 0 in dist.
 
-    So a gathered search needs no next_weight over every vertex (a vertex-sized array of the
-    whole graph, and a pass to fill it, for the few vertices of the path)."""
+    So no search keeps a slack per vertex (a vertex-sized array of the whole graph, and a pass
+    to fill it, for the few vertices of the path)."""
     weight = np.zeros(len(path), np.int64)
     u = path[:-1]
     weight[:-1] = dist[u] - dist[nxt[u]]
@@ -133,8 +139,8 @@ def segments(g, time, func, path, weight):
 
 
 def path_segments(g, path, time, func, weight):
-    """critical_path.segments of a vertex path without hubs, with time, func and next_weight of
-    each path vertex (the caller's own arrays: time is made relative to the run's start in place).
+    """critical_path.segments of a vertex path without hubs, with time, func and the slack to the
+    next of each path vertex (the caller's own arrays: time is made relative to the run's start in place).
 
     A pipelined program's path has a segment per call: each column is made
     once, in its final place, with the first MPI_Init segment's row where there is one (not
@@ -210,7 +216,7 @@ def distributed(comm, g, labels):
     table = runs.gather(comm)
     if comm.Get_rank() != 0:
         return None, slack
-    path, time, func, weight = table.chain(start, g.sink, after_hub, g.n_rank_vertices)
+    path, time, func, weight = table.chain(start, g.sink, after_hub, g.n_rank_vertices, len(labels.hub_dist) > 0)
     return path_segments(g, path, time, func, weight), slack
 
 
@@ -235,14 +241,15 @@ def _after_hubs(comm, g, labels):
 class _Runs:
     """The runs one rank walks: from an entry along next[] through the rank's own rank vertices.
 
-    A run holds its vertices, their time, func and next_weight; its exit is the
+    A run holds its vertices, their time, func and dist; its exit is the
     vertex after its last one (a hub, a vertex of another rank, or NO_NEXT
-    after the sink or a dead end).
+    after the sink or a dead end).  Its vertices are kept as straight runs (first, last), and
+    made for all runs at once when gathered.
     """
 
     def __init__(self, g, labels):
-        self.g, self.nxt, self.next_weight = g, labels.next, labels.next_weight
-        self.entry, self.exit, self.vertices = [], [], []
+        self.g, self.nxt, self.dist = g, labels.next, labels.dist
+        self.entry, self.exit, self.firsts, self.lasts, self.straight_runs = [], [], [], [], []
 
     def walk(self, entries):
         """Walk a run from each entry; returns the exits another rank owns (its next entries)."""
@@ -250,22 +257,26 @@ class _Runs:
         lo, hi, sink, n_rank_vertices = g.lo, g.hi, g.sink, g.n_rank_vertices
         handoffs = []
         for v in entries.tolist():
-            run, exit_ = follow(nxt, lo, v, hi, sink)
+            before = len(self.firsts)
+            exit_ = follow(nxt, lo, v, hi, sink, self.firsts, self.lasts)
             if exit_ != NO_NEXT and exit_ < n_rank_vertices:      # another rank's vertex
                 handoffs.append(exit_)
             self.entry.append(v)
             self.exit.append(exit_)
-            self.vertices.append(run)
+            self.straight_runs.append(len(self.firsts) - before)
         return np.array(handoffs, np.int64)
 
     def gather(self, comm):
         """Every rank's runs on rank 0 as one _RunTable (None elsewhere)."""
         g = self.g
-        vertices = np.concatenate(self.vertices + [np.zeros(0, np.int64)])
+        firsts, lasts = np.array(self.firsts, np.int64), np.array(self.lasts, np.int64)
+        vertices = arrays.ranges(firsts, lasts)
         index = vertices - g.lo
-        lengths = np.array([len(v) for v in self.vertices], np.int64)
+        # Each run's length: its straight runs' lengths added up (a run has at least one).
+        straight = np.array(self.straight_runs, np.int64)
+        lengths = np.add.reduceat(lasts - firsts + 1, np.cumsum(straight) - straight) if len(straight) else straight
         mine = [np.array(self.entry, np.int64), np.array(self.exit, np.int64), lengths, vertices,
-                g.time[index], g.func[index], self.next_weight[index]]
+                g.time[index], g.func[index], self.dist[index]]
         parts = comm.gather(mine, root=0)
         if comm.Get_rank() != 0:
             return None
@@ -275,7 +286,7 @@ class _Runs:
 @dataclasses.dataclass
 class _RunTable:
     """All ranks' runs, one after another: entry, exit and length per run; per vertex its id,
-    time, func and next_weight."""
+    time, func and dist."""
 
     entry: np.ndarray
     exit: np.ndarray
@@ -283,25 +294,40 @@ class _RunTable:
     vertices: np.ndarray
     time: np.ndarray
     func: np.ndarray
-    weight: np.ndarray
+    dist: np.ndarray
 
-    def chain(self, start, sink, after_hub, n_rank_vertices):
+    def chain(self, start, sink, after_hub, n_rank_vertices, split):
         """(path, time, func, weight) from start to sink without its hubs: run after run, across
-        a hub where one ends at it (u -> H -> v is u -> v: H -> v has slack 0, nothing to add)."""
+        a hub where one ends at it (u -> H -> v is u -> v: H -> v has slack 0, nothing to add).
+        The runs are put in order first, then their rows taken at once (a bulk-synchronous run's
+        path is a run or two per piece: thousands of runs of a vertex or two).
+
+        weight, the slack of each vertex's edge to the next (``path_weights``): dist[u] -
+        dist[v] of consecutive u and v (across a hub too: dist[H] = dist[v]), but dist[u] where
+        u's run ends at a hub with splits (the end of u's piece, at distance 0); 0 at the sink."""
         first = np.concatenate(([0], np.cumsum(self.length)))
         run_of = dict(zip(self.entry.tolist(), range(len(self.entry))))
-        pieces, v = [], start
+        exits = self.exit.tolist()
+        order, v = [], start
         for _ in range(len(self.entry) + 1):
             if v not in run_of:
                 break
             i = run_of[v]
-            rows = slice(int(first[i]), int(first[i + 1]))
-            pieces.append((self.vertices[rows], self.time[rows], self.func[rows], self.weight[rows]))
-            v = int(self.exit[i])
+            order.append(i)
+            v = exits[i]
             if v == NO_NEXT:
                 break
             if v >= n_rank_vertices:
                 v = int(after_hub[v - n_rank_vertices])
-        if not pieces or pieces[-1][0][-1] != sink:
+        order = np.array(order, np.int64)
+        rows = arrays.ranges(first[order], first[order + 1] - 1)
+        if not len(rows) or self.vertices[rows[-1]] != sink:
             raise ValueError("the path from vertex %d does not reach the sink %d" % (start, sink))
-        return tuple(np.concatenate([np.asarray(p[c], np.int64) for p in pieces]) for c in range(4))
+        dist = self.dist[rows]
+        weight = np.zeros(len(rows), np.int64)
+        np.subtract(dist[:-1], dist[1:], out=weight[:-1])
+        if split:
+            exit_ = self.exit[order]
+            last = (np.cumsum(self.length[order]) - 1)[(exit_ >= n_rank_vertices) & (exit_ != NO_NEXT)]
+            weight[last] = dist[last]
+        return self.vertices[rows], self.time[rows], self.func[rows].astype(np.int64), weight
