@@ -33,16 +33,25 @@ def test_a_stage_gets_the_bytes_counted_while_it_ran():
     ([3, 1], False),                # 1.5x and 0.5x: rank 1 below 1/1.5 of its share
     ([4, 0, 0, 0], False),          # a funnel: everything on one rank
 ])
-def test_balanced_is_within_one_and_a_half_of_the_fair_share(values, expected):
-    assert bench_analysis.balanced(values) is expected
+def test_within_one_and_a_half_of_the_fair_share(values, expected):
+    k = len(values)
+    shares = [bench_analysis.ratio(v, sum(values), k) for v in values]
+    assert bench_analysis.within(shares) is expected
 
 
-def test_share_cell_is_a_multiple_of_the_fair_share():
-    assert bench_analysis.share_cell([3, 1], 0) == "1.50x"
-    assert bench_analysis.share_cell([0, 0], 1) == "-"
+def test_cpu_is_judged_from_above_only():
+    """A rank with less CPU than its share is no funnel: CPU only has an upper bound."""
+    assert bench_analysis.within([1.4, 0.3], upper_only=True) is True
+    assert bench_analysis.within([1.6, 0.4], upper_only=True) is False
+    assert bench_analysis.within([1.4, 0.3]) is False
 
 
-STAGE_ROW = re.compile(r"^  (\w+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+\S+\s+(\d+)\s+\S+\s+(\d+)\s+\S+\s+(\d+)\s+\S+$")
+def test_ratio_cell_is_a_multiple_of_the_fair_share():
+    assert bench_analysis.ratio_cell(bench_analysis.ratio(3, 4, 2)) == "1.50x"
+    assert bench_analysis.ratio_cell(bench_analysis.ratio(0, 0, 2)) == "-"
+
+
+STAGE_ROW = re.compile(r"^  (\w+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+\S+\s+([0-9.]+)\s+(\d+)\s+\S+\s+(\d+)\s+\S+\s+(\d+)\s+\S+$")
 
 
 def test_bench_analysis_prints_every_rank_of_every_stage(wheel):
@@ -50,18 +59,22 @@ def test_bench_analysis_prints_every_rank_of_every_stage(wheel):
                         "--algorithms", "dijkstra")
     rows = [m.groups() for m in map(STAGE_ROW.match, out.splitlines()) if m]
     stages = {}
-    for name, rank, wall, cpu, records, sent, received in rows:
+    for name, rank, wall, cpu, in_mpi, records, sent, received in rows:
+        assert 0 <= float(in_mpi) <= float(cpu) + 1e-3, (name, rank, cpu, in_mpi)     # a part of the CPU
         stages.setdefault(name, {})[int(rank)] = (int(records), int(sent), int(received))
-    assert list(stages) == ["trace", "clock", "match", "metrics", "traffic", "path", "report"]
+    assert list(stages) == ["trace", "clock", "match", "metrics", "traffic", "path", "report", "whole"]
     total = int(re.search(r"^generated .*: \d+ ranks, (\d+) records", out, re.M).group(1))
     for name, ranks in stages.items():
         assert sorted(ranks) == [0, 1]
         assert ranks[0][0] + ranks[1][0] == total                 # every record owned once
         # Two ranks: what one sends the other receives.
         assert ranks[0][1] == ranks[1][2] and ranks[1][1] == ranks[0][2], (name, ranks)
+    # The whole analysis moves what its stages move.
+    for column in (1, 2):
+        assert stages["whole"][0][column] == sum(r[0][column] for n, r in stages.items() if n != "whole")
     # dijkstra gathers the graph to rank 0: bytes go there.
     assert stages["path"][1][1] > 0 and stages["path"][0][2] > 0
     # The report: rank 0 hands rank 1 its share of the path's segments to write; no calls go to
     # rank 0 (each rank writes its own part of calls.parquet).
     assert stages["report"][0][1] > 0 and stages["report"][1][1] == 0
-    assert len(re.findall(r"^  \w+\s+balanced: records yes, cpu (yes|NO), bytes (yes|NO)$", out, re.M)) == len(stages)
+    assert len(re.findall(r"^  \w+\s+ok: records yes, cpu (yes|NO), bytes (yes|NO)$", out, re.M)) == len(stages)
