@@ -97,7 +97,10 @@ MEMBER_RESULTS = MEMBER_COLUMNS + ("max_start", "min_end", "release_rank", "rele
 
 
 def members(rank_calls, world_size):
-    """Member rows of one rank: its collective call records with a sequence number."""
+    """Member rows of one rank: its collective call records with a sequence number.
+
+    Columns may be views of the log's and the calls' columns (consecutive members): read them,
+    never write to them (LocalGroups.of_parts copies them where it places them)."""
     # A plain view of the log: a field of a memmap goes through numpy.memmap's slow __getitem__.
     records = np.asarray(rank_calls.records)
     # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
