@@ -62,3 +62,20 @@ def test_members_are_placed_by_instance_then_rank_whether_ranks_come_alike_or_no
     assert placed.instance["seq"].tolist() == [1, 2, 3]
     for name in collectives.MEMBER_COLUMNS:
         assert np.array_equal(placed.members[name], by_sorting.members[name]), name
+
+
+def test_consecutive_member_rows_are_read_as_a_slice():
+    assert collectives._slice_if_consecutive(np.array([3, 4, 5])) == slice(3, 6)
+    gaps = np.array([3, 5, 6])
+    assert collectives._slice_if_consecutive(gaps) is gaps
+    empty = np.zeros(0, np.int64)
+    assert collectives._slice_if_consecutive(empty) is empty
+
+
+def test_a_block_of_ranks_lands_rank_b_at_its_places_plus_b():
+    # 3 ranks of equal keys, 2 members each; the instances' places start at 0 and 5
+    members = {"call": np.full(10, -1, np.int64), "func": np.zeros(10, np.uint16)}
+    block = [{"call": np.array([10 * b, 10 * b + 1]), "func": np.array([b, b], np.uint16)} for b in range(3)]
+    collectives._place(members, np.array([0, 5]), block)
+    assert members["call"].tolist() == [0, 10, 20, -1, -1, 1, 11, 21, -1, -1]
+    assert members["func"].tolist() == [0, 1, 2, 0, 0, 0, 1, 2, 0, 0]

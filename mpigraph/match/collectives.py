@@ -60,8 +60,9 @@ def comm_table(rank_calls, world_size, part_rows, func):
     neighbour = (rank_calls.field("flags")[part_rows] & record.COLLECTIVE) != 0
     created = part_rows[kind_is(func[part_rows], mf.COMM_CREATE) & ~neighbour]
     ids = np.concatenate([[0], records["comm"][created]]).astype(np.int64)
-    ranks = np.concatenate([[rank_calls.rank], records["tag"][created]]).astype(np.int64)
-    sizes = np.concatenate([[world_size], records["bytes"][created]]).astype(np.int64)
+    # In the members' dtypes: in_comms fills a column of every member with them.
+    ranks = np.concatenate([[rank_calls.rank], records["tag"][created]]).astype(MEMBER_DTYPES["comm_rank"])
+    sizes = np.concatenate([[world_size], records["bytes"][created]]).astype(MEMBER_DTYPES["comm_size"])
     self_id = (1 << 32) | rank_calls.rank            # MPI_COMM_SELF (csrc/comms.c)
     ids, ranks, sizes = np.append(ids, self_id), np.append(ranks, 0), np.append(sizes, 1)
     ids, first = np.unique(ids, return_index=True)  # a comm id seen twice: its first creation
@@ -70,15 +71,16 @@ def comm_table(rank_calls, world_size, part_rows, func):
 
 def in_comms(comm, ids, ranks, sizes):
     """(this rank's rank, the size) of each communicator id in `comm`, from comm_table's
-    (ids, ranks, sizes); -1 for an id not in it."""
+    (ids, ranks, sizes), in the dtypes of ranks and sizes; -1 for an id not in it."""
     if len(comm) and comm.min() == comm.max():     # all on one communicator (most ranks): one lookup
         at = min(int(np.searchsorted(ids, comm[0])), len(ids) - 1)
         known = ids[at] == comm[0]
-        return (np.full(len(comm), ranks[at] if known else -1, np.int64),
-                np.full(len(comm), sizes[at] if known else -1, np.int64))
+        return (np.full(len(comm), ranks[at] if known else -1, ranks.dtype),
+                np.full(len(comm), sizes[at] if known else -1, sizes.dtype))
     at = np.minimum(np.searchsorted(ids, comm), len(ids) - 1)
     known = ids[at] == comm
-    return np.where(known, ranks[at], -1), np.where(known, sizes[at], -1)
+    return (np.where(known, ranks[at], -1).astype(ranks.dtype, copy=False),
+            np.where(known, sizes[at], -1).astype(sizes.dtype, copy=False))
 
 
 # As narrow as the log's fields (record.RECORD_DTYPE): a bulk-synchronous run has a member per
@@ -95,7 +97,10 @@ MEMBER_RESULTS = MEMBER_COLUMNS + ("max_start", "min_end", "release_rank", "rele
 
 
 def members(rank_calls, world_size):
-    """Member rows of one rank: its collective call records with a sequence number."""
+    """Member rows of one rank: its collective call records with a sequence number.
+
+    Columns may be views of the log's and the calls' columns (consecutive members): read them,
+    never write to them (LocalGroups.of_parts copies them where it places them)."""
     # A plain view of the log: a field of a memmap goes through numpy.memmap's slow __getitem__.
     records = np.asarray(rank_calls.records)
     # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
@@ -104,30 +109,46 @@ def members(rank_calls, world_size):
     part_rows = np.flatnonzero(is_part)       # the later tests read only these (none in many runs)
     func = rank_calls.field("func")
     rows = np.flatnonzero(_COLLECTIVE[func] & ~is_part)
-    member_func, root = func[rows], records["root"][rows]
+    # Most ranks' members are all their records but MPI_Init's and MPI_Finalize's: a slice reads
+    # those columns as views (copied once, where the grouping places them), not by a gather each.
+    pick = _slice_if_consecutive(rows)
+    member_func, root = func[pick], records["root"][pick]
     starts = part_rows[((flags[part_rows] & record.COLLECTIVE) != 0) & _START[func[part_rows]]]
     if len(starts):       # persistent collectives: each start is a member (persistent_starts)
         init_func, init_root, found = persistent_starts(records, is_part, func, starts)
         starts, init_func, init_root = starts[found], init_func[found], init_root[found]
         rows = np.concatenate([rows, starts])
         member_func, root = np.concatenate([member_func, init_func]), np.concatenate([root, init_root])
-    seq = records["seq"][rows]
+        pick = rows
+    # The instance's keys are read several times while grouping (bounds, keys): copied out once.
+    seq = np.ascontiguousarray(records["seq"][pick])
     has = seq > 0
     if not has.all():     # collective calls without a sequence number are no members
         rows, seq, member_func, root = rows[has], seq[has], member_func[has], root[has]
-    comm = records["comm"][rows]
+        pick = rows
+    comm = np.ascontiguousarray(records["comm"][pick])
     comm_rank, comm_size = in_comms(comm, *comm_table(rank_calls, world_size, part_rows, func))
-    call = rank_calls.record_call[rows]
+    call = rank_calls.record_call[pick]
+    # Consecutive records without part records between them are consecutive calls.
+    call_pick = _slice_if_consecutive(call) if isinstance(pick, slice) else call
     done_call = completing_calls(rank_calls, rows, call, is_part, func, member_func)
-    end_call = call if done_call is call else np.where(done_call >= 0, done_call, call)
+    end_call = call_pick if done_call is call else np.where(done_call >= 0, done_call, call)
     columns = {
         "comm": comm, "seq": seq,
         "rank": np.full(len(rows), rank_calls.rank, np.int32),
         "comm_rank": comm_rank, "comm_size": comm_size,
         "call": call, "func": member_func, "root": root,
-        "start": rank_calls.start_ns[call], "end": rank_calls.end_ns[end_call], "done_call": done_call,
+        "start": rank_calls.start_ns[call_pick], "end": rank_calls.end_ns[end_call], "done_call": done_call,
     }
     return {name: column.astype(MEMBER_DTYPES[name], copy=False) for name, column in columns.items()}
+
+
+def _slice_if_consecutive(rows):
+    """Strictly increasing indices `rows` as the slice they span when they are all of its indices
+    (a view where an index array would gather a copy), else `rows`."""
+    if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows
 
 
 def persistent_starts(records, is_part, func, starts):
@@ -459,14 +480,16 @@ def _place(members, at, block):
 
     One part at a time, each column's rows land a whole instance's members apart (one row per
     memory page for instances of hundreds of members): every store misses the TLB.  The parts'
-    columns side by side, (rows, parts), are written a row of adjacent places at a time."""
+    columns side by side, (rows, parts), are written a row of adjacent places at a time: as
+    whole rows of a window view of the column, the (len(block)) places from each of `at`, one
+    index a row instead of one a place (the rows' places never overlap: distinct instances)."""
     if len(block) == 1:
         for name, column in members.items():
             column[at] = block[0][name]
         return
-    where = at[:, None] + np.arange(len(block))
     for name, column in members.items():
-        column[where] = np.stack([p[name] for p in block], axis=1)
+        window = np.lib.stride_tricks.sliding_window_view(column, len(block), writeable=True)
+        window[at] = np.stack([p[name] for p in block], axis=1)
 
 
 def _some_key_twice(keys):

@@ -34,8 +34,10 @@ def in_neighbours(rank_calls):
     """(comm ids, world ranks) of one rank's recorded in-neighbours, one row per neighbour."""
     records = np.asarray(rank_calls.records)
     flags, func = rank_calls.field("flags"), rank_calls.field("func")
-    parts = np.flatnonzero(((flags & (record.PART | record.COLLECTIVE)) == (record.PART | record.COLLECTIVE))
-                           & ((flags & record.ERROR) == 0) & kind_is(func, mf.COMM_CREATE))
+    # Functions are looked up for the collective part records only (none in most runs).
+    collective_part = record.PART | record.COLLECTIVE
+    parts = np.flatnonzero((flags & (collective_part | record.ERROR)) == collective_part)
+    parts = parts[kind_is(func[parts], mf.COMM_CREATE)]
     return records["comm"][parts].astype(np.int64), records["peer"][parts].astype(np.int64)
 
 

@@ -22,15 +22,14 @@ OP_DTYPES = {"side": np.int8, "rank": np.int32, "comm": np.int64, "peer": np.int
              "func": np.uint16}
 
 
-def request_pairs(records, flags, func):
+def request_pairs(records, moves, part, func):
     """(post record, completion record or -1) of the nonblocking operations of one log,
     and the completion records with no post (requests from before recording, or unknown).
 
-    `flags` and `func` are the records' columns, read from the log once by the caller."""
-    part = (flags & record.PART) != 0
-    moves = ((flags & (record.SEND | record.RECV)) != 0) & ((flags & record.ERROR) == 0)
-    posts = np.flatnonzero(moves & ((~part & kind_is(func, mf.ISEND, mf.IRECV)) | (part & kind_is(func, mf.START))))
-    done = np.flatnonzero(moves & part & kind_is(func, mf.COMPLETION))
+    `moves`: the records that move data (SEND or RECV, no ERROR), in record order; `part` and
+    `func`: their PART flags and function ids, read from the log once by the caller."""
+    posts = moves[(~part & kind_is(func, mf.ISEND, mf.IRECV)) | (part & kind_is(func, mf.START))]
+    done = moves[part & kind_is(func, mf.COMPLETION)]
     post_request, done_request = records["request"][posts], records["request"][done]
     posts, post_request = posts[post_request != 0], post_request[post_request != 0]
     done, done_request = done[done_request != 0], done_request[done_request != 0]
@@ -50,10 +49,12 @@ def operations(rank_calls):
     flags, func = rank_calls.field("flags"), rank_calls.field("func")
     part, ok = (flags & record.PART) != 0, (flags & record.ERROR) == 0
     is_send, is_recv = (flags & record.SEND) != 0, (flags & record.RECV) != 0
-    blocking = ok & (((~part & kind_is(func, mf.SEND, mf.RECV, mf.SENDRECV)) & (is_send | is_recv))
-                     | (part & kind_is(func, mf.SENDRECV) & is_recv))
-    blocking = np.flatnonzero(blocking)
-    posts, completion, orphans = request_pairs(records, flags, func)
+    # Functions are looked up for the records that move data only (none in a run of collectives).
+    moves = np.flatnonzero(ok & (is_send | is_recv))
+    moved_func, moved_part = func[moves], part[moves]
+    blocking = moves[(~moved_part & kind_is(moved_func, mf.SEND, mf.RECV, mf.SENDRECV))
+                     | (moved_part & kind_is(moved_func, mf.SENDRECV) & is_recv[moves])]
+    posts, completion, orphans = request_pairs(records, moves, moved_part, moved_func)
     post = np.concatenate([blocking, posts])
     done = np.concatenate([blocking, completion])
     has_done = done >= 0
