@@ -1,0 +1,51 @@
+"""metrics.message_kinds: the sort order of the airport rule and the wait state of a call."""
+
+import numpy as np
+
+from mpigraph.metrics import message_kinds
+
+
+def test_group_then_cost_order_is_lexsorts_with_ties_in_row_order():
+    # Few groups and costs: many (group, cost) ties, whose rows must stay in their order
+    # (the last row of a group takes the rounding, so which tied row is last matters).
+    rng = np.random.default_rng(7)
+    group = rng.integers(-5, 40, 5000)
+    cost = rng.integers(0, 6, 5000)
+    order = message_kinds._by_group_then_cost(group, cost)
+    assert np.array_equal(order, np.lexsort((cost, group)))
+
+
+def test_group_then_cost_order_when_the_pair_does_not_fit_one_int64():
+    # Costs spanning 2^62 with 3 groups: the combined key would overflow; lexsort's order still.
+    group = np.array([2, 0, 2, 1, 0, 2, 1])
+    cost = np.array([2**62, 7, 0, 2**62, 7, 3, 1])
+    order = message_kinds._by_group_then_cost(group, cost)
+    assert order.tolist() == [1, 4, 6, 3, 2, 5, 0]
+    assert np.array_equal(order, np.lexsort((cost, group)))
+    assert len(message_kinds._by_group_then_cost(np.zeros(0, np.int64), np.zeros(0, np.int64))) == 0
+
+
+def test_airport_shares_the_same_through_either_order():
+    # The same two groups once with small costs, once shifted by 2^61 (overflowing the key):
+    # a group's shares depend on its cost differences only, so they are the same.
+    group = [1, 0, 1, 0, 1]
+    cost = np.array([600, 0, 0, 900, 300])
+    small = message_kinds.airport_shares(group, cost)
+    # Group 1: 0, 300, 600 -> [0, 300] by 2 (150 each), [300, 600] by the last: 0, 150, 450.
+    assert small.tolist() == [450, 0, 0, 900, 150]
+    shifted = message_kinds.airport_shares(group, cost + 2**61)
+    # Shifted, the first piece [0, 2^61] is shared too: each row gets 2^61 / size more.
+    assert shifted[[1, 3]].sum() == 2**61 + 900 and shifted[[0, 2, 4]].sum() == 2**61 + 600
+
+
+def test_state_of_decides_the_tie_on_calls_with_late_receiver_time():
+    # Call 0: 95 late sender, 105 late receiver: 10 apart = 5% of 200, a tie: late sender.
+    # Call 1: 94 and 106: 12 apart > 10: late receiver.  Call 2: late sender only.
+    # Call 3: late receiver only.  Call 4: did not wait.
+    total = np.array([200, 200, 50, 70, 0])
+    ls = np.array([95, 94, 50, 0, 0])
+    lr = np.array([105, 106, 0, 70, 0])
+    state, state_time, other = message_kinds.state_of(total, ls, lr, 0, 1, -1)
+    assert state.dtype == np.int8 and state.tolist() == [0, 1, 0, 1, -1]
+    assert state_time.tolist() == [95, 106, 50, 70, 0] and other.tolist() == [105, 94, 0, 0, 0]
+    assert ls.tolist() == [95, 94, 50, 0, 0] and lr.tolist() == [105, 106, 0, 70, 0]      # inputs left as they are
