@@ -110,13 +110,14 @@ def state_of(total, late_sender, late_receiver, ls_code, lr_code, none_code):
     TIE of the call's wait) late sender; none where the call did not wait.
 
     `total`, `late_sender`, `late_receiver`: ``charged``'s (0 <= each kind's time <= total).
+    state_time and other_time are the arrays late_sender and late_receiver themselves, their
+    values swapped where the call is late receiver: no new int64 arrays of every call.
     A call without late-receiver time is late sender (or none): late_receiver - late_sender <= 0
     <= TIE * total.  So the rule is decided on the calls with late-receiver time only, the
     sends, not by a pass with a float temporary over every call."""
     state = np.where(total == 0, np.int8(none_code), np.int8(ls_code))
-    state_time, other = late_sender.copy(), late_receiver.copy()
     rows = np.flatnonzero(late_receiver > 0)
     rows = rows[late_receiver[rows] - late_sender[rows] > TIE * total[rows]]
     state[rows] = lr_code
-    state_time[rows], other[rows] = late_receiver[rows], late_sender[rows]
-    return state, state_time, other
+    late_sender[rows], late_receiver[rows] = late_receiver[rows], late_sender[rows]   # copies on the right
+    return state, late_sender, late_receiver

@@ -150,8 +150,12 @@ _COLLECTIVE_STATE = _collective_state_table()
 
 
 def collective_state(func, is_root):
-    """Wait-state code of each member call (one lookup by function and root, not a pass per state)."""
-    return _COLLECTIVE_STATE[func, np.asarray(is_root).view(np.uint8)]     # is_root an index, not a mask
+    """Wait-state code of each member call (a lookup by function, not a pass per state): every
+    member's as a non-root, then the roots' (one per instance at most) looked up again."""
+    state = _COLLECTIVE_STATE[:, 0].take(func)
+    roots = np.flatnonzero(is_root)
+    state[roots] = _COLLECTIVE_STATE[func[roots], 1]
+    return state
 
 
 def charged_states(w):
@@ -175,8 +179,9 @@ def member_waits(index, start_ns, end_ns, members):
     """Per collective member (rows of `members`): where its wait is charged and how long.
 
     Returns {"done": the completing call in `index`'s numbering (-1: never completed),
-    "wait_before", "wait_after", "duration" (of the completing call), "state"}; see the
-    module doc for the rules.  `start_ns`, `end_ns`: index.column of the calls' times."""
+    "wait_before", "wait_after", "duration" (of the completing call), "state", "own": every
+    member completed in its own call (all blocking: no call completed two)}; see the module doc
+    for the rules.  `start_ns`, `end_ns`: index.column of the calls' times."""
     done_call = members["done_call"]
     completed = done_call >= 0
     every = bool(completed.all())            # blocking collectives: always
@@ -198,10 +203,27 @@ def member_waits(index, start_ns, end_ns, members):
     # The seed's wait after, for blocking N-to-N members only, within what the wait before left.
     after = end - members["min_end"]
     _clip(after, duration - before)
-    after[~_HAS_WAIT_AFTER[func]] = 0
+    after[~_HAS_WAIT_AFTER.take(func)] = 0
     state = collective_state(func, members["rank"] == members["root"])
     state[before == 0] = NO_STATE
-    return {"done": done, "wait_before": before, "wait_after": after, "duration": duration, "state": state}
+    return {"done": done, "wait_before": before, "wait_after": after, "duration": duration, "state": state,
+            "own": own_call}
+
+
+def _per_call(n, done, before, state, own):
+    """(wait, state) per call 0..n-1 of the collective members it completed: the largest wait
+    before of its members (0: none) and that member's state (the last such member's).  Call by
+    call, so that the rest are passes in call order, not scatters in the members' order."""
+    wait = np.zeros(n, np.int64)
+    member_state = np.full(n, NO_STATE, np.int8)
+    if own:                                      # a blocking member is its own call: one each
+        wait[done] = before
+        member_state[done] = state
+    else:                                        # a Wait/Test may complete several members
+        np.maximum.at(wait, done, before)
+        largest = before == wait[done]
+        member_state[done[largest]] = state[largest]
+    return wait, member_state
 
 
 def owned_waits(calls_by_rank, to_me, from_me, members, probe_waits=None):
@@ -232,29 +254,24 @@ def waits_and_member_totals(calls_by_rank, to_me, from_me, members, probe_waits=
     is_receiver = np.repeat(np.arange(len(parts)) == 1, [len(ns) for _, _, ns in parts])
     p2p, ls, lr = message_kinds.charged(position, ns, is_receiver, n)
     del position, ns, is_receiver
-    # int8 all along: the wait states of millions of calls without int64 temporaries
+    # int8 codes; state_time and other_time are ls and lr, swapped in place where late receiver
     state, state_time, other_time = message_kinds.state_of(p2p, ls, lr, np.int8(LATE_SENDER),
                                                            np.int8(LATE_RECEIVER), np.int8(NO_STATE))
-    del ls, lr
 
     m = member_waits(index, start_ns, end_ns, members)
     charged = m["done"] >= 0
     every = bool(charged.all())
     done = m["done"] if every else m["done"][charged]
     member_before = m["wait_before"] if every else m["wait_before"][charged]
-    collective = np.zeros(n, np.int64)
-    if NONBLOCKING[members["func"]].any():      # a Wait/Test may complete several members
-        np.maximum.at(collective, done, member_before)
-    else:                                        # a blocking member is its own call: one each
-        collective[done] = member_before
-    # The state of the member with the largest wait of its call; point-to-point wins a tie.
-    top = (member_before == collective[done]) & (member_before > p2p[done])
-    state[done[top]] = (m["state"] if every else m["state"][charged])[top]
-    # Where a collective's wait is the call's, the call's state time is all of it.
-    state_time[done[top]] = member_before[top]
-    other_time[done[top]] = 0
-    wait_before = np.maximum(p2p, collective)
-    del p2p, collective
+    collective, member_state = _per_call(n, done, member_before,
+                                         m["state"] if every else m["state"][charged], m["own"])
+    # Where a collective's wait is the call's (point-to-point wins a tie), its state and all its time.
+    top = collective > p2p
+    np.copyto(state, member_state, where=top)
+    np.copyto(state_time, collective, where=top)
+    np.copyto(other_time, 0, where=top)
+    wait_before = np.maximum(p2p, collective, out=p2p)
+    del p2p, collective, member_state, top
     wait_after = np.zeros(n, np.int64)
     wait_after[done] = m["wait_after"] if every else m["wait_after"][charged]   # blocking: one per call
     execution = np.subtract(end_ns, start_ns, out=end_ns)      # the duration, in the concatenated copy
