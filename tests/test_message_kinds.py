@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from mpigraph.metrics import message_kinds
+from mpigraph.metrics import message_kinds, waits
 
 
 def test_group_then_cost_order_is_lexsorts_with_ties_in_row_order():
@@ -49,3 +49,13 @@ def test_state_of_decides_the_tie_on_calls_with_late_receiver_time():
     assert state.dtype == np.int8 and state.tolist() == [0, 1, 0, 1, -1]
     assert state_time.tolist() == [95, 106, 50, 70, 0] and other.tolist() == [105, 94, 0, 0, 0]
     assert state_time is ls and other is lr                        # in place: swapped where late receiver
+
+
+def test_charged_states_a_call_charged_to_both_kinds_counts_under_each():
+    # Calls: late sender with 5 ns charged to late receiver too; late receiver with 7 ns of late
+    # sender; no state; wait_nxn (3).  Second half: the other kinds, -1 where nothing is charged.
+    kind, time = waits.charged_states({"wait_state": np.array([0, 1, -1, 3], np.int8),
+                                       "wait_state_time": np.array([40, 60, 0, 90]),
+                                       "other_state_time": np.array([5, 7, 0, 0])})
+    assert kind.tolist() == [0, 1, -1, 3, 1, 0, -1, -1]
+    assert time.tolist() == [40, 60, 0, 90, 5, 7, 0, 0]

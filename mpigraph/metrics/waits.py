@@ -161,10 +161,15 @@ def collective_state(func, is_root):
 def charged_states(w):
     """(kind, time) of every charge of a rank's calls `w` (owned_waits' columns): the calls'
     wait states, then the other point-to-point kind's parts (other_state_time); kind -1 where
-    there is none, so both arrays have 2 x calls rows (a call's two charges n calls apart)."""
-    state = w["wait_state"].astype(np.int64)
-    other = np.where(w["other_state_time"] > 0, np.where(state == LATE_SENDER, LATE_RECEIVER, LATE_SENDER), NO_STATE)
-    return np.concatenate([state, other]), np.concatenate([w["wait_state_time"], w["other_state_time"]])
+    there is none, so both arrays have 2 x calls rows (a call's two charges n calls apart).
+    Kinds in int8, and the other kind looked up on the few calls charged to both only."""
+    state, other_time = np.asarray(w["wait_state"]), w["other_state_time"]
+    n = len(state)
+    kind = np.full(2 * n, NO_STATE, np.int8)
+    kind[:n] = state
+    both = np.flatnonzero(other_time > 0)
+    kind[n + both] = np.where(state[both] == LATE_SENDER, LATE_RECEIVER, LATE_SENDER)
+    return kind, np.concatenate([w["wait_state_time"], other_time])
 
 
 def _wait_after_table():
