@@ -202,12 +202,12 @@ def member_waits(index, start_ns, end_ns, members):
         duration[~completed] = 0
         done[~completed] = -1
     # Released members only: the others' release_start is -1, far before their start.
-    before = _clip(members["release_start"] - start, duration)       # duration >= 0: left as it is
+    before = _clip(members["release_start"] - start, duration)       # duration clamped at 0 in place
     before[members["release_rank"] < 0] = 0
     func = members["func"]
     # The seed's wait after, for blocking N-to-N members only, within what the wait before left.
     after = end - members["min_end"]
-    _clip(after, duration - before)
+    np.clip(after, 0, duration - before, out=after)     # 0 <= before <= duration: one pass, not _clip's three
     after[~_HAS_WAIT_AFTER.take(func)] = 0
     state = collective_state(func, members["rank"] == members["root"])
     state[before == 0] = NO_STATE
@@ -284,4 +284,5 @@ def waits_and_member_totals(calls_by_rank, to_me, from_me, members, probe_waits=
     execution -= wait_after
     waits = CallWaits(index, {"wait_before": wait_before, "wait_after": wait_after, "execution": execution,
                               "wait_state": state, "wait_state_time": state_time, "other_state_time": other_time})
-    return waits, (m["wait_before"] + m["wait_after"], m["duration"])
+    # The members' wait before + after, in wait_before's array (read for the last time above).
+    return waits, (np.add(m["wait_before"], m["wait_after"], out=m["wait_before"]), m["duration"])
