@@ -59,3 +59,30 @@ def test_charged_states_a_call_charged_to_both_kinds_counts_under_each():
                                        "other_state_time": np.array([5, 7, 0, 0])})
     assert kind.tolist() == [0, 1, -1, 3, 1, 0, -1, -1]
     assert time.tolist() == [40, 60, 0, 90, 5, 7, 0, 0]
+
+
+def _receives(done_call):
+    # Receives completing in calls [100, 500], [1000, 1100], [700, 900], sends posted at 300, 2000, 50.
+    return {"r_rank": np.array([0, 1, 2]), "r_done_call": np.array(done_call),
+            "r_done_start": np.array([100, 1000, 700]), "r_done_end": np.array([500, 1100, 900]),
+            "s_post_start": np.array([300, 2000, 50])}
+
+
+def test_late_sender_of_the_completed_receives_only():
+    # 200 late; 1000 late clamped to the call's 100; the send before the call: 0.
+    rank, call, ns = waits.late_sender(_receives([3, 5, 8]))
+    assert rank.tolist() == [0, 1, 2] and call.tolist() == [3, 5, 8] and ns.tolist() == [200, 100, 0]
+    rank, call, ns = waits.late_sender(_receives([3, -1, 8]))       # the second never completed
+    assert rank.tolist() == [0, 2] and call.tolist() == [3, 8] and ns.tolist() == [200, 0]
+
+
+def test_late_receiver_only_where_the_send_waited_past_the_post():
+    # Sends completing in [100, 500] (receive posted at 300: 200), [1000, 1100] (posted at 2000,
+    # after the send returned: an eager send, 0), and one never completed.
+    messages = {"s_rank": np.array([4, 5, 6]), "s_done_call": np.array([2, 9, -1]),
+                "s_done_start": np.array([100, 1000, 0]), "s_done_end": np.array([500, 1100, 0]),
+                "r_post_start": np.array([300, 2000, 0])}
+    rank, call, ns = waits.late_receiver(messages)
+    assert rank.tolist() == [4, 5] and call.tolist() == [2, 9] and ns.tolist() == [200, 0]
+    messages["s_done_call"][2] = 3
+    assert waits.late_receiver(messages)[2].tolist() == [200, 0, 0]

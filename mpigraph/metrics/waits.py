@@ -113,9 +113,15 @@ def _clip(x, upper):
     return np.minimum(x, upper, out=x)
 
 
+def _rows_where(done):
+    """An index of the rows where `done`: all of them as a slice where every row is (the columns'
+    views, not copies of every column: most runs complete every message)."""
+    return slice(None) if done.all() else done
+
+
 def late_sender(messages):
     """(rank, call, ns) of the late-sender time of the receives (messages on the receivers' owner)."""
-    done = messages["r_done_call"] >= 0
+    done = _rows_where(messages["r_done_call"] >= 0)
     start, end = messages["r_done_start"][done], messages["r_done_end"][done]
     return (messages["r_rank"][done], messages["r_done_call"][done],
             _clip(messages["s_post_start"][done] - start, end - start))
@@ -123,7 +129,7 @@ def late_sender(messages):
 
 def late_receiver(messages):
     """(rank, call, ns) of the late-receiver time of the sends (messages on the senders' owner)."""
-    done = messages["s_done_call"] >= 0
+    done = _rows_where(messages["s_done_call"] >= 0)
     start, end = messages["s_done_start"][done], messages["s_done_end"][done]
     posted = messages["r_post_start"][done]
     waited = np.where(posted <= end, posted - start, 0)
