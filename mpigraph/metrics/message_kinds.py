@@ -49,10 +49,11 @@ def charged(position, wait, is_receiver, n):
     mixed = has_lr & has_ls
     rows = np.flatnonzero(mixed[position])
     if len(rows):
-        lr[mixed] = 0
-        shares = airport_shares(position[rows], wait[rows])
-        np.add.at(lr, position[rows][is_receiver[rows]], shares[is_receiver[rows]])
-        lr = np.minimum(lr, total)
+        sends = rows[is_receiver[rows]]
+        calls = np.flatnonzero(mixed)        # only their late-receiver time is summed from shares
+        lr[calls] = 0
+        np.add.at(lr, position[sends], airport_shares(position[rows], wait[rows])[is_receiver[rows]])
+        lr[calls] = np.minimum(lr[calls], total[calls])
     return total, total - lr, lr
 
 
@@ -62,7 +63,7 @@ def airport_shares(group, cost):
     the group takes the rounding)."""
     group = np.asarray(group, np.int64)
     cost = np.asarray(cost, np.int64)
-    order = np.lexsort((cost, group))
+    order = _by_group_then_cost(group, cost)
     g, c = group[order], cost[order]
     n = len(g)
     first = np.r_[True, g[1:] != g[:-1]]
@@ -86,15 +87,37 @@ def airport_shares(group, cost):
     return out
 
 
+def _by_group_then_cost(group, cost):
+    """The order of np.lexsort((cost, group)), ties in the rows' order.  Where (group, cost) fits
+    one int64, (group - min) * span + (cost - min), a stable sort of that key is that order: one
+    sort instead of lexsort's one per key, twice as fast on rows in random order and about ten
+    times where the groups (calls) come in a few sorted runs, as charged's rows do."""
+    if not len(group):
+        return np.zeros(0, np.intp)
+    g0, c0 = int(group.min()), int(cost.min())
+    span = int(cost.max()) - c0 + 1
+    if (int(group.max()) - g0 + 1) * span > np.iinfo(np.int64).max:
+        return np.lexsort((cost, group))
+    return np.argsort((group - g0) * span + (cost - c0), kind="stable")
+
+
 # Late-sender and late-receiver times closer than this share of the call's wait are a tie.
 TIE = 0.05
 
 
 def state_of(total, late_sender, late_receiver, ls_code, lr_code, none_code):
     """(state, state_time, other_time) per call: the kind with the larger time, a tie (within
-    TIE of the call's wait) late sender."""
-    sender = late_receiver - late_sender <= TIE * total
-    state = np.where(total == 0, none_code, np.where(sender, ls_code, lr_code)).astype(np.int8)
-    state_time = np.where(sender, late_sender, late_receiver)
-    other = np.where(sender, late_receiver, late_sender)
-    return state, state_time, other
+    TIE of the call's wait) late sender; none where the call did not wait.
+
+    `total`, `late_sender`, `late_receiver`: ``charged``'s (0 <= each kind's time <= total).
+    state_time and other_time are the arrays late_sender and late_receiver themselves, their
+    values swapped where the call is late receiver: no new int64 arrays of every call.
+    A call without late-receiver time is late sender (or none): late_receiver - late_sender <= 0
+    <= TIE * total.  So the rule is decided on the calls with late-receiver time only, the
+    sends, not by a pass with a float temporary over every call."""
+    state = np.where(total == 0, np.int8(none_code), np.int8(ls_code))
+    rows = np.flatnonzero(late_receiver > 0)
+    rows = rows[late_receiver[rows] - late_sender[rows] > TIE * total[rows]]
+    state[rows] = lr_code
+    late_sender[rows], late_receiver[rows] = late_receiver[rows], late_sender[rows]   # copies on the right
+    return state, late_sender, late_receiver

@@ -113,9 +113,15 @@ def _clip(x, upper):
     return np.minimum(x, upper, out=x)
 
 
+def _rows_where(done):
+    """An index of the rows where `done`: all of them as a slice where every row is (the columns'
+    views, not copies of every column: most runs complete every message)."""
+    return slice(None) if done.all() else done
+
+
 def late_sender(messages):
     """(rank, call, ns) of the late-sender time of the receives (messages on the receivers' owner)."""
-    done = messages["r_done_call"] >= 0
+    done = _rows_where(messages["r_done_call"] >= 0)
     start, end = messages["r_done_start"][done], messages["r_done_end"][done]
     return (messages["r_rank"][done], messages["r_done_call"][done],
             _clip(messages["s_post_start"][done] - start, end - start))
@@ -123,7 +129,7 @@ def late_sender(messages):
 
 def late_receiver(messages):
     """(rank, call, ns) of the late-receiver time of the sends (messages on the senders' owner)."""
-    done = messages["s_done_call"] >= 0
+    done = _rows_where(messages["s_done_call"] >= 0)
     start, end = messages["s_done_start"][done], messages["s_done_end"][done]
     posted = messages["r_post_start"][done]
     waited = np.where(posted <= end, posted - start, 0)
@@ -150,17 +156,26 @@ _COLLECTIVE_STATE = _collective_state_table()
 
 
 def collective_state(func, is_root):
-    """Wait-state code of each member call (one lookup by function and root, not a pass per state)."""
-    return _COLLECTIVE_STATE[func, np.asarray(is_root).view(np.uint8)]     # is_root an index, not a mask
+    """Wait-state code of each member call (a lookup by function, not a pass per state): every
+    member's as a non-root, then the roots' (one per instance at most) looked up again."""
+    state = _COLLECTIVE_STATE[:, 0].take(func)
+    roots = np.flatnonzero(is_root)
+    state[roots] = _COLLECTIVE_STATE[func[roots], 1]
+    return state
 
 
 def charged_states(w):
     """(kind, time) of every charge of a rank's calls `w` (owned_waits' columns): the calls'
     wait states, then the other point-to-point kind's parts (other_state_time); kind -1 where
-    there is none, so both arrays have 2 x calls rows (a call's two charges n calls apart)."""
-    state = w["wait_state"].astype(np.int64)
-    other = np.where(w["other_state_time"] > 0, np.where(state == LATE_SENDER, LATE_RECEIVER, LATE_SENDER), NO_STATE)
-    return np.concatenate([state, other]), np.concatenate([w["wait_state_time"], w["other_state_time"]])
+    there is none, so both arrays have 2 x calls rows (a call's two charges n calls apart).
+    Kinds in int8, and the other kind looked up on the few calls charged to both only."""
+    state, other_time = np.asarray(w["wait_state"]), w["other_state_time"]
+    n = len(state)
+    kind = np.full(2 * n, NO_STATE, np.int8)
+    kind[:n] = state
+    both = np.flatnonzero(other_time > 0)
+    kind[n + both] = np.where(state[both] == LATE_SENDER, LATE_RECEIVER, LATE_SENDER)
+    return kind, np.concatenate([w["wait_state_time"], other_time])
 
 
 def _wait_after_table():
@@ -175,8 +190,9 @@ def member_waits(index, start_ns, end_ns, members):
     """Per collective member (rows of `members`): where its wait is charged and how long.
 
     Returns {"done": the completing call in `index`'s numbering (-1: never completed),
-    "wait_before", "wait_after", "duration" (of the completing call), "state"}; see the
-    module doc for the rules.  `start_ns`, `end_ns`: index.column of the calls' times."""
+    "wait_before", "wait_after", "duration" (of the completing call), "state", "own": every
+    member completed in its own call (all blocking: no call completed two)}; see the module doc
+    for the rules.  `start_ns`, `end_ns`: index.column of the calls' times."""
     done_call = members["done_call"]
     completed = done_call >= 0
     every = bool(completed.all())            # blocking collectives: always
@@ -192,16 +208,33 @@ def member_waits(index, start_ns, end_ns, members):
         duration[~completed] = 0
         done[~completed] = -1
     # Released members only: the others' release_start is -1, far before their start.
-    before = _clip(members["release_start"] - start, duration)       # duration >= 0: left as it is
+    before = _clip(members["release_start"] - start, duration)       # duration clamped at 0 in place
     before[members["release_rank"] < 0] = 0
     func = members["func"]
     # The seed's wait after, for blocking N-to-N members only, within what the wait before left.
     after = end - members["min_end"]
-    _clip(after, duration - before)
-    after[~_HAS_WAIT_AFTER[func]] = 0
+    np.clip(after, 0, duration - before, out=after)     # 0 <= before <= duration: one pass, not _clip's three
+    after[~_HAS_WAIT_AFTER.take(func)] = 0
     state = collective_state(func, members["rank"] == members["root"])
     state[before == 0] = NO_STATE
-    return {"done": done, "wait_before": before, "wait_after": after, "duration": duration, "state": state}
+    return {"done": done, "wait_before": before, "wait_after": after, "duration": duration, "state": state,
+            "own": own_call}
+
+
+def _per_call(n, done, before, state, own):
+    """(wait, state) per call 0..n-1 of the collective members it completed: the largest wait
+    before of its members (0: none) and that member's state (the last such member's).  Call by
+    call, so that the rest are passes in call order, not scatters in the members' order."""
+    wait = np.zeros(n, np.int64)
+    member_state = np.full(n, NO_STATE, np.int8)
+    if own:                                      # a blocking member is its own call: one each
+        wait[done] = before
+        member_state[done] = state
+    else:                                        # a Wait/Test may complete several members
+        np.maximum.at(wait, done, before)
+        largest = before == wait[done]
+        member_state[done[largest]] = state[largest]
+    return wait, member_state
 
 
 def owned_waits(calls_by_rank, to_me, from_me, members, probe_waits=None):
@@ -232,29 +265,24 @@ def waits_and_member_totals(calls_by_rank, to_me, from_me, members, probe_waits=
     is_receiver = np.repeat(np.arange(len(parts)) == 1, [len(ns) for _, _, ns in parts])
     p2p, ls, lr = message_kinds.charged(position, ns, is_receiver, n)
     del position, ns, is_receiver
-    # int8 all along: the wait states of millions of calls without int64 temporaries
+    # int8 codes; state_time and other_time are ls and lr, swapped in place where late receiver
     state, state_time, other_time = message_kinds.state_of(p2p, ls, lr, np.int8(LATE_SENDER),
                                                            np.int8(LATE_RECEIVER), np.int8(NO_STATE))
-    del ls, lr
 
     m = member_waits(index, start_ns, end_ns, members)
     charged = m["done"] >= 0
     every = bool(charged.all())
     done = m["done"] if every else m["done"][charged]
     member_before = m["wait_before"] if every else m["wait_before"][charged]
-    collective = np.zeros(n, np.int64)
-    if NONBLOCKING[members["func"]].any():      # a Wait/Test may complete several members
-        np.maximum.at(collective, done, member_before)
-    else:                                        # a blocking member is its own call: one each
-        collective[done] = member_before
-    # The state of the member with the largest wait of its call; point-to-point wins a tie.
-    top = (member_before == collective[done]) & (member_before > p2p[done])
-    state[done[top]] = (m["state"] if every else m["state"][charged])[top]
-    # Where a collective's wait is the call's, the call's state time is all of it.
-    state_time[done[top]] = member_before[top]
-    other_time[done[top]] = 0
-    wait_before = np.maximum(p2p, collective)
-    del p2p, collective
+    collective, member_state = _per_call(n, done, member_before,
+                                         m["state"] if every else m["state"][charged], m["own"])
+    # Where a collective's wait is the call's (point-to-point wins a tie), its state and all its time.
+    top = collective > p2p
+    np.copyto(state, member_state, where=top)
+    np.copyto(state_time, collective, where=top)
+    np.copyto(other_time, 0, where=top)
+    wait_before = np.maximum(p2p, collective, out=p2p)
+    del p2p, collective, member_state, top
     wait_after = np.zeros(n, np.int64)
     wait_after[done] = m["wait_after"] if every else m["wait_after"][charged]   # blocking: one per call
     execution = np.subtract(end_ns, start_ns, out=end_ns)      # the duration, in the concatenated copy
@@ -262,4 +290,5 @@ def waits_and_member_totals(calls_by_rank, to_me, from_me, members, probe_waits=
     execution -= wait_after
     waits = CallWaits(index, {"wait_before": wait_before, "wait_after": wait_after, "execution": execution,
                               "wait_state": state, "wait_state_time": state_time, "other_state_time": other_time})
-    return waits, (m["wait_before"] + m["wait_after"], m["duration"])
+    # The members' wait before + after, in wait_before's array (read for the last time above).
+    return waits, (np.add(m["wait_before"], m["wait_after"], out=m["wait_before"]), m["duration"])
