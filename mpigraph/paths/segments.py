@@ -143,11 +143,13 @@ def _sums_by_name(names, values):
     """{name: sum of its rows' values} of a column of a few distinct names (hashed by pyarrow:
     a path can have a segment per MPI call, and a sort of millions of strings takes seconds);
     a ``names.Labels`` column adds up by its codes."""
+    if isinstance(names, Labels):
+        # Every path maker gives Labels: pyarrow.compute (a fifth of a second of imports, on
+        # analysis rank 0 only) is loaded only for str columns.
+        return names.sums(values)
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if isinstance(names, Labels):
-        return names.sums(values)
     encoded = pc.dictionary_encode(pa.array(np.asarray(names, object), pa.string()))
     sums = np.bincount(encoded.indices.to_numpy(zero_copy_only=False), weights=values,
                        minlength=len(encoded.dictionary)).astype(np.int64)
