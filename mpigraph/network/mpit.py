@@ -35,14 +35,13 @@ from typing import List, Optional, Tuple
 #   CELL_SIZE                 a shared-memory cell: larger messages take several cells
 #   MAX_MSG, MAX_SEND_SIZE    the largest piece sent at once (Open MPI btl_*_max_send_size)
 #   LMT                       MPICH's large message transfer (nemesis)
-#   SINGLE_COPY, _COPY_       Open MPI's single-copy (CMA/XPMEM/KNEM) mechanism and limits
-PROTOCOL_WORDS = re.compile(r"EAGER|RNDV|RENDEZVOUS|THRESHOLD|CELL_SIZE|MAX_MSG|MAX_SEND_SIZE|LMT|SINGLE_COPY|_COPY_",
-                            re.I)
-# ... but not the limits of collectives, RMA, GPU buffers or communicator ids: those are no
-# point-to-point protocol of host memory, which is what calibrate times; nor a choice of
-# protocol (MPICH's ..._RNDV_PROTOCOL is a mode number, not a size).
+PROTOCOL_WORDS = re.compile(r"EAGER|RNDV|RENDEZVOUS|THRESHOLD|CELL_SIZE|MAX_MSG|MAX_SEND_SIZE|LMT", re.I)
+# ... but not the limits of collectives, RMA, GPU buffers, communicator ids, Open MPI's
+# launcher, I/O and packing frameworks (plm_, io_, dss_): those are no point-to-point protocol of
+# host memory, which is what calibrate times; nor counts and modes that are no size (MPICH's
+# ..._RNDV_PROTOCOL is a mode number, Open MPI's btl_vader_fbox_threshold a number of sends).
 NOT_POINT_TO_POINT = re.compile(r"CTXID|GPU|RMA|BCAST|REDUCE|ALLTOALL|ALLGATHER|COLL|YAKSA|STRIPING|NUM_CELLS|"
-                                r"PROTOCOL$", re.I)
+                                r"PROTOCOL$|FBOX|MECHANISM|^(plm|io|dss|osc)_", re.I)
 
 NAME_LEN, DESC_LEN = 256, 1024
 MPI_SUCCESS = 0
