@@ -19,16 +19,19 @@ from mpigraph.network.params import COLUMNS
 # the environment; 12345 B is no default of any of its variables.
 MPICH_VARIABLE, VALUE = "MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD", 12345
 
-# Every rank prints what the module read, as JSON, one line.
+# Every rank reads; rank 0 prints all ranks' answers as one JSON line (two ranks printing at
+# once may interleave their lines under Open MPI's output forwarding).
 READER = ("import json; from mpi4py import MPI; from mpigraph.network import mpit; "
           "settings, reason = mpit.read_settings(); "
-          "print(json.dumps({'rank': MPI.COMM_WORLD.Get_rank(), 'settings': settings, 'reason': reason}))")
+          "answers = MPI.COMM_WORLD.gather({'rank': MPI.COMM_WORLD.Get_rank(), 'settings': settings, "
+          "'reason': reason}); "
+          "MPI.COMM_WORLD.Get_rank() == 0 and print(json.dumps(answers))")
 
 
 def _read_on_ranks(result):
     assert result.returncode == 0, result.stderr
-    answers = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    assert sorted(a["rank"] for a in answers) == [0, 1]
+    answers = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("[")][0]
+    assert [a["rank"] for a in answers] == [0, 1]
     return [dict(a["settings"]) for a in answers], [a["reason"] for a in answers]
 
 
