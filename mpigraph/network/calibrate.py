@@ -13,6 +13,7 @@
               last protocol's continuous bends (hinge.py), a hinge row each;
               written to params.csv (params.py) and printed, per size the mean +- spread
               against the fit
+    settings  under the table, the MPI's own protocol limits read through MPI_T (mpit.py)
 """
 
 import os
@@ -22,7 +23,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from mpigraph.network import NetworkError
+from mpigraph.network import NetworkError, mpit
 from mpigraph.network.fit import MAX_HINGES, MAX_SEGMENTS, Fit, fit
 from mpigraph.network.params import ProtocolParams, write_params
 
@@ -223,6 +224,9 @@ def main(out: str, sizes: List[int], repeats: int, bootstrap: int = 400, seed: i
         texts.append(report(host_pair, result))
     write_params(out, rows)
     print("\n\n".join(texts))
+    # Beside the fit, the switch points the MPI itself was configured with: a fitted jump near
+    # one of them is that protocol, one far from all of them more likely a cache step.
+    print("\n" + mpit.settings_text())
     print("\nwrote %s (one-way time = latency_s + per_byte_s * bytes, per protocol; past a bend, its row with "
           "from_bytes)" % os.path.abspath(out))
     sys.stdout.flush()
