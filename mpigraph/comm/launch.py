@@ -85,7 +85,7 @@ def analysis_mpi():
     from mpi4py import MPI
 
     version = " ".join(MPI.Get_library_version().strip().splitlines()[0].split())
-    library = _loaded_libmpi()
+    library = loaded_libmpi()
     return version + (" from %s" % library if library else "")
 
 
@@ -94,7 +94,7 @@ def analysis_mpi():
 _MPI_LIBRARY = re.compile(r"libmpi(ch|_[a-z]+)?\.so")
 
 
-def _loaded_libmpi():
+def loaded_libmpi():
     """The path of the MPI library mapped into this process (Linux's /proc/self/maps), or None."""
     try:
         with open("/proc/self/maps") as maps:

@@ -65,9 +65,9 @@ def load_library():
     """The MPI library mpi4py loaded (ctypes.CDLL), or None.  The global scope first (a program
     linked with libmpi), then the MPI library mapped into this process (mpi4py's extension loads
     it privately, so its symbols are not in the global scope)."""
-    from mpigraph.comm.launch import _loaded_libmpi
+    from mpigraph.comm.launch import loaded_libmpi
 
-    candidates = [None] + (_loaded_libmpi() or "").split(", ")
+    candidates = [None] + (loaded_libmpi() or "").split(", ")
     for path in candidates:
         if path == "":
             continue

@@ -9,4 +9,4 @@ from mpi4py import MPI
 from mpigraph.comm import launch
 
 MPI.COMM_WORLD.Barrier()
-ctypes.CDLL(launch._loaded_libmpi(), mode=os.RTLD_NOLOAD).PMPI_Finalize()
+ctypes.CDLL(launch.loaded_libmpi(), mode=os.RTLD_NOLOAD).PMPI_Finalize()
