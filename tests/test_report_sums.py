@@ -63,8 +63,8 @@ def test_wait_state_sums_per_call_site_come_from_the_blocks(tmp_path):
 def test_no_blocks_no_wait_state_sums(tmp_path):
     (tmp_path / "raw").mkdir()
     acc = stats.Accumulator(stats.Sites(str(tmp_path / "raw"), range(1)), 1)
-    keys, calls, time = acc.waitstate_sums()
-    assert len(keys) == len(calls) == len(time) == 0
+    keys, sums = acc.waitstate_sums()
+    assert len(keys) == len(sums["calls"]) == len(sums["time"]) == 0
 
 
 def test_statistics_only_for_the_columns_rows_are_ordered_by(tmp_path):

@@ -148,45 +148,55 @@ def site_name(function: str, place) -> str:
     return "%s at an unknown site" % function
 
 
-SUMS = ("count", "time", "wait", "bytes", "path_time")     # what KeyedSums sums per key
+SUMS = ("count", "time", "wait", "bytes", "path_time")     # a calls-table block's sums (KeyedSums.add)
+WAIT_SUMS = ("calls", "time")       # the wait-state charges' sums (Accumulator.waitstate_sums)
 
 
 class KeyedSums:
-    """A calls-table block's count, time, wait, bytes and path_time summed per int64 key (the
-    caller's: call site, function and trace rank for callsites.csv, with the phase for its
-    per-phase twin)."""
+    """Named int64 values summed per int64 key, a block of rows at a time: a calls-table block's
+    count, time, wait, bytes and path_time (``add``; the keys: call site, function and trace
+    rank for callsites.csv, with the phase for its per-phase twin), or any other `names`."""
 
-    def __init__(self, parts=()):
+    def __init__(self, names=SUMS, parts=()):
+        self.names = names
         self._parts = [(keys, sums) for keys, sums in parts if len(keys)]     # per block: (keys, sums)
 
     def add(self, block: dict, keys) -> None:
-        """Sums the block's rows per key (`keys`: one per row)."""
+        """Sums a calls-table block's rows per key (`keys`: one per row)."""
         duration = np.asarray(block["end"], np.int64) - np.asarray(block["start"], np.int64)
-        values = {"count": np.asarray(block["calls"], np.int64), "time": duration,
-                  "wait": np.asarray(block["wait_before"], np.int64) + np.asarray(block["wait_after"], np.int64),
-                  "bytes": np.asarray(block["bytes"], np.int64),
-                  "path_time": np.where(np.asarray(block["on_path"], bool), duration, 0)}
+        self.add_values(keys, {"count": np.asarray(block["calls"], np.int64), "time": duration,
+                               "wait": np.asarray(block["wait_before"], np.int64)
+                               + np.asarray(block["wait_after"], np.int64),
+                               "bytes": np.asarray(block["bytes"], np.int64),
+                               "path_time": np.where(np.asarray(block["on_path"], bool), duration, 0)})
+
+    def add_values(self, keys, values: dict) -> None:
+        """Sums values[name] (one per key; None: 1 each, a count) per key, for every name."""
         uniq, inverse = arrays.unique_codes(keys)
-        self._parts.append((uniq, {n: np.bincount(inverse, v, len(uniq)).astype(np.int64) for n, v in values.items()}))
+        self._parts.append((uniq, {n: np.bincount(inverse, values[n], len(uniq)).astype(np.int64) for n in self.names}))
 
     def totals(self):
         """(sorted unique keys, {name: int64 sums}) over every block added."""
         if not self._parts:
-            return np.zeros(0, np.int64), {n: np.zeros(0, np.int64) for n in SUMS}
+            return np.zeros(0, np.int64), {n: np.zeros(0, np.int64) for n in self.names}
         keys = np.concatenate([k for k, _ in self._parts])
         uniq, inverse = np.unique(keys, return_inverse=True)
         inverse = inverse.reshape(-1)
         sums = {n: np.bincount(inverse, np.concatenate([s[n] for _, s in self._parts]), len(uniq)).astype(np.int64)
-                for n in SUMS}
+                for n in self.names}
         return uniq, sums
 
     def gathered(self, comm):
-        """``totals`` over every analysis rank's blocks on analysis rank 0 (None elsewhere).
-        Collective.  Small: a row per key, and the keys carry the trace rank, so those of two
-        analysis ranks never meet (each trace rank has one owner)."""
-        mine = self.totals()
-        parts = comm.gather(mine, root=0) if comm.size > 1 else [mine]
-        return KeyedSums(parts).totals() if comm.rank == 0 else None
+        """``totals`` over every analysis rank's blocks on analysis rank 0 (None elsewhere). Collective."""
+        return gathered_totals(comm, self.totals(), self.names)
+
+
+def gathered_totals(comm, totals, names=SUMS):
+    """Every analysis rank's KeyedSums ``totals`` added on analysis rank 0 (None elsewhere).
+    Collective.  Small: a row per key, and the keys carry the trace rank, so those of two
+    analysis ranks never meet (each trace rank has one owner)."""
+    parts = comm.gather(totals, root=0) if comm.size > 1 else [totals]
+    return KeyedSums(names, parts).totals() if comm.rank == 0 else None
 
 
 class Accumulator:
@@ -196,7 +206,7 @@ class Accumulator:
         self.sites, self.n_ranks = sites, n_ranks
         self.n_functions = len(mf.names_array())
         self.sums = KeyedSums()     # keys = (callsite * n_functions + function) * n_ranks + rank
-        self._wait_parts = []   # per block: ``_summed`` of (callsite * n_functions + function) * n_states + kind
+        self.wait_sums = KeyedSums(WAIT_SUMS)   # keys = (callsite * n_functions + function) * n_states + kind
         # Sums by a finer key (the per-phase twin, phases.callsites): each is given every relabelled block.
         self.twins = []
 
@@ -231,16 +241,13 @@ class Accumulator:
                                            "other_state_time": block["other_state_time"]})
         has = kind >= 0
         keys = np.tile(site_function, 2)[has] * len(waits.WAIT_STATES) + kind[has]
-        self._wait_parts.append(_summed(keys, np.asarray(time, np.int64)[has]))
+        self.wait_sums.add_values(keys, {"calls": None, "time": np.asarray(time, np.int64)[has]})
 
     def waitstate_sums(self):
         """This analysis rank's wait-state sums per (call site, function, kind) of the blocks added:
-        (keys = (site * n_functions + function) * n_states + kind, calls, time), for
+        (keys = (site * n_functions + function) * n_states + kind, {"calls", "time"}), for
         ``combined_waitstates``."""
-        parts = self._wait_parts or [(np.zeros(0, np.int64),) * 3]
-        uniq, inverse = arrays.unique_codes(np.concatenate([p[0] for p in parts]))
-        return tuple([uniq] + [np.bincount(inverse, np.concatenate([p[i] for p in parts]), len(uniq)).astype(np.int64)
-                               for i in (1, 2)])
+        return self.wait_sums.totals()
 
     def table(self, totals=None) -> dict:
         """The callsites table (schema.CALLSITE_COLUMNS) of per (call site, function, trace rank)
@@ -289,26 +296,17 @@ def with_creating_sites(communicators, sites) -> dict:
     return out
 
 
-def _summed(keys, time):
-    """(unique keys, calls per key, summed time per key)."""
-    uniq, inverse = arrays.unique_codes(keys)
-    count = np.bincount(inverse, None, len(uniq)).astype(np.int64)
-    return uniq, count, np.bincount(inverse, time, len(uniq)).astype(np.int64)
-
-
 def combined_waitstates(comm, sums, sites: Sites):
     """The callsite_waitstates table (schema.CALLSITE_WAITSTATE_COLUMNS) on analysis rank 0 from
     every analysis rank's ``waitstate_sums`` (None elsewhere): the wait-state table's per-call-site
     twin, rows by time, longest first.  Collective."""
     from mpigraph.metrics import waits
 
-    parts = comm.gather(sums, root=0) if comm.size > 1 else [sums]
-    if comm.rank != 0:
+    whole = gathered_totals(comm, sums, WAIT_SUMS)
+    if whole is None:
         return None
-    uniq, inverse = np.unique(np.concatenate([p[0] for p in parts]), return_inverse=True)
-    inverse = inverse.reshape(-1)
-    calls = np.bincount(inverse, np.concatenate([p[1] for p in parts]), len(uniq)).astype(np.int64)
-    time = np.bincount(inverse, np.concatenate([p[2] for p in parts]), len(uniq)).astype(np.int64)
+    uniq, summed = whole
+    calls, time = summed["calls"], summed["time"]
     n_functions, n_states = len(mf.names_array()), len(waits.WAIT_STATES)
     site, func, kind = uniq // n_states // n_functions, uniq // n_states % n_functions, uniq % n_states
     function = np.asarray(mf.names_array(), object)[func]
