@@ -3,8 +3,7 @@
 numpy's pass (envelope.Model) costs a few array operations per topological level: fine for
 the shallow pieces of a bulk-synchronous run, minutes for a deep one (a ping-pong of 10^6
 messages has 4 10^6 levels).  This kernel does the same work in one sweep over the edges,
-whatever the depth.  It is compiled on first use with the system's C compiler ($CC, else cc)
-into a cache directory ($XDG_CACHE_HOME or ~/.cache, /mpigraph); where that fails the numpy
+whatever the depth.  It is compiled on first use (``util.ckernel``); where that fails the numpy
 pass is used.  MPIGRAPH_WHATIF_KERNEL=numpy (a test setting) uses numpy anyway.
 
 The pass's rules are envelope.Model._forward's: t(v) = max(start_v, max over in-edges of
@@ -14,10 +13,7 @@ is active), `other` follows the first tight in-edge of the largest right slope, 
 vertex's critical in-edge (pred).
 """
 
-import hashlib
-import os
-import subprocess
-import tempfile
+from mpigraph.util import ckernel
 
 SOURCE = r"""
 #include <math.h>
@@ -118,38 +114,9 @@ void wi_mark(int64_t n, const int64_t *order, const int64_t *pred, const int64_t
              char *on_edge);
 """
 
-_loaded = None
+_KERNEL = ckernel.Kernel("whatif-kernel", SOURCE, CDEF, "MPIGRAPH_WHATIF_KERNEL", "numpy")
 
 
 def load():
     """(ffi, lib) of the compiled kernel, or None (no compiler, or MPIGRAPH_WHATIF_KERNEL=numpy)."""
-    global _loaded
-    if os.environ.get("MPIGRAPH_WHATIF_KERNEL", "").lower() == "numpy":
-        return None
-    if _loaded is None:
-        try:
-            _loaded = _compile_and_open()
-        except (OSError, subprocess.SubprocessError, ImportError):
-            _loaded = False
-    return _loaded or None
-
-
-def _compile_and_open():
-    from cffi import FFI
-
-    tag = hashlib.sha256((SOURCE + CDEF).encode()).hexdigest()[:16]
-    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mpigraph")
-    path = os.path.join(cache, "whatif-kernel-%s.so" % tag)
-    if not os.path.exists(path):
-        os.makedirs(cache, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache) as tmp:
-            src = os.path.join(tmp, "kernel.c")
-            with open(src, "w") as f:
-                f.write(SOURCE)
-            built = os.path.join(tmp, "kernel.so")
-            subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-o", built, src],
-                           check=True, capture_output=True)
-            os.replace(built, path)          # atomic: a parallel first use sees it whole or not at all
-    ffi = FFI()
-    ffi.cdef(CDEF)
-    return ffi, ffi.dlopen(path)
+    return _KERNEL.load()
