@@ -21,6 +21,7 @@ from mpi4py import MPI
 
 from mpigraph.util import arrays
 from mpigraph.comm import owner_exchange as exchange
+from mpigraph.paths import dag
 from mpigraph.paths.model import INF, as_index, index_dtype, slack_dtype
 from mpigraph.paths.labels import from_dist, local_sinks
 
@@ -41,11 +42,18 @@ def solve(g, split):
 def distances(n, indptr, src, weight, sources):
     """int64 least slack from each of n vertices to the nearest of `sources` (INF: none).
 
-    The graph is the CSR of incoming edges (indptr, src local indices, weight).
-    The search runs on the graph with its one-way vertices bypassed
-    (``Bypass``), which gives every distance exactly.
+    The graph is the CSR of incoming edges (indptr, src local indices, weight).  One sweep in
+    topological order (``paths.dag``) where it can run; else Dijkstra on the graph with its
+    one-way vertices bypassed (``Bypass``), which gives every distance exactly: bypassing costs
+    more than the sweep saves.
     """
-    bypass = Bypass(n, indptr, src, weight, np.asarray(sources, np.int64))
+    _check_exact(weight, "a slack")      # every search keeps to float64's exact integers
+    sources = np.asarray(sources, np.int64)
+    dist = dag.search(n, indptr, src, weight, sources, np.zeros(len(sources), np.int64), INF)
+    if dist is not None:
+        _check_exact(dist, "a distance", dist < INF)
+        return dist
+    bypass = Bypass(n, indptr, src, weight, sources)
     search = Reversed(len(bypass.vertices), bypass.indptr, bypass.src, bypass.weight)
     return bypass.expand(search.search(bypass.sources))
 
@@ -394,7 +402,8 @@ def _check_exact(ns, what, where=True):
 
 
 class Reversed:
-    """A CSR of incoming edges read as the reversed graph, for csgraph's Dijkstra."""
+    """A CSR of incoming edges read as the reversed graph, searched from the sink: in one sweep
+    in topological order (``paths.dag``, C) where that can run, else by csgraph's Dijkstra."""
 
     def __init__(self, n, indptr, src, weight):
         _check_exact(weight, "a slack")
@@ -402,7 +411,7 @@ class Reversed:
         self.index_type = np.int32 if len(src) < 2 ** 31 - 1 and n < 2 ** 31 - 1 else np.int64
         self.indptr = indptr.astype(self.index_type, copy=False)
         self.indices = src.astype(self.index_type, copy=False)     # Bypass's are int32 already
-        self.data = weight.astype(np.float64)
+        self.weight = weight.astype(np.int64, copy=False)
         self.spreads = np.diff(self.indptr) > 0        # vertices with edges to follow (a byte each)
 
     def search(self, sources, offsets=None):
@@ -432,10 +441,14 @@ class Reversed:
         n = self.n
         if not len(sources):      # nothing to search: scipy is not even imported (its import is slow)
             return np.full(n, INF, np.int64)
+        dist = dag.search(n, self.indptr, self.indices, self.weight, sources, offsets, INF)
+        if dist is not None:
+            _check_exact(dist, "a distance", dist < INF)
+            return dist
         from scipy.sparse import csr_matrix
         from scipy.sparse.csgraph import dijkstra
 
-        indptr, indices, data, size = self.indptr, self.indices, self.data, n
+        indptr, indices, data, size = self.indptr, self.indices, self.weight.astype(np.float64), n
         if offsets.any():
             size = n + 1
             indices = np.concatenate((indices, sources.astype(self.index_type)))

@@ -1,0 +1,122 @@
+"""The least distances of an acyclic graph in one sweep, in C: what csgraph's Dijkstra finds,
+without its heap.
+
+The activity graph is acyclic (its edges go forward in time), so its least distances from a
+set of sources follow from one pass in topological order: a vertex's distance is final when
+every edge into it has been relaxed (Kahn's algorithm).  That is linear in the edges reached,
+where Dijkstra pays a heap operation per vertex: a pipelined program's graph, tens of millions
+of vertices with hardly a vertex to bypass, is where that shows.  The distances are the same
+integers (int64 sums, exact, where csgraph sums in float64); next[] follows from them by the
+shared pass, so the path is the same too.
+
+search() returns None where the kernel cannot be used (no C compiler, MPIGRAPH_PATH_KERNEL=scipy,
+a test setting) or where the reached part of the graph has a cycle; the caller then runs
+csgraph's Dijkstra.
+"""
+
+import numpy as np
+
+from mpigraph.util import ckernel
+
+SOURCE = r"""
+#include <stdint.h>
+
+/* Least distances from the sources (dist holds their offsets, INF elsewhere) along the CSR
+ * (indptr, indices, weight: row v lists the edges v -> indices[e]), over the part reached
+ * from the sources.  reached: n bytes of 0; indeg: n int32 of 0; order: n int64.  Returns the
+ * number of vertices reached, or -1 when that part has a cycle. */
+#define DAG_SEARCH(NAME, INDEX)                                                                 \
+int64_t NAME(int64_t n, const int64_t *indptr, const INDEX *indices, const int64_t *weight,   \
+             int64_t n_sources, const int64_t *sources, int64_t *dist, char *reached,         \
+             int32_t *indeg, int64_t *order)                                                  \
+{                                                                                             \
+    int64_t top = 0, n_reached = 0;                                                           \
+    /* The reached part and each of its vertices' edges in from it: a depth-first walk with  \
+     * order[] as its stack; each vertex is appended to the front of order[] once. */        \
+    for (int64_t i = 0; i < n_sources; i++) {                                                 \
+        int64_t s = sources[i];                                                               \
+        if (!reached[s]) {                                                                    \
+            reached[s] = 1;                                                                   \
+            order[n - 1 - top++] = s;                                                         \
+        }                                                                                     \
+    }                                                                                         \
+    while (top) {                                                                             \
+        int64_t v = order[n - top--];                                                         \
+        order[n_reached++] = v;                                                               \
+        for (int64_t e = indptr[v]; e < indptr[v + 1]; e++) {                                 \
+            int64_t u = indices[e];                                                           \
+            indeg[u]++;                                                                       \
+            if (!reached[u]) {                                                                \
+                reached[u] = 1;                                                               \
+                order[n - 1 - top++] = u;                                                     \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    /* Kahn's order over the reached part, relaxing each vertex's edges as it is taken (its  \
+     * first vertices moved to the front: tail <= i, nothing unread is overwritten). */       \
+    int64_t head = 0, tail = 0;                                                               \
+    for (int64_t i = 0; i < n_reached; i++)                                                   \
+        if (indeg[order[i]] == 0)                                                             \
+            order[tail++] = order[i];                                                         \
+    while (head < tail) {                                                                     \
+        int64_t v = order[head++], d = dist[v];                                               \
+        for (int64_t e = indptr[v]; e < indptr[v + 1]; e++) {                                 \
+            int64_t u = indices[e], c = d + weight[e];                                        \
+            if (c < dist[u])                                                                  \
+                dist[u] = c;                                                                  \
+            if (--indeg[u] == 0)                                                              \
+                order[tail++] = u;                                                            \
+        }                                                                                     \
+    }                                                                                         \
+    return tail == n_reached ? n_reached : -1;                                                \
+}
+
+DAG_SEARCH(dag_search32, int32_t)
+DAG_SEARCH(dag_search64, int64_t)
+"""
+
+CDEF = """
+int64_t dag_search32(int64_t n, const int64_t *indptr, const int32_t *indices, const int64_t *weight,
+                     int64_t n_sources, const int64_t *sources, int64_t *dist, char *reached,
+                     int32_t *indeg, int64_t *order);
+int64_t dag_search64(int64_t n, const int64_t *indptr, const int64_t *indices, const int64_t *weight,
+                     int64_t n_sources, const int64_t *sources, int64_t *dist, char *reached,
+                     int32_t *indeg, int64_t *order);
+"""
+
+_KERNEL = ckernel.Kernel("path-kernel", SOURCE, CDEF, "MPIGRAPH_PATH_KERNEL", "scipy")
+
+
+def available():
+    """Whether search() can run here (the kernel compiled and not switched off)."""
+    return _KERNEL.load() is not None
+
+
+def search(n, indptr, indices, weight, sources, offsets, inf):
+    """int64 least distance of each of n vertices from the nearest source (each starting at its
+    offset; `inf` where none reaches it), along the CSR (indptr, indices: int32 or int64,
+    weight: int64); None where the kernel cannot run or the reached part has a cycle."""
+    loaded = _KERNEL.load()
+    if loaded is None:
+        return None
+    ffi, lib = loaded
+    indptr = np.ascontiguousarray(indptr, np.int64)
+    weight = np.ascontiguousarray(weight, np.int64)
+    sources = np.ascontiguousarray(sources, np.int64)
+    if indices.dtype == np.int32:
+        kernel, indices = lib.dag_search32, np.ascontiguousarray(indices)
+    else:
+        kernel, indices = lib.dag_search64, np.ascontiguousarray(indices, np.int64)
+    dist = np.full(n, inf, np.int64)
+    np.minimum.at(dist, sources, np.asarray(offsets, np.int64))
+    reached = np.zeros(n, np.int8)
+    indeg = np.zeros(n, np.int32)
+    order = np.empty(n, np.int64)
+
+    def ptr(a, ctype):
+        return ffi.cast(ctype, a.ctypes.data)
+
+    found = kernel(n, ptr(indptr, "int64_t *"), ptr(indices, "int32_t *" if indices.dtype == np.int32 else "int64_t *"),
+                   ptr(weight, "int64_t *"), len(sources), ptr(sources, "int64_t *"), ptr(dist, "int64_t *"),
+                   ptr(reached, "char *"), ptr(indeg, "int32_t *"), ptr(order, "int64_t *"))
+    return dist if found >= 0 else None
