@@ -25,7 +25,7 @@ from pathbuild import SETTINGS, random_input, rows, share, solve_all  # noqa: E4
 
 from mpigraph import paths
 from mpigraph.testing import synth  # noqa: E402
-from mpigraph.paths import delta_stepping, labels, parallel_dijkstra  # noqa: E402
+from mpigraph.paths import delta_stepping, labels, parallel_dijkstra, walk  # noqa: E402
 
 
 def cases():
@@ -36,6 +36,8 @@ def cases():
     for seed in range(6):
         yield "random-%d" % seed, random_input(seed, 2 + seed % 3, 6, 25, collectives=seed % 3), {}
     yield "two-ranks-on-many", synth.path_input(synth.ring_run(2, 4, seed=10)), {}
+    # No synchronisation point: the path crosses between the ranks phase after phase.
+    yield "ring-no-sync", synth.path_input(synth.ring_run(4, 12, sync_every=100, seed=11)), {}
     for seed in range(3):     # slacks of seconds: int64 weights on every rank, whichever has them
         yield "seconds-%d" % seed, random_input(seed, 3, 6, 25, collectives=1, step_ns=2**31), {}
 
@@ -144,6 +146,8 @@ def main():
         labels.CHUNKS_PER_EXCHANGE = 2
     joined = _counter(parallel_dijkstra._JoinedSearch, "distances")     # by either algorithm
     delta_joined = _counter(delta_stepping, "joined_distances")
+    walks = _counter(walk, "distributed")
+    run_walks = _counter(walk._Runs, "walk")        # once per distributed walk: no round per rank change
     failures = 0
     for name, inp, options in cases():
         if "--distances-only" in sys.argv:
@@ -168,6 +172,7 @@ def main():
     if comm.rank == 0:
         print("searches of the parts joined on rank 0: %d" % joined[0])
         print("delta-stepping joined searches: %d" % delta_joined[0])
+        print("distributed walks: %d, their rounds of runs: %d" % (walks[0], run_walks[0]))
         print("path_mpi_check on %d ranks: %s" % (comm.size, "FAILED" if failures else "OK"))
     sys.exit(1 if failures else 0)
 

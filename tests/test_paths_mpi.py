@@ -12,7 +12,7 @@ import pytest
 
 import mpi_env
 
-N_CASES = 13          # path_mpi_check.cases()
+N_CASES = 14          # path_mpi_check.cases()
 CHECK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "path_mpi_check.py")
 
 
@@ -22,6 +22,10 @@ def test_distributed_paths_equal_the_serial_reference(ranks):
     assert returncode == 0, stdout[-4000:] + stderr[-4000:]
     assert "path_mpi_check on %d ranks: OK" % ranks in stdout, stdout[-4000:]
     assert stdout.count("all 8 equal") == N_CASES, stdout
+    # The distributed walk chains its runs on rank 0: one round of runs per walk, however often
+    # the path changes rank (ring-no-sync's changes at every phase).
+    walks, rounds = stdout.split("distributed walks: ")[1].split("\n")[0].split(", their rounds of runs: ")
+    assert int(walks) > N_CASES and int(rounds) == int(walks), stdout
 
 
 @pytest.mark.parametrize("ranks", [2, 3])

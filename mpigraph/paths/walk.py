@@ -188,14 +188,14 @@ def _function_code(func, unknown):
 def distributed(comm, g, labels):
     """(critical_path.segments on rank 0, None elsewhere; the path's slack) from distributed labels.
 
-    Collective over comm.  Nothing per vertex is gathered.  Every path crosses
-    every hub after its start's piece, and every rank knows the vertex after
-    each hub (``_after_hubs``): so the path's entries, its start and the
-    vertex after each of those hubs, are known everywhere, and each rank
-    walks from the entries it owns at the same time, through its own vertices,
-    up to a hub, the sink or a vertex another rank owns (``_Runs``).  Those
-    vertices are sent to their owners as new entries, until none is left (one
-    round per rank change inside a piece); rank 0 then chains the runs.
+    Collective over comm.  Nothing per vertex is gathered.  The path is a chain of runs, each
+    through one analysis rank's vertices along next[]: from an entry (the path's start, the
+    vertex after a hub, or where another rank's run hands over) to its exit (a vertex another
+    rank owns, a hub, or the end).  Every rank finds the exit of each of its vertices at once
+    (``local_exits``) and rank 0 chains the entries by their exits (``_entries_on_path``): a
+    fixed number of collectives, where walking run by run took a round of them per rank change
+    (a pipelined program's path changes rank at nearly every message).  Then each rank walks
+    its runs on the path (``_Runs``) and rank 0 joins them.
     """
     from mpi4py import MPI
 
@@ -205,19 +205,80 @@ def distributed(comm, g, labels):
     comm.Allreduce(MPI.IN_PLACE, source_dist, op=MPI.MIN)
     start, slack = start_vertex(g, None, labels.hub_dist, source_dist)
     after_hub = _after_hubs(comm, g, labels)
-    first_hub = int(g.source_piece[np.flatnonzero(g.sources == start)[0]])
-    entries = np.concatenate(([start], after_hub[first_hub:]))
     runs = _Runs(g, labels)
-    entries = entries[entries != NO_NEXT]
-    entries = arrays.unique(entries[g.owner_of(entries) == g.me])
-    while comm.allreduce(len(entries), op=MPI.SUM):
-        handoffs = arrays.unique(runs.walk(entries))
-        (entries,) = exchange.send_rows(comm, g.owner_of(handoffs), [handoffs])
+    runs.walk(_entries_on_path(comm, g, labels.next, start, after_hub))
     table = runs.gather(comm)
     if comm.Get_rank() != 0:
         return None, slack
     path, time, func, weight = table.chain(start, g.sink, after_hub, g.n_rank_vertices, len(labels.hub_dist) > 0)
     return path_segments(g, path, time, func, weight), slack
+
+
+def local_exits(nxt, lo, hi, sink):
+    """For each rank vertex lo .. hi - 1 (next of x: nxt[x - lo]), where its run through the
+    vertices lo .. hi - 1 along next[] leaves them: ``follow``'s value, for all at once.
+
+    Pointer jumping: each vertex points at its next while that is in the range, and the
+    pointers are followed by doubling until they reach the runs' last vertices (a few dozen
+    passes for runs of millions of vertices).  A cycle's vertices get NO_NEXT, as in follow."""
+    n = hi - lo
+    step = nxt[:n]
+    inside = (step >= lo) & (step < hi)
+    if lo <= sink < hi:
+        inside[sink - lo] = False          # a run ends at the sink
+    last = np.arange(n, dtype=np.int64)
+    last[inside] = step[inside] - lo
+    for _ in range(n.bit_length() + 1):
+        further = last[last]
+        if np.array_equal(further, last):
+            break
+        last = further
+    exits = step[last]
+    exits[inside[last]] = NO_NEXT          # still inside after every doubling: a cycle
+    if lo <= sink < hi:
+        exits[last == sink - lo] = NO_NEXT
+    return exits
+
+
+def _entries_on_path(comm, g, nxt, start, after_hub):
+    """The entries of the path's runs that this rank owns, in path order.  Collective.
+
+    Each rank sends the rank vertices its runs exit to to their owners (where a run may
+    begin), and every rank then sends rank 0 the exit of each of its possible entries: those
+    and the path's start and the vertices after the hubs.  Rank 0 follows entry to exit from
+    the start, across hubs, and sends each rank its entries back."""
+    exits = local_exits(nxt, g.lo, g.hi, g.sink)
+    handed = arrays.unique(exits[exits < g.n_rank_vertices])        # NO_NEXT and hubs are above
+    (entries,) = exchange.send_rows(comm, g.owner_of(handed), [handed])
+    known = np.append(after_hub, start)
+    known = known[(known < g.n_rank_vertices)]
+    entries = arrays.unique(np.concatenate((entries, known[g.owns(known)])))
+    parts = comm.gather((entries, exits[entries - g.lo]), root=0)
+    path_entries = None
+    if comm.Get_rank() == 0:
+        entry = np.concatenate([p[0] for p in parts])
+        exit_ = np.concatenate([p[1] for p in parts])
+        order = np.argsort(entry)
+        path_entries = _chain_entries(entry[order], exit_[order], start, after_hub, g.n_rank_vertices)
+    path_entries = comm.bcast(path_entries, root=0)
+    return path_entries[g.owns(path_entries)]
+
+
+def _chain_entries(entry, exit_, start, after_hub, n_rank_vertices):
+    """The entries from `start` along their exits (sorted `entry`, `exit_` of each), across
+    hubs, up to an exit NO_NEXT or an entry not in the table: a step per run on the path."""
+    path, v = [], start
+    for _ in range(len(entry)):
+        i = int(np.searchsorted(entry, v))
+        if i == len(entry) or entry[i] != v:
+            break
+        path.append(v)
+        v = int(exit_[i])
+        if v != NO_NEXT and v >= n_rank_vertices:
+            v = int(after_hub[v - n_rank_vertices])
+        if v == NO_NEXT:
+            break
+    return np.array(path, np.int64)
 
 
 def _after_hubs(comm, g, labels):
@@ -252,19 +313,13 @@ class _Runs:
         self.entry, self.exit, self.firsts, self.lasts, self.straight_runs = [], [], [], [], []
 
     def walk(self, entries):
-        """Walk a run from each entry; returns the exits another rank owns (its next entries)."""
+        """Walk a run from each entry (this rank's vertices)."""
         g, nxt = self.g, self.nxt
-        lo, hi, sink, n_rank_vertices = g.lo, g.hi, g.sink, g.n_rank_vertices
-        handoffs = []
         for v in entries.tolist():
             before = len(self.firsts)
-            exit_ = follow(nxt, lo, v, hi, sink, self.firsts, self.lasts)
-            if exit_ != NO_NEXT and exit_ < n_rank_vertices:      # another rank's vertex
-                handoffs.append(exit_)
             self.entry.append(v)
-            self.exit.append(exit_)
+            self.exit.append(follow(nxt, g.lo, v, g.hi, g.sink, self.firsts, self.lasts))
             self.straight_runs.append(len(self.firsts) - before)
-        return np.array(handoffs, np.int64)
 
     def gather(self, comm):
         """Every rank's runs on rank 0 as one _RunTable (None elsewhere)."""

@@ -1,0 +1,101 @@
+"""The one-sweep search of an acyclic graph (paths.dag, C) against csgraph's Dijkstra, and the
+distributed walk's exits (walk.local_exits) against following next[] vertex by vertex."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from mpigraph.paths import dag, dijkstra, walk
+from mpigraph.paths.labels import NO_NEXT
+from mpigraph.paths.model import INF
+
+
+def random_dag(rng, n, m, index):
+    """(indptr, indices, weight) of a CSR with up to m edges v -> u, all along one random order
+    of the vertices (acyclic), parallel edges and zero weights included."""
+    rank = rng.permutation(n)
+    a, b = rng.integers(0, n, m), rng.integers(0, n, m)
+    keep = rank[a] < rank[b]
+    a, b = a[keep], b[keep]
+    weight = rng.integers(0, 40, len(a)) * rng.integers(0, 2, len(a))
+    order = np.argsort(a, kind="stable")
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(a, minlength=n), out=indptr[1:])
+    return indptr, b[order].astype(index), weight[order].astype(np.int64)
+
+
+def test_the_kernel_compiles():
+    assert dag.available(), "the path kernel did not compile (is there a C compiler, cc or $CC?)"
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 80), m=st.integers(0, 300),
+       index=st.sampled_from([np.int32, np.int64]), with_offsets=st.booleans())
+def test_the_sweep_finds_dijkstras_distances(seed, n, m, index, with_offsets):
+    rng = np.random.default_rng(seed)
+    indptr, indices, weight = random_dag(rng, n, m, index)
+    k = int(rng.integers(1, 5))
+    sources = rng.integers(0, n, k)
+    offsets = rng.integers(0, 30, k) if with_offsets else np.zeros(k, np.int64)
+    swept = dag.search(n, indptr, indices, weight, sources, offsets, INF)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MPIGRAPH_PATH_KERNEL", "scipy")
+        assert dag.search(n, indptr, indices, weight, sources, offsets, INF) is None
+        reference = dijkstra.Reversed(n, indptr, indices, weight).search(sources, offsets)
+    assert swept.tolist() == reference.tolist()
+    assert dijkstra.Reversed(n, indptr, indices, weight).search(sources, offsets).tolist() == reference.tolist()
+
+
+def test_a_cycle_is_left_to_dijkstra():
+    # 0 -> 1 -> 2 -> 0, then 2 -> 3: the sweep cannot order the reached part and says so; the
+    # search (Reversed) then gives csgraph's distances.
+    indptr, indices, weight = np.array([0, 1, 2, 4, 4]), np.array([1, 2, 0, 3]), np.array([1, 2, 3, 4])
+    assert dag.search(4, indptr, indices, weight, [0], [0], INF) is None
+    assert dijkstra.Reversed(4, indptr, indices, weight).search([0]).tolist() == [0, 1, 3, 7]
+    # A cycle the sources do not reach does not matter.
+    assert dag.search(4, indptr, indices, weight, [3], [5], INF).tolist() == [INF, INF, INF, 5]
+
+
+def test_distances_stay_float64_exact_like_csgraphs():
+    # The sweep sums in int64, but every search keeps to the integers float64 holds exactly, so
+    # that a run gives the same answer (or the same refusal) with or without a C compiler.
+    indptr, indices = np.array([0, 1, 2, 2]), np.array([1, 2])
+    with pytest.raises(ValueError, match="float64"):
+        dijkstra.Reversed(3, indptr, indices, np.array([2**52, 2**52])).search([0])
+
+
+def exits_one_at_a_time(nxt, lo, hi, sink):
+    out = []
+    for v in range(lo, hi):
+        firsts, lasts = [], []
+        out.append(walk.follow(nxt, lo, v, hi, sink, firsts, lasts))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 120), lo=st.integers(0, 40),
+       straight=st.sampled_from([0.0, 0.5, 0.9, 1.0]), outside=st.sampled_from([0.0, 0.1, 0.5]))
+def test_local_exits_are_where_follow_leaves_the_range(seed, n, lo, straight, outside):
+    """next[] of vertices lo .. lo + n - 1: mostly the id after (straight runs), else anywhere in
+    the range (cycles included), or out of it: another rank's vertex, a hub, NO_NEXT."""
+    rng = np.random.default_rng(seed)
+    hi = lo + n
+    ids = np.arange(lo, hi)
+    nxt = np.where(rng.random(n) < straight, ids + 1, rng.integers(lo, hi, n))
+    away = rng.random(n) < outside
+    nxt[away] = rng.choice([0, hi + 7, 10**6, NO_NEXT], int(away.sum())) if lo == 0 else \
+        rng.choice([lo - 1, hi + 7, 10**6, NO_NEXT], int(away.sum()))
+    nxt = nxt.astype(np.int64)
+    sink = int(rng.integers(lo, hi + 2))       # in the range, or not (another rank's)
+    assert walk.local_exits(nxt, lo, hi, sink).tolist() == exits_one_at_a_time(nxt, lo, hi, sink)
+
+
+def test_chained_entries_cross_hubs_and_stop_at_the_end():
+    # Runs: 0 exits to 10 (another rank's), 10 to hub 100 (after it: 20), 20 to the end.
+    entry, exit_ = np.array([0, 10, 20, 30]), np.array([10, 100, NO_NEXT, 0])
+    after_hub = np.array([20])
+    assert walk._chain_entries(entry, exit_, 0, after_hub, 100).tolist() == [0, 10, 20]
+    assert walk._chain_entries(entry, exit_, 30, after_hub, 100).tolist() == [30, 0, 10, 20]
+    # An exit that is no entry anywhere ends the chain there (the path then fails to reach the
+    # sink, which the caller reports).
+    assert walk._chain_entries(entry, np.array([11, 100, NO_NEXT, 0]), 0, after_hub, 100).tolist() == [0]
