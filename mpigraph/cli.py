@@ -240,7 +240,8 @@ def _add_quiet_verbose(parser):
 
 def _add_algorithm(parser, dest):
     parser.add_argument("--algorithm", choices=settings.ALGORITHMS, dest=dest,
-                        help="critical-path algorithm (MPIGRAPH_ALGORITHM; default dijkstra)")
+                        help="critical-path algorithm (MPIGRAPH_ALGORITHM; default auto: dijkstra for small runs "
+                             "or one analysis rank, parallel-dijkstra otherwise)")
 
 
 def _user_error_types():

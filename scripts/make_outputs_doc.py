@@ -98,8 +98,12 @@ TABLES = {
                                    "that occurred, the longest `time` first",
                                    "The wait-state table's per-call-site twin, summed over ranks: per function and "
                                    "kind its rows add up to waitstates.csv's."),
-    "SEGMENT_COLUMNS": ("critical_path", "one row per segment of the critical path, in path order",
-                        "Written when a path was computed. The segments cover the run from the first "
+    "SEGMENT_COLUMNS": ("critical_path", "one row per segment of the critical path, in path order "
+                        "(the CSV up to 1,000,000 segments)",
+                        "Written when a path was computed; the CSV only when the path has at most "
+                        "1,000,000 segments (a pipelined program's path has a segment per call: its CSV "
+                        "would be gigabytes), and summary.txt says when it is left out. The segments cover "
+                        "the run from the first "
                         "rank's start to the end, without gaps: their durations add up to the run time."),
 }
 

@@ -325,3 +325,24 @@ def test_big_runs_get_no_calls_csv(demo, tmp_path, monkeypatch):
     monkeypatch.setattr(writer, "MAX_CSV_ROWS", NPROCS * CALLS_PER_RANK)
     run = mpigraph.analyze(demo, out_dir=tmp_path / "limit", comm=MPI.COMM_SELF)
     assert "calls.csv" in run.facts["files"] and "not written" not in run.summary
+
+
+def test_a_path_longer_than_max_csv_rows_gets_no_critical_path_csv(demo, tmp_path, monkeypatch):
+    """A pipelined program's path has a segment per call: its CSV would be gigabytes of text."""
+    from mpi4py import MPI
+
+    from mpigraph.report import writer
+
+    whole = mpigraph.analyze(demo, out_dir=tmp_path / "whole", comm=MPI.COMM_SELF)
+    segments = len(whole.critical_path)
+    monkeypatch.setattr(writer, "MAX_CSV_ROWS", segments - 1)
+    run = mpigraph.analyze(demo, out_dir=tmp_path / "long", comm=MPI.COMM_SELF)
+    names = os.listdir(tmp_path / "long")
+    assert "critical_path.csv" not in names and "critical_path.parquet" in names
+    assert sorted(names) == run.facts["files"]
+    assert ("critical_path.csv not written: the path has %d segments, more than %d (the same rows are in "
+            "critical_path.parquet)" % (segments, segments - 1)) in run.summary
+    assert run.critical_path.equals(whole.critical_path)          # from critical_path.parquet
+    monkeypatch.setattr(writer, "MAX_CSV_ROWS", segments)
+    run = mpigraph.analyze(demo, out_dir=tmp_path / "limit", comm=MPI.COMM_SELF)
+    assert "critical_path.csv" in run.facts["files"] and "critical_path.csv not written" not in run.summary

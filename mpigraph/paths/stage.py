@@ -49,5 +49,5 @@ def path_stage(comm, config, info, logs, linked, times, say=None):
         return critical_path.PathResult(None, [])
     # The same words on any number of analysis ranks: the path is the same (tests/test_cli_offline.py).
     lines = critical_path.summary_lines(table, info.world_size) + notes + [
-        "  found by %s; the path segment by segment: %s" % (algorithm, critical_path.CSV_NAME)]
+        "  found by %s; the path segment by segment: %s" % (algorithm, critical_path.PARQUET_NAME)]
     return critical_path.PathResult(table, lines)

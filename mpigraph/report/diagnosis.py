@@ -175,7 +175,7 @@ def path_sentence(ranks):
     total = int(on_path.sum())
     order = np.argsort(-on_path, kind="stable")[:3]
     shares = ", ".join("rank %d %s" % (ranks["rank"][i], _pct(on_path[i], total)) for i in order if on_path[i] > 0)
-    return "The critical path (critical_path.csv) runs through %s." % shares
+    return "The critical path (critical_path.parquet) runs through %s." % shares
 
 
 def diagnosis_lines(ranks, linked, run_time):

@@ -77,7 +77,8 @@ functions.csv, functions.parquet: one row per MPI function called, the longest t
     time_on_path_s        time    time of its calls and the messages into them on the critical path
 
 critical_path.csv, critical_path.parquet: the critical path, one row per segment
-(schema in ``mpigraph.paths.segments``); written when a path was computed.
+(schema in ``mpigraph.paths.segments``); written when a path was computed, the CSV when the
+path has at most MAX_CSV_ROWS segments (summary.txt says so when it is left out).
 
 How bytes are counted is in ``mpigraph.metrics.profile``.  ranks.csv also has the
 wait, imbalance, wait-state and clock columns of ``metrics.RANK_COLUMNS`` and
@@ -693,6 +694,20 @@ def big_csv_written(ranks):
     return int(ranks["calls"].sum()) <= MAX_CSV_ROWS
 
 
+def path_csv_written(path):
+    """Whether critical_path.csv is written: the path has at most MAX_CSV_ROWS segments (a
+    pipelined program's path has a segment per call)."""
+    return len(path["rank"]) <= MAX_CSV_ROWS
+
+
+def _path_csv_left_out(path):
+    """summary.txt's line on critical_path.csv when the path is too long for it."""
+    if path is None or path_csv_written(path):
+        return []
+    return ["%s not written: the path has %d segments, more than %d (the same rows are in %s)"
+            % (cp.CSV_NAME, len(path["rank"]), MAX_CSV_ROWS, cp.PARQUET_NAME)]
+
+
 def _csv_left_out(ranks):
     """summary.txt's line on calls.csv and collectives.csv when the run is too big for them."""
     if big_csv_written(ranks):
@@ -871,8 +886,9 @@ def _report_files(info, tables, linked, path, text):
              _File(FUNCTIONS_CSV, lambda p: write_csv(p, tables.functions, metrics.FUNCTION_COLUMNS)),
              _File(FUNCTIONS_PARQUET, lambda p: write_parquet(p, tables.functions, metrics.FUNCTION_COLUMNS))]
     if path is not None:
-        files += [_File(cp.CSV_NAME, lambda p: write_csv(p, path, cp.SEGMENT_COLUMNS)),
-                  _File(cp.PARQUET_NAME, lambda p: write_parquet(p, path, cp.SEGMENT_COLUMNS))]
+        if path_csv_written(path):
+            files.append(_File(cp.CSV_NAME, lambda p: write_csv(p, path, cp.SEGMENT_COLUMNS)))
+        files.append(_File(cp.PARQUET_NAME, lambda p: write_parquet(p, path, cp.SEGMENT_COLUMNS)))
     if linked is not None:
         files += _linked_files(linked, big_csv_written(tables.ranks))
         files += _traffic_files(linked.get("traffic"))
@@ -945,14 +961,15 @@ def run_facts(info, tables, linked=None, path=None, files=()):
 
 
 def write_path(run_dir, path):
-    """critical_path.csv and critical_path.parquet of a path table in run_dir (a file, in place of an
-    analysis's dataset directory of that name)."""
+    """critical_path.parquet of a path table in run_dir (a file, in place of an analysis's dataset
+    directory of that name), and critical_path.csv up to MAX_CSV_ROWS segments."""
     dataset = os.path.join(run_dir, cp.PARQUET_NAME)
     if os.path.isdir(dataset):
         import shutil
 
         shutil.rmtree(dataset)
-    write_csv(os.path.join(run_dir, cp.CSV_NAME), path, cp.SEGMENT_COLUMNS)
+    if path_csv_written(path):
+        write_csv(os.path.join(run_dir, cp.CSV_NAME), path, cp.SEGMENT_COLUMNS)
     write_parquet(os.path.join(run_dir, cp.PARQUET_NAME), path, cp.SEGMENT_COLUMNS)
 
 
@@ -974,7 +991,7 @@ def write_report(out_dir, info, tables, linked=None, path=None, path_lines=(), d
     tables = metrics.with_path(tables, path)
     # Only a run that did not end well can have calls in flight: its headers are read again for them.
     in_flight = None if tables.ranks["finalized"].all() else inflight.read(info.run_dir, info.world_size)
-    text = summary_text(info, tables, linked, path_lines, in_flight)
+    text = summary_text(info, tables, linked, list(path_lines) + _path_csv_left_out(path), in_flight)
     files = [f for f in _report_files(info, tables, linked, path, text) if f.name not in datasets]
     if CALLS_PARQUET in datasets and linked is not None and big_csv_written(tables.ranks):
         files.insert(-1, _File(CALLS_CSV, _calls_csv_from_parts))
