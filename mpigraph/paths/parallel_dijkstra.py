@@ -211,27 +211,36 @@ class _JoinedSearch:
         comm, bypass = self.comm, self.bypass
         n_here = len(bypass.vertices)
         first = comm.exscan(n_here) or 0            # this rank's first vertex in the joined numbering
-        dst, src, weight = self._edges(first)
-        dst, src, weight = gather.gatherv(comm, dst), gather.gatherv(comm, src), gather.gatherv(comm, weight)
+        degree, src, weight = self._rows(first)
+        # Each rank's rows come sorted and in rank order: rank 0 only adds up the rows' degrees.
+        degree, src, weight = gather.gatherv(comm, degree), gather.gatherv(comm, src), gather.gatherv(comm, weight)
         sources = gather.gatherv(comm, first + bypass.sources.astype(np.int64))
         dist = None
         if comm.Get_rank() == 0:
-            order = np.argsort(dst, kind="stable")      # each rank's rows come in order: a merge
-            indptr = arrays.row_pointers(dst, self.n_vertices, np.int64)
-            del dst
-            dist = Reversed(self.n_vertices, indptr, src[order], weight[order]).search(sources)
-            del src, weight, order
+            indptr = np.zeros(self.n_vertices + 1, np.int64)
+            np.cumsum(degree, out=indptr[1:])
+            del degree
+            dist = Reversed(self.n_vertices, indptr, src, weight).search(sources)
+            del src, weight
         barrier_idly(comm)     # the other ranks wait for rank 0's search
         return bypass.expand(gather.scatterv(comm, dist, n_here))[:len(self.g.time)]
 
-    def _edges(self, first):
-        """(dst, src, weight) of this rank's searched edges and crossing edges, joined numbering."""
+    def _rows(self, first):
+        """(degree of each searched vertex here, src, weight) of this rank's searched edges and
+        crossing edges into them, sorted by their vertex: a CSR's rows in the joined numbering
+        (src: int32 where the joined graph's ids fit, as Reversed keeps them)."""
         bypass, g = self.bypass, self.g
         cross_dst, cross_src, cross_w, cross_owner = self.cross
         (joined_src,) = exchange.ask_owners(self.comm, cross_owner, [cross_src],
                                             lambda q: [first + bypass.index_of(g.local_index(q[0]))])
-        rows = np.repeat(np.arange(len(bypass.vertices), dtype=np.int64), np.diff(bypass.indptr))
-        dst = np.concatenate((first + rows, first + bypass.target[cross_dst].astype(np.int64)))
-        src = np.concatenate((first + bypass.src.astype(np.int64), joined_src))
-        weight = np.concatenate((bypass.weight, cross_w.astype(np.int64) + bypass.slack[cross_dst]))
-        return dst, src, weight
+        n_here = len(bypass.vertices)
+        crossing_rows = bypass.target[cross_dst].astype(np.int64)
+        # The searched edges are in row order already: only the crossing edges are put among them.
+        rows = np.concatenate((np.repeat(np.arange(n_here, dtype=np.int64), np.diff(bypass.indptr)), crossing_rows))
+        order = np.argsort(rows, kind="stable")
+        degree = np.bincount(rows, minlength=n_here).astype(np.int64)
+        del rows
+        index = np.int32 if self.n_vertices < 2 ** 31 - 1 else np.int64
+        src = np.concatenate((first + bypass.src.astype(np.int64), joined_src))[order].astype(index)
+        weight = np.concatenate((bypass.weight, cross_w.astype(np.int64) + bypass.slack[cross_dst]))[order]
+        return degree, src, weight
