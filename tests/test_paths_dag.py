@@ -39,7 +39,7 @@ def test_the_sweep_finds_dijkstras_distances(seed, n, m, index, with_offsets):
     offsets = rng.integers(0, 30, k) if with_offsets else np.zeros(k, np.int64)
     swept = dag.search(n, indptr, indices, weight, sources, offsets, INF)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MPIGRAPH_PATH_KERNEL", "scipy")
+        patch.setenv("MPIGRAPH_PATH_KERNEL", "off")
         assert dag.search(n, indptr, indices, weight, sources, offsets, INF) is None
         reference = dijkstra.Reversed(n, indptr, indices, weight).search(sources, offsets)
     assert swept.tolist() == reference.tolist()
@@ -74,10 +74,19 @@ def exits_one_at_a_time(nxt, lo, hi, sink):
 
 @settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 120), lo=st.integers(0, 40),
-       straight=st.sampled_from([0.0, 0.5, 0.9, 1.0]), outside=st.sampled_from([0.0, 0.1, 0.5]))
-def test_local_exits_are_where_follow_leaves_the_range(seed, n, lo, straight, outside):
+       straight=st.sampled_from([0.0, 0.5, 0.9, 1.0]), outside=st.sampled_from([0.0, 0.1, 0.5]),
+       kernel=st.sampled_from(["c", "off"]))
+def test_local_exits_are_where_follow_leaves_the_range(seed, n, lo, straight, outside, kernel):
     """next[] of vertices lo .. lo + n - 1: mostly the id after (straight runs), else anywhere in
-    the range (cycles included), or out of it: another rank's vertex, a hub, NO_NEXT."""
+    the range (cycles included), or out of it: another rank's vertex, a hub, NO_NEXT.  In C and
+    by numpy's pointer jumping (kernel off)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MPIGRAPH_PATH_KERNEL", kernel)
+        assert (dag.run_exits(np.zeros(1, np.int64), 0, 1, 0, NO_NEXT) is None) == (kernel == "off")
+        check_local_exits(seed, n, lo, straight, outside)
+
+
+def check_local_exits(seed, n, lo, straight, outside):
     rng = np.random.default_rng(seed)
     hi = lo + n
     ids = np.arange(lo, hi)

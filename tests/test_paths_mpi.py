@@ -28,6 +28,15 @@ def test_distributed_paths_equal_the_serial_reference(ranks):
     assert int(walks) > N_CASES and int(rounds) == int(walks), stdout
 
 
+def test_distributed_paths_without_the_c_kernel():
+    """Where the path kernel cannot run (no C compiler): csgraph's Dijkstra and numpy's pointer
+    jumping find the same paths and distances."""
+    returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, CHECK], 3,
+                                                     extra_env={"MPIGRAPH_PATH_KERNEL": "off"})
+    assert returncode == 0, stdout[-4000:] + stderr[-4000:]
+    assert stdout.count("all 8 equal") == N_CASES, stdout
+
+
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_next_in_many_chunks_equals_the_serial_reference(ranks):
     """next[]'s pass over the edges in chunks of 3 edges, each with its exchange of the edges

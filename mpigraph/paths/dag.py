@@ -9,9 +9,12 @@ of vertices with hardly a vertex to bypass, is where that shows.  The distances 
 integers (int64 sums, exact, where csgraph sums in float64); next[] follows from them by the
 shared pass, so the path is the same too.
 
-search() returns None where the kernel cannot be used (no C compiler, MPIGRAPH_PATH_KERNEL=scipy,
-a test setting) or where the reached part of the graph has a cycle; the caller then runs
-csgraph's Dijkstra.
+run_exits() is the distributed walk's (``walk.local_exits``) in one pass: where each vertex's run
+along next[] leaves an analysis rank's vertices.
+
+Both return None where the kernel cannot be used (no C compiler, or MPIGRAPH_PATH_KERNEL=off,
+a test setting), and search() also where the part of the graph it reaches has a cycle; the
+callers then use csgraph's Dijkstra and numpy's pointer jumping.
 """
 
 import numpy as np
@@ -73,6 +76,42 @@ int64_t NAME(int64_t n, const int64_t *indptr, const INDEX *indices, const int64
 
 DAG_SEARCH(dag_search32, int32_t)
 DAG_SEARCH(dag_search64, int64_t)
+
+/* For each of the n vertices lo .. lo + n - 1 (next of v: nxt[v - lo], a global id), where its
+ * run along next[] through them leaves them: a vertex out of the range, or no_next after the
+ * sink or on a cycle.  exits: n int64 of -1; stack: n int64.  Each vertex is walked once: a
+ * walk stops at a vertex whose exit is known and gives its own to the vertices it passed. */
+void run_exits(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64_t *nxt, int64_t *exits,
+               int64_t *stack)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int64_t top = 0, v = i, x;
+        while (1) {
+            if (exits[v] == -2) {           /* on this walk already: a cycle */
+                x = no_next;
+                break;
+            }
+            if (exits[v] != -1) {
+                x = exits[v];
+                break;
+            }
+            exits[v] = -2;
+            stack[top++] = v;
+            int64_t w = nxt[v];
+            if (lo + v == sink) {
+                x = no_next;
+                break;
+            }
+            if (w < lo || w >= lo + n) {
+                x = w;
+                break;
+            }
+            v = w - lo;
+        }
+        while (top)
+            exits[stack[--top]] = x;
+    }
+}
 """
 
 CDEF = """
@@ -82,9 +121,11 @@ int64_t dag_search32(int64_t n, const int64_t *indptr, const int32_t *indices, c
 int64_t dag_search64(int64_t n, const int64_t *indptr, const int64_t *indices, const int64_t *weight,
                      int64_t n_sources, const int64_t *sources, int64_t *dist, char *reached,
                      int32_t *indeg, int64_t *order);
+void run_exits(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64_t *nxt, int64_t *exits,
+               int64_t *stack);
 """
 
-_KERNEL = ckernel.Kernel("path-kernel", SOURCE, CDEF, "MPIGRAPH_PATH_KERNEL", "scipy")
+_KERNEL = ckernel.Kernel("path-kernel", SOURCE, CDEF, "MPIGRAPH_PATH_KERNEL", "off")
 
 
 def available():
@@ -120,3 +161,18 @@ def search(n, indptr, indices, weight, sources, offsets, inf):
                    ptr(weight, "int64_t *"), len(sources), ptr(sources, "int64_t *"), ptr(dist, "int64_t *"),
                    ptr(reached, "char *"), ptr(indeg, "int32_t *"), ptr(order, "int64_t *"))
     return dist if found >= 0 else None
+
+
+def run_exits(nxt, lo, n, sink, no_next):
+    """For vertices lo .. lo + n - 1 (next of v: nxt[v - lo]): where each one's run along next[]
+    leaves them (walk.local_exits); None where the kernel cannot run."""
+    loaded = _KERNEL.load()
+    if loaded is None:
+        return None
+    ffi, lib = loaded
+    nxt = np.ascontiguousarray(nxt[:n], np.int64)
+    exits = np.full(n, -1, np.int64)
+    stack = np.empty(n, np.int64)
+    lib.run_exits(n, lo, sink, no_next, ffi.cast("int64_t *", nxt.ctypes.data),
+                  ffi.cast("int64_t *", exits.ctypes.data), ffi.cast("int64_t *", stack.ctypes.data))
+    return exits

@@ -18,6 +18,7 @@ import dataclasses
 import numpy as np
 
 from mpigraph.util import arrays
+from mpigraph.paths import dag
 from mpigraph.paths import segments as critical_path
 from mpigraph.trace import functions as mf
 from mpigraph.comm import owner_exchange as exchange
@@ -220,8 +221,12 @@ def local_exits(nxt, lo, hi, sink):
 
     Pointer jumping: each vertex points at its next while that is in the range, and the
     pointers are followed by doubling until they reach the runs' last vertices (a few dozen
-    passes for runs of millions of vertices).  A cycle's vertices get NO_NEXT, as in follow."""
+    passes for runs of millions of vertices), or one pass in C (``dag.run_exits``) where that
+    runs.  A cycle's vertices get NO_NEXT, as in follow."""
     n = hi - lo
+    exits = dag.run_exits(nxt, lo, n, sink, NO_NEXT)
+    if exits is not None:
+        return exits
     step = nxt[:n]
     inside = (step >= lo) & (step < hi)
     if lo <= sink < hi:
