@@ -126,10 +126,17 @@ def summary_line(path, top=5):
     if total <= 0 or not known.any():
         return None
     name = path["callsite_name"]
-    name = np.asarray(name.names, object)[name.codes] if isinstance(name, Labels) else np.asarray(name, object)
-    names, at = np.unique(name[known].astype(str), return_inverse=True)
-    time = np.bincount(at.reshape(-1), duration[known], len(names))
-    order = np.lexsort((names, -time))[:top]
+    if isinstance(name, Labels):
+        # Summed by code, then by name: a pipelined program's path has millions of segments and
+        # a few names, and a string per segment would cost more than the rest of this.
+        names, of_code = np.unique(np.asarray(name.names, object).astype(str), return_inverse=True)
+        at = of_code.reshape(-1)[np.asarray(name.codes)[known]]
+    else:
+        names, at = np.unique(np.asarray(name, object)[known].astype(str), return_inverse=True)
+    at = at.reshape(-1)
+    time = np.bincount(at, duration[known], len(names))
+    used = np.bincount(at, minlength=len(names)) > 0
+    order = [i for i in np.lexsort((names, -time)) if used[i]][:top]
     return "  call sites on the path: " + ", ".join("%s %.1f%%" % (names[i], 100.0 * time[i] / total) for i in order)
 
 

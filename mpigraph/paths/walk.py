@@ -253,7 +253,10 @@ def _entries_on_path(comm, g, nxt, start, after_hub):
     and the path's start and the vertices after the hubs.  Rank 0 follows entry to exit from
     the start, across hubs, and sends each rank its entries back."""
     exits = local_exits(nxt, g.lo, g.hi, g.sink)
-    handed = arrays.unique(exits[exits < g.n_rank_vertices])        # NO_NEXT and hubs are above
+    # The runs' exits to other ranks' vertices are where next[] leaves this rank's (NO_NEXT and
+    # hubs are above the rank vertices): a few of its vertices, not a unique() of every exit.
+    step = nxt[:g.hi - g.lo]
+    handed = arrays.unique(step[((step < g.lo) | (step >= g.hi)) & (step < g.n_rank_vertices)])
     (entries,) = exchange.send_rows(comm, g.owner_of(handed), [handed])
     known = np.append(after_hub, start)
     known = known[(known < g.n_rank_vertices)]
