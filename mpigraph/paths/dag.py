@@ -17,6 +17,8 @@ a test setting), and search() also where the part of the graph it reaches has a 
 callers then use csgraph's Dijkstra and numpy's pointer jumping.
 """
 
+import ctypes
+
 import numpy as np
 
 from mpigraph.util import ckernel
@@ -127,20 +129,28 @@ void run_exits(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64
 
 _KERNEL = ckernel.Kernel("path-kernel", SOURCE, CDEF, "MPIGRAPH_PATH_KERNEL", "off")
 
+_I64, _PTR = ctypes.c_int64, ctypes.c_void_p
+_SEARCH_ARGS = (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _PTR])
+_FUNCTIONS = {"dag_search32": _SEARCH_ARGS, "dag_search64": _SEARCH_ARGS,
+              "run_exits": (None, [_I64, _I64, _I64, _I64, _PTR, _PTR, _PTR])}
+
+
+def _library():
+    return _KERNEL.load_ctypes(_FUNCTIONS)
+
 
 def available():
     """Whether search() can run here (the kernel compiled and not switched off)."""
-    return _KERNEL.load() is not None
+    return _library() is not None
 
 
 def search(n, indptr, indices, weight, sources, offsets, inf):
     """int64 least distance of each of n vertices from the nearest source (each starting at its
     offset; `inf` where none reaches it), along the CSR (indptr, indices: int32 or int64,
     weight: int64); None where the kernel cannot run or the reached part has a cycle."""
-    loaded = _KERNEL.load()
-    if loaded is None:
+    lib = _library()
+    if lib is None:
         return None
-    ffi, lib = loaded
     indptr = np.ascontiguousarray(indptr, np.int64)
     weight = np.ascontiguousarray(weight, np.int64)
     sources = np.ascontiguousarray(sources, np.int64)
@@ -153,26 +163,19 @@ def search(n, indptr, indices, weight, sources, offsets, inf):
     reached = np.zeros(n, np.int8)
     indeg = np.zeros(n, np.int32)
     order = np.empty(n, np.int64)
-
-    def ptr(a, ctype):
-        return ffi.cast(ctype, a.ctypes.data)
-
-    found = kernel(n, ptr(indptr, "int64_t *"), ptr(indices, "int32_t *" if indices.dtype == np.int32 else "int64_t *"),
-                   ptr(weight, "int64_t *"), len(sources), ptr(sources, "int64_t *"), ptr(dist, "int64_t *"),
-                   ptr(reached, "char *"), ptr(indeg, "int32_t *"), ptr(order, "int64_t *"))
+    found = kernel(n, indptr.ctypes.data, indices.ctypes.data, weight.ctypes.data, len(sources),
+                   sources.ctypes.data, dist.ctypes.data, reached.ctypes.data, indeg.ctypes.data, order.ctypes.data)
     return dist if found >= 0 else None
 
 
 def run_exits(nxt, lo, n, sink, no_next):
     """For vertices lo .. lo + n - 1 (next of v: nxt[v - lo]): where each one's run along next[]
     leaves them (walk.local_exits); None where the kernel cannot run."""
-    loaded = _KERNEL.load()
-    if loaded is None:
+    lib = _library()
+    if lib is None:
         return None
-    ffi, lib = loaded
     nxt = np.ascontiguousarray(nxt[:n], np.int64)
     exits = np.full(n, -1, np.int64)
     stack = np.empty(n, np.int64)
-    lib.run_exits(n, lo, sink, no_next, ffi.cast("int64_t *", nxt.ctypes.data),
-                  ffi.cast("int64_t *", exits.ctypes.data), ffi.cast("int64_t *", stack.ctypes.data))
+    lib.run_exits(n, lo, sink, no_next, nxt.ctypes.data, exits.ctypes.data, stack.ctypes.data)
     return exits

@@ -1,12 +1,17 @@
-"""Small C kernels compiled on first use, opened through cffi (ABI mode).
+"""Small C kernels compiled on first use, opened through cffi or ctypes (ABI mode).
 
-A kernel is C source and its cdef.  It is compiled with the system's C compiler ($CC, else cc)
-into a cache directory ($XDG_CACHE_HOME or ~/.cache, /mpigraph), named by a hash of its text,
-so a changed kernel is compiled again and the analysis ranks of one node share one file.  Where
-there is no compiler the caller does the same work with numpy or scipy instead: a kernel is
-only ever a faster way to the same numbers.
+A kernel is C source and its declarations.  It is compiled with the system's C compiler ($CC,
+else cc) into a cache directory ($XDG_CACHE_HOME or ~/.cache, /mpigraph), named by a hash of
+its text, so a changed kernel is compiled again and the analysis ranks of one node share one
+file.  Where there is no compiler the caller does the same work with numpy or scipy instead: a
+kernel is only ever a faster way to the same numbers.
+
+cffi parses the declarations (pycparser) each time a process opens a kernel: 30 ms and more of
+CPU, which a kernel used in every analysis, however small, should not cost; ctypes opens one in
+about a millisecond from a table of its functions' argument types.
 """
 
+import ctypes
 import hashlib
 import os
 import subprocess
@@ -14,8 +19,9 @@ import tempfile
 
 
 class Kernel:
-    """`name`'s C `source` with its `cdef`; load() gives (ffi, lib), or None where it cannot be
-    compiled or the environment variable `off_variable` equals `off_value` (a test setting)."""
+    """`name`'s C `source` with its `cdef` (its functions' declarations); off (load() gives None)
+    where it cannot be compiled or the environment variable `off_variable` equals `off_value`
+    (a test setting)."""
 
     def __init__(self, name, source, cdef, off_variable, off_value):
         self.name, self.source, self.cdef = name, source, cdef
@@ -23,18 +29,25 @@ class Kernel:
         self._loaded = None
 
     def load(self):
+        """(ffi, lib) through cffi, or None."""
+        return self._open(self._cffi)
+
+    def load_ctypes(self, functions):
+        """The ctypes library with `functions` ({name: (restype, argtypes)}) declared, or None."""
+        return self._open(lambda path: _ctypes_library(path, functions))
+
+    def _open(self, opener):
         if os.environ.get(self.off_variable, "").lower() == self.off_value:
             return None
         if self._loaded is None:
             try:
-                self._loaded = self._compile_and_open()
+                self._loaded = opener(self._compiled())
             except (OSError, subprocess.SubprocessError, ImportError):
                 self._loaded = False
         return self._loaded or None
 
-    def _compile_and_open(self):
-        from cffi import FFI
-
+    def _compiled(self):
+        """The path of the compiled kernel, compiled now unless it is in the cache."""
         tag = hashlib.sha256((self.source + self.cdef).encode()).hexdigest()[:16]
         cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "mpigraph")
         path = os.path.join(cache, "%s-%s.so" % (self.name, tag))
@@ -48,6 +61,19 @@ class Kernel:
                 subprocess.run([os.environ.get("CC", "cc"), "-O2", "-shared", "-fPIC", "-o", built, src],
                                check=True, capture_output=True)
                 os.replace(built, path)      # atomic: a parallel first use sees it whole or not at all
+        return path
+
+    def _cffi(self, path):
+        from cffi import FFI
+
         ffi = FFI()
         ffi.cdef(self.cdef)
         return ffi, ffi.dlopen(path)
+
+
+def _ctypes_library(path, functions):
+    library = ctypes.CDLL(path)
+    for name, (restype, argtypes) in functions.items():
+        function = getattr(library, name)
+        function.restype, function.argtypes = restype, argtypes
+    return library
