@@ -38,7 +38,7 @@ from mpigraph.comm import owner_exchange as exchange
 from mpigraph.paths import gather
 from mpigraph.paths.dijkstra import Bypass, add_hub_edges, with_remote_edges
 from mpigraph.paths.labels import from_dist, local_sinks
-from mpigraph.paths.parallel_dijkstra import joined_distances
+from mpigraph.paths.parallel_dijkstra import joined_distances, seconds_before_joining
 
 
 def auto_delta(comm, g):
@@ -239,10 +239,6 @@ def solve(comm, g, delta, split, heartbeat=None):
     return from_dist(comm, g, dist, split, rounds)
 
 
-# Seconds per vertex and edge of the joined search: its parts made, gathered, searched and
-# its distances scattered back.  A rough estimate from a large pipelined run will do: it only
-# decides when the phases have cost about as much as the joined search would.
-JOINED_SECONDS_PER_ELEMENT = 0.4e-6
 
 
 class _Joining:
@@ -269,12 +265,6 @@ class _Joining:
         where = "of the parts joined on analysis rank 0" if self.n_analysis > 1 else "of the whole graph"
         return ("path: %s, the rest after %d light phases (a chain inside a bucket) in one Dijkstra search %s: "
                 "%d vertices, %d edges" % (algorithm, phases, where, self.n_vertices, self.n_edges))
-
-
-def seconds_before_joining(n_elements):
-    """Seconds of light phases after which the rest is one joined search (see _Joining); at
-    least a second, so that a small search's course does not hang on a few milliseconds."""
-    return max(1.0, n_elements * JOINED_SECONDS_PER_ELEMENT)
 
 
 def _bypassed(comm, g, sinks, split):

@@ -19,7 +19,7 @@ import numpy as np
 
 from mpigraph.util import arrays
 from mpigraph.comm.parallel import barrier_idly
-from mpigraph.paths import dag
+from mpigraph.paths import dag, gather
 from mpigraph.paths import segments as critical_path
 from mpigraph.trace import functions as mf
 from mpigraph.comm import owner_exchange as exchange
@@ -350,10 +350,12 @@ class _Runs:
         lengths = np.add.reduceat(lasts - firsts + 1, np.cumsum(straight) - straight) if len(straight) else straight
         mine = [np.array(self.entry, np.int64), np.array(self.exit, np.int64), lengths, vertices,
                 g.time[index], g.func[index], self.dist[index]]
-        parts = comm.gather(mine, root=0)
+        # A Gatherv per column: a pipelined program's path is millions of vertices, which a
+        # pickled gather would copy twice more.
+        columns = [gather.gatherv(comm, column) for column in mine]
         if comm.Get_rank() != 0:
             return None
-        return _RunTable(*[np.concatenate([p[i] for p in parts]) for i in range(len(mine))])
+        return _RunTable(*columns)
 
 
 @dataclasses.dataclass
