@@ -125,11 +125,12 @@ def test_eager_late_receiver(cases):
     send, recv = c.rows(0, 2, "MPI_Send"), c.rows(1, 2, "MPI_Recv")
     assert set(c["protocol"][send]) == {"eager"}
     returned_first = c["end_ns"][send] < c["start_ns"][recv]
-    # The receiver is late by design, but a descheduled rank can start its receive early: at least
-    # one send must have returned before the receive began, and none of those has a sync.
+    # The receiver is late by design, but a descheduled sender can make it early (under load,
+    # half the iterations): at least one send must have returned before its receive began, and
+    # those receives have no sync; no eager send has one, whenever its receive began.
     assert returned_first.any()
-    assert (c["sync_ns"][send][returned_first] == 0).all()       # eq 1 not applied to an eager send
-    assert np.median(c["sync_ns"][send]) == 0 and np.median(c["sync_ns"][recv]) == 0
+    assert (c["sync_ns"][send] == 0).all()       # eq 1 not applied to an eager send
+    assert (c["sync_ns"][recv][returned_first] == 0).all()
     assert np.median(c["mpi_ns"][send]) < EAGER_SEND_NS
     assert np.array_equal(c["sync_ns"][recv], eq(c["start_ns"][send], c["start_ns"][recv], c["end_ns"][recv]))
     print("eager late receiver: send median %.1f us" % (np.median(c["mpi_ns"][send]) / 1e3))
