@@ -10,7 +10,8 @@ serial reference computed on rank 0 alone.  Started by test_paths_mpi.py; exits 
 for that joined search (delta_stepping.seconds_before_joining: 0 s).
 --small-chunks makes next[]'s pass take 3 edges a chunk (labels.CHUNK_EDGES) and exchange the
 edges whose sources other ranks own every 2 chunks (labels.CHUNKS_PER_EXCHANGE): many chunks,
-an exchange of several of them, and a last one after an odd count.
+an exchange of several of them, and a last one after an odd count; and splits.pieces ask the
+owners of the vertices (splits.GATHER_POINT_CALLS 0) instead of gathering the few points' table.
 """
 
 import os
@@ -25,7 +26,7 @@ from pathbuild import SETTINGS, random_input, rows, share, solve_all  # noqa: E4
 
 from mpigraph import paths
 from mpigraph.testing import synth  # noqa: E402
-from mpigraph.paths import delta_stepping, labels, parallel_dijkstra, walk  # noqa: E402
+from mpigraph.paths import delta_stepping, labels, parallel_dijkstra, splits, walk  # noqa: E402
 
 
 def cases():
@@ -144,6 +145,7 @@ def main():
     if "--small-chunks" in sys.argv:
         labels.CHUNK_EDGES = 3
         labels.CHUNKS_PER_EXCHANGE = 2
+        splits.GATHER_POINT_CALLS = 0
     joined = _counter(parallel_dijkstra._JoinedSearch, "distances")     # by either algorithm
     delta_joined = _counter(delta_stepping, "joined_distances")
     walks = _counter(walk, "distributed")

@@ -173,12 +173,22 @@ def piece_of(base, calls, vertices, first=0):
     return np.searchsorted(bounds.ravel(), position + stride * rank, "right") - n_points * rank
 
 
+# The most member calls (points x trace ranks) whose table every analysis rank gets whole, to
+# find any vertex's piece itself: a run with few synchronisation points (a pipelined program's
+# few collectives) then asks nothing of the other ranks about millions of message ends.
+GATHER_POINT_CALLS = 1 << 20
+
+
 def pieces(comm, n_trace_ranks, base, points, vertices):
     """piece_of any rank vertices: those of other analysis ranks' trace ranks looked up there,
-    each distinct vertex once (points.calls holds this rank's columns only).  Collective."""
+    each distinct vertex once (points.calls holds this rank's columns only), or with every
+    rank's columns gathered when they are few.  Collective."""
     vertices = np.asarray(vertices, np.int64)
     if comm.Get_size() == 1:
         return piece_of(base, points.calls, vertices, points.first)
+    if len(points.keys) * n_trace_ranks <= GATHER_POINT_CALLS:
+        whole = np.concatenate(comm.allgather(points.calls), axis=1)     # columns in trace rank order
+        return piece_of(base, whole, vertices)
     ownership = Ownership(n_trace_ranks, comm.Get_size())
     owner = ownership.owner_of(np.searchsorted(base, vertices, "right") - 1)
     here = owner == comm.Get_rank()

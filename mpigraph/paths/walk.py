@@ -262,13 +262,12 @@ def _entries_on_path(comm, g, nxt, start, after_hub):
     known = np.append(after_hub, start)
     known = known[(known < g.n_rank_vertices)]
     entries = arrays.unique(np.concatenate((entries, known[g.owns(known)])))
-    parts = comm.gather((entries, exits[entries - g.lo]), root=0)
+    # Each rank's entries are sorted and in its own range of ids: gathered in rank order they
+    # are sorted (a pipelined program's are millions: no sort of them on rank 0).
+    entry, exit_ = gather.gatherv(comm, entries), gather.gatherv(comm, exits[entries - g.lo])
     path_entries = None
     if comm.Get_rank() == 0:
-        entry = np.concatenate([p[0] for p in parts])
-        exit_ = np.concatenate([p[1] for p in parts])
-        order = np.argsort(entry)
-        path_entries = _chain_entries(entry[order], exit_[order], start, after_hub, g.n_rank_vertices)
+        path_entries = _chain_entries(entry, exit_, start, after_hub, g.n_rank_vertices)
     barrier_idly(comm)        # the other ranks wait idly for rank 0's chain
     path_entries = comm.bcast(path_entries, root=0)
     return path_entries[g.owns(path_entries)]
@@ -276,27 +275,21 @@ def _entries_on_path(comm, g, nxt, start, after_hub):
 
 def _chain_entries(entry, exit_, start, after_hub, n_rank_vertices):
     """The entries from `start` along their exits (sorted `entry`, `exit_` of each), across
-    hubs, up to an exit NO_NEXT or an entry not in the table: a step per run on the path.
-
-    Each exit's entry is looked up at once (numpy), so a step is a list lookup: a
-    bulk-synchronous run's path is a run or two per piece, thousands of them."""
-    after = exit_.copy()
-    at_hub = (after != NO_NEXT) & (after >= n_rank_vertices)
-    after[at_hub] = after_hub[after[at_hub] - n_rank_vertices]
-    following = np.searchsorted(entry, after)
-    found = following < len(entry)
-    found[found] = entry[following[found]] == after[found]
-    following = np.where(found & (after != NO_NEXT), following, -1).tolist()
-    i = int(np.searchsorted(entry, start))
-    if i == len(entry) or entry[i] != start:
-        return np.zeros(0, np.int64)
-    path = []
+    hubs, up to an exit NO_NEXT or an entry not in the table: a step per run on the path, each
+    a search of the sorted entries (most entries are off the path: a pipelined program's
+    runs hand over at every message, and the path takes a few of them)."""
+    path, v = [], start
     for _ in range(len(entry)):
-        path.append(i)
-        i = following[i]
-        if i < 0:
+        i = int(np.searchsorted(entry, v))
+        if i == len(entry) or entry[i] != v:
             break
-    return entry[np.array(path, np.int64)]
+        path.append(v)
+        v = int(exit_[i])
+        if v != NO_NEXT and v >= n_rank_vertices:
+            v = int(after_hub[v - n_rank_vertices])
+        if v == NO_NEXT:
+            break
+    return np.array(path, np.int64)
 
 
 def _after_hubs(comm, g, labels):
