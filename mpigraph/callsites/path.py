@@ -16,6 +16,7 @@ Compute segments, and segments whose call was not found, have call site 0.
 
 import numpy as np
 
+from mpigraph.comm import owner_exchange as exchange, parallel
 from mpigraph.metrics import run_tables
 from mpigraph.util import arrays
 from mpigraph.util.names import Labels
@@ -26,25 +27,52 @@ KINDS = ("mpi", "message")
 def segment_sites(comm, path, linked, sites):
     """On analysis rank 0: the call-site id of each of the path's segments (int64, 0: compute or
     unknown); None elsewhere, and everywhere when there is no path.  Collective; the local steps
-    go through ``parallel.collectively`` (an error on one rank stops all of them), the bcast and
-    the reduce between them do not fail.
+    go through ``parallel.collectively`` (an error on one rank stops all of them), the
+    exchanges between them do not fail.
 
     path: rank 0's critical_path table (None elsewhere or without a path); linked: this analysis
     rank's ``Linked`` (its calls); sites: a callsites.stats.Sites (the run's ids)."""
-    from mpigraph.comm import parallel
-
     asked = parallel.collectively(comm, lambda: asked_segments(path) if comm.rank == 0 else None)
-    asked = comm.bcast(asked, root=0) if comm.size > 1 else asked
-    if asked is None:
+    if comm.size == 1:
+        found = None if asked is None else parallel.collectively(comm, owned_sites, asked, linked, sites)
+    elif comm.bcast(asked is not None, root=0):
+        found = _answers_of_owners(comm, asked, linked, sites)
+    else:
         return None
-    found = parallel.collectively(comm, owned_sites, asked, linked, sites)
-    if comm.size > 1:
-        # Each segment is answered by one analysis rank (its trace rank's owner), 0 by the others.
-        found = comm.reduce(found, root=0)
-    if comm.rank != 0:
+    if comm.rank != 0 or asked is None:
         return None
     out = np.zeros(len(path["kind"]), np.int64)
     out[asked["index"]] = found
+    return out
+
+
+def _answers_of_owners(comm, asked, linked, sites):
+    """On rank 0 the call-site ids of its `asked` segments, in their order (None elsewhere): each
+    segment sent to the analysis rank owning its trace rank, which answers it.  Each rank gets
+    only its own segments: a pipelined program's path has millions, over every rank."""
+    owned = comm.allgather(sorted(linked.calls))
+    owner_of = np.zeros(1 + max((max(ranks) for ranks in owned if ranks), default=0), np.int64)
+    for analysis_rank, ranks in enumerate(owned):
+        owner_of[ranks] = analysis_rank
+    if comm.rank == 0:
+        # A trace rank no analysis rank holds calls of (none on the path should be) goes to rank
+        # 0, which answers 0 for it.
+        rank = asked["rank"]
+        owner = np.where(rank < len(owner_of), owner_of[np.minimum(rank, len(owner_of) - 1)], 0)
+        columns = [np.arange(len(owner), dtype=np.int64), asked["rank"], asked["message"].astype(np.int8),
+                   asked["start"], asked["end"]]
+    else:
+        owner = np.zeros(0, np.int64)
+        columns = [np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(0, np.int64),
+                   np.zeros(0, np.int64)]
+    (position, rank, message, start, end), source = exchange.send_rows(comm, owner, columns, with_source=True)
+    mine = {"index": position, "rank": rank, "message": message.astype(bool), "start": start, "end": end}
+    found = parallel.collectively(comm, owned_sites, mine, linked, sites)
+    position, found = exchange.send_rows(comm, source, [position, found])
+    if comm.rank != 0:
+        return None
+    out = np.zeros(len(asked["index"]), np.int64)
+    out[position] = found
     return out
 
 
