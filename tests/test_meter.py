@@ -74,7 +74,10 @@ def test_bench_analysis_prints_every_rank_of_every_stage(wheel):
         assert stages["whole"][0][column] == sum(r[0][column] for n, r in stages.items() if n != "whole")
     # dijkstra gathers the graph to rank 0: bytes go there.
     assert stages["path"][1][1] > 0 and stages["path"][0][2] > 0
-    # The report: rank 0 hands rank 1 its share of the path's segments to write; no calls go to
-    # rank 0 (each rank writes its own part of calls.parquet).
-    assert stages["report"][0][1] > 0 and stages["report"][1][1] == 0
+    # The report: rank 0 hands rank 1 its share of the path's segments to write and asks it the
+    # call sites of those on its trace ranks; rank 1 answers, 16 bytes a segment (position and
+    # id; at most a segment per record it owns), and sends no calls (each rank writes its own
+    # part of calls.parquet: a call's row is tens of bytes).
+    assert stages["report"][0][1] > 0
+    assert 0 < stages["report"][1][1] <= 16 * stages["report"][1][0]
     assert len(re.findall(r"^  \w+\s+ok: records yes, cpu (yes|NO), bytes (yes|NO)$", out, re.M)) == len(stages)
