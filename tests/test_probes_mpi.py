@@ -56,8 +56,12 @@ def state_time(out, rank, function, kind):
                if (r["rank"], r["function"], r["kind"]) == (str(rank), function, kind))
 
 
-def path_share(out, rank):
+def path_share(out, rank, from_first=False):
+    """The share of the path's time on `rank`; with from_first, of its time from the rank's first
+    segment on."""
     path = read_csv(out / critical_path.CSV_NAME)
+    if from_first:
+        path = path[next(i for i, r in enumerate(path) if r["rank"] == str(rank)):]
     total = sum(float(r["duration_s"]) for r in path)
     return sum(float(r["duration_s"]) for r in path if r["rank"] == str(rank)) / total
 
@@ -101,10 +105,13 @@ def waitall_tie(tmp_path_factory, builder, wheel):
 
 def test_the_path_runs_through_the_slow_worker(master_worker):
     """The slow worker computes TASKS x 3 TASK_MS (360 ms) in a row, each task sent the moment its
-    last result arrived: the run is its compute plus start-up and a few message latencies, so at
-    least 80% of the path (before the probes had edges: 0%, the path stayed in rank 0's probes)."""
+    last result arrived: from its first task on, the run is its compute and a few message
+    latencies, so at least 80% of the path from there (before the probes had edges: 0%, the path
+    stayed in rank 0's probes).  From there: with 3 ranks on 2 busy cores the slow worker can
+    start late, and the master then serves the fast one alone for a while (the path rightly runs
+    there meanwhile)."""
     mode, out, compute = master_worker
-    share = path_share(out, 2)
+    share = path_share(out, 2, from_first=True)
     print("%s: slow worker's share of the path %.1f%%, measured compute %s" % (mode, 100 * share, compute))
     assert share >= 0.80
 
