@@ -148,7 +148,7 @@ def _write_report(comm, out_dir, info, tables, path, linked):
     sites = parallel.collectively(comm, callsites.tracker, info, sorted(linked.calls))
     sites.sites.share(comm)
     by_phase = phases_callsites.tracker(comm, sites, linked.calls)     # sums the same blocks per phase too
-    path = _path_with_sites(comm, path, linked, sites.sites)
+    path = _path_with_sites(comm, path, linked, sites.sites, info.world_size)
     block = datasets.scatter_path(comm, path.table)
     summary_tables, extra, waitstates = tables
     calls_csv = comm.bcast(report.big_csv_written(summary_tables.ranks) if comm.rank == 0 else None, root=0)
@@ -177,10 +177,10 @@ def _write_report(comm, out_dir, info, tables, path, linked):
         raise
 
 
-def _path_with_sites(comm, path, linked, sites):
+def _path_with_sites(comm, path, linked, sites, n_trace_ranks):
     """The path (rank 0's) with its segments' call sites (callsites.path), and a line naming
     the call sites it runs through after the line of its MPI functions.  Collective."""
-    ids = path_sites.segment_sites(comm, path.table, linked, sites)
+    ids = path_sites.segment_sites(comm, path.table, linked, sites, n_trace_ranks)
     return parallel.collectively(comm, lambda: path if ids is None else _name_path_sites(path, ids, sites))
 
 

@@ -24,19 +24,20 @@ from mpigraph.util.names import Labels
 KINDS = ("mpi", "message")
 
 
-def segment_sites(comm, path, linked, sites):
+def segment_sites(comm, path, linked, sites, n_trace_ranks):
     """On analysis rank 0: the call-site id of each of the path's segments (int64, 0: compute or
     unknown); None elsewhere, and everywhere when there is no path.  Collective; the local steps
     go through ``parallel.collectively`` (an error on one rank stops all of them), the
     exchanges between them do not fail.
 
     path: rank 0's critical_path table (None elsewhere or without a path); linked: this analysis
-    rank's ``Linked`` (its calls); sites: a callsites.stats.Sites (the run's ids)."""
+    rank's ``Linked`` (its calls, those of its ``Ownership`` block of the n_trace_ranks);
+    sites: a callsites.stats.Sites (the run's ids)."""
     asked = parallel.collectively(comm, lambda: asked_segments(path) if comm.rank == 0 else None)
     if comm.size == 1:
         found = None if asked is None else parallel.collectively(comm, owned_sites, asked, linked, sites)
     elif comm.bcast(asked is not None, root=0):
-        found = _answers_of_owners(comm, asked, linked, sites)
+        found = _answers_of_owners(comm, asked, linked, sites, n_trace_ranks)
     else:
         return None
     if comm.rank != 0 or asked is None:
@@ -46,19 +47,12 @@ def segment_sites(comm, path, linked, sites):
     return out
 
 
-def _answers_of_owners(comm, asked, linked, sites):
+def _answers_of_owners(comm, asked, linked, sites, n_trace_ranks):
     """On rank 0 the call-site ids of its `asked` segments, in their order (None elsewhere): each
     segment sent to the analysis rank owning its trace rank, which answers it.  Each rank gets
     only its own segments: a pipelined program's path has millions, over every rank."""
-    owned = comm.allgather(sorted(linked.calls))
-    owner_of = np.zeros(1 + max((max(ranks) for ranks in owned if ranks), default=0), np.int64)
-    for analysis_rank, ranks in enumerate(owned):
-        owner_of[ranks] = analysis_rank
     if comm.rank == 0:
-        # A trace rank no analysis rank holds calls of (none on the path should be) goes to rank
-        # 0, which answers 0 for it.
-        rank = asked["rank"]
-        owner = np.where(rank < len(owner_of), owner_of[np.minimum(rank, len(owner_of) - 1)], 0)
+        owner = parallel.Ownership(n_trace_ranks, comm.size).owner_of(asked["rank"])
         columns = [np.arange(len(owner), dtype=np.int64), asked["rank"], asked["message"].astype(np.int8),
                    asked["start"], asked["end"]]
     else:
