@@ -80,13 +80,14 @@ def _distances(comm, g, split, heartbeat=None):
     sources = np.append(sinks, np.arange(n, len(bypass.target), dtype=np.int64))
     offsets = np.zeros(len(sources), np.int64)
     rounds = 0
-    join_at, join_after_s = rounds_before_joining(comm.Get_size()), joined.seconds_before_joining()
+    join_at = rounds_before_joining(comm.Get_size())
+    join_after_s = seconds_before_joining(joined.n_vertices + joined.n_edges)
     started, asked = time.perf_counter(), False
     while True:
         # After join_at rounds, or once the rounds have taken as long as the joined search would
         # (the slowest rank's clock, so that all decide alike), it takes over if it fits.
-        if not asked and (rounds == join_at or rounds and comm.allreduce(
-                time.perf_counter() - started, op=MPI.MAX) >= join_after_s):
+        if not asked and (rounds == join_at or (rounds and comm.allreduce(
+                time.perf_counter() - started, op=MPI.MAX) >= join_after_s)):
             asked = True
             if joined.fits():
                 if heartbeat is not None:
@@ -220,9 +221,6 @@ class _JoinedSearch:
         bypass = _local_part(g, local, sinks, with_remote_edges(comm, g, cross_src, cross[3]), to_hubs)
         return cls(comm, g, sinks, bypass, cross)
 
-    def seconds_before_joining(self):
-        return seconds_before_joining(self.n_vertices + self.n_edges)
-
     def fits(self):
         """Collective: whether the joined graph fits analysis rank 0's node."""
         return gather.graph_fits_on_root(self.comm, self.n_vertices, self.n_edges)
@@ -263,7 +261,7 @@ class _JoinedSearch:
         # The searched edges are in row order already: only the crossing edges are put among them.
         rows = np.concatenate((np.repeat(np.arange(n_here, dtype=np.int64), np.diff(bypass.indptr)), crossing_rows))
         order = np.argsort(rows, kind="stable")
-        degree = np.bincount(rows, minlength=n_here).astype(np.int64)
+        degree = np.bincount(rows, minlength=n_here)
         del rows
         index = np.int32 if self.n_vertices < 2 ** 31 - 1 else np.int64
         src = np.concatenate((first + bypass.src.astype(np.int64), joined_src))[order].astype(index)
