@@ -130,8 +130,8 @@ def choose(x: np.ndarray, mean: np.ndarray, sigma: np.ndarray, samples: int, max
     """h: the number of hinges with the smallest BIC over the protocol's samples (module doc)."""
     bic = {}
     for count in range(max_hinges + 1):
-        if count == 0:
-            chi = _line_chi2(x, mean, sigma)
+        if count == 0:      # the plain line: the model without hinge columns
+            chi = _solve(x, mean[None, :], sigma[None, :], np.zeros((1, 0)))[0][0, 0]
         else:
             chi = _best(x, mean[None, :], sigma[None, :], count, _grid(count))[0][0]
         if np.isfinite(chi):
@@ -141,13 +141,6 @@ def choose(x: np.ndarray, mean: np.ndarray, sigma: np.ndarray, samples: int, max
 
 def _grid(count: int) -> int:
     return GRID if count == 1 else GRID_TWO
-
-
-def _line_chi2(x, y, sigma) -> float:
-    w = 1.0 / sigma ** 2
-    A = np.array([[w.sum(), (w * x).sum()], [(w * x).sum(), (w * x * x).sum()]])
-    alpha, beta = np.linalg.solve(A, [(w * y).sum(), (w * x * y).sum()])
-    return float((w * (y - alpha - beta * x) ** 2).sum()) if beta >= 0 else np.inf
 
 
 def pieces(where: np.ndarray, theta: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
