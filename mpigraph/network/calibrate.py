@@ -77,11 +77,19 @@ def choose_pairs(names: List[str]) -> List[Tuple[str, int, int]]:
     return pairs
 
 
-def ping_pong(comm, peer: int, initiator: bool, size: int, count: int) -> np.ndarray:
-    """One-way times (round trip / 2) of `count` timed round trips after WARMUP untimed ones."""
+def message_buffer(sizes: List[int]) -> np.ndarray:
+    """One buffer for every size, its pages written once.  A buffer allocated per ping-pong
+    lets malloc choose the memory each size is timed on (a fresh mapping for some, the reused
+    heap for others), and the same size was then timed twice as fast in one sweep as in the
+    next ones."""
+    return np.ones(max(max(sizes), 1), dtype=np.uint8)
+
+
+def ping_pong(comm, peer: int, initiator: bool, size: int, count: int, buf: np.ndarray) -> np.ndarray:
+    """One-way times (round trip / 2) of `count` timed round trips of buf's first `size`
+    bytes, after WARMUP untimed ones."""
     from mpi4py import MPI
 
-    buf = np.zeros(max(size, 1), dtype=np.uint8)
     message = [buf, size, MPI.BYTE]
     times = np.empty(count)
     for i in range(WARMUP + count):
@@ -109,12 +117,13 @@ def measure(comm, sizes: List[int], repeats: int, passes: int = PASSES) -> Dict[
 
     names = comm.allgather(MPI.Get_processor_name())
     me = comm.Get_rank()
+    buf = message_buffer(sizes)
     out: Dict[str, Dict[int, list]] = {}
     for host_pair, a, b in choose_pairs(names):
         if me in (a, b):
             # Both ranks busy for a while before the first timing: the first size must not
             # pay for page faults, connection setup or a rank still being scheduled in.
-            ping_pong(comm, b if me == a else a, me == a, 0, SETTLE)
+            ping_pong(comm, b if me == a else a, me == a, 0, SETTLE, buf)
         for sweep in range(passes):
             # Each sweep in its own (seeded, so every rank's same) order: a slow spell of the
             # host then hits scattered sizes, not a run of neighbours that looks like a jump.
@@ -126,7 +135,7 @@ def measure(comm, sizes: List[int], repeats: int, passes: int = PASSES) -> Dict[
                     continue
                 times = None
                 if me in (a, b):
-                    times = ping_pong(comm, b if me == a else a, me == a, size, count)
+                    times = ping_pong(comm, b if me == a else a, me == a, size, count, buf)
                 if a != 0 and me == a:
                     comm.Send(times, dest=0, tag=TAG + 1)
                 if me == 0:
