@@ -6,7 +6,7 @@
 
 Each round measures the ping-pong times once (mpigraph.network.calibrate.measure, the default
 sizes 0 B .. 4 MiB) and fits them twice: with OLD_CHECKOUT's mpigraph/network/fit.py (its
-defaults) and with this tree's (protocols, then the last protocol's hinges).  Separate runs of
+defaults) and with this tree's (protocols, then each protocol's hinges).  Separate runs of
 `mpigraph calibrate` measure different samples, and on a shared machine the samples move more
 from run to run than the fits differ; on the same samples only the fit differs.  Per round: the
 1-minute load average before it, and per fit how many sizes have the fit within one spread of
@@ -18,6 +18,7 @@ every round's {size: one-way times}) so that a later --load refits them without 
 import argparse
 import importlib.util
 import os
+import sys
 
 import numpy as np
 
@@ -26,13 +27,24 @@ from mpigraph.network import fit as new_fit
 
 
 def load_old(checkout: str):
-    """OLD_CHECKOUT's fit.py as a module of its own (it imports numpy and, after this tree's
-    change, mpigraph.network.hinge: then the installed one)."""
-    path = os.path.join(checkout, "mpigraph", "network", "fit.py")
-    spec = importlib.util.spec_from_file_location("old_fit", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """OLD_CHECKOUT's fit.py as a module of its own, with its own hinge.py where it has one
+    (its `from mpigraph.network.hinge import` would otherwise take this tree's)."""
+    def module(name: str, path: str):
+        spec = importlib.util.spec_from_file_location(name, path)
+        loaded = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loaded)
+        return loaded
+
+    folder = os.path.join(checkout, "mpigraph", "network")
+    key = "mpigraph.network.hinge"
+    mine = sys.modules.get(key)
+    try:
+        if os.path.exists(os.path.join(folder, "hinge.py")):
+            sys.modules[key] = module("old_hinge", os.path.join(folder, "hinge.py"))
+        return module("old_fit", os.path.join(folder, "fit.py"))
+    finally:
+        if mine is not None:
+            sys.modules[key] = mine
 
 
 def describe(result) -> tuple:
@@ -43,7 +55,10 @@ def describe(result) -> tuple:
     starts = []
     for line in result.lines:
         starts.append("%d%s" % (line.start, line.protocol[0]))
-        starts += ["%.0fh" % piece.start for piece in getattr(line, "hinges", [])]
+        # This tree's Line.pieces starts with the protocol's first piece; an older Line.hinges
+        # held the pieces after each bend.
+        bends = line.pieces[1:] if hasattr(line, "pieces") else getattr(line, "hinges", [])
+        starts += ["%.0fh" % piece.start for piece in bends]
     misses = ", ".join("%d: %+.1f/%.1f" % (s, d * 1e6, sp * 1e6)
                        for s, d, sp in zip(st.sizes[~within], diff[~within], st.spread[~within]))
     return int(within.sum()), len(within), " ".join(starts), misses
@@ -101,6 +116,7 @@ def main() -> None:
             save(args.save, rounds)
     old = load_old(args.old)
     totals = np.zeros((2, 2), int)
+    whole = np.zeros(2, int)         # rounds with the fit within one spread at every size
     print("%s; old fit from %s" % (os.uname().nodename, args.old))
     for r, (level, by_size) in enumerate(rounds):
         fits = (("old", old.fit(by_size, bootstrap=args.bootstrap)),
@@ -108,9 +124,11 @@ def main() -> None:
         for k, (name, result) in enumerate(fits):
             within, total, lines, misses = describe(result)
             totals[k] += within, total
+            whole[k] += within == total
             print("round %d load %.2f %s: %d of %d within one spread; lines from %s; misses %s"
                   % (r + 1, level, name, within, total, lines, misses or "none"))
     print("total: old %d of %d, new %d of %d sizes within one spread" % (*totals[0], *totals[1]))
+    print("rounds with every size within one spread: old %d, new %d, of %d" % (whole[0], whole[1], len(rounds)))
 
 
 if __name__ == "__main__":

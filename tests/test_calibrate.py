@@ -146,21 +146,25 @@ def test_bend_of_known_data():
     assert [line.protocol for line in result.lines] == ["eager", "medium", "rendezvous"]
     assert (result.medium, result.threshold) == (M, S)
     eager, medium, rendezvous = result.lines
-    assert not eager.hinges and not medium.hinges and len(rendezvous.hinges) == 1
-    bend = rendezvous.hinges[0]
-    truths = ((rendezvous.alpha_lo, rendezvous.alpha, rendezvous.alpha_hi, RENDEZVOUS[0]),
-              (rendezvous.beta_lo, rendezvous.beta, rendezvous.beta_hi, RENDEZVOUS[1]),
+    assert not eager.pieces and not medium.pieces and len(rendezvous.pieces) == 2
+    first, bend = rendezvous.pieces
+    assert first.start == S
+    truths = ((first.alpha_lo, first.alpha, first.alpha_hi, RENDEZVOUS[0]),
+              (first.beta_lo, first.beta, first.beta_hi, RENDEZVOUS[1]),
               (bend.start_lo, bend.start, bend.start_hi, H),
               (bend.beta_lo, bend.beta, bend.beta_hi, RENDEZVOUS[1] + gamma),
               (bend.alpha_lo, bend.alpha, bend.alpha_hi, RENDEZVOUS[0] - gamma * H))
     for lo, value, hi, true in truths:
         assert lo <= true <= hi and lo <= value <= hi
-    assert rendezvous.beta == pytest.approx(RENDEZVOUS[1], rel=0.03)
-    assert rendezvous.alpha + rendezvous.beta * bend.start == pytest.approx(bend.alpha + bend.beta * bend.start)
+    assert first.beta == pytest.approx(RENDEZVOUS[1], rel=0.03)
+    assert first.alpha + first.beta * bend.start == pytest.approx(bend.alpha + bend.beta * bend.start)
     st = result.stats
     assert (np.abs(result.predict(st.sizes) - st.mean) <= st.spread).all()
     plain = fit(samples, bootstrap=50, seed=1, max_hinges=0)
-    assert (plain.medium, plain.threshold) == (M, S) and not plain.lines[-1].hinges
+    assert (plain.medium, plain.threshold) == (M, S) and not plain.lines[-1].pieces
+    # The protocol's straight line, seed 003's alpha and beta, is the fit without bends.
+    assert (rendezvous.alpha, rendezvous.beta) == pytest.approx((plain.lines[-1].alpha, plain.lines[-1].beta))
+    assert (result.predict(st.sizes, lines_only=True) == plain.predict(st.sizes)).all()
     missed = st.sizes[np.abs(plain.predict(st.sizes) - st.mean) > st.spread]
     assert len(missed) and (missed > H).all()
 
@@ -175,10 +179,10 @@ def test_bend_coverage():
     for seed in range(trials):
         result = fit(synthetic(seed + 500, medium=True, bend=BEND, repeats=200), bootstrap=200, seed=seed)
         line = result.lines[-1]
-        assert (result.medium, result.threshold) == (M, S) and len(line.hinges) == 1
-        bend = line.hinges[0]
-        hits += [bend.start_lo <= H <= bend.start_hi, line.alpha_lo <= RENDEZVOUS[0] <= line.alpha_hi,
-                 line.beta_lo <= RENDEZVOUS[1] <= line.beta_hi, bend.beta_lo <= RENDEZVOUS[1] + gamma <= bend.beta_hi]
+        assert (result.medium, result.threshold) == (M, S) and len(line.pieces) == 2
+        first, bend = line.pieces
+        hits += [bend.start_lo <= H <= bend.start_hi, first.alpha_lo <= RENDEZVOUS[0] <= first.alpha_hi,
+                 first.beta_lo <= RENDEZVOUS[1] <= first.beta_hi, bend.beta_lo <= RENDEZVOUS[1] + gamma <= bend.beta_hi]
     print("\ncoverage of the 95%% intervals (H, rendezvous alpha, beta before H, beta after H): %s" % (hits / trials))
     assert (hits >= 0.8 * trials).all()
 
@@ -186,23 +190,62 @@ def test_bend_coverage():
 def test_no_bend_where_the_truth_has_none():
     """200 calibrations of truths without a bend, n per size as calibrate takes them at its
     default --repeats 200 (10 samples at 1.3 MiB and above): 100 two-protocol, 100
-    three-protocol.  No hinge in any, and the thresholds are the truths'.  (hinge.py's module
-    doc gives the rates at fewer repeats.)"""
-    bent = 0
+    three-protocol, 500 protocols whose bends are sought.  The thresholds are the truths'
+    every time, and at most 1% of the protocols bend (one did, at 3 MiB: a piece of two sizes
+    of ten samples each; docs/network.md gives the rates at fewer repeats)."""
+    bent = protocols = 0
     for seed in range(100):
         two = fit(synthetic(seed + 700, repeats=200), bootstrap=10, seed=seed)
         three = fit(synthetic(seed + 900, medium=True, repeats=200), bootstrap=10, seed=seed)
         assert two.threshold == S and two.medium is None and (three.medium, three.threshold) == (M, S)
-        bent += sum(len(line.hinges) for line in two.lines + three.lines)
-    print("\nhinges on 200 calibrations without a bend: %d" % bent)
-    assert bent == 0
+        bent += sum(1 for line in two.lines + three.lines if line.pieces)
+        protocols += len(two.lines) + len(three.lines)
+    print("\nprotocols bent on 200 calibrations without a bend: %d of %d" % (bent, protocols))
+    assert protocols == 500 and bent <= 5
+
+
+def test_bends_in_every_protocol():
+    """10 calibrations of a truth whose eager line bends once (+0.05 ns/B past 1.5 KiB) and
+    whose rendezvous line bends twice (-0.04 ns/B past 768 KiB, +0.03 past 2.5 MiB: the shapes
+    this VM's copies showed), the medium line straight, n per size as calibrate takes them:
+    every time the thresholds as without bends, one hinge in eager, none in medium, two in
+    rendezvous and the fit within one spread at every size; each H inside its 95% interval in
+    at least 7 of the 10 (binomial(10, 0.95) is below 7 with p < 0.002)."""
+    truth_bends = {"eager": [(1536, 0.05e-9)], "rendezvous": [(768 << 10, -0.04e-9), (2560 << 10, 0.03e-9)]}
+    trials = 10
+    hits = np.zeros(3)
+    for seed in range(trials):
+        samples = synthetic(seed=seed + 40, medium=True, repeats=200)
+        for size, times in samples.items():
+            protocol = "rendezvous" if size >= S else ("medium" if size >= M else "eager")
+            extra = sum(g * max(0, size - h) for h, g in truth_bends.get(protocol, []))
+            straight = TRUTH[protocol][0] + TRUTH[protocol][1] * size
+            samples[size] = times * (straight + extra) / straight     # the same relative noise on the bent time
+        result = fit(samples, bootstrap=100, seed=seed)
+        if seed == 0:
+            print("\n" + report("synthetic, bends in eager and rendezvous", result))
+        assert (result.medium, result.threshold) == (M, S)
+        eager, medium, rendezvous = result.lines
+        assert (len(eager.pieces), len(medium.pieces), len(rendezvous.pieces)) == (2, 0, 3)
+        found = eager.pieces[1:] + rendezvous.pieces[1:]
+        hits += [p.start_lo <= h <= p.start_hi for p, (h, _) in zip(found, truth_bends["eager"] + truth_bends["rendezvous"])]
+        st = result.stats
+        assert (np.abs(result.predict(st.sizes) - st.mean) <= st.spread).all()
+    print("\ncoverage of the 95%% intervals of the three H: %s" % (hits / trials))
+    assert (hits >= 7).all()
+
+
+def test_the_cli_default_is_the_fit_default():
+    from mpigraph.network import cli, hinge
+
+    assert cli.MAX_HINGES == hinge.MAX_HINGES
 
 
 def test_a_bend_with_two_protocols_at_most():
     """--max-protocols 2 on a two-protocol truth with the bend: S as without it, the bend a hinge."""
     result = fit(synthetic(seed=1, bend=BEND, repeats=200), bootstrap=100, max_segments=2)
     assert [line.protocol for line in result.lines] == ["eager", "rendezvous"] and result.threshold == S
-    bend = result.lines[-1].hinges
+    bend = result.lines[-1].pieces[1:]
     assert len(bend) == 1 and bend[0].start_lo <= BEND[0] <= bend[0].start_hi
 
 
@@ -298,7 +341,7 @@ def _bent_file(tmp_path):
     from mpigraph.network.params import write_params
 
     result = fit(synthetic(seed=2, medium=True, bend=BEND, repeats=200), bootstrap=100)
-    assert len(result.lines[-1].hinges) == 1
+    assert len(result.lines[-1].pieces) == 2
     path = tmp_path / "params.csv"
     write_params(str(path), to_rows("same-host", result))
     return path, result
@@ -309,16 +352,17 @@ def test_params_file_with_a_bend(tmp_path):
     protocol's own row (from_bytes empty) first.  time(N) is the fit's on both sides of H."""
     path, result = _bent_file(tmp_path)
     rendezvous = result.lines[-1]
-    bend = rendezvous.hinges[0]
+    bend = rendezvous.pieces[1]
     with open(path) as f:
         rows = list(csv.DictReader(f))
     assert [(r["protocol"], r["from_bytes"]) for r in rows] == [
-        ("eager", ""), ("medium", ""), ("rendezvous", ""), ("rendezvous", str(int(round(bend.start))))]
+        ("eager", ""), ("medium", ""), ("rendezvous", ""), ("rendezvous", str(S)),
+        ("rendezvous", str(int(round(bend.start))))]
     assert {r["threshold_bytes"] for r in rows} == {str(S)} and {r["medium_bytes"] for r in rows} == {str(M)}
     params = read_params(str(path))
     assert params.protocols() == ["eager", "medium", "rendezvous"] and params.threshold() == S
     assert params.get("rendezvous").latency_s == pytest.approx(rendezvous.alpha, rel=1e-5)
-    assert [r.from_bytes for r in params.hinges("rendezvous")] == [int(round(bend.start))]
+    assert [r.from_bytes for r in params.pieces("rendezvous")] == [S, int(round(bend.start))]
     sizes = np.concatenate([result.stats.sizes, [bend.start - 1, bend.start + 1, 3.5 * (1 << 20)]])
     assert params.time(sizes) == pytest.approx(result.predict(sizes), rel=1e-5)
     # Hand-written hinge rows that cannot be used say so: below S, or no rendezvous row of its own.
@@ -342,23 +386,24 @@ def test_params_file_before_bends_reads_as_before(tmp_path):
     path.write_text("\n".join(line.rsplit(",", 1)[0] for line in lines) + "\n")
     assert lines[0].endswith(",from_bytes") and not path.read_text().splitlines()[0].endswith(",from_bytes")
     old = read_params(str(path))
-    assert all(r.from_bytes is None for r in old.rows) and old.hinges("rendezvous") == []
+    assert all(r.from_bytes is None for r in old.rows) and old.pieces("rendezvous") == []
     sizes = np.array([0, M, S, 4 << 20])
     assert old.time(sizes) == pytest.approx(params.time(sizes))
 
 
 def test_every_consumer_reads_a_bend(tmp_path):
     """whatif --params and model --params keep each protocol's own line (LogGPS has one L and
-    one G; the model one latency and bandwidth): G is the rendezvous line's beta before H.
-    decompose takes the piece a message's size falls in: a rendezvous message past H the bend's
-    line, a collective d alpha + (its piece's time - alpha), alpha the protocol's own latency."""
+    one G; the model one latency and bandwidth): G is the rendezvous protocol's straight-line
+    beta.  decompose takes the piece a message's size falls in: a rendezvous message before H
+    the first piece's line, past H the bend's, a collective (d - 1) alpha + its piece's time,
+    alpha the protocol's own latency."""
     from mpigraph.model import network
     from mpigraph.network import decompose
     from mpigraph.whatif.api import load_params
 
     path, result = _bent_file(tmp_path)
     eager, medium, rendezvous = result.lines
-    bend = rendezvous.hinges[0]
+    first, bend = rendezvous.pieces
     loggps = load_params(str(path))
     assert loggps["L0_ns"] == pytest.approx(eager.alpha * 1e9, rel=1e-5) and loggps["S_bytes"] == S
     assert loggps["G0_ns"] == pytest.approx(rendezvous.beta * 1e9, rel=1e-5)
@@ -368,7 +413,7 @@ def test_every_consumer_reads_a_bend(tmp_path):
     nbytes = np.array([S, 2 * S, 4 << 20, 3 << 20])
     code = np.array([decompose.RENDEZVOUS] * 4)
     est = decompose.network_ns(params, nbytes, code, np.ones(len(nbytes), bool))
-    pieces = [rendezvous, rendezvous, bend, bend]
+    pieces = [first, first, bend, bend]
     assert est == pytest.approx([(p.alpha + p.beta * n) * 1e9 for p, n in zip(pieces, nbytes)], rel=1e-5)
     # Two collectives of 4 MiB a member: 2 members (d = 1) and 4 members (d = 2), one call each.
     members = {"rank": np.array([0, 1, 0, 1, 2, 3]), "call": np.array([0, 0, 1, 1, 0, 0]),
@@ -424,6 +469,7 @@ def test_real_calibrate_to_4_mib_every_consumer_reads(tmp_path, wheel):
     printed fit at every size, a bend's row follows its protocol's, and whatif, model and
     decompose read the file (whatif's G the rendezvous line before any bend)."""
     from mpigraph.model import network
+    from mpigraph.network import hinge
     from mpigraph.network.decompose import load_params as decompose_params
     from mpigraph.whatif.api import load_params as whatif_params
 
@@ -439,10 +485,11 @@ def test_real_calibrate_to_4_mib_every_consumer_reads(tmp_path, wheel):
     assert len(sizes) == len(default_sizes())
     assert params.time(sizes) == pytest.approx(printed, rel=1e-4, abs=2e-9)
     assert list(params.protocol_of(sizes)) == [row[1] for row in table]
-    bends = [l for l in result.stdout.splitlines() if l.strip().startswith("bend of")]
+    bends = [l.split()[2] for l in result.stdout.splitlines() if l.strip().startswith("bend of")]
     last = params.protocols()[-1]
-    assert len(params.hinges(last)) == len(bends) <= 2
-    assert all(r.from_bytes is None for r in params.rows if r.protocol != last)
+    for protocol in params.protocols():
+        bent = bends.count(protocol)
+        assert len(params.pieces(protocol)) == (bent + 1 if bent else 0) and bent <= hinge.MAX_HINGES
     first = params.get(last)
     assert whatif_params(str(out))["G0_ns" if last == "rendezvous" else "L0_ns"] == pytest.approx(
         (first.per_byte_s if last == "rendezvous" else first.latency_s) * 1e9, rel=1e-5)

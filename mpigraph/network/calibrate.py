@@ -9,8 +9,8 @@
               over PASSES sweeps of all sizes
     a sample  one round trip's time / 2 (MPI_Wtime), after WARMUP untimed round trips
     fit       fit.py: one to three protocols (eager, medium, rendezvous) and where each
-              starts, from the data; alpha + beta N per protocol, bootstrap intervals; the
-              last protocol's continuous bends (hinge.py), a hinge row each;
+              starts, from the data; alpha + beta N per protocol, bootstrap intervals; each
+              protocol's continuous bends (hinge.py): its time as pieces, a row each;
               written to params.csv (params.py) and printed, per size the mean +- spread
               against the fit
     settings  under the table, the MPI's own protocol limits read through MPI_T (mpit.py)
@@ -148,10 +148,12 @@ def measure(comm, sizes: List[int], repeats: int, passes: int = PASSES) -> Dict[
 
 
 def to_rows(host_pair: str, result: Fit) -> List[ProtocolParams]:
-    """One row a protocol, followed by one row a hinge of it (from_bytes = H rounded to a byte)."""
+    """One row a protocol (its straight line), followed where it bends by one row a piece of
+    its time (from_bytes = where the piece starts, rounded to a byte; the first where the
+    protocol starts)."""
     rows = []
     for line in result.lines:
-        for piece in [line] + line.hinges:
+        for piece in [line] + line.pieces:
             start = None if piece is line else int(round(piece.start))
             rows.append(ProtocolParams(line.protocol, piece.alpha, piece.beta, piece.alpha_lo, piece.alpha_hi,
                                        piece.beta_lo, piece.beta_hi, result.threshold, host_pair, result.medium,
@@ -160,29 +162,40 @@ def to_rows(host_pair: str, result: Fit) -> List[ProtocolParams]:
 
 
 def report(host_pair: str, result: Fit, level: float = 0.95) -> str:
-    """The table per protocol with intervals, then per size mean +- spread against the fit."""
-    st = result.stats
+    """The table per protocol with intervals (its line, then where it bends its pieces), then
+    per size mean +- spread against the fit."""
     lines = ["%s:" % host_pair] + _thresholds(result) + _bends(result)
     lines.append("  %-11s %-12s %-30s %-34s %s" % ("protocol", "from B", "latency us [%d%% interval]" % (level * 100),
                                                    "per-byte ns/B [%d%% interval]" % (level * 100), "bandwidth GB/s"))
     for line in result.lines:
-        for piece in [line] + line.hinges:
+        for piece in [line] + line.pieces:
             lines.append("  %-11s %-12d %-30s %-34s %.3g" % (
-                line.protocol if piece is line else "  bend", int(round(piece.start)),
+                line.protocol if piece is line else "  piece", line.start if piece is line else int(round(piece.start)),
                 "%.3f [%.3f, %.3f]" % (piece.alpha * 1e6, piece.alpha_lo * 1e6, piece.alpha_hi * 1e6),
                 "%.5f [%.5f, %.5f]" % (piece.beta * 1e9, piece.beta_lo * 1e9, piece.beta_hi * 1e9),
                 1e-9 / piece.beta if piece.beta > 0 else float("inf")))
+    return "\n".join(lines + _sizes(result))
+
+
+def _sizes(result: Fit) -> List[str]:
+    """Per size: the protocol, samples kept, mean +- spread, the fit (the pieces where the
+    protocol bends) and whether it lies within one spread; how many sizes do, and how many
+    the straight lines alone would."""
+    st = result.stats
     fitted = result.predict(st.sizes)
     within = np.abs(fitted - st.mean) <= st.spread
-    lines.append("  %10s %-10s %5s %12s %10s %12s %10s %s" % ("size B", "protocol", "n", "mean us", "+- spread",
-                                                              "fit us", "fit-mean", "within spread"))
+    out = ["  %10s %-10s %5s %12s %10s %12s %10s %s" % ("size B", "protocol", "n", "mean us", "+- spread", "fit us",
+                                                       "fit-mean", "within spread")]
     protocol = result.protocol_of(st.sizes)
     for i in range(len(st.sizes)):
-        lines.append("  %10d %-10s %5d %12.3f %10.3f %12.3f %+10.3f %s" % (
+        out.append("  %10d %-10s %5d %12.3f %10.3f %12.3f %+10.3f %s" % (
             st.sizes[i], protocol[i], st.n[i], st.mean[i] * 1e6, st.spread[i] * 1e6, fitted[i] * 1e6,
             (fitted[i] - st.mean[i]) * 1e6, "yes" if within[i] else "NO"))
-    lines.append("  the fit lies within one spread of the mean at %d of %d sizes" % (int(within.sum()), len(within)))
-    return "\n".join(lines)
+    out.append("  the fit lies within one spread of the mean at %d of %d sizes" % (int(within.sum()), len(within)))
+    if any(line.pieces for line in result.lines):
+        straight = np.abs(result.predict(st.sizes, lines_only=True) - st.mean) <= st.spread
+        out.append("  (the protocols' straight lines alone: at %d of %d)" % (int(straight.sum()), len(straight)))
+    return out
 
 
 def _thresholds(result: Fit) -> List[str]:
@@ -200,23 +213,24 @@ def _thresholds(result: Fit) -> List[str]:
 
 
 def _bends(result: Fit) -> List[str]:
-    """Where the last protocol's per-byte time bends (no jump), with the bootstrap interval."""
-    line = result.lines[-1]
+    """Where each protocol's per-byte time bends (no jump), with the bootstrap interval."""
     out = []
-    before = line.beta
-    for piece in line.hinges:
-        out.append("  bend of %s at H = %.0f B [%.0f, %.0f] (no jump; BIC over its %d sizes): per-byte %.5f -> "
-                   "%.5f ns/B; whatif and model take its line from %d B"
-                   % (line.protocol, piece.start, piece.start_lo, piece.start_hi, len(line.sizes), before * 1e9,
-                      piece.beta * 1e9, line.start))
-        before = piece.beta
+    for line in result.lines:
+        for before, piece in zip(line.pieces, line.pieces[1:]):
+            out.append("  bend of %s at H = %.0f B [%.0f, %.0f] (no jump): per-byte %.5f -> %.5f ns/B"
+                       % (line.protocol, piece.start, piece.start_lo, piece.start_hi, before.beta * 1e9,
+                          piece.beta * 1e9))
+    if out:
+        out.append("  (bends chosen by BIC over each protocol's sizes.  Per protocol below: its straight line, "
+                   "seed 003's latency and per-byte time, which whatif and model take; then its time as pieces, "
+                   "which decompose takes and the fit below is)")
     return out
 
 
 def main(out: str, sizes: List[int], repeats: int, bootstrap: int = 400, seed: int = 1,
          max_protocols: int = MAX_SEGMENTS, max_hinges: int = MAX_HINGES) -> int:
     """The command: measure on every rank, fit (at most max_protocols lines, then at most
-    max_hinges bends of the last) and write on rank 0."""
+    max_hinges bends of each) and write on rank 0."""
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD

@@ -1,7 +1,7 @@
 """`mpigraph calibrate`, `mpigraph decompose` and `mpigraph netprobe`.
 
     mpiexec -n 2 mpigraph calibrate [--out params.csv] [--sizes 0,8,1K,64K] [--repeats N] [--max-protocols 3]
-                                    [--max-hinges 2]
+                                    [--max-hinges 8]
     mpigraph decompose RUN_DIR [--params params.csv] [--out DIR]
     mpigraph netprobe --simulate fattree:8,3 [--seed 1] [--noise 0.02] [--repeats 5] [--oversample 2]
     mpiexec -n 4 mpigraph netprobe --topology T.json [--emulate] [--out netprobe]
@@ -11,6 +11,8 @@ import sys
 
 # No numpy here: mpigraph/cli.py builds every subcommand's parser on each call, and
 # `mpigraph lib` must stay fast; the commands import what they need when they run.
+
+MAX_HINGES = 8      # hinge.MAX_HINGES (tests/test_calibrate.py checks they agree), without its numpy
 
 
 def add_parser(subparsers) -> None:
@@ -28,9 +30,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--max-protocols", type=int, default=3, choices=(1, 2, 3), metavar="M",
                    help="fit at most M protocols: 3 = eager, medium, rendezvous, 2 = eager and rendezvous "
                         "(the data choose how many, up to M; default 3)")
-    p.add_argument("--max-hinges", type=int, default=2, choices=(0, 1, 2), metavar="H",
-                   help="let the last protocol's per-byte time bend (continuously, at a cache's size) at "
-                        "most H times; the data choose how many (default 2; 0: one line a protocol)")
+    p.add_argument("--max-hinges", type=int, default=MAX_HINGES, metavar="H",
+                   help="let each protocol's per-byte time bend (continuously: caches, copy chunks) at most H "
+                        "times; the data choose how many (default %d; 0: one line a protocol)" % MAX_HINGES)
     p.set_defaults(func=cmd_calibrate)
 
     p = subparsers.add_parser(

@@ -296,9 +296,9 @@ def load_params(params: Union[None, str, NetworkParams]):
     read = read_params(params)
     M = read.medium_threshold()
     medium = "; eager messages from M = %d B on take the medium line" % M if M is not None else ""
-    bends = ["%s from %d B" % (r.protocol, r.from_bytes) for r in read.rows
-             if r.from_bytes is not None and r.host_pair == read.default_host_pair()]
-    bent = "; the lines' bends (no jump) taken: %s" % ", ".join(bends) if bends else ""
+    pieces = ["%s from %d B" % (r.protocol, r.from_bytes) for r in read.rows
+              if r.from_bytes is not None and r.host_pair == read.default_host_pair()]
+    bent = "; where a protocol bends (no jump), its pieces taken: %s" % ", ".join(pieces) if pieces else ""
     return read, "alpha, beta, S from %s (mpigraph calibrate)%s%s" % (params, medium, bent)
 
 

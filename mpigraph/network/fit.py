@@ -33,11 +33,12 @@ likelihood of its eq. 7 under uniform priors) with bootstrap intervals.
     intervals:    bootstrap: each size's samples resampled with replacement, the means and
                   sigmas recomputed, every line refitted on the same sizes; the
                   (1-level)/2 and (1+level)/2 quantiles of alpha and beta
-    bends:        then, within the last protocol only, up to max_hinges continuous hinges
-                  (hinge.py): the per-byte time changes at H, the time does not jump (a cache
-                  level left behind, not a protocol).  The protocols, their thresholds and
-                  names are found before and do not change; a hinge is kept only where BIC over
-                  the protocol's own samples asks for it, with several sizes past it
+    bends:        then, within each protocol, continuous hinges (hinge.py): the per-byte time
+                  changes at H, the time does not jump (a cache level left behind, not a
+                  protocol).  The protocols, their thresholds, names and straight lines are
+                  found before and do not change; a hinge is kept only where BIC over the
+                  protocol's own samples asks for it, and the protocol's time is then its
+                  pieces (Line.pieces), its line staying the seed's alpha and beta
 """
 
 from dataclasses import dataclass, field
@@ -66,25 +67,24 @@ class SizeStats:
 @dataclass
 class Line:
     protocol: str
-    alpha: float          # latency, s
+    alpha: float          # latency, s: the protocol's straight line over all its sizes
     beta: float           # per-byte time, s/B
     alpha_lo: float = float("nan")
     alpha_hi: float = float("nan")
     beta_lo: float = float("nan")
     beta_hi: float = float("nan")
     sizes: np.ndarray = field(default_factory=lambda: np.zeros(0))   # the sizes it was fitted on
-    hinges: List[Piece] = field(default_factory=list)   # the pieces after its bends (hinge.py); alpha,
-    #                                                      beta above are then its first piece's
+    pieces: List[Piece] = field(default_factory=list)   # where the protocol bends (hinge.py): its time
+    #                                                      as continuous pieces, the first from its start
 
     def time(self, sizes) -> np.ndarray:
-        """alpha + beta N of each size's piece: the line, or past a hinge H that piece's own
-        line (continuous at H)."""
+        """The protocol's time at each size: its pieces' where it bends, else its line."""
         sizes = np.asarray(sizes, dtype=float)
-        starts = np.array([-np.inf] + [h.start for h in self.hinges])
+        if not self.pieces:
+            return self.alpha + self.beta * sizes
+        starts = np.array([-np.inf] + [p.start for p in self.pieces[1:]])
         which = np.searchsorted(starts, sizes, side="right") - 1
-        alpha = np.array([self.alpha] + [h.alpha for h in self.hinges])[which]
-        beta = np.array([self.beta] + [h.beta for h in self.hinges])[which]
-        return alpha + beta * sizes
+        return np.array([p.alpha for p in self.pieces])[which] + np.array([p.beta for p in self.pieces])[which] * sizes
 
     @property
     def start(self) -> int:
@@ -110,14 +110,15 @@ class Fit:
         """The protocol name of each size."""
         return np.array([line.protocol for line in self.lines], dtype=object)[self.line_index(sizes)]
 
-    def predict(self, sizes: np.ndarray) -> np.ndarray:
-        """The fitted one-way time of each size: alpha_p + beta_p N of its protocol p (of its
-        piece where p bends)."""
+    def predict(self, sizes: np.ndarray, lines_only: bool = False) -> np.ndarray:
+        """The fitted one-way time of each size: of its protocol p's piece where p bends, else
+        alpha_p + beta_p N (lines_only: the protocols' straight lines, bends or not)."""
         sizes = np.asarray(sizes, dtype=float)
         which = self.line_index(sizes)
         out = np.empty(sizes.shape)
         for k, line in enumerate(self.lines):
-            out[which == k] = line.time(sizes[which == k])
+            here = which == k
+            out[here] = line.alpha + line.beta * sizes[here] if lines_only else line.time(sizes[here])
         return out
 
 
@@ -192,8 +193,8 @@ def find_cuts(stats: SizeStats, max_segments: int = MAX_SEGMENTS) -> List[int]:
 
 def fit(samples: Dict[int, np.ndarray], bootstrap: int = 400, level: float = 0.95, seed: int = 1,
         max_segments: int = MAX_SEGMENTS, max_hinges: int = MAX_HINGES) -> Fit:
-    """Thresholds, lines and bootstrap intervals from {size: one-way times}; then the last
-    protocol's bends (at most max_hinges; 0: none, the fit of the protocols alone)."""
+    """Thresholds, lines and bootstrap intervals from {size: one-way times}; then each
+    protocol's bends (at most max_hinges a protocol; 0: none, the fit of the protocols alone)."""
     stats = size_stats(samples)
     cuts = find_cuts(stats, max_segments)
     bounds = [0] + cuts + [len(stats.sizes)]
@@ -209,7 +210,8 @@ def fit(samples: Dict[int, np.ndarray], bootstrap: int = 400, level: float = 0.9
         (a_lo, a_hi), (b_lo, b_hi) = np.quantile(b_alpha, q), np.quantile(b_beta, q)
         lines.append(Line(name, float(alpha), float(beta), a_lo, a_hi, b_lo, b_hi, stats.sizes[part]))
     if max_hinges > 0:
-        _bend(lines[-1], slice(bounds[-2], bounds[-1]), stats, boot, level, max_hinges)
+        for line, lo, hi in zip(lines, bounds[:-1], bounds[1:]):
+            _bend(line, slice(lo, hi), stats, boot, level, max_hinges)
     result = Fit(stats, lines, None, None)
     for line, lo in zip(lines, bounds[:-1]):
         if line.protocol == "rendezvous":
@@ -220,16 +222,12 @@ def fit(samples: Dict[int, np.ndarray], bootstrap: int = 400, level: float = 0.9
 
 
 def _bend(line: Line, part: slice, stats: SizeStats, boot, level: float, max_hinges: int) -> None:
-    """The last protocol's hinges (hinge.py), on its own sizes and samples: where BIC keeps
-    some, the line becomes its first piece and the others go to line.hinges."""
+    """A protocol's hinges (hinge.py), on its own sizes and samples: where BIC keeps some, its
+    pieces go to line.pieces; its straight line (alpha, beta, the seed's parameters) stays."""
     found = fit_hinges(stats.sizes[part], stats.mean[part], stats.sigma[part], stats.n[part],
                        boot[0][:, part], boot[1][:, part], level, max_hinges)
-    if found is None:
-        return
-    first = found[0]
-    line.alpha, line.beta = first.alpha, first.beta
-    line.alpha_lo, line.alpha_hi, line.beta_lo, line.beta_hi = first.alpha_lo, first.alpha_hi, first.beta_lo, first.beta_hi
-    line.hinges = found[1:]
+    if found is not None:
+        line.pieces = found
 
 
 def _bootstrap_stats(samples, sizes, replicates: int, seed: int):

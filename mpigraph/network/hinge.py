@@ -1,39 +1,45 @@
 """Continuous bends within one protocol: where the per-byte time changes and the time does not jump.
 
 A protocol change is a jump: at S the time steps up (a handshake, a pinned buffer).  A cache
-bend is continuous: past some size the copies leave a cache level and the per-byte time rises,
-but a message one byte longer takes no longer than one byte's worth.  fit.py finds the
-protocols first (their thresholds and names as before); this module then describes the last
+bend is continuous: past some size the copies leave a cache level and the per-byte time
+changes, but a message one byte longer takes no longer than one byte's worth.  fit.py finds
+the protocols first (their thresholds and names as before); this module then describes each
 protocol's bends, if any, as hinges:
 
     t(N) = alpha + beta N + sum_j gamma_j max(0, N - H_j)          (N in the protocol)
 
     candidates  H_j on a grid: GRID points per gap between neighbouring sizes of the protocol
-                (evenly spaced in the gap, its smaller size included), GRID_TWO per gap when
-                two hinges are searched at once (the pairs grow as the square); every piece
-                (the protocol's start .. H_1, H_1 .. H_2, .. its end) holds at least MIN_PIECE
-                sizes, so that a hinge has several sizes past it: one slow size cannot bend
-                the line
+                (evenly spaced in the gap, its smaller size included); every piece (the
+                protocol's start .. H_1, H_1 .. H_2, .. its end) holds at least MIN_PIECE sizes,
+                the first at least FIRST_PIECE
     fit         per candidate the weighted least squares of the model, linear in (alpha, beta,
                 gamma_j) once the H_j are fixed, w_i = 1/sigma_i^2 as for the protocols' lines;
                 a candidate whose piece falls (a slope beta + gamma_1 + ... < 0) is out, as a
                 falling protocol line is
-    how many    h = 0, 1 .. max_hinges by BIC over the protocol's own samples:
-                chi2_h + PER_HINGE h ln n_p, n_p the samples kept at the protocol's sizes.  A
-                hinge has two parameters, its location and its slope change, but its location
-                is searched over a continuum (the best of many places), which lowers chi2 more
-                than one parameter does: PER_HINGE = 3.  The decision weighs each size with
+    search      forward selection (forward()): each step adds the hinge that lowers chi2 most
+                with the others where they are, then moves each hinge once to its best place
+                with the others fixed (refine()).  One hinge is the exhaustive search; more
+                are searched one at a time (all pairs of places grow as the square, all
+                triples as the cube).  A copy's time curves smoothly over many sizes (the
+                caches, the copy loop's chunks) and each size's mean is known to a fraction
+                of a percent (docs/network.md shows such curves): so a protocol may bend up
+                to MAX_HINGES times, and a piece after a bend may hold a single size; the
+                first piece, the protocol's own line, holds FIRST_PIECE
+    how many    h = 0, 1 .. by BIC over the protocol's own samples: chi2_h + PER_HINGE h ln
+                n_p, n_p the samples kept at the protocol's sizes.  A hinge has two
+                parameters, its location and its slope change, but its location is searched
+                over a continuum (the best of many places), which lowers chi2 more than one
+                parameter does: PER_HINGE = 3.  The decision weighs each size with
                 decision_sigma (a floor under a spread that came out far below its
-                neighbours').  On truths without a bend (tests/test_calibrate.py's, n per size
-                as calibrate takes them, 10 from 1.3 MiB on) 2 of 1020 calibrations got a
-                hinge, both at 20-60 repeats, none of 340 at the default 200; 2 ln n a hinge
-                gave 22 of 1020.  h = 0 is the protocol's plain line, exactly the fit without
-                hinges.
-    intervals   on each bootstrap replicate (the means and sigmas fit.py resampled) the same
-                number of hinges is searched again: the (1-level)/2 and (1+level)/2 quantiles of
-                each H_j and of each piece's own line (alpha, beta of the first piece; the
-                intercept a_j = alpha - sum gamma_i H_i and slope b_j = beta + sum gamma_i of
-                the piece from H_j on, i <= j)
+                neighbours').  The search stops after PATIENCE steps that did not pay.  h = 0
+                is the protocol's plain line, exactly the fit without hinges.  On truths
+                without a bend see docs/network.md for how often a hinge is found anyway
+    intervals   on each bootstrap replicate (the means and sigmas fit.py resampled) the
+                hinges are moved once more, each to its best place with the others fixed,
+                starting from the fit's: the (1-level)/2 and (1+level)/2 quantiles of each H_j
+                and of each piece's own line (alpha, beta of the first piece; the intercept
+                a_j = alpha - sum gamma_i H_i and slope b_j = beta + sum gamma_i of the piece
+                from H_j on, i <= j).  With one hinge this is the exhaustive search again
 """
 
 from dataclasses import dataclass
@@ -41,10 +47,11 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-MAX_HINGES = 2       # one bend per cache level past the protocol's start is plenty on 45 sizes
-MIN_PIECE = 3        # sizes in every piece: two for a line, one more to check it
-GRID = 16            # candidate locations per gap between two sizes (one hinge)
-GRID_TWO = 6         # the same with two hinges searched together
+MAX_HINGES = 8       # bends a protocol may get (BIC decides how many)
+PATIENCE = 2         # forward() steps in a row that may fail to pay before it stops
+MIN_PIECE = 1        # sizes in every other piece: one size may stand apart (BIC pays for its two bends)
+FIRST_PIECE = 2      # sizes in the first piece, the protocol's own line (whatif and model take it)
+GRID = 16            # candidate locations per gap between two sizes
 PER_HINGE = 3.0      # BIC parameters a hinge costs (module doc)
 FLOOR_SHARE = 0.5    # a size's spread counts as at least half the protocol's typical one (decision_sigma)
 TIME_UNIT = 1e-6     # s: the fit works in us and in sizes / the largest size (well-conditioned sums)
@@ -66,53 +73,87 @@ class Piece:
     beta_hi: float = float("nan")
 
 
-def candidates(sizes: np.ndarray, count: int, grid: int) -> np.ndarray:
-    """(T, count) hinge locations, ascending in a row, every piece at least MIN_PIECE sizes."""
+def grid_points(sizes: np.ndarray, grid: int = GRID) -> np.ndarray:
+    """GRID candidate locations per gap between neighbouring sizes, the gap's smaller size
+    included."""
     sizes = sizes.astype(float)
-    K = len(sizes)
-    points = (sizes[:-1, None] + np.diff(sizes)[:, None] * np.arange(grid) / grid).ravel()
-    below = np.repeat(np.arange(1, K), grid)          # sizes at or below each point (N <= H)
-    ok = (below >= MIN_PIECE) & (K - below >= MIN_PIECE)
-    points, below = points[ok], below[ok]
-    if count == 1:
-        return points[:, None]
-    i, j = np.triu_indices(len(points), k=1)
-    keep = below[j] - below[i] >= MIN_PIECE
-    return np.stack([points[i[keep]], points[j[keep]]], axis=1)
+    return (sizes[:-1, None] + np.diff(sizes)[:, None] * np.arange(grid) / grid).ravel()
+
+
+def valid(hinges: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """(...,) True where the hinges (..., h) ascend and every piece (the protocol's start .. H_1,
+    H_1 .. H_2, .., H_h .. its end) holds at least MIN_PIECE sizes, the first FIRST_PIECE."""
+    below = np.searchsorted(sizes.astype(float), hinges, side="right")     # sizes at or below H_j
+    edges = np.concatenate([np.zeros(hinges.shape[:-1] + (1,)), below,
+                            np.full(hinges.shape[:-1] + (1,), len(sizes))], axis=-1)
+    pieces = np.diff(edges, axis=-1)
+    return (pieces >= MIN_PIECE).all(-1) & (pieces[..., 0] >= FIRST_PIECE)
 
 
 def _solve(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, hinges: np.ndarray):
-    """(chi2, theta) per replicate and candidate: y (R, K), sigma (R, K), hinges (T, h) in x's
-    units.  chi2 is inf where a piece's slope is negative."""
-    X = [np.broadcast_to(np.ones_like(x), (len(hinges), len(x))), np.broadcast_to(x, (len(hinges), len(x)))]
-    X += [np.maximum(0.0, x[None, :] - hinges[:, j:j + 1]) for j in range(hinges.shape[1])]
-    X = np.stack(X, axis=-1)                                      # (T, K, p)
+    """(chi2, theta) per replicate and candidate: y (R, K), sigma (R, K), hinges (R, T, h),
+    each replicate's own candidates, in x's units.  chi2 is inf where a piece's slope is
+    negative."""
+    X = [np.broadcast_to(np.ones_like(x), hinges.shape[:-1] + x.shape), np.broadcast_to(x, hinges.shape[:-1] + x.shape)]
+    X += [np.maximum(0.0, x - hinges[..., j:j + 1]) for j in range(hinges.shape[-1])]
+    X = np.stack(X, axis=-1)                                      # (R, T, K, p)
     w = 1.0 / sigma ** 2                                          # (R, K)
-    A = np.einsum("rk,tkp,tkq->rtpq", w, X, X)
-    b = np.einsum("rk,rk,tkp->rtp", w, y, X)
+    A = np.einsum("rk,rtkp,rtkq->rtpq", w, X, X)
+    b = np.einsum("rk,rk,rtkp->rtp", w, y, X)
     theta = np.linalg.solve(A, b[..., None])[..., 0]              # (R, T, p)
-    residual = y[:, None, :] - np.einsum("tkp,rtp->rtk", X, theta)
-    chi2 = (w[:, None, :] * residual ** 2).sum(-1)
+    fitted = np.einsum("rtkp,rtp->rtk", X, theta)
+    chi2 = (w[:, None, :] * (y[:, None, :] - fitted) ** 2).sum(-1)
     slopes = np.cumsum(theta[..., 1:], axis=-1)
     chi2[(slopes < 0).any(-1)] = np.inf
     return chi2, theta
 
 
-def _best(x, y, sigma, count: int, grid: int):
-    """(chi2, hinges (R, count), theta (R, p)) of the best candidate per replicate."""
-    options = candidates(x, count, grid)
-    if not len(options):
-        return np.full(len(y), np.inf), None, None
-    chi = np.empty(len(y))
-    where = np.empty((len(y), count))
-    theta = np.empty((len(y), count + 2))
+def forward(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, samples: int,
+            max_hinges: int) -> List[Tuple[float, np.ndarray]]:
+    """[(chi2, hinges)] for h = 0, 1, ..: each step adds the hinge that lowers chi2 most (the
+    others where they are), then moves each hinge once to its best place with the others fixed
+    (refine).  Stops at max_hinges, where no place is left, or after PATIENCE steps in a row
+    that did not pay for themselves (BIC, choose())."""
+    points = grid_points(x)
+    hinges = np.zeros(0)
+    path = [(_solve(x, y[None, :], sigma[None, :], hinges[None, None, :])[0][0, 0], hinges)]
+    while len(path) <= max_hinges and len(path) - 1 - choose(path, samples) < PATIENCE:
+        options = np.sort(np.concatenate([np.tile(hinges, (len(points), 1)), points[:, None]], axis=1), axis=1)
+        options = options[valid(options, x)]
+        if not len(options):
+            break
+        chi = _solve(x, y[None, :], sigma[None, :], options[None])[0][0]
+        if not np.isfinite(chi.min()):
+            break
+        chi2, hinges = refine(x, y[None, :], sigma[None, :], options[int(np.argmin(chi))][None, :])
+        hinges = hinges[0]
+        path.append((float(chi2[0]), hinges))
+    return path
+
+
+def refine(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, hinges: np.ndarray):
+    """(chi2 (R,), hinges (R, h)): per replicate, each hinge in turn moved to its best grid
+    point with the others where they are (one sweep, every replicate at once)."""
+    points = grid_points(x)
+    hinges = hinges.copy()
+    chi2 = np.full(len(y), np.inf)
     for lo in range(0, len(y), CHUNK):
         part = slice(lo, lo + CHUNK)
-        c, t = _solve(x, y[part], sigma[part], options)
-        k = np.argmin(c, axis=1)
-        rows = np.arange(len(k))
-        chi[part], where[part], theta[part] = c[rows, k], options[k], t[rows, k]
-    return chi, where, theta
+        for j in range(hinges.shape[1]):
+            options = np.repeat(hinges[part, None, :], len(points), axis=1)         # (R, T, h)
+            options[:, :, j] = points
+            ok = valid(options, x)
+            # An invalid place (two hinges in one gap, a piece of too few sizes) can make the
+            # normal equations singular: it is solved at the hinges already there, then ruled out.
+            options[~ok] = np.repeat(hinges[part, None, :], len(points), axis=1)[~ok]
+            chi = _solve(x, y[part], sigma[part], options)[0]
+            chi[~ok] = np.inf
+            pick = np.argmin(chi, axis=1)
+            rows = np.arange(len(pick))
+            found = np.isfinite(chi[rows, pick])
+            hinges[part][found] = options[rows[found], pick[found]]
+            chi2[part][found] = chi[rows[found], pick[found]]
+    return chi2, hinges
 
 
 def decision_sigma(mean: np.ndarray, sigma: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -126,21 +167,16 @@ def decision_sigma(mean: np.ndarray, sigma: np.ndarray, counts: np.ndarray) -> n
     return np.maximum(sigma, FLOOR_SHARE * relative * np.abs(mean) / np.sqrt(counts))
 
 
-def choose(x: np.ndarray, mean: np.ndarray, sigma: np.ndarray, samples: int, max_hinges: int) -> int:
-    """h: the number of hinges with the smallest BIC over the protocol's samples (module doc)."""
-    bic = {}
-    for count in range(max_hinges + 1):
-        if count == 0:      # the plain line: the model without hinge columns
-            chi = _solve(x, mean[None, :], sigma[None, :], np.zeros((1, 0)))[0][0, 0]
-        else:
-            chi = _best(x, mean[None, :], sigma[None, :], count, _grid(count))[0][0]
-        if np.isfinite(chi):
-            bic[count] = chi + PER_HINGE * count * np.log(samples)
-    return min(bic, key=bic.get) if bic else 0
+def choose(path: List[Tuple[float, np.ndarray]], samples: int) -> int:
+    """h: the step of forward()'s path with the smallest BIC over the protocol's samples,
+    chi2_h + PER_HINGE h ln n_p (module doc)."""
+    bic = [chi + PER_HINGE * h * np.log(samples) for h, (chi, _) in enumerate(path)]
+    return int(np.argmin(bic)) if np.isfinite(bic).any() else 0
 
 
-def _grid(count: int) -> int:
-    return GRID if count == 1 else GRID_TWO
+def _theta(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, hinges: np.ndarray) -> np.ndarray:
+    """(R, p): each replicate's least squares with its own hinges (R, h)."""
+    return _solve(x, y, sigma, hinges[:, None, :])[1][:, 0]
 
 
 def pieces(where: np.ndarray, theta: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -159,13 +195,16 @@ def fit_hinges(sizes: np.ndarray, mean: np.ndarray, sigma: np.ndarray, counts: n
     scale = float(max(sizes.max(), 1))
     x = sizes.astype(float) / scale
     y, s = mean / TIME_UNIT, sigma / TIME_UNIT
-    count = choose(x, y, decision_sigma(y, s, counts), int(counts.sum()), max_hinges)
+    path = forward(x, y, decision_sigma(y, s, counts), int(counts.sum()), max_hinges)
+    count = choose(path, int(counts.sum()))
     if count == 0:
         return None
-    grid = _grid(count)
-    _, where, theta = _best(x, y[None, :], s[None, :], count, grid)
-    _, b_where, b_theta = _best(x, boot_means / TIME_UNIT, boot_sigmas / TIME_UNIT, count, grid)
-    return _to_pieces(where, theta, b_where, b_theta, scale, sizes[0], level)
+    # The places found with the decision's floor, moved once more with the fit's own weights.
+    _, where = refine(x, y[None, :], s[None, :], path[count][1][None, :])
+    b_y, b_s = boot_means / TIME_UNIT, boot_sigmas / TIME_UNIT
+    _, b_where = refine(x, b_y, b_s, np.repeat(where, len(b_y), axis=0))
+    return _to_pieces(where, _theta(x, y[None, :], s[None, :], where), b_where, _theta(x, b_y, b_s, b_where),
+                      scale, sizes[0], level)
 
 
 def _to_pieces(where, theta, b_where, b_theta, scale, start, level) -> List[Piece]:

@@ -15,19 +15,22 @@ One row per host-pair class and protocol:
                     empty, or the column absent (files before it existed), where there is
                     no medium row
 
-    from_bytes      empty on a protocol's row; H on a hinge row: the protocol's time bends
-                    at H bytes without a jump (hinge.py: a cache level left behind, not a new
-                    protocol), and from H on its messages take this row's alpha + beta N (the
-                    piece's own line: intercept at 0 B, continuous with the piece before at H).
-                    A hinge row has its protocol, thresholds and host pair like the others and
-                    follows its protocol's row.  Optional: a file without the column has none
+    from_bytes      empty on a protocol's row: its straight line over all its sizes (seed
+                    003's alpha and beta, what whatif and model read).  B on a piece row: where
+                    the protocol's time bends (hinge.py: no jump, a cache level left behind, not
+                    a new protocol) its time is pieces, and from B bytes on its messages take
+                    this row's alpha + beta N (the piece's own line: intercept at 0 B,
+                    continuous with the piece before).  The first piece starts where the
+                    protocol does (0, M or S).  A piece row has its protocol, thresholds and host
+                    pair like the others and follows its protocol's row.  Optional: a file
+                    without the column has none
 
 A message of N bytes takes alpha_p + beta_p N one way, p = rendezvous if N >= S, else
-medium if N >= M, else eager; where p has hinge rows, those of the row with the largest
-from_bytes <= N (p's own row below the first H).  Without a medium row this is the
-two-protocol rule, and a reader that knows only eager and rendezvous still reads S right: the
-newer columns come last and S keeps its meaning.  A reader that knows no hinges and takes a
-protocol's first row gets its line before the bend (the fit without bends was one line there).
+medium if N >= M, else eager; where p has piece rows, those of the row with the largest
+from_bytes <= N (p's own row below them all, as in files whose first piece was the protocol's
+row).  Without a medium row this is the two-protocol rule, and a reader that knows only eager
+and rendezvous still reads S right: the newer columns come last and S keeps its meaning.  A
+reader that knows no pieces and takes a protocol's first row gets its straight line.
 """
 
 import csv
@@ -41,7 +44,7 @@ from mpigraph.network import NetworkError
 
 COLUMNS = ["protocol", "latency_s", "per_byte_s", "latency_lo_s", "latency_hi_s", "per_byte_lo_s",
            "per_byte_hi_s", "threshold_bytes", "host_pair", "medium_bytes", "from_bytes"]
-REQUIRED = COLUMNS[:-2]      # medium_bytes, from_bytes came later: without them no medium row, no hinge
+REQUIRED = COLUMNS[:-2]      # medium_bytes, from_bytes came later: without them no medium row, no piece
 PROTOCOLS = ("eager", "medium", "rendezvous")
 HOST_PAIRS = ("same-host", "other-host")
 
@@ -78,17 +81,17 @@ class NetworkParams:
                 return row
         raise KeyError("no %s row for %s" % (protocol, host_pair))
 
-    def hinges(self, protocol: str, host_pair: Optional[str] = None) -> List[ProtocolParams]:
-        """protocol's hinge rows on host_pair, by where they start (from_bytes)."""
+    def pieces(self, protocol: str, host_pair: Optional[str] = None) -> List[ProtocolParams]:
+        """protocol's piece rows on host_pair, by where they start (from_bytes)."""
         host_pair = host_pair or self.default_host_pair()
         mine = [r for r in self.rows if r.protocol == protocol and r.host_pair == host_pair and r.from_bytes is not None]
         return sorted(mine, key=lambda r: r.from_bytes)
 
     def line(self, protocol: str, nbytes, host_pair: Optional[str] = None):
-        """(alpha, beta) per size on protocol's line: its row's, or past a hinge H that hinge
-        row's (the largest from_bytes <= N)."""
+        """(alpha, beta) per size on protocol's time: of its piece row with the largest
+        from_bytes <= N, or its own row (its straight line) where it has none."""
         nbytes = np.asarray(nbytes, dtype=float)
-        pieces = [self.get(protocol, host_pair)] + self.hinges(protocol, host_pair)
+        pieces = [self.get(protocol, host_pair)] + self.pieces(protocol, host_pair)
         starts = np.array([-np.inf] + [r.from_bytes for r in pieces[1:]])
         which = np.searchsorted(starts, nbytes, side="right") - 1
         return (np.array([r.latency_s for r in pieces])[which], np.array([r.per_byte_s for r in pieces])[which])
@@ -159,7 +162,7 @@ def read_params(path: str) -> NetworkParams:
     if not any(r.protocol == "eager" and r.from_bytes is None for r in rows):
         raise NetworkError("%s has no eager row: every calibration has one (mpigraph calibrate)" % path)
     _check_thresholds(rows, path)
-    _check_hinges(rows, path)
+    _check_pieces(rows, path)
     return NetworkParams(rows)
 
 
@@ -179,9 +182,9 @@ def _check_thresholds(rows: List[ProtocolParams], path: str) -> None:
                                "or calibrate again" % (path, pair, M, S))
 
 
-def _check_hinges(rows: List[ProtocolParams], path: str) -> None:
-    """A hinge row needs its protocol's row on its host pair, and lies inside the protocol:
-    above where it starts (0, M or S), below where the next one starts, one row a size."""
+def _check_pieces(rows: List[ProtocolParams], path: str) -> None:
+    """A piece row needs its protocol's row on its host pair, and lies inside the protocol:
+    from where it starts (0, M or S), below where the next one starts, one row a size."""
     for pair in HOST_PAIRS:
         mine = [r for r in rows if r.host_pair == pair]
         for protocol in PROTOCOLS:
@@ -189,12 +192,12 @@ def _check_hinges(rows: List[ProtocolParams], path: str) -> None:
             if not at:
                 continue
             lo, hi = _span(mine, protocol)
-            if lo is None or len(set(at)) < len(at) or not all(lo < h and (hi is None or h < hi) for h in at):
-                raise NetworkError("%s, %s: the %s rows with from_bytes (bends at %s B) need a %s row with "
-                                   "from_bytes empty, and each a different from_bytes between where %s starts "
-                                   "(%s B) and where the next protocol starts (%s): empty from_bytes means no "
-                                   "bend; calibrate again" % (path, pair, protocol, at, protocol, protocol, lo,
-                                                              "%s B" % hi if hi is not None else "none"))
+            if lo is None or len(set(at)) < len(at) or not all(lo <= h and (hi is None or h < hi) for h in at):
+                raise NetworkError("%s, %s: the %s rows with from_bytes (pieces from %s B) need a %s row with "
+                                   "from_bytes empty, and each a different from_bytes from where %s starts "
+                                   "(%s B) to below where the next protocol starts (%s): empty from_bytes is the "
+                                   "protocol's line; calibrate again" % (path, pair, protocol, at, protocol, protocol,
+                                                                         lo, "%s B" % hi if hi is not None else "none"))
 
 
 def _span(rows: List[ProtocolParams], protocol: str):
