@@ -514,3 +514,12 @@ def test_real_calibrate_with_one_protocol_at_most(tmp_path, wheel):
 def test_calibrate_needs_two_ranks(tmp_path):
     result = mpi_env.mpigraph(["calibrate", "--out", tmp_path / "p.csv", "--sizes", "0,8,64,512"])
     assert result.returncode == 2 and "mpiexec -n 2" in result.stderr
+
+
+@pytest.mark.parametrize("option, value", [("--bootstrap", "0"), ("--repeats", "0"), ("--max-hinges", "-1")])
+def test_calibrate_refuses_counts_below_their_least(tmp_path, wheel, option, value):
+    """Said before any ping-pong, in one line, and no file written."""
+    out = tmp_path / "p.csv"
+    result = mpi_env.mpigraph(["calibrate", "--out", out, "--sizes", "0,8,64,512", option, value], nprocs=2, mpi=wheel)
+    assert result.returncode == 2 and "%s %s: give" % (option, value) in result.stderr and not out.exists()
+    assert "Traceback" not in result.stderr

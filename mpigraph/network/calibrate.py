@@ -237,6 +237,9 @@ def main(out: str, sizes: List[int], repeats: int, bootstrap: int = 400, seed: i
     if comm.Get_size() < 2:
         raise NetworkError("calibrate needs two ranks or more: mpiexec -n 2 mpigraph calibrate "
                            "(on two nodes for the network, e.g. mpiexec -n 2 -ppn 1)")
+    for name, value, least in (("--repeats", repeats, 1), ("--bootstrap", bootstrap, 1), ("--max-hinges", max_hinges, 0)):
+        if value < least:
+            raise NetworkError("calibrate %s %d: give %d or more" % (name, value, least))
     samples = measure(comm, sizes, repeats)
     if comm.Get_rank() != 0:
         return 0
@@ -250,7 +253,7 @@ def main(out: str, sizes: List[int], repeats: int, bootstrap: int = 400, seed: i
     # Beside the fit, the switch points the MPI itself was configured with: a fitted jump near
     # one of them is that protocol, one far from all of them more likely a cache step.
     print("\n" + mpit.settings_text())
-    print("\nwrote %s (one-way time = latency_s + per_byte_s * bytes, per protocol; past a bend, its row with "
-          "from_bytes)" % os.path.abspath(out))
+    print("\nwrote %s (one-way time = latency_s + per_byte_s * bytes, per protocol; where it bends, the row of "
+          "the piece with the largest from_bytes <= bytes)" % os.path.abspath(out))
     sys.stdout.flush()
     return 0
