@@ -98,10 +98,11 @@ def _solve(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, hinges: np.ndarray):
     X += [np.maximum(0.0, x - hinges[..., j:j + 1]) for j in range(hinges.shape[-1])]
     X = np.stack(X, axis=-1)                                      # (R, T, K, p)
     w = 1.0 / sigma ** 2                                          # (R, K)
-    A = np.einsum("rk,rtkp,rtkq->rtpq", w, X, X)
-    b = np.einsum("rk,rk,rtkp->rtp", w, y, X)
-    theta = np.linalg.solve(A, b[..., None])[..., 0]              # (R, T, p)
-    fitted = np.einsum("rtkp,rtp->rtk", X, theta)
+    Xw = X * w[:, None, :, None]
+    A = np.swapaxes(Xw, -1, -2) @ X                               # (R, T, p, p): X' W X
+    b = np.swapaxes(Xw, -1, -2) @ np.broadcast_to(y[:, None, :, None], X.shape[:-1] + (1,))
+    theta = np.linalg.solve(A, b)[..., 0]                         # (R, T, p)
+    fitted = (X @ theta[..., None])[..., 0]
     chi2 = (w[:, None, :] * (y[:, None, :] - fitted) ** 2).sum(-1)
     slopes = np.cumsum(theta[..., 1:], axis=-1)
     chi2[(slopes < 0).any(-1)] = np.inf
@@ -140,12 +141,16 @@ def refine(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, hinges: np.ndarray):
     for lo in range(0, len(y), CHUNK):
         part = slice(lo, lo + CHUNK)
         for j in range(hinges.shape[1]):
-            options = np.repeat(hinges[part, None, :], len(points), axis=1)         # (R, T, h)
-            options[:, :, j] = points
+            # Only the places between its neighbours (in some replicate) can be valid.
+            left = hinges[part, j - 1].min() if j > 0 else -np.inf
+            right = hinges[part, j + 1].max() if j + 1 < hinges.shape[1] else np.inf
+            near = points[(points > left) & (points < right)]
+            options = np.repeat(hinges[part, None, :], len(near), axis=1)           # (R, T, h)
+            options[:, :, j] = near
             ok = valid(options, x)
             # An invalid place (two hinges in one gap, a piece of too few sizes) can make the
             # normal equations singular: it is solved at the hinges already there, then ruled out.
-            options[~ok] = np.repeat(hinges[part, None, :], len(points), axis=1)[~ok]
+            options[~ok] = np.repeat(hinges[part, None, :], len(near), axis=1)[~ok]
             chi = _solve(x, y[part], sigma[part], options)[0]
             chi[~ok] = np.inf
             pick = np.argmin(chi, axis=1)
