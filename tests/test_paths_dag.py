@@ -99,7 +99,11 @@ def check_local_exits(seed, n, lo, straight, outside):
     assert walk.local_exits(nxt, lo, hi, sink).tolist() == exits_one_at_a_time(nxt, lo, hi, sink)
 
 
-def test_chained_entries_cross_hubs_and_stop_at_the_end():
+@pytest.mark.parametrize("kernel", ["c", "off"])
+def test_chained_entries_cross_hubs_and_stop_at_the_end(kernel, monkeypatch):
+    monkeypatch.setenv("MPIGRAPH_PATH_KERNEL", kernel)
+    assert (dag.chain_entries(np.zeros(1, np.int64), np.zeros(1, np.int64), 0, np.zeros(0, np.int64), 1, NO_NEXT)
+            is None) == (kernel == "off")
     # Runs: 0 exits to 10 (another rank's), 10 to hub 100 (after it: 20), 20 to the end.
     entry, exit_ = np.array([0, 10, 20, 30]), np.array([10, 100, NO_NEXT, 0])
     after_hub = np.array([20])
@@ -108,3 +112,24 @@ def test_chained_entries_cross_hubs_and_stop_at_the_end():
     # An exit that is no entry anywhere ends the chain there (the path then fails to reach the
     # sink, which the caller reports).
     assert walk._chain_entries(entry, np.array([11, 100, NO_NEXT, 0]), 0, after_hub, 100).tolist() == [0]
+    # A start that is no entry: an empty chain; a cycle of entries: each entry at most once a turn.
+    assert walk._chain_entries(entry, exit_, 5, after_hub, 100).tolist() == []
+    assert walk._chain_entries(entry, np.array([10, 0, NO_NEXT, 0]), 0, after_hub, 100).tolist() == [0, 10, 0, 10]
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 200), hubs=st.integers(0, 5))
+def test_chained_entries_in_c_are_the_loops(seed, n, hubs):
+    """Random sorted entries whose exits are other entries, ids that are none, hubs (whose next
+    vertex is an entry, NO_NEXT or none) or NO_NEXT: the C chain and the Python loop agree."""
+    rng = np.random.default_rng(seed)
+    n_rank = 10 * n
+    entry = np.unique(rng.integers(0, n_rank, n))
+    choices = np.concatenate([entry, rng.integers(0, n_rank, 3), n_rank + np.arange(hubs), [NO_NEXT]])
+    exit_ = rng.choice(choices, len(entry)).astype(np.int64)
+    after_hub = rng.choice(np.concatenate([entry, [NO_NEXT, n_rank - 1]]), hubs).astype(np.int64)
+    start = int(rng.choice(entry))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MPIGRAPH_PATH_KERNEL", "off")
+        loop = walk._chain_entries(entry, exit_, start, after_hub, n_rank).tolist()
+    assert dag.chain_entries(entry, exit_, start, after_hub, n_rank, NO_NEXT).tolist() == loop

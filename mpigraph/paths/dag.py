@@ -10,11 +10,12 @@ integers (int64 sums, exact, where csgraph sums in float64); next[] follows from
 shared pass, so the path is the same too.
 
 run_exits() is the distributed walk's (``walk.local_exits``) in one pass: where each vertex's run
-along next[] leaves an analysis rank's vertices.
+along next[] leaves an analysis rank's vertices; chain_entries() its chain of the runs' entries
+on rank 0 (``walk._chain_entries``), a run at a time without Python's per-step cost.
 
-Both return None where the kernel cannot be used (no C compiler, or MPIGRAPH_PATH_KERNEL=off,
+Each returns None where the kernel cannot be used (no C compiler, or MPIGRAPH_PATH_KERNEL=off,
 a test setting), and search() also where the part of the graph it reaches has a cycle; the
-callers then use csgraph's Dijkstra and numpy's pointer jumping.
+callers then use csgraph's Dijkstra, numpy's pointer jumping and a Python loop.
 """
 
 import ctypes
@@ -114,6 +115,35 @@ void run_exits(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64
             exits[stack[--top]] = x;
     }
 }
+
+/* The runs' entries on the path, in order, into path (n int64): from start, each entry's run
+ * hands over at its exit (exit_[i] of entry[i], entry sorted), past a hub (an id n_rank or
+ * above) at the vertex after it; up to an exit no_next or one that is no entry.  Returns how
+ * many. */
+int64_t chain_entries(int64_t n, const int64_t *entry, const int64_t *exit_, int64_t start,
+                      const int64_t *after_hub, int64_t n_rank, int64_t no_next, int64_t *path)
+{
+    int64_t count = 0, v = start;
+    while (count < n) {
+        int64_t lo = 0, hi = n;
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (entry[mid] < v)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == n || entry[lo] != v)
+            break;
+        path[count++] = v;
+        v = exit_[lo];
+        if (v != no_next && v >= n_rank)
+            v = after_hub[v - n_rank];
+        if (v == no_next)
+            break;
+    }
+    return count;
+}
 """
 
 CDEF = """
@@ -125,6 +155,8 @@ int64_t dag_search64(int64_t n, const int64_t *indptr, const int64_t *indices, c
                      int32_t *indeg, int64_t *order);
 void run_exits(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64_t *nxt, int64_t *exits,
                int64_t *stack);
+int64_t chain_entries(int64_t n, const int64_t *entry, const int64_t *exit_, int64_t start,
+                      const int64_t *after_hub, int64_t n_rank, int64_t no_next, int64_t *path);
 """
 
 _KERNEL = ckernel.Kernel("path-kernel", SOURCE, CDEF, "MPIGRAPH_PATH_KERNEL", "off")
@@ -132,7 +164,8 @@ _KERNEL = ckernel.Kernel("path-kernel", SOURCE, CDEF, "MPIGRAPH_PATH_KERNEL", "o
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
 _SEARCH_ARGS = (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _PTR])
 _FUNCTIONS = {"dag_search32": _SEARCH_ARGS, "dag_search64": _SEARCH_ARGS,
-              "run_exits": (None, [_I64, _I64, _I64, _I64, _PTR, _PTR, _PTR])}
+              "run_exits": (None, [_I64, _I64, _I64, _I64, _PTR, _PTR, _PTR]),
+              "chain_entries": (_I64, [_I64, _PTR, _PTR, _I64, _PTR, _I64, _I64, _PTR])}
 
 
 def _library():
@@ -179,3 +212,18 @@ def run_exits(nxt, lo, n, sink, no_next):
     stack = np.empty(n, np.int64)
     lib.run_exits(n, lo, sink, no_next, nxt.ctypes.data, exits.ctypes.data, stack.ctypes.data)
     return exits
+
+
+def chain_entries(entry, exit_, start, after_hub, n_rank_vertices, no_next):
+    """``walk._chain_entries`` in one C loop (a binary search of the sorted entries per run on
+    the path); None where the kernel cannot be used."""
+    lib = _library()
+    if lib is None:
+        return None
+    entry = np.ascontiguousarray(entry, np.int64)
+    exit_ = np.ascontiguousarray(exit_, np.int64)
+    after_hub = np.ascontiguousarray(after_hub, np.int64)
+    path = np.empty(len(entry), np.int64)
+    count = lib.chain_entries(len(entry), entry.ctypes.data, exit_.ctypes.data, int(start), after_hub.ctypes.data,
+                              n_rank_vertices, no_next, path.ctypes.data)
+    return path[:count].copy()

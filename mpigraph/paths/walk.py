@@ -277,7 +277,12 @@ def _chain_entries(entry, exit_, start, after_hub, n_rank_vertices):
     """The entries from `start` along their exits (sorted `entry`, `exit_` of each), across
     hubs, up to an exit NO_NEXT or an entry not in the table: a step per run on the path, each
     a search of the sorted entries (most entries are off the path: a pipelined program's
-    runs hand over at every message, and the path takes a few of them)."""
+    runs hand over at every message, and the path takes a few of them).  In C where the path
+    kernel runs (``dag.chain_entries``): a pipelined program's path has hundreds of thousands of
+    runs, seconds of this loop on rank 0 while the other ranks wait."""
+    chained = dag.chain_entries(entry, exit_, start, after_hub, n_rank_vertices, NO_NEXT)
+    if chained is not None:
+        return chained
     path, v = [], start
     for _ in range(len(entry)):
         i = int(np.searchsorted(entry, v))
