@@ -379,20 +379,11 @@ class _RunTable:
         dist[v] of consecutive u and v (across a hub too: dist[H] = dist[v]), but dist[u] where
         u's run ends at a hub with splits (the end of u's piece, at distance 0); 0 at the sink."""
         first = np.concatenate(([0], np.cumsum(self.length)))
-        run_of = dict(zip(self.entry.tolist(), range(len(self.entry))))
-        exits = self.exit.tolist()
-        order, v = [], start
-        for _ in range(len(self.entry) + 1):
-            if v not in run_of:
-                break
-            i = run_of[v]
-            order.append(i)
-            v = exits[i]
-            if v == NO_NEXT:
-                break
-            if v >= n_rank_vertices:
-                v = int(after_hub[v - n_rank_vertices])
-        order = np.array(order, np.int64)
+        # The runs in path order: their entries chained as the ranks' were (one run an entry).
+        by_entry = np.argsort(self.entry, kind="stable")
+        entries = self.entry[by_entry]
+        chained = _chain_entries(entries, self.exit[by_entry], start, after_hub, n_rank_vertices)
+        order = by_entry[np.searchsorted(entries, chained)]
         rows = arrays.ranges(first[order], first[order + 1] - 1)
         if not len(rows) or self.vertices[rows[-1]] != sink:
             raise ValueError("the path from vertex %d does not reach the sink %d" % (start, sink))
