@@ -3,9 +3,12 @@ serial reference computed on rank 0 alone.  Started by test_paths_mpi.py; exits 
 
     mpiexec -n 3 python tests/path_mpi_check.py [--gather-after ROUNDS] [--delta-stepping-joins]
                                                 [--distances-only] [--small-chunks]
+                                                [--researched-joins-only] [--researched-share S]
 
 --gather-after sets parallel-dijkstra's rounds before its search of the parts joined on rank 0
 (parallel_dijkstra.rounds_before_joining): 0 at once, 1 after one round of offers.
+--researched-joins-only leaves parallel-dijkstra one reason to join: a round after the first
+that lowered more than parallel_dijkstra.RESEARCHED_SHARE of the distances (--researched-share).
 --delta-stepping-joins makes the delta-stepping algorithms give up their light phases at once
 for that joined search (delta_stepping.seconds_before_joining: 0 s).
 --small-chunks makes next[]'s pass take 3 edges a chunk (labels.CHUNK_EDGES) and exchange the
@@ -140,6 +143,12 @@ def main():
     if "--gather-after" in sys.argv:
         rounds = int(sys.argv[sys.argv.index("--gather-after") + 1])
         parallel_dijkstra.rounds_before_joining = lambda n_analysis: rounds
+    if "--researched-joins-only" in sys.argv:
+        # No join by count or time: only after a round that lowered most distances again.
+        parallel_dijkstra.rounds_before_joining = lambda n_analysis: 10**9
+        parallel_dijkstra.seconds_before_joining = lambda n_elements: float("inf")
+    if "--researched-share" in sys.argv:
+        parallel_dijkstra.RESEARCHED_SHARE = float(sys.argv[sys.argv.index("--researched-share") + 1])
     if "--delta-stepping-joins" in sys.argv:
         delta_stepping.seconds_before_joining = lambda n_elements: 0.0
     if "--small-chunks" in sys.argv:

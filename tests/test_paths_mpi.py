@@ -59,6 +59,19 @@ def test_parallel_dijkstra_joined_on_rank_0_equals_the_serial_reference(ranks, g
     assert joined >= (40 if gather_after == 0 else 1), stdout
 
 
+@pytest.mark.parametrize("share, joins", [("0.5", True), ("1.0", False)])
+def test_parallel_dijkstra_joins_after_a_round_that_searched_most_of_the_graph_again(share, joins):
+    """Without the join by rounds or time: a round after the first that lowered more than half
+    of the distances again (the cases whose path changes rank at every step) hands over to the
+    joined search, and the paths are the reference's; a share of 1 (never) joins nothing."""
+    returncode, stdout, stderr = mpi_env.run_guarded(
+        [sys.executable, CHECK, "--researched-joins-only", "--researched-share", share], 3)
+    assert returncode == 0, stdout[-4000:] + stderr[-4000:]
+    assert stdout.count("all 8 equal") == N_CASES, stdout
+    joined = int(stdout.split("searches of the parts joined on rank 0: ")[1].split()[0])
+    assert (joined > 0) == joins, stdout
+
+
 def test_rounds_and_phases_go_on_when_the_joined_graph_does_not_fit():
     """With no memory to spare on rank 0 the parts are not joined there: parallel-dijkstra's rounds
     and parallel-delta-stepping's light phases find the distances."""

@@ -28,7 +28,8 @@ counting edges into sinks), plus one.  With splits on (the default) a path cross
 piece, so few rounds; with splits off, hubs (owned round robin) are crossed
 once per piece, and a pipelined program's path (a message per row) crosses
 thousands of times, each round searching everything upstream again.  So after
-``rounds_before_joining`` rounds, or once the rounds have taken as long as that search
+``rounds_before_joining`` rounds, after a round that lowered most vertices' distances
+again (``RESEARCHED_SHARE``), or once the rounds have taken as long as that search
 would (``seconds_before_joining``), the rest is one search on analysis rank 0 of
 the parts' searched graphs joined by the crossing edges (``_JoinedSearch``), when
 that fits rank 0's node; else the rounds go on.  next[] comes from the final
@@ -82,11 +83,13 @@ def _distances(comm, g, split, heartbeat=None):
     rounds = 0
     join_at = rounds_before_joining(comm.Get_size())
     join_after_s = seconds_before_joining(joined.n_vertices + joined.n_edges)
-    started, asked = time.perf_counter(), False
+    n_all = comm.allreduce(n)
+    started, asked, researched = time.perf_counter(), False, False
     while True:
-        # After join_at rounds, or once the rounds have taken as long as the joined search would
-        # (the slowest rank's clock, so that all decide alike), it takes over if it fits.
-        if not asked and (rounds == join_at or (rounds and comm.allreduce(
+        # After join_at rounds, after a round that searched most of the graph again, or once the
+        # rounds have taken as long as the joined search would (the slowest rank's clock, so
+        # that all decide alike), it takes over if it fits.
+        if not asked and (rounds == join_at or researched or (rounds and comm.allreduce(
                 time.perf_counter() - started, op=MPI.MAX) >= join_after_s)):
             asked = True
             if joined.fits():
@@ -108,6 +111,8 @@ def _distances(comm, g, split, heartbeat=None):
             changed[sinks] = False      # their offers went out before the search
         sources, offsets = sources[:0], offsets[:0]
         rounds += 1
+        if rounds >= 2:      # the first round lowers every distance it reaches
+            researched = comm.allreduce(int(np.count_nonzero(changed))) > RESEARCHED_SHARE * n_all
         if heartbeat is not None and heartbeat.due():
             heartbeat.tick(rounds, "rounds", "%d vertices improved on analysis rank 0" % int(changed.sum()))
     return dist, rounds
@@ -166,6 +171,14 @@ def seconds_before_joining(n_elements):
     """Seconds of rounds (or light phases) after which the rest is one joined search; at least
     a second, so that a small search's course does not hang on a few milliseconds."""
     return max(1.0, n_elements * JOINED_SECONDS_PER_ELEMENT)
+
+
+# A round after the first that still lowered more than this share of all vertices' distances
+# searched most of the graph again: the path crosses between the ranks at nearly every step (a
+# pipelined program: PRK p2p's second, third and fourth rounds lowered 97%, 67% and 51%), and
+# the rounds would go on for as many crossings, each about a part's search; the joined search
+# then takes over at once.  A bulk-synchronous run's second round lowers next to none.
+RESEARCHED_SHARE = 0.5
 
 
 def rounds_before_joining(n_analysis):
