@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from mpigraph.paths import dag, dijkstra, walk
+from mpigraph.util import arrays
 from mpigraph.paths.labels import NO_NEXT
 from mpigraph.paths.model import INF
 
@@ -133,3 +134,41 @@ def test_chained_entries_in_c_are_the_loops(seed, n, hubs):
         patch.setenv("MPIGRAPH_PATH_KERNEL", "off")
         loop = walk._chain_entries(entry, exit_, start, after_hub, n_rank).tolist()
     assert dag.chain_entries(entry, exit_, start, after_hub, n_rank, NO_NEXT).tolist() == loop
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 120), lo=st.integers(0, 40),
+       straight=st.sampled_from([0.0, 0.5, 0.9, 1.0]), outside=st.sampled_from([0.0, 0.1, 0.5]),
+       n_entries=st.integers(0, 4))
+def test_walked_runs_in_c_are_follows(seed, n, lo, straight, outside, n_entries):
+    """The distributed walk's runs in C (dag.walk_runs) against ``follow`` run by run, on next[]
+    as in test_local_exits: the same exit and length, and the same vertices where the run is no
+    cycle (a cycle's run ends NO_NEXT in both, where the path then fails to reach the sink).
+    Runs that overlap beyond the room of the range and the entries give None (the Python walk)."""
+    rng = np.random.default_rng(seed)
+    hi = lo + n
+    ids = np.arange(lo, hi)
+    nxt = np.where(rng.random(n) < straight, ids + 1, rng.integers(lo, hi, n))
+    away = rng.random(n) < outside
+    nxt[away] = rng.choice([hi + 7, 10**6, NO_NEXT], int(away.sum()))
+    nxt = nxt.astype(np.int64)
+    sink = int(rng.integers(lo, hi + 2))
+    entries = rng.choice(ids, min(n_entries, n), replace=False).astype(np.int64)
+    walked = dag.walk_runs(nxt, lo, n, sink, NO_NEXT, entries)
+    runs = []
+    for v in entries.tolist():
+        firsts, lasts = [], []
+        exit_ = walk.follow(nxt, lo, v, hi, sink, firsts, lasts)
+        runs.append((exit_, arrays.ranges(np.array(firsts, np.int64), np.array(lasts, np.int64)).tolist()))
+    if walked is None:
+        assert sum(len(vertices) for _, vertices in runs) > n + len(entries)
+        return
+    exits, lengths, vertices = walked
+    assert exits.tolist() == [exit_ for exit_, _ in runs]
+    starts = np.concatenate(([0], np.cumsum(lengths)))
+    for i, (exit_, expected) in enumerate(runs):
+        mine = vertices[starts[i]:starts[i + 1]].tolist()
+        if len(set(expected)) == len(expected):          # no cycle
+            assert mine == expected
+        else:
+            assert exit_ == NO_NEXT and len(mine) > n

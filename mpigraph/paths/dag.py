@@ -10,8 +10,9 @@ integers (int64 sums, exact, where csgraph sums in float64); next[] follows from
 shared pass, so the path is the same too.
 
 run_exits() is the distributed walk's (``walk.local_exits``) in one pass: where each vertex's run
-along next[] leaves an analysis rank's vertices; chain_entries() its chain of the runs' entries
-on rank 0 (``walk._chain_entries``), a run at a time without Python's per-step cost.
+along next[] leaves an analysis rank's vertices; walk_runs() its runs on the path, on each rank
+(``walk._Runs``); chain_entries() their entries' chain on rank 0 (``walk._chain_entries``): a
+run at a time, without Python's cost per run.
 
 Each returns None where the kernel cannot be used (no C compiler, or MPIGRAPH_PATH_KERNEL=off,
 a test setting), and search() also where the part of the graph it reaches has a cycle; the
@@ -116,6 +117,43 @@ void run_exits(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64
     }
 }
 
+/* Each entry's run along next[] through the vertices lo .. lo + n - 1 (next of v: nxt[v - lo]):
+ * its vertices, one run after another, into vertices (room for cap), its length and its exit:
+ * the vertex after its last, out of the range, or no_next after the sink, at a dead end or on a
+ * cycle (a run longer than the range).  Returns how many vertices, or -1 when cap is short. */
+int64_t walk_runs(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64_t *nxt,
+                  int64_t n_entries, const int64_t *entries, int64_t *exits, int64_t *lengths,
+                  int64_t *vertices, int64_t cap)
+{
+    int64_t k = 0;
+    for (int64_t i = 0; i < n_entries; i++) {
+        int64_t v = entries[i], count = 0, x;
+        while (1) {
+            if (k == cap)
+                return -1;
+            vertices[k++] = v;
+            count++;
+            if (v == sink) {
+                x = no_next;
+                break;
+            }
+            int64_t w = nxt[v - lo];
+            if (w == no_next || w < lo || w >= lo + n) {
+                x = w;
+                break;
+            }
+            if (count > n) {
+                x = no_next;
+                break;
+            }
+            v = w;
+        }
+        exits[i] = x;
+        lengths[i] = count;
+    }
+    return k;
+}
+
 /* The runs' entries on the path, in order, into path (n int64): from start, each entry's run
  * hands over at its exit (exit_[i] of entry[i], entry sorted), past a hub (an id n_rank or
  * above) at the vertex after it; up to an exit no_next or one that is no entry.  Returns how
@@ -157,6 +195,9 @@ void run_exits(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64
                int64_t *stack);
 int64_t chain_entries(int64_t n, const int64_t *entry, const int64_t *exit_, int64_t start,
                       const int64_t *after_hub, int64_t n_rank, int64_t no_next, int64_t *path);
+int64_t walk_runs(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64_t *nxt,
+                  int64_t n_entries, const int64_t *entries, int64_t *exits, int64_t *lengths,
+                  int64_t *vertices, int64_t cap);
 """
 
 _KERNEL = ckernel.Kernel("path-kernel", SOURCE, CDEF, "MPIGRAPH_PATH_KERNEL", "off")
@@ -165,7 +206,8 @@ _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
 _SEARCH_ARGS = (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _PTR])
 _FUNCTIONS = {"dag_search32": _SEARCH_ARGS, "dag_search64": _SEARCH_ARGS,
               "run_exits": (None, [_I64, _I64, _I64, _I64, _PTR, _PTR, _PTR]),
-              "chain_entries": (_I64, [_I64, _PTR, _PTR, _I64, _PTR, _I64, _I64, _PTR])}
+              "chain_entries": (_I64, [_I64, _PTR, _PTR, _I64, _PTR, _I64, _I64, _PTR]),
+              "walk_runs": (_I64, [_I64, _I64, _I64, _I64, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _I64])}
 
 
 def _library():
@@ -227,3 +269,20 @@ def chain_entries(entry, exit_, start, after_hub, n_rank_vertices, no_next):
     count = lib.chain_entries(len(entry), entry.ctypes.data, exit_.ctypes.data, int(start), after_hub.ctypes.data,
                               n_rank_vertices, no_next, path.ctypes.data)
     return path[:count].copy()
+
+
+def walk_runs(nxt, lo, n, sink, no_next, entries):
+    """(exits, lengths, vertices): ``walk._Runs.walk``'s runs in one C loop, each entry's run
+    along next[] through the vertices lo .. lo + n - 1; None where the kernel cannot be used or
+    the runs hold more vertices than the range and the entries (they overlap: cycles)."""
+    lib = _library()
+    if lib is None:
+        return None
+    nxt = np.ascontiguousarray(nxt[:n], np.int64)
+    entries = np.ascontiguousarray(entries, np.int64)
+    exits, lengths = np.empty(len(entries), np.int64), np.empty(len(entries), np.int64)
+    cap = n + len(entries)
+    vertices = np.empty(cap, np.int64)
+    k = lib.walk_runs(n, lo, sink, no_next, nxt.ctypes.data, len(entries), entries.ctypes.data, exits.ctypes.data,
+                      lengths.ctypes.data, vertices.ctypes.data, cap)
+    return None if k < 0 else (exits, lengths, vertices[:k].copy())

@@ -320,34 +320,38 @@ class _Runs:
 
     A run holds its vertices, their time, func and dist; its exit is the
     vertex after its last one (a hub, a vertex of another rank, or NO_NEXT
-    after the sink or a dead end).  Its vertices are kept as straight runs (first, last), and
-    made for all runs at once when gathered.
-    """
+    after the sink or a dead end).  In C where the path kernel runs (``dag.walk_runs``): a
+    pipelined program's path is hundreds of thousands of runs of a few vertices, a second or
+    more of Python steps on the rank the path stays on longest, while the others wait."""
 
     def __init__(self, g, labels):
         self.g, self.nxt, self.dist = g, labels.next, labels.dist
-        self.entry, self.exit, self.firsts, self.lasts, self.straight_runs = [], [], [], [], []
 
     def walk(self, entries):
         """Walk a run from each entry (this rank's vertices)."""
-        g, nxt = self.g, self.nxt
-        for v in entries.tolist():
-            before = len(self.firsts)
-            self.entry.append(v)
-            self.exit.append(follow(nxt, g.lo, v, g.hi, g.sink, self.firsts, self.lasts))
-            self.straight_runs.append(len(self.firsts) - before)
+        g = self.g
+        self.entry = np.asarray(entries, np.int64)
+        walked = dag.walk_runs(self.nxt, g.lo, g.hi - g.lo, g.sink, NO_NEXT, self.entry)
+        self.exit, self.length, self.vertices = walked if walked is not None else self._walk_in_python()
+
+    def _walk_in_python(self):
+        """(exits, lengths, vertices) by ``follow``: its straight runs made at once."""
+        g, exits, firsts, lasts, straight_runs = self.g, [], [], [], []
+        for v in self.entry.tolist():
+            before = len(firsts)
+            exits.append(follow(self.nxt, g.lo, v, g.hi, g.sink, firsts, lasts))
+            straight_runs.append(len(firsts) - before)
+        firsts, lasts = np.array(firsts, np.int64), np.array(lasts, np.int64)
+        # Each run's length: its straight runs' lengths added up (a run has at least one).
+        straight = np.array(straight_runs, np.int64)
+        lengths = np.add.reduceat(lasts - firsts + 1, np.cumsum(straight) - straight) if len(straight) else straight
+        return np.array(exits, np.int64), lengths, arrays.ranges(firsts, lasts)
 
     def gather(self, comm):
         """Every rank's runs on rank 0 as one _RunTable (None elsewhere)."""
-        g = self.g
-        firsts, lasts = np.array(self.firsts, np.int64), np.array(self.lasts, np.int64)
-        vertices = arrays.ranges(firsts, lasts)
-        index = vertices - g.lo
-        # Each run's length: its straight runs' lengths added up (a run has at least one).
-        straight = np.array(self.straight_runs, np.int64)
-        lengths = np.add.reduceat(lasts - firsts + 1, np.cumsum(straight) - straight) if len(straight) else straight
-        mine = [np.array(self.entry, np.int64), np.array(self.exit, np.int64), lengths, vertices,
-                g.time[index], g.func[index], self.dist[index]]
+        index = self.vertices - self.g.lo
+        mine = [self.entry, self.exit, self.length, self.vertices, self.g.time[index], self.g.func[index],
+                self.dist[index]]
         # A Gatherv per column: a pipelined program's path is millions of vertices, which a
         # pickled gather would copy twice more.
         columns = [gather.gatherv(comm, column) for column in mine]
