@@ -19,6 +19,7 @@ from mpigraph.comm import meter, parallel
 from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.paths import segments as cp
 from mpigraph.report import writer
+from mpigraph.util.names import Labels
 
 CALLS = writer.CALLS_PARQUET
 WAITSTATES = writer.WAITSTATES_PARQUET
@@ -76,29 +77,46 @@ def scatter_path(comm, path):
     there is no path): the a-th of K contiguous row blocks, as a pyarrow Table; None everywhere
     when there is no path.
 
-    Rank 0 only slices the columns (numpy views, a names.Labels' codes: no copy) and sends each
-    rank its rows; every rank makes the Arrow table of its own block.  Making the whole table on
-    rank 0 and sending Arrow streams was a funnel: a pipelined program's path has a row per call,
-    and the other ranks spun in the scatter meanwhile.  They wait idly for rank 0 (its path, its
-    slices), then the scatter moves bytes only."""
-    blocks = None
-    if comm.rank == 0 and path is not None:
-        n, k = len(path[cp.SEGMENT_COLUMNS[0].name]), comm.size
-        blocks = [{c.name: writer._rows(path[c.name], slice(n * a // k, n * (a + 1) // k))
-                   for c in cp.SEGMENT_COLUMNS} for a in range(k)]
-        meter.count(sent=sum(_block_bytes(b) for b in blocks[1:]))
+    A Scatterv per column of rank 0's arrays (a names.Labels: its codes, its few names sent to
+    all), every rank making the Arrow table of its own block.  Making the whole table on rank 0
+    was a funnel, and so was a pickled scatter of the blocks: a pipelined program's path has a
+    row per call (6 M on 16 ranks of PRK p2p), which pickling copied on rank 0 while the other
+    ranks waited.  They wait idly for rank 0's path, then the scatter moves bytes only."""
+    import numpy as np
+
     parallel.barrier_idly(comm)
-    if not comm.bcast(blocks is not None, root=0):
+    n = comm.bcast(len(path[cp.SEGMENT_COLUMNS[0].name]) if comm.rank == 0 and path is not None else None, root=0)
+    if n is None:
         return None
-    mine = comm.scatter(blocks, root=0)
-    if comm.rank != 0:
-        meter.count(received=_block_bytes(mine))
-    return writer.arrow_table(mine, cp.SEGMENT_COLUMNS)
+    counts = np.diff([n * a // comm.size for a in range(comm.size + 1)])
+    block = {c.name: _scatter_column(comm, path[c.name] if comm.rank == 0 else None, counts)
+             for c in cp.SEGMENT_COLUMNS}
+    return writer.arrow_table(block, cp.SEGMENT_COLUMNS)
 
 
-def _block_bytes(block):
-    """The bytes of a block's columns (a Labels column: its codes; its few names not counted)."""
-    return sum(getattr(v, "codes", v).nbytes for v in block.values())
+def _scatter_column(comm, values, counts):
+    """This rank's counts[rank] rows of rank 0's column `values`, in rank order; a column of
+    Python objects (no fixed width) by a pickled scatter of its blocks."""
+    import numpy as np
+
+    head = None
+    if comm.rank == 0:
+        names = values.names if isinstance(values, Labels) else None
+        array = np.asarray(values.codes if names is not None else values)
+        head = (names, None if array.dtype == object else array.dtype.str)
+    names, dtype = comm.bcast(head, root=0)
+    if dtype is None:
+        bounds = np.concatenate(([0], np.cumsum(counts)))
+        here = comm.scatter([array[bounds[a]:bounds[a + 1]] for a in range(comm.size)] if comm.rank == 0 else None,
+                            root=0)
+    else:
+        here = np.empty(counts[comm.rank], dtype)
+        comm.Scatterv([array, counts] if comm.rank == 0 else None, here, root=0)
+    if comm.rank == 0:
+        meter.count(sent=sum(int(counts[a]) for a in range(1, comm.size)) * here.itemsize)
+    else:
+        meter.count(received=here.nbytes)
+    return Labels(here, names) if names is not None else here
 
 
 def write_path_part(out_dir, rank, size, block):
