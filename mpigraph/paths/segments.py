@@ -82,13 +82,15 @@ def merge_runs(rank, kind, function, peer, start, end):
     if n < 3:
         return rank, kind, function, peer, start, end
     k, f = _codes(kind), _codes(function)
+    # a, b: slices where they can be (views: a path of millions of rows is not gathered again).
     key_same = lambda a, b: (rank[a] == rank[b]) & (k[a] == k[b]) & (f[a] == f[b]) & (peer[a] == peer[b])  # noqa: E731
-    middle = np.arange(1, n - 1)
+    before, middle, after = slice(0, n - 2), slice(1, n - 1), slice(2, n)
     empty_compute = (k[middle] == _code_of(kind, "compute")) & (start[middle] == end[middle])
     keep = np.ones(n, bool)
-    keep[middle[empty_compute & key_same(middle - 1, middle + 1) & (end[middle - 1] == start[middle + 1])]] = False
+    keep[1:n - 1][empty_compute & key_same(before, after) & (end[before] == start[after])] = False
     rows = np.flatnonzero(keep)
-    joins = key_same(rows[1:], rows[:-1]) & (start[rows[1:]] == end[rows[:-1]])
+    later, earlier = (slice(1, n), slice(0, n - 1)) if len(rows) == n else (rows[1:], rows[:-1])
+    joins = key_same(later, earlier) & (start[later] == end[earlier])
     if len(rows) == n and not joins.any():
         return rank, kind, function, peer, start, end
     first = rows[np.r_[True, ~joins]]
