@@ -24,7 +24,8 @@ protocol's bends, if any, as hinges:
                 caches, the copy loop's chunks) and each size's mean is known to a fraction
                 of a percent (docs/network.md shows such curves): so a protocol may bend up
                 to MAX_HINGES times, and a piece after a bend may hold a single size; the
-                first piece, the protocol's own line, holds FIRST_PIECE
+                first piece holds FIRST_PIECE (two sizes fix its line, and from it each later
+                piece's line follows from one size and continuity)
     how many    h = 0, 1 .. by BIC over the protocol's own samples: chi2_h + PER_HINGE h ln
                 n_p, n_p the samples kept at the protocol's sizes.  A hinge has two
                 parameters, its location and its slope change, but its location is searched
@@ -50,7 +51,7 @@ import numpy as np
 MAX_HINGES = 8       # bends a protocol may get (BIC decides how many)
 PATIENCE = 2         # forward() steps in a row that may fail to pay before it stops
 MIN_PIECE = 1        # sizes in every other piece: one size may stand apart (BIC pays for its two bends)
-FIRST_PIECE = 2      # sizes in the first piece, the protocol's own line (whatif and model take it)
+FIRST_PIECE = 2      # sizes in the first piece: two fix its line, and the pieces after it follow
 GRID = 16            # candidate locations per gap between two sizes
 PER_HINGE = 3.0      # BIC parameters a hinge costs (module doc)
 FLOOR_SHARE = 0.5    # a size's spread counts as at least half the protocol's typical one (decision_sigma)
