@@ -61,7 +61,7 @@ class ProtocolParams:
     threshold_bytes: Optional[int]
     host_pair: str
     medium_bytes: Optional[int] = None
-    from_bytes: Optional[int] = None      # None: the protocol's row; H: a hinge row (module doc)
+    from_bytes: Optional[int] = None      # None: the protocol's row (its straight line); B: a piece row (module doc)
 
 
 @dataclass

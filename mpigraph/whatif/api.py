@@ -78,8 +78,8 @@ def load_params(path):
         vals = [float(r[col]) for r in rows if r.get(col) not in (None, "", "nan")]
         return float(np.median(vals)) if vals else None
 
-    # A row with from_bytes is a protocol's piece past a bend (network/params.py): LogGPS has one
-    # L and one G, the protocols' own lines before any bend.
+    # A row with from_bytes is a piece of a protocol that bends (network/params.py): LogGPS has one
+    # L and one G, the protocols' own rows, their straight lines.
     rows = [r for r in rows if not (r.get("from_bytes") or "").strip()] or rows
     eager = [r for r in rows if r["protocol"].strip().lower() == "eager"] or rows
     rdv = [r for r in rows if r["protocol"].strip().lower().startswith("rendezvous")] or eager
