@@ -214,6 +214,11 @@ def _library():
     return _KERNEL.load_ctypes(_FUNCTIONS)
 
 
+def _int64(*arrays):
+    """The arrays as the kernel reads them: C-contiguous int64 (a copy only where they are not)."""
+    return [np.ascontiguousarray(a, np.int64) for a in arrays]
+
+
 def available():
     """Whether search() can run here (the kernel compiled and not switched off)."""
     return _library() is not None
@@ -226,13 +231,11 @@ def search(n, indptr, indices, weight, sources, offsets, inf):
     lib = _library()
     if lib is None:
         return None
-    indptr = np.ascontiguousarray(indptr, np.int64)
-    weight = np.ascontiguousarray(weight, np.int64)
-    sources = np.ascontiguousarray(sources, np.int64)
+    indptr, weight, sources = _int64(indptr, weight, sources)
     if indices.dtype == np.int32:
         kernel, indices = lib.dag_search32, np.ascontiguousarray(indices)
     else:
-        kernel, indices = lib.dag_search64, np.ascontiguousarray(indices, np.int64)
+        kernel, (indices,) = lib.dag_search64, _int64(indices)
     dist = np.full(n, inf, np.int64)
     np.minimum.at(dist, sources, np.asarray(offsets, np.int64))
     reached = np.zeros(n, np.int8)
@@ -249,7 +252,7 @@ def run_exits(nxt, lo, n, sink, no_next):
     lib = _library()
     if lib is None:
         return None
-    nxt = np.ascontiguousarray(nxt[:n], np.int64)
+    (nxt,) = _int64(nxt[:n])
     exits = np.full(n, -1, np.int64)
     stack = np.empty(n, np.int64)
     lib.run_exits(n, lo, sink, no_next, nxt.ctypes.data, exits.ctypes.data, stack.ctypes.data)
@@ -262,9 +265,7 @@ def chain_entries(entry, exit_, start, after_hub, n_rank_vertices, no_next):
     lib = _library()
     if lib is None:
         return None
-    entry = np.ascontiguousarray(entry, np.int64)
-    exit_ = np.ascontiguousarray(exit_, np.int64)
-    after_hub = np.ascontiguousarray(after_hub, np.int64)
+    entry, exit_, after_hub = _int64(entry, exit_, after_hub)
     path = np.empty(len(entry), np.int64)
     count = lib.chain_entries(len(entry), entry.ctypes.data, exit_.ctypes.data, int(start), after_hub.ctypes.data,
                               n_rank_vertices, no_next, path.ctypes.data)
@@ -278,8 +279,7 @@ def walk_runs(nxt, lo, n, sink, no_next, entries):
     lib = _library()
     if lib is None:
         return None
-    nxt = np.ascontiguousarray(nxt[:n], np.int64)
-    entries = np.ascontiguousarray(entries, np.int64)
+    nxt, entries = _int64(nxt[:n], entries)
     exits, lengths = np.empty(len(entries), np.int64), np.empty(len(entries), np.int64)
     cap = n + len(entries)
     vertices = np.empty(cap, np.int64)
