@@ -15,6 +15,8 @@ holds; rank 0 writes the small tables (CSV and Parquet files) and summary.txt.
 import os
 import shutil
 
+import numpy as np
+
 from mpigraph.comm import meter, parallel
 from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.paths import segments as cp
@@ -82,8 +84,6 @@ def scatter_path(comm, path):
     was a funnel, and so was a pickled scatter of the blocks: a pipelined program's path has a
     row per call (6 M on 16 ranks of PRK p2p), which pickling copied on rank 0 while the other
     ranks waited.  They wait idly for rank 0's path, then the scatter moves bytes only."""
-    import numpy as np
-
     parallel.barrier_idly(comm)
     n = comm.bcast(len(path[cp.SEGMENT_COLUMNS[0].name]) if comm.rank == 0 and path is not None else None, root=0)
     if n is None:
@@ -97,8 +97,6 @@ def scatter_path(comm, path):
 def _scatter_column(comm, values, counts):
     """This rank's counts[rank] rows of rank 0's column `values`, in rank order; a column of
     Python objects (no fixed width) by a pickled scatter of its blocks."""
-    import numpy as np
-
     head = None
     if comm.rank == 0:
         names = values.names if isinstance(values, Labels) else None
