@@ -146,12 +146,13 @@ def refine(x: np.ndarray, y: np.ndarray, sigma: np.ndarray, hinges: np.ndarray):
             left = hinges[part, j - 1].min() if j > 0 else -np.inf
             right = hinges[part, j + 1].max() if j + 1 < hinges.shape[1] else np.inf
             near = points[(points > left) & (points < right)]
-            options = np.repeat(hinges[part, None, :], len(near), axis=1)           # (R, T, h)
+            current = np.repeat(hinges[part, None, :], len(near), axis=1)           # (R, T, h)
+            options = current.copy()
             options[:, :, j] = near
             ok = valid(options, x)
             # An invalid place (two hinges in one gap, a piece of too few sizes) can make the
             # normal equations singular: it is solved at the hinges already there, then ruled out.
-            options[~ok] = np.repeat(hinges[part, None, :], len(near), axis=1)[~ok]
+            options[~ok] = current[~ok]
             chi = _solve(x, y[part], sigma[part], options)[0]
             chi[~ok] = np.inf
             pick = np.argmin(chi, axis=1)
