@@ -126,9 +126,15 @@ def _longest_overlapping(starts, ends, lo, hi):
     last = np.searchsorted(starts, hi, "left")
     count = np.maximum(last - first, 0)
     out = _holding(starts, ends, hi)
-    if count.sum() == 0:
+    # Most segments overlap one call (a pipelined program's path is a call per segment): that call
+    # is the longest; only the segments overlapping several are ranked.
+    one = count == 1
+    out[one] = first[one]
+    several = np.flatnonzero(count > 1)
+    if not len(several):
         return out
-    segment = np.repeat(np.arange(len(lo)), count)
+    first, count = first[several], count[several]
+    segment = np.repeat(several, count)
     offsets = np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
     call = np.repeat(first, count) + offsets
     order = np.lexsort((call, -(ends[call] - starts[call]), segment))
@@ -170,7 +176,8 @@ def with_sites(path, site_ids, sites):
         codes, names = np.asarray(function.codes, np.int64), np.asarray(function.names, object)
     else:
         names, codes = np.unique(np.asarray(function, object).astype(str), return_inverse=True)
-    pair, row = np.unique(site_ids * len(names) + codes.reshape(-1), return_inverse=True)
+    # Few sites times few functions: numbered by a table over their span, not a sort of the path.
+    pair, row = arrays.unique_codes(np.asarray(site_ids, np.int64) * len(names) + codes.reshape(-1))
     site, func = pair // max(len(names), 1), pair % max(len(names), 1)
     pair_names = np.where(site > 0, sites.names(site, names[func] if len(names) else []), "")
     out = dict(path)
