@@ -142,7 +142,7 @@ def _write_report(comm, out_dir, info, tables, path, linked):
     wait states, critical path) and sums its calls per call site, then rank 0 the small tables
     (the call sites' from every rank's sums) and summary.txt (last: its presence means the
     report is complete)."""
-    queries = comm.bcast(linked_tables.path_queries(path.table) if comm.rank == 0 else None, root=0)
+    queries = linked_tables.owned_path_queries(comm, path.table, info.world_size)
     parallel.collectively(comm, lambda: datasets.prepare_all(out_dir, info, path.table is not None)
                           if comm.rank == 0 else None)
     sites = parallel.collectively(comm, callsites.tracker, info, sorted(linked.calls))

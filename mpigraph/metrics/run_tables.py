@@ -13,7 +13,7 @@ from mpigraph.util import arrays
 from mpigraph.trace import functions as mf
 from mpigraph.match import p2p
 from mpigraph.trace import record
-from mpigraph.comm import shuffle
+from mpigraph.comm import owner_exchange as exchange, parallel, shuffle
 from mpigraph.metrics import waits
 from mpigraph.util.names import Labels
 
@@ -270,12 +270,35 @@ def path_queries(path):
     start, end = path["start"], path["end"]
     mpi, message = kind == "mpi", kind == "message"
     queries = []
-    for q_rank, lo, hi, how in ((rank[mpi], start[mpi], end[mpi], "overlap"),
-                                (rank[message], end[message], end[message], "ends in"),
-                                (peer[message], start[message], start[message], "starts in")):
+    for (q_rank, lo, hi), how in zip(((rank[mpi], start[mpi], end[mpi]),
+                                      (rank[message], end[message], end[message]),
+                                      (peer[message], start[message], start[message])), QUERY_KINDS):
         order = np.argsort(q_rank, kind="stable")
         queries.append((q_rank[order], lo[order], hi[order], how))
     return queries
+
+
+QUERY_KINDS = ("overlap", "ends in", "starts in")     # path_queries' lookups, in their order
+
+
+def owned_path_queries(comm, path, n_trace_ranks):
+    """``path_queries`` of the trace ranks this analysis rank owns (parallel.Ownership): made on
+    analysis rank 0 from its path, each owner sent its own rows (still sorted by rank); None
+    everywhere without a path.  Collective.
+
+    Not a broadcast: a pipelined program's path has a segment per call, and every rank would
+    receive (and unpickle) the queries of every trace rank to use its own."""
+    queries = path_queries(path) if comm.rank == 0 else None
+    if comm.size == 1 or not comm.bcast(queries is not None, root=0):
+        return queries
+    owner = parallel.Ownership(n_trace_ranks, comm.size)
+    owned = []
+    for i, how in enumerate(QUERY_KINDS):
+        columns = queries[i][:3] if comm.rank == 0 else [np.zeros(0, np.int64)] * 3
+        known = (columns[0] >= 0) & (columns[0] < n_trace_ranks)    # a message of an unknown peer marks nothing
+        columns = [np.asarray(c, np.int64)[known] for c in columns]
+        owned.append(tuple(exchange.send_rows(comm, owner.owner_of(columns[0]), columns)) + (how,))
+    return owned
 
 
 def mark_on_path(blocks, queries):
@@ -323,9 +346,10 @@ def _mark_rows(marked, starts, ends, lo, hi, how):
         _mark_rows_unordered(marked, starts, ends, lo, hi, how)
         return
     if how == "overlap":        # start < hi and end > lo; a zero-length segment: start <= lo <= end
-        point = lo == hi
-        first = np.where(point, np.searchsorted(ends, lo, "left"), np.searchsorted(ends, lo, "right"))
-        last = np.where(point, np.searchsorted(starts, hi, "right"), np.searchsorted(starts, hi, "left"))
+        first, last = np.searchsorted(ends, lo, "right"), np.searchsorted(starts, hi, "left")
+        point = np.flatnonzero(lo == hi)
+        first[point] = np.searchsorted(ends, lo[point], "left")
+        last[point] = np.searchsorted(starts, hi[point], "right")
     elif how == "ends in":      # the first call ending at or after the time, if it started by then
         first = np.searchsorted(ends, lo, "left")
         holds = first < len(starts)
@@ -337,8 +361,9 @@ def _mark_rows(marked, starts, ends, lo, hi, how):
         holds[holds] = ends[first[holds]] >= lo[holds]
         first, last = first[holds], first[holds] + 1
     keep = first < last
-    np.add.at(marked, first[keep], 1)
-    np.add.at(marked, last[keep], -1)
+    # Counted, not added one at a time (np.add.at): a pipelined program's path marks every call.
+    marked += np.bincount(first[keep], minlength=len(marked))
+    marked -= np.bincount(last[keep], minlength=len(marked))
 
 
 def _mark_rows_unordered(marked, starts, ends, lo, hi, how):
