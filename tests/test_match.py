@@ -459,6 +459,22 @@ def test_ordinal_within_counts_in_order_given_in_runs(runs):
     assert np.array_equal(match.ordinal_within(keys, order), expected)
 
 
+@pytest.mark.parametrize("groups", [3, 70_000])
+def test_ordinal_within_counts_in_order_with_few_or_many_groups(groups):
+    """In a few runs of `order`, groups are numbered and sorted as 16-bit codes where there are at
+    most 65,536 of them (a radix sort), as int64 codes where there are more: the same places."""
+    rng = np.random.default_rng(groups)
+    n = 200_000
+    keys = [rng.integers(0, groups, n) * 1000 + 7]
+    order = np.concatenate([np.sort(part) for part in np.split(rng.permutation(n), [70_000, 150_000])])
+    expected, seen = np.empty(n, np.int64), {}
+    for i, g in zip(np.argsort(order).tolist(), keys[0][np.argsort(order)].tolist()):
+        expected[i] = seen.get(g, 0)
+        seen[g] = expected[i] + 1
+    assert (len(seen) > 1 << 16) == (groups > 1 << 16)      # both sides of the 16-bit limit
+    assert np.array_equal(match.ordinal_within(keys, order), expected)
+
+
 def test_group_instances_releases_like_the_rules_say():
     """The releasing member of every member, against a plain Python reading of the rules
     (ties in start time: the last of them in rank order is the last arriver)."""

@@ -85,6 +85,7 @@ import functools
 
 import numpy as np
 
+from mpigraph.util import arrays
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
 from mpigraph.comm import shuffle
@@ -271,8 +272,8 @@ def packed_keys(tables):
     columns = [[np.asarray(t[i]) for t in tables] for i in range(len(tables[0]))]
     sizes = [len(a) for a in columns[0]] if columns else [0] * len(tables)
     lows, widths, dense = [], [], {}
-    for arrays in columns:
-        present = [a for a in arrays if len(a)]
+    for parts in columns:          # a column's array in each table
+        present = [a for a in parts if len(a)]
         low = min((int(a.min()) for a in present), default=0)
         high = max((int(a.max()) for a in present), default=0)
         lows.append(low)
@@ -286,7 +287,7 @@ def packed_keys(tables):
     if sum(widths) > 63:
         return None
     keys = [np.zeros(n, np.int64) for n in sizes]
-    for i, (arrays, low, width) in enumerate(zip(columns, lows, widths)):
+    for i, (parts, low, width) in enumerate(zip(columns, lows, widths)):
         if width == 0:
             continue
         for t, key in enumerate(keys):
@@ -294,7 +295,7 @@ def packed_keys(tables):
             if i in dense:
                 key |= dense[i][t]
             else:               # + (column - low), wrapping in int64 to the offset (< 2**63)
-                key += arrays[t].astype(np.int64, copy=False) if arrays[t].dtype == np.uint64 else arrays[t]
+                key += parts[t].astype(np.int64, copy=False) if parts[t].dtype == np.uint64 else parts[t]
                 key -= low
     return keys
 
@@ -342,6 +343,11 @@ def ordinal_within(keys, order):
     if np.count_nonzero(order[1:] < order[:-1]) * FEW_RUNS < n:
         # `order` in a few increasing runs (posts in log order, rank after rank): a stable sort
         # by it and then by group, each close to one pass, instead of one sort of both together.
+        # Groups numbered 0..g-1 with g <= 65536 sort as 16-bit ints: numpy's stable sort of those
+        # is a radix sort, one pass (a pipeline's streams: tens of thousands among millions).
+        codes, group = arrays.unique_codes(group)
+        if len(codes) <= 1 << 16:
+            group = group.astype(np.uint16)
         idx = np.argsort(order, kind="stable")
         idx = idx[np.argsort(group[idx], kind="stable")]
     else:
