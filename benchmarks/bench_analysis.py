@@ -2,6 +2,10 @@
 
     python benchmarks/bench_analysis.py [--records 1e5 1e6 1e7] [--nprocs 1 2 4] [--repeat 3]
                                         [--structure bsp|halo] [--algorithms dijkstra ...] [--prefault]
+                                        [--run DIR]
+
+With --run, a recorded run (a real program's: ``mpigraph run --analyze off --out DIR``) is
+analysed instead of synthetic ones, and left where it is.
 
 For each size it writes a synthetic run (mpigraph.testing.synth: 1024 trace
 ranks from 1e7 records up, fewer below) into a temporary directory, then runs
@@ -166,6 +170,17 @@ def run_shape(records):
     """(trace ranks, calls per rank) for about `records` records."""
     ranks = 1024 if records >= 10_000_000 else max(8, records // 10_000)
     return ranks, max(3, round(records / ranks))
+
+
+def recorded(run_dir):
+    """(run_dir, records, trace ranks) of a recorded run: its logs' records (64 bytes each after a
+    page of header)."""
+    from mpigraph.trace import logs as trace
+
+    info = trace.find_run(run_dir)
+    n = sum((os.path.getsize(trace.log_path(run_dir, r)) - 4096) // 64 for r in range(info.world_size))
+    print("recorded run %s: %d ranks, %d records" % (info.run_dir, info.world_size, n), flush=True)
+    return info.run_dir, n, info.world_size
 
 
 def generate(workdir, records, structure):
@@ -398,6 +413,7 @@ def main():
     parser.add_argument("--structure", default="bsp", choices=["bsp", "halo"])
     parser.add_argument("--algorithms", nargs="+", default=["dijkstra"],
                         help="MPIGRAPH_ALGORITHM values to time (the path stage, once it exists)")
+    parser.add_argument("--run", metavar="DIR", help="a recorded run to analyse instead of synthetic ones")
     parser.add_argument("--workdir", help="where the synthetic runs go (default: a temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep the synthetic runs")
     parser.add_argument("--prefault", action="store_true",
@@ -408,14 +424,15 @@ def main():
         return probe(args.probe, args.prefault_mb)
     print(describe_machine())
     print(describe_memory())
-    print("synthetic %s runs; median of %d; stage seconds and records/s per analysis rank (M/s)"
-          % (args.structure, args.repeat))
+    print("%s; median of %d; stage seconds and records/s per analysis rank (M/s)"
+          % ("the recorded run " + args.run if args.run else "synthetic %s runs" % args.structure, args.repeat))
     workdir = args.workdir or tempfile.mkdtemp(prefix="mpigraph-bench-")
     rows = []
     one = {}      # (records, algorithm) -> RankFigures of K=1 (the first K when it is 1), for the CPU ratios
     try:
-        for records in args.records:
-            run_dir, n_records, ranks = generate(workdir, int(records), args.structure)
+        for records in [None] if args.run else args.records:
+            run_dir, n_records, ranks = recorded(args.run) if args.run else generate(workdir, int(records),
+                                                                                    args.structure)
             print("%11s %5s %2s %-14s %-11s | stages" % ("records", "ranks", "K", "algorithm", "memory"))
             for nprocs in args.nprocs:
                 for algorithm in args.algorithms:
@@ -433,7 +450,7 @@ def main():
                         print_rank_shares(result[5], None)
                         print_row(n_records, ranks, nprocs, algorithm, PREFAULTED, result)
                         rows.append((n_records, ranks, nprocs, algorithm, PREFAULTED, result))
-            if not args.keep:
+            if not args.keep and not args.run:
                 shutil.rmtree(run_dir)
     finally:
         if not args.keep and not args.workdir:

@@ -1,7 +1,7 @@
 """How each stage's CPU grows with the analysis ranks: CPU seconds summed over K ranks against K=1.
 
     python benchmarks/bench_kscale.py [--records 1e6 4e6] [--nprocs 1 2 4] [--rounds 3]
-                                      [--algorithm parallel-dijkstra] [--old CHECKOUT]
+                                      [--algorithm parallel-dijkstra] [--old CHECKOUT] [--run DIR]
 
 Runs bench_analysis.py (one repeat, per-rank figures) `rounds` times per size and reads its
 per-rank lines: for every stage, the CPU seconds summed over the K analysis ranks and the
@@ -13,8 +13,10 @@ on a machine with fewer cores than ranks, where wall times cannot.
 
 With --old, a checkout of older code (`git worktree add DIR REV`, or `git archive REV | tar -x
 -C DIR`) runs too, alternating with this tree round by round (the same data, the same load),
-with PYTHONPATH=DIR so that its own mpigraph is imported.  Printed: best of the rounds (the
-least CPU: the machine's noise only adds), as a markdown table.
+with PYTHONPATH=DIR so that its own mpigraph is imported.  With --run, a recorded run (a real
+program's) is analysed instead of synthetic ones, by this tree's bench_analysis.py for both codes
+(an older one may not know --run): the old code is then its mpigraph package alone.  Printed: best
+of the rounds (the least CPU: the machine's noise only adds), as a markdown table.
 """
 
 import argparse
@@ -45,15 +47,18 @@ def per_rank_cpu(text):
     return cpu
 
 
-def run_bench(checkout, records, nprocs, algorithm, workdir):
-    """bench_analysis.py of `checkout` (None: this tree) once; its per-rank CPU."""
+def run_bench(checkout, records, nprocs, algorithm, workdir, run=None):
+    """bench_analysis.py of `checkout` (None: this tree; with `run`, a recorded run: this tree's
+    script, the checkout's mpigraph) once; its per-rank CPU."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     bench = os.path.join(HERE, "bench_analysis.py")
     if checkout:
         env["PYTHONPATH"] = os.path.abspath(checkout)
-        bench = os.path.join(os.path.abspath(checkout), "benchmarks", "bench_analysis.py")
-    cmd = [sys.executable, bench, "--records", records, "--nprocs"] + [str(k) for k in nprocs] + [
+        if not run:
+            bench = os.path.join(os.path.abspath(checkout), "benchmarks", "bench_analysis.py")
+    data = ["--run", run] if run else ["--records", records]
+    cmd = [sys.executable, bench] + data + ["--nprocs"] + [str(k) for k in nprocs] + [
         "--repeat", "1", "--algorithms", algorithm, "--workdir", workdir, "--keep"]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
     if done.returncode != 0:
@@ -92,15 +97,17 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--algorithm", default="parallel-dijkstra")
     parser.add_argument("--old", metavar="CHECKOUT", help="a checkout of older code, run alternately with this tree")
+    parser.add_argument("--run", metavar="DIR", help="a recorded run to analyse instead of synthetic ones")
     args = parser.parse_args()
     codes = {"old": args.old, "new": None} if args.old else {"this tree": None}
     results = {}
     with tempfile.TemporaryDirectory(prefix="mpigraph-kscale-") as workdir:
-        for records in args.records:
+        for records in [os.path.basename(os.path.normpath(args.run))] if args.run else args.records:
             results[records] = {code: [] for code in codes}
             for r in range(args.rounds):
                 for code, checkout in codes.items():       # alternating: old, new, old, new, ...
-                    results[records][code].append(run_bench(checkout, records, args.nprocs, args.algorithm, workdir))
+                    results[records][code].append(run_bench(checkout, records, args.nprocs, args.algorithm, workdir,
+                                                            args.run))
                     print("%s records, round %d, %s done" % (records, r + 1, code), flush=True)
     print(table(results, args.nprocs))
     return 0

@@ -65,6 +65,22 @@ def test_bench_analysis_prints_a_row_per_configuration(wheel):
         assert re.match(r"^\d+$" if cells["memory"] == "fresh" else r"^-$", cells["MB per M records"])
 
 
+def test_bench_analysis_analyses_a_recorded_run_and_leaves_it(wheel, tmp_path):
+    """--run: a run on disk (a real program's; here a synthetic one) is analysed as it is, its
+    records counted from its logs, and left in place."""
+    from mpigraph.testing import synth
+
+    synth.generate(str(tmp_path / "run"), 6, 40, "halo")
+    out = run_benchmark(wheel, "bench_analysis.py", "--run", str(tmp_path / "run"), "--nprocs", "1", "2",
+                        "--repeat", "1", "--algorithms", "parallel-dijkstra")
+    header, rows = markdown_table(out, "records")
+    assert [(row[1], row[2]) for row in rows] == [("6", "1"), ("6", "2")]
+    records = synth.Params(ranks=6, calls=40, structure="halo").records_per_rank * 6
+    assert {row[0] for row in rows} == {"{:,}".format(records)}
+    assert sorted(p.name for p in (tmp_path / "run" / "raw").glob("rank-*.log")) == ["rank-%d.log" % r
+                                                                                    for r in range(6)]
+
+
 def test_bench_kscale_prints_each_stages_cpu_against_one_rank_for_old_and_new(wheel):
     """Per stage and code (this tree standing for the old checkout too): K=1's CPU, each K's sum
     over the ranks with its largest rank, and the ratio sum / K=1 of the printed figures."""
@@ -85,6 +101,19 @@ def test_bench_kscale_prints_each_stages_cpu_against_one_rank_for_old_and_new(wh
     for code in ("old", "new"):
         mine = {row[1]: row for row in rows if row[2] == code}
         assert abs(float(mine["all"][3]) - sum(float(mine[s][3]) for s in stages[:-1])) <= 0.001 * len(stages), code
+
+
+def test_bench_kscale_measures_a_recorded_run_with_both_codes(wheel, tmp_path):
+    """--run with --old: the recorded run, named by its directory, analysed by both codes."""
+    from mpigraph.testing import synth
+
+    synth.generate(str(tmp_path / "halo-run"), 6, 40, "halo")
+    out = run_benchmark(wheel, "bench_kscale.py", "--run", str(tmp_path / "halo-run"), "--nprocs", "1", "2",
+                        "--rounds", "1", "--old", mpi_env.REPO)
+    header, rows = markdown_table(out, "records")
+    assert {row[0] for row in rows} == {"halo-run"}
+    assert [row[2] for row in rows if row[1] == "all"] == ["old", "new"]
+    assert all(float(row[3]) > 0 for row in rows if row[1] == "all")
 
 
 def test_bench_intercept_prints_both_calls_with_and_without_the_helper(wheel):
