@@ -24,6 +24,16 @@ def test_unique_inverse_is_numpys_with_index_and_inverse(values):
     assert inverse.dtype == np.int64
 
 
+@given(st.one_of(INT64S, hnp.arrays(np.int64, st.integers(0, 50), elements=st.just(2**62 + 5))))
+def test_unique_codes_is_numpys_with_inverse(values):
+    """Narrow spans by a table, wide ones by a sort, one value (a wide id alone) by neither."""
+    distinct, codes = arrays.unique_codes(values)
+    want = np.unique(values, return_inverse=True)
+    np.testing.assert_array_equal(distinct, want[0])
+    np.testing.assert_array_equal(codes, want[1].reshape(-1))
+    assert codes.dtype == np.int64 and distinct.dtype == values.dtype
+
+
 @given(hnp.arrays(np.int64, st.integers(1, 200), elements=st.integers(-2, 2)))
 def test_runs_are_the_runs_of_equal_neighbours(values):
     starts, lengths = arrays.runs(values)

@@ -47,17 +47,17 @@ def histogram(func, comm, nbytes, site=None):
 
 def _summed(func, comm, lo, count, nbytes, site=None):
     """Rows with the same (func, comm, bin_lo) added up (and site, when given).  The communicators
-    (a few ids of up to 64 bits) and the sites are numbered first, so the keys pack into one int64:
-    one sort of integers."""
-    comms, _, comm_code = arrays.unique_inverse(comm)
+    (a few ids of up to 64 bits) and the sites are numbered first, so the keys pack into one int64
+    of a small span: numbered by a table over it (arrays.unique_codes), not sorted."""
+    comms, comm_code = arrays.unique_codes(comm)
     k = np.where(lo > 0, np.frexp(np.maximum(lo, 1).astype(np.float64))[1], 0).astype(np.int64)   # 0..63
     key = (comm_code * (mf.MAX_ID + 1) + func) * 64 + k
     stride = len(comms) * (mf.MAX_ID + 1) * 64
     if site is not None:
         # Site major: rows come out by site, then communicator, function and bin.
-        sites, _, site_code = arrays.unique_inverse(np.asarray(site, np.int64))
+        sites, site_code = arrays.unique_codes(np.asarray(site, np.int64))
         key = site_code * stride + key
-    unique, _, inverse = arrays.unique_inverse(key)
+    unique, inverse = arrays.unique_codes(key)
     n = len(unique)
     totals = int_sums(inverse, nbytes, n)
     bin_k = unique % 64

@@ -47,6 +47,8 @@ def unique_codes(values):
     if not len(values):
         return values.copy(), np.zeros(0, np.int64)
     lo, hi = int(values.min()), int(values.max())
+    if lo == hi:        # one value (a program's one communicator): wide ids need no sort then
+        return values[:1].copy(), np.zeros(len(values), np.int64)
     if hi - lo >= max(4 * len(values), 1 << 16):
         uniq, _, inverse = unique_inverse(values)
         return uniq, inverse
