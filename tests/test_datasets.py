@@ -109,6 +109,21 @@ def test_part_names_sort_in_rank_order():
     assert names == sorted(names) and len(set(map(len, names))) == 1
 
 
+def test_a_path_column_travels_in_the_narrowest_integer_type_that_holds_it():
+    """scatter_path sends integer columns narrowed and casts them back: every value must fit."""
+    import numpy as np
+
+    cases = [([0, 127], np.int8), ([-128, 5], np.int8), ([0, 128], np.int16), ([-1, 40000], np.int32),
+             ([0, 2**31], np.int64), ([-2**63, 2**63 - 1], np.int64), ([], np.int64)]
+    for values, expected in cases:
+        array = np.array(values, np.int64)
+        travel = datasets._travel_dtype(array)
+        assert travel == np.dtype(expected), values
+        assert np.array_equal(array.astype(travel).astype(np.int64), array)
+    assert datasets._travel_dtype(np.array([0.5])) == np.float64
+    assert datasets._travel_dtype(np.array([2**64 - 1], np.uint64)) == np.uint64
+
+
 def test_prepare_removes_what_an_earlier_analysis_left(tmp_path):
     (tmp_path / "calls.parquet").write_text("an old single file")
     (tmp_path / "waitstates.parquet").mkdir()

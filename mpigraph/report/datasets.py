@@ -96,25 +96,40 @@ def scatter_path(comm, path):
 
 def _scatter_column(comm, values, counts):
     """This rank's counts[rank] rows of rank 0's column `values`, in rank order; a column of
-    Python objects (no fixed width) by a pickled scatter of its blocks."""
+    Python objects (no fixed width) by a pickled scatter of its blocks.  An integer column travels
+    in the narrowest integer type that holds it (``_travel_dtype``) and arrives in its own."""
     head = None
     if comm.rank == 0:
         names = values.names if isinstance(values, Labels) else None
         array = np.asarray(values.codes if names is not None else values)
-        head = (names, None if array.dtype == object else array.dtype.str)
-    names, dtype = comm.bcast(head, root=0)
+        head = (names, None, None) if array.dtype == object else (names, array.dtype.str, _travel_dtype(array).str)
+    names, dtype, travel = comm.bcast(head, root=0)
     if dtype is None:
         bounds = np.concatenate(([0], np.cumsum(counts)))
         here = comm.scatter([array[bounds[a]:bounds[a + 1]] for a in range(comm.size)] if comm.rank == 0 else None,
                             root=0)
     else:
-        here = np.empty(counts[comm.rank], dtype)
-        comm.Scatterv([array, counts] if comm.rank == 0 else None, here, root=0)
+        here = np.empty(counts[comm.rank], travel)
+        comm.Scatterv([array.astype(travel, copy=False), counts] if comm.rank == 0 else None, here, root=0)
     if comm.rank == 0:
         meter.count(sent=sum(int(counts[a]) for a in range(1, comm.size)) * here.itemsize)
     else:
         meter.count(received=here.nbytes)
+    here = here if dtype is None else here.astype(dtype, copy=False)
     return Labels(here, names) if names is not None else here
+
+
+def _travel_dtype(array):
+    """The narrowest of int8, int16, int32 and int64 holding an integer array's values (a path's
+    ranks, codes and call sites: one or two bytes, not eight, per row on the wire); another
+    array's own dtype."""
+    if array.dtype.kind not in "iu" or not len(array):
+        return array.dtype
+    lo, hi = int(array.min()), int(array.max())
+    for dtype in (np.int8, np.int16, np.int32, np.int64):
+        if np.iinfo(dtype).min <= lo and hi <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return array.dtype       # uint64 values past int64's range
 
 
 def write_path_part(out_dir, rank, size, block):
