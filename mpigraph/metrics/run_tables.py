@@ -294,10 +294,14 @@ def owned_path_queries(comm, path, n_trace_ranks):
     owner = parallel.Ownership(n_trace_ranks, comm.size)
     owned = []
     for i, how in enumerate(QUERY_KINDS):
-        columns = queries[i][:3] if comm.rank == 0 else [np.zeros(0, np.int64)] * 3
-        known = (columns[0] >= 0) & (columns[0] < n_trace_ranks)    # a message of an unknown peer marks nothing
-        columns = [np.asarray(c, np.int64)[known] for c in columns]
-        owned.append(tuple(exchange.send_rows(comm, owner.owner_of(columns[0]), columns)) + (how,))
+        q_rank, lo, hi = queries[i][:3] if comm.rank == 0 else [np.zeros(0, np.int64)] * 3
+        known = (q_rank >= 0) & (q_rank < n_trace_ranks)    # a message of an unknown peer marks nothing
+        # A trace rank travels in four bytes, and a point query (lo == hi) sends its time once.
+        columns = [np.asarray(q_rank)[known].astype(np.int32), np.asarray(lo, np.int64)[known]]
+        if how == "overlap":
+            columns.append(np.asarray(hi, np.int64)[known])
+        received = exchange.send_rows(comm, owner.owner_of(columns[0]), columns)
+        owned.append((received[0], received[1], received[-1], how))
     return owned
 
 
