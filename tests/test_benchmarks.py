@@ -116,6 +116,25 @@ def test_bench_kscale_measures_a_recorded_run_with_both_codes(wheel, tmp_path):
     assert all(float(row[3]) > 0 for row in rows if row[1] == "all")
 
 
+def test_bench_parquet_prints_the_writer_options_and_every_column(wheel, tmp_path):
+    """A report's calls table written again: a row per writer option set, then per column."""
+    import pyarrow.parquet as pq
+
+    from mpigraph.testing import synth
+
+    synth.generate(str(tmp_path), 4, 30, "halo")
+    done = mpi_env.mpigraph(["analyze", tmp_path, "--quiet"], nprocs=1, mpi=wheel)
+    assert done.returncode == 0, done.stderr
+    out = run_benchmark(wheel, "bench_parquet.py", str(tmp_path), "--rounds", "1")
+    header, rows = markdown_table(out, "writer options")
+    assert header == ["writer options", "seconds", "ns per row", "file MB"]
+    assert rows[0][0].startswith("the report's") and len(rows) == 5
+    header, rows = markdown_table(out, "column")
+    names = pq.read_schema(next((tmp_path / "calls.parquet").glob("*.parquet"))).names
+    assert [row[0] for row in rows] == names
+    assert all(float(row[3]) >= 0 and float(row[4]) >= 0 for row in rows)
+
+
 def test_bench_intercept_prints_both_calls_with_and_without_the_helper(wheel):
     out = run_benchmark(wheel, "bench_intercept.py", "--calls", "20000", "--rounds", "1")
     assert out.startswith("machine: ")
