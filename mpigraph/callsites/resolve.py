@@ -11,6 +11,8 @@ import os
 
 import numpy as np
 
+from mpigraph.callsites import line_kernel
+
 try:
     from elftools.elf.elffile import ELFFile
 except ImportError:     # a declared dependency; an environment without it names no call site
@@ -149,25 +151,39 @@ def _symbol_dtype(elfclass, little_endian):
 def _line_rows(dwarf, units):
     """(addresses, lines, files) of the line programs of `units`, sorted by address; line 0
     marks an end of sequence (no line until the next row)."""
-    addr, name, line, end = [], [], [], []
+    section = None
+    parts = []         # per unit: (addresses, files, lines, ends, its file names, its first file's number)
     for cu in units:
         program = dwarf.line_program_for_CU(cu)
         if program is None:
             continue
-        names = _file_names(program)
+        if section is None:
+            section = program.stream.getvalue()
+        rows = line_kernel.decode(program, section) or _decoded_by_pyelftools(program)
         base = 0 if program.header["version"] >= 5 else 1   # DWARF 5 numbers files from 0
-        for entry in program.get_entries():
-            state = entry.state
-            if state is None:
-                continue
-            addr.append(state.address)
-            i = state.file - base
-            name.append(names[i] if 0 <= i < len(names) else "")
-            line.append(0 if state.end_sequence else state.line)
-            end.append(state.end_sequence)
+        parts.append(rows + (_file_names(program), base))
+    if not parts:
+        return _NO_ROWS
+    addr, line, end = (np.concatenate([p[i] for p in parts]) for i in (0, 2, 3))
+    name = np.concatenate([_names_of(files, names, base) for _, files, _, _, names, base in parts])
     # At one address an end of sequence comes before the row that starts the next one.
-    order = np.lexsort((~np.array(end, bool), np.array(addr, np.int64)))
-    return np.array(addr, np.int64)[order], np.array(line, np.int64)[order], [name[i] for i in order]
+    order = np.lexsort((~end, addr))
+    return addr[order], line[order], name[order].tolist()
+
+
+def _decoded_by_pyelftools(program):
+    """line_kernel.decode's arrays from pyelftools' decoding (where the kernel does not run)."""
+    rows = [(e.state.address, e.state.file, 0 if e.state.end_sequence else e.state.line, e.state.end_sequence)
+            for e in program.get_entries() if e.state is not None]
+    addr, file, line, end = zip(*rows) if rows else ((), (), (), ())
+    return (np.array(addr, np.int64), np.array(file, np.int64), np.array(line, np.int64), np.array(end, bool))
+
+
+def _names_of(files, names, base):
+    """Each row's file name from its file number (numbered from `base`); "" where out of range."""
+    table = np.array(list(names) + [""], object)
+    i = np.asarray(files, np.int64) - base
+    return table[np.where((i >= 0) & (i < len(names)), i, len(names))]
 
 
 def _file_names(program):
