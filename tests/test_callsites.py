@@ -408,3 +408,29 @@ def test_line_programs_decoded_in_c_give_pyelftools_rows(tmp_path, monkeypatch, 
     assert len(in_c[0]) > 50
     assert np.array_equal(in_c[0], in_python[0]) and np.array_equal(in_c[1], in_python[1])
     assert in_c[2] == in_python[2]
+
+
+def test_an_objects_dwarf_is_read_once_for_all_its_sites(c_run_g, monkeypatch):
+    """stats.Sites resolves every site of its ranks in one resolve.batch(): the program's DWARF
+    (sections and relocations, read by pyelftools' get_dwarf_info) once, though its sites fall in
+    two compile units; outside a batch each unit read reads it again."""
+    from elftools.elf.elffile import ELFFile
+
+    from mpigraph.callsites import resolve, stats
+
+    out, rows = c_run_g
+    reads = []
+    original = ELFFile.get_dwarf_info
+    monkeypatch.setattr(ELFFile, "get_dwarf_info", lambda self, *a, **k: reads.append(1) or original(self, *a, **k))
+    resolve.object_index.cache_clear()
+    sites = stats.Sites(str(out / "raw"), range(RANKS))
+    named = {(place[2], place[3]) for place in sites.places[1:]}
+    assert {os.path.basename(f) for f, line in named if line} == {"callsites_main.c", "callsites_halo.c"}
+    assert len(reads) == 1
+    reads.clear()
+    resolve.object_index.cache_clear()
+    key = next(k for k in sites._found if os.path.basename(sites._found[k][2]) == "callsites_halo.c")
+    other = next(k for k in sites._found if os.path.basename(sites._found[k][2]) == "callsites_main.c")
+    assert resolve.locate(key[0], key[1])[1:] == sites._found[key][2:4]
+    assert resolve.locate(other[0], other[1])[1:] == sites._found[other][2:4]
+    assert len(reads) == 3      # the ranges, then each unit: read again outside a batch

@@ -6,6 +6,7 @@ address looked up is the return address minus one: the call instruction itself, 
 that ends its function or its line is not taken for the next one.
 """
 
+import contextlib
 import functools
 import os
 
@@ -32,7 +33,7 @@ class ObjectIndex:
         self._sym_name = np.zeros(0, np.int64)    # each one's name: an offset into _strings
         self._strings = b""
         self._units = {}        # compile-unit offset (None: every unit) -> its line rows
-        self._dwarf = None      # (has DWARF, its .debug_aranges or None), read at the first line asked
+        self._ranges = None     # (has DWARF, its .debug_aranges or None), read at the first line asked
         if ELFFile is None:
             return
         try:
@@ -72,28 +73,32 @@ class ObjectIndex:
         the first ask: .debug_aranges names the unit, so a big program's DWARF is not parsed
         whole for a few call sites; where it names none (no aranges: clang's default), every
         unit's rows, read once."""
-        if self._dwarf is None:
-            self._dwarf = self._read_aranges()
-        has_dwarf, aranges = self._dwarf
+        if self._ranges is None:
+            # Read once: opening the object and reading its DWARF sections for every call site
+            # took 1-2 ms a site on every analysis rank, most sites sharing a unit already read.
+            dwarf = self._dwarf_info()
+            self._ranges = (dwarf is not None, dwarf.get_aranges() if dwarf is not None else None)
+        has_dwarf, aranges = self._ranges
         if not has_dwarf:
             return _NO_ROWS
         offset = aranges.cu_offset_at_addr(vaddr) if aranges is not None else None
         if offset not in self._units:
-            with open(self.path, "rb") as f:
-                dwarf = ELFFile(f).get_dwarf_info()
-                units = [dwarf.get_CU_at(offset)] if offset is not None else dwarf.iter_CUs()
-                self._units[offset] = _line_rows(dwarf, units)
+            dwarf = self._dwarf_info()
+            units = [dwarf.get_CU_at(offset)] if offset is not None else dwarf.iter_CUs()
+            self._units[offset] = _line_rows(dwarf, units)
         return self._units[offset]
 
-    def _read_aranges(self):
-        """(whether the object has DWARF, its address ranges table or None), read once: opening
-        the object and reading its DWARF sections for every call site took 1-2 ms a site on
-        every analysis rank, where most sites share a compile unit already read."""
+    def _dwarf_info(self):
+        """The object's DWARF (pyelftools' DWARFInfo: its sections read into memory), None
+        without: read once for every lookup inside a ``batch`` block, else at each call."""
+        if _batch is not None and self.path in _batch:
+            return _batch[self.path]
         with open(self.path, "rb") as f:
             elf = ELFFile(f)
-            if not elf.has_dwarf_info():
-                return False, None
-            return True, elf.get_dwarf_info().get_aranges()     # its entries are read whole here
+            dwarf = elf.get_dwarf_info() if elf.has_dwarf_info() else None
+        if _batch is not None:
+            _batch[self.path] = dwarf
+        return dwarf
 
     def vaddr(self, file_offset: int):
         """The object's virtual address of a file offset (its PT_LOAD segment's), or None."""
@@ -197,6 +202,24 @@ def _file_names(program):
         folder = dirs[d] if version5 and d < len(dirs) else (dirs[d - 1] if 0 < d <= len(dirs) else "")
         out.append(n if os.path.isabs(n) or not folder else os.path.join(folder, n))
     return out
+
+
+_batch = None       # {object path: its DWARFInfo} while a ``batch`` block runs
+
+
+@contextlib.contextmanager
+def batch():
+    """Within the block each object's DWARF is read once for all the lookups made in it (its
+    sections held in memory until the block ends); outside, each compile unit read reads the
+    object's DWARF sections and relocations again.  A C++ program's sites fall in several units:
+    HPCG's 13 sites over 2 ranks read them 8 times, most of the resolution's time."""
+    global _batch
+    outer = _batch
+    _batch = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _batch = outer
 
 
 @functools.lru_cache(maxsize=64)

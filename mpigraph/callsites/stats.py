@@ -42,8 +42,9 @@ class Sites:
         them together with the other analysis ranks'."""
         self._found = {}        # (object, offset, stack) -> (object, caller, file, line, stack)
         self._shim_keys = {}    # rank -> (shim ids, their keys)
-        for rank in ranks:
-            self._shim_keys[rank] = self._read_rank(raw_dir, rank, self._found)
+        with resolve.batch():   # each object's DWARF read once for all the ranks' sites
+            for rank in ranks:
+                self._shim_keys[rank] = self._read_rank(raw_dir, rank, self._found)
         self._number()
 
     def share(self, comm) -> "Sites":
