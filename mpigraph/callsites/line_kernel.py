@@ -21,23 +21,9 @@ from mpigraph.util import ckernel
 SOURCE = r"""
 #include <stdint.h>
 
-static uint64_t uleb(const uint8_t *p, int64_t n, int64_t *at, int *bad)
-{
-    uint64_t value = 0;
-    int shift = 0;
-    while (*at < n) {
-        uint8_t byte = p[(*at)++];
-        if (shift < 64)
-            value |= (uint64_t)(byte & 0x7f) << shift;
-        shift += 7;
-        if (!(byte & 0x80))
-            return value;
-    }
-    *bad = 1;
-    return 0;
-}
-
-static int64_t sleb(const uint8_t *p, int64_t n, int64_t *at, int *bad)
+/* A LEB128 number at p[*at] (signed: sign-extended from its last byte's bit 6); *bad where the
+ * program ends inside it. */
+static uint64_t leb(const uint8_t *p, int64_t n, int64_t *at, int *bad, int is_signed)
 {
     uint64_t value = 0;
     int shift = 0;
@@ -47,14 +33,17 @@ static int64_t sleb(const uint8_t *p, int64_t n, int64_t *at, int *bad)
             value |= (uint64_t)(byte & 0x7f) << shift;
         shift += 7;
         if (!(byte & 0x80)) {
-            if (shift < 64 && (byte & 0x40))
+            if (is_signed && shift < 64 && (byte & 0x40))
                 value |= ~(uint64_t)0 << shift;
-            return (int64_t)value;
+            return value;
         }
     }
     *bad = 1;
     return 0;
 }
+
+#define uleb(p, n, at, bad) leb(p, n, at, bad, 0)
+#define sleb(p, n, at, bad) ((int64_t)leb(p, n, at, bad, 1))
 
 static uint64_t fixed(const uint8_t *p, int64_t n, int64_t *at, int size, int little, int *bad)
 {
