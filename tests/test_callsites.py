@@ -373,7 +373,9 @@ def test_function_symbols_read_as_an_array_name_what_pyelftools_names():
 
     assert resolve._symbol_dtype(64, True).itemsize == 24 and resolve._symbol_dtype(32, False).itemsize == 16
     import pyarrow
-    objects = [os.path.join(mpi_env.REPO, "mpigraph", "libmpigraph.so")]
+    from mpigraph.shim import lib
+
+    objects = [lib.library_path()]
     objects += sorted(p for p in os.listdir(os.path.dirname(pyarrow.__file__)) if p.startswith("libarrow.so."))[:1]
     objects = [p if os.path.isabs(p) else os.path.join(os.path.dirname(pyarrow.__file__), p) for p in objects]
     assert len(objects) == 2, objects
@@ -386,16 +388,34 @@ def test_function_symbols_read_as_an_array_name_what_pyelftools_names():
             assert index.function(vaddr) == expected(vaddr), (path, hex(vaddr))
 
 
+def _many_lines_library(tmp_path):
+    """A shared library of three compile units of 200 small functions each (loops, branches,
+    inlining at -O2 -g): tens of thousands of line rows, with lines going back and forth."""
+    sources = []
+    for unit in range(3):
+        body = ["static int table%d[64];" % unit]
+        for f in range(200):
+            body.append("int f%d_%d(int n) {\n  int s = %d;\n  for (int i = 0; i < n; i++) {\n"
+                        "    if (i %% %d == 0)\n      s += table%d[i & 63];\n    else\n      s ^= i * %d;\n  }\n"
+                        "  return s;\n}" % (unit, f, f, f % 7 + 2, unit, f + 1))
+        path = tmp_path / ("unit%d.c" % unit)
+        path.write_text("\n".join(body) + "\n")
+        sources.append(str(path))
+    library = str(tmp_path / "libmany.so")
+    subprocess.run([mpi_env.wheel_mpi().mpicc, "-O2", "-g", "-shared", "-fPIC", "-o", library] + sources, check=True)
+    return library
+
+
 @pytest.mark.parametrize("flags", [["-gdwarf-4"], ["-gdwarf-5", "-O2"], None])
 def test_line_programs_decoded_in_c_give_pyelftools_rows(tmp_path, monkeypatch, flags):
     """callsites.line_kernel decodes each compile unit's line program in C: the same (address,
     line, file) rows as pyelftools' decoding (MPIGRAPH_LINE_KERNEL=off), DWARF 4 and 5, at -O2
-    (discriminators, many sequences), and the shim's own library (65 k rows, 19 units)."""
+    (discriminators, many sequences), and a library of three units with many rows."""
     from elftools.elf.elffile import ELFFile
 
     from mpigraph.callsites import line_kernel, resolve
 
-    path = os.path.join(mpi_env.REPO, "mpigraph", "libmpigraph.so") if flags is None else _build_c(tmp_path, flags)[1]
+    path = _many_lines_library(tmp_path) if flags is None else _build_c(tmp_path, flags)[1]
     with open(path, "rb") as f:
         dwarf = ELFFile(f).get_dwarf_info()
         units = list(dwarf.iter_CUs())
