@@ -149,9 +149,9 @@ _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
 _FUNCTIONS = {"line_rows": (_I64, [_PTR, _I64, _I64, _I64, _I64, _I64, _I64, _I64, _I64, _PTR, _PTR, _PTR, _PTR])}
 
 
-def decode(program, section):
-    """(addresses, files, lines, ends) of a pyelftools LineProgram's rows, int64 and bool arrays,
-    from `section` (the bytes of .debug_line); None where the kernel cannot decode it."""
+def decode(program):
+    """(addresses, files, lines, ends) of a pyelftools LineProgram's rows, int64 and bool arrays;
+    None where the kernel cannot decode it."""
     lib = _KERNEL.load_ctypes(_FUNCTIONS)
     if lib is None:
         return None
@@ -160,8 +160,10 @@ def decode(program, section):
         max_ops = header["maximum_operations_per_instruction"]    # DWARF 4 on
     except (KeyError, AttributeError):
         max_ops = 1
-    code = np.ascontiguousarray(np.frombuffer(section, np.uint8)[program.program_start_offset:
-                                                                  program.program_end_offset])
+    # The program's own bytes, read from .debug_line's stream at its offsets (as pyelftools reads
+    # them), not the whole section for each unit.
+    program.stream.seek(program.program_start_offset)
+    code = np.frombuffer(program.stream.read(program.program_end_offset - program.program_start_offset), np.uint8)
     n = len(code)
     addr, file, line = (np.empty(n, np.int64) for _ in range(3))
     end = np.empty(n, np.uint8)

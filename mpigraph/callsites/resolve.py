@@ -156,15 +156,12 @@ def _symbol_dtype(elfclass, little_endian):
 def _line_rows(dwarf, units):
     """(addresses, lines, files) of the line programs of `units`, sorted by address; line 0
     marks an end of sequence (no line until the next row)."""
-    section = None
     parts = []         # per unit: (addresses, files, lines, ends, its file names, its first file's number)
     for cu in units:
         program = dwarf.line_program_for_CU(cu)
         if program is None:
             continue
-        if section is None:
-            section = program.stream.getvalue()
-        rows = line_kernel.decode(program, section) or _decoded_by_pyelftools(program)
+        rows = line_kernel.decode(program) or _decoded_by_pyelftools(program)
         base = 0 if program.header["version"] >= 5 else 1   # DWARF 5 numbers files from 0
         parts.append(rows + (_file_names(program), base))
     if not parts:
