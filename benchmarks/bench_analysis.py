@@ -141,7 +141,7 @@ def probe(run_dir, prefault_mb):
     comm = MPI.COMM_WORLD
     info = trace.find_run(run_dir)
     owned = parallel.Ownership(info.world_size, comm.size).ranks_of(comm.rank)
-    records = sum((os.path.getsize(trace.log_path(run_dir, r)) - 4096) // 64 for r in owned)
+    records = logged_records(run_dir, owned)
     base = vm_rss_kb()
     if prefault_mb:      # back the memory the analysis will need, then free it (glibc keeps it: see the doc)
         block = numpy.ones(prefault_mb * 2**20 // 8, numpy.int64)
@@ -172,13 +172,20 @@ def run_shape(records):
     return ranks, max(3, round(records / ranks))
 
 
+def logged_records(run_dir, ranks):
+    """The records in the logs of trace ranks `ranks`, as each log's header counts them (the
+    count the analysis reads; a log's file may hold padding after them)."""
+    from mpigraph.trace import logs as trace
+
+    return sum(int(trace.read_header(trace.log_path(run_dir, r))[0]["n_records"]) for r in ranks)
+
+
 def recorded(run_dir):
-    """(run_dir, records, trace ranks) of a recorded run: its logs' records (64 bytes each after a
-    page of header)."""
+    """(run_dir, records, trace ranks) of a recorded run."""
     from mpigraph.trace import logs as trace
 
     info = trace.find_run(run_dir)
-    n = sum((os.path.getsize(trace.log_path(run_dir, r)) - 4096) // 64 for r in range(info.world_size))
+    n = logged_records(run_dir, range(info.world_size))
     print("recorded run %s: %d ranks, %d records" % (info.run_dir, info.world_size, n), flush=True)
     return info.run_dir, n, info.world_size
 
