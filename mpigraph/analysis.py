@@ -137,6 +137,14 @@ def _traffic(comm, logs, times, linked, world_size, phase=None):
             phases_stage.phases(comm, logs, times, linked, select=phase))
 
 
+def _path(comm, config, info, logs, linked, times, say):
+    """Stage path (``paths.path_stage``), then every rank's part of the path and its Totals on
+    rank 0 (``paths.finished``): two steps, so that a search that failed on one rank is known
+    to all before they add up the parts."""
+    found = parallel.collectively(comm, paths.path_stage, comm, config, info, logs, linked, times, say)
+    return parallel.collectively(comm, paths.finished, comm, found, info.world_size)
+
+
 def _write_report(comm, out_dir, info, tables, path, linked):
     """Stage report: every analysis rank writes its parts of the big tables (report.datasets: calls,
     wait states, critical path) and sums its calls per call site, then rank 0 the small tables
@@ -149,11 +157,12 @@ def _write_report(comm, out_dir, info, tables, path, linked):
     sites.sites.share(comm)
     by_phase = phases_callsites.tracker(comm, sites, linked.calls)     # sums the same blocks per phase too
     path = _path_with_sites(comm, path, linked, sites.sites, info.world_size)
-    block = datasets.scatter_path(comm, path.table)
+    block = datasets.path_block(comm, path.table)
     summary_tables, extra, waitstates = tables
     calls_csv = comm.bcast(report.big_csv_written(summary_tables.ranks) if comm.rank == 0 else None, root=0)
+    path_csv = comm.bcast(report.path_csv_written(path.totals) if comm.rank == 0 and path.totals else None, root=0)
     parallel.collectively(comm, datasets.write_parts, comm, out_dir, info, linked, waitstates, queries, block,
-                          calls_csv, sites)
+                          calls_csv, sites, path_csv)
     table = sites.combined(comm)
     waits_by_site = parallel.collectively(comm, sites.waitstate_sums)      # summed as the calls' blocks passed
     waits_by_site = callsites.stats.combined_waitstates(comm, waits_by_site, sites.sites)
@@ -170,7 +179,7 @@ def _write_report(comm, out_dir, info, tables, path, linked):
                 extra["traffic"]["communicators"], sites.sites)
             extra["traffic"]["callsite_sizes"] = traffic_stage.callsite_size_table(extra["traffic"], sites.sites)
     try:
-        return report.write_report(out_dir, info, summary_tables, extra, path=path.table, path_lines=path.lines,
+        return report.write_report(out_dir, info, summary_tables, extra, path=path.totals, path_lines=path.lines,
                                    datasets=datasets.NAMES)
     except report.ReportError:
         datasets.remove_all(out_dir)      # no half-written report is left behind
@@ -178,15 +187,13 @@ def _write_report(comm, out_dir, info, tables, path, linked):
 
 
 def _path_with_sites(comm, path, linked, sites, n_trace_ranks):
-    """The path (rank 0's) with its segments' call sites (callsites.path), and a line naming
-    the call sites it runs through after the line of its MPI functions.  Collective."""
+    """The path (every rank's part) with its segments' call sites (callsites.path), and on rank 0
+    a line naming the call sites it runs through after the line of its MPI functions.  Collective."""
     ids = path_sites.segment_sites(comm, path.table, linked, sites, n_trace_ranks)
-    return parallel.collectively(comm, lambda: path if ids is None else _name_path_sites(path, ids, sites))
-
-
-def _name_path_sites(path, ids, sites):
-    table = path_sites.with_sites(path.table, ids, sites)
-    line = path_sites.summary_line(table)
+    if ids is None:
+        return path
+    table = parallel.collectively(comm, path_sites.with_sites, path.table, ids, sites)
+    line = path_sites.summary_line(comm, table, path.totals.duration if comm.rank == 0 else 0)
     lines = list(path.lines)
     if line:
         at = [i for i, text in enumerate(lines) if text.lstrip().startswith("MPI functions on the path")]
@@ -241,12 +248,10 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
         tables[1]["traffic"], tables[1]["phases"] = flows
     if on_graph:
         times = None      # only toposort's path reads them: not held through the graph's build
-    path = progress.run("path", parallel.collectively, comm, paths.path_stage, comm, config, info, logs, linked, times,
-                        progress.say)
+    path = progress.run("path", _path, comm, config, info, logs, linked, times, progress.say)
 
-    # The critical path's time in each phase: rank 0 holds both (the others only learn if it failed).
-    parallel.collectively(comm, lambda: phases_share.add_path_share(tables[1]["phases"], path.table)
-                          if tables[1] is not None else None)
+    # The critical path's time in each phase: each rank adds its part's, rank 0 holds the phases.
+    phases_share.add_path_share(comm, tables[1]["phases"] if tables[1] is not None else None, path.table)
     if path.lines:         # which algorithm ran, and why (the default picks one by the run's size)
         path = path._replace(lines=list(path.lines) + ["  algorithm %s (%s)" % (algorithm, why)])
     text = progress.run("report", parallel.collectively, comm, _write_report, comm, out_dir or info.run_dir, info, tables,

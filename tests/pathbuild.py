@@ -6,7 +6,7 @@ import numpy as np
 from mpi4py import MPI
 
 from mpigraph import paths
-from mpigraph.paths import graph
+from mpigraph.paths import graph, segments as critical_path
 from mpigraph.trace import functions as mf
 
 FID = {f.name: f.id for f in mf.FUNCTIONS}
@@ -37,7 +37,8 @@ def solve_all(inp, comm=MPI.COMM_SELF, slacks=None, **options):
     results = {}
     for a, s in SETTINGS:
         stats = {}
-        results[(a, s)] = paths.critical_path(comm, inp, a, s, stats=stats, **options)
+        # The whole path on rank 0: the distributed searches leave it in parts, a part per rank.
+        results[(a, s)] = critical_path.whole(comm, paths.critical_path(comm, inp, a, s, stats=stats, **options))
         if slacks is not None:
             slacks[(a, s)] = stats.get("slack")
     return results

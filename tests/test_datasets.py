@@ -11,7 +11,11 @@ import pytest
 import mpi_env
 from mpigraph.report import datasets
 
-PROGRAMS = [("calls.c", [], 4), ("slow_phases.c", ["3"], 4), ("unreceived.c", [], 2), ("scaling.c", ["4", "20000"], 3)]
+# (program, its arguments, ranks, analyze's options): the last one's path found where it lies, in
+# parts (paths/walk.py), and moved to the ranks writing its blocks (datasets.path_block).
+PROGRAMS = [("calls.c", [], 4, []), ("slow_phases.c", ["3"], 4, []), ("unreceived.c", [], 2, []),
+            ("scaling.c", ["4", "20000"], 3, []),
+            ("calls.c", [], 4, ["--algorithm", "parallel-dijkstra"])]
 PARQUET_TABLES = ["calls.parquet", "waitstates.parquet", "critical_path.parquet", "ranks.parquet",
                   "collectives.parquet", "callsites.parquet", "callsite_sizes.parquet"]
 TEXT_FILES = ["summary.txt", "ranks.csv", "functions.csv", "waitstates.csv", "unmatched.csv", "critical_path.csv",
@@ -19,10 +23,10 @@ TEXT_FILES = ["summary.txt", "ranks.csv", "functions.csv", "waitstates.csv", "un
 KS = (1, 2, 3)
 
 
-@pytest.fixture(scope="module", params=PROGRAMS, ids=[p[0] for p in PROGRAMS])
+@pytest.fixture(scope="module", params=PROGRAMS, ids=[" ".join([p[0]] + p[3]) for p in PROGRAMS])
 def reports(request, wheel, builder, tmp_path_factory):
     """{K: report directory} of one program's run analysed offline on K analysis ranks."""
-    source, args, ranks = request.param
+    source, args, ranks, options = request.param
     exe = builder.build(source, wheel.mpicc)
     run = tmp_path_factory.mktemp(source.replace(".", "_"))
     result = mpi_env.mpirun(wheel, ranks, [exe] + args, out=run / "run", rank_env={"MPIGRAPH_ANALYZE": "off"})
@@ -30,7 +34,7 @@ def reports(request, wheel, builder, tmp_path_factory):
     out = {}
     for k in KS:
         out[k] = run / ("k%d" % k)
-        done = mpi_env.mpigraph(["analyze", run / "run", "--out", out[k], "--quiet"], nprocs=k, mpi=wheel)
+        done = mpi_env.mpigraph(["analyze", run / "run", "--out", out[k], "--quiet"] + options, nprocs=k, mpi=wheel)
         assert done.returncode == 0, done.stderr
     return out
 
@@ -110,7 +114,7 @@ def test_part_names_sort_in_rank_order():
 
 
 def test_a_path_column_travels_in_the_narrowest_integer_type_that_holds_it():
-    """scatter_path sends integer columns narrowed and casts them back: every value must fit."""
+    """path_block sends integer columns narrowed and casts them back: every value must fit."""
     import numpy as np
 
     cases = [([0, 127], np.int8), ([-128, 5], np.int8), ([0, 128], np.int16), ([-1, 40000], np.int32),

@@ -138,6 +138,23 @@ def test_merge_runs_keeps_other_ranks_and_messages_apart():
     assert len(table["rank"]) == 3
 
 
+def test_merge_runs_joins_only_rows_that_follow_each_other_on_the_path():
+    """An analysis rank's part of a path found where it lies (paths/walk.py) has other ranks' rows
+    between its own: rows that would merge but do not follow each other stay apart."""
+    kinds = Labels(np.array([1, 0, 1, 1, 1], np.int8), cp.KINDS)           # mpi, empty compute, mpi, mpi, mpi
+    functions = Labels(np.array([0, 1, 0, 0, 0]), np.array(["MPI_Iprobe", ""], object))
+    rank = np.zeros(5, np.int64)
+    start, end = np.array([0, 5, 5, 9, 12]), np.array([5, 5, 9, 12, 13])
+    whole = cp.segments(rank, kinds, functions, start, end)
+    assert whole["start"].tolist() == [0] and whole["end"].tolist() == [13]
+    # Another rank's rows lie between the third and fourth: the fourth and fifth merge apart.
+    part = cp.merge_runs(rank, kinds, functions, rank - 1, start, end, follows=np.array([True, True, False, True]))
+    assert part[4].tolist() == [0, 9] and part[5].tolist() == [9, 13]
+    # ... and between the first and the empty compute: it is not dropped, nothing merges across it.
+    part = cp.merge_runs(rank, kinds, functions, rank - 1, start, end, follows=np.array([False, True, True, True]))
+    assert part[4].tolist() == [0, 5, 5] and part[5].tolist() == [5, 5, 13]
+
+
 def test_calls_parquet_rows_count_their_calls(compacted):
     own, out = compacted
     calls = pq.read_table(out / "calls.parquet").to_pydict()

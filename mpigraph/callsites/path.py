@@ -1,9 +1,9 @@
 """The call sites of the critical path: which call site each of its segments is time in.
 
-The path (critical_path table) is made on analysis rank 0; the calls and their sites are on the
-analysis rank owning each trace rank.  Rank 0 sends every analysis rank the segments of kind
-mpi and message (rank, start, end), each answers for the trace ranks it owns, and rank 0 puts
-the answers together.  A segment's call:
+Each analysis rank holds a part of the path (critical_path table rows, mostly of the trace ranks
+it owns); the calls and their sites are on the analysis rank owning each trace rank.  Every
+rank sends the owners its segments of kind mpi and message (rank, start, end), each answers for
+the trace ranks it owns, and the answers go back.  A segment's call:
 
 - mpi: the longest call of its rank overlapping it (start < segment end, end > segment start;
   a zero-length segment: the call holding its time).  A block of calls merged by
@@ -25,46 +25,37 @@ KINDS = ("mpi", "message")
 
 
 def segment_sites(comm, path, linked, sites, n_trace_ranks):
-    """On analysis rank 0: the call-site id of each of the path's segments (int64, 0: compute or
-    unknown); None elsewhere, and everywhere when there is no path.  Collective; the local steps
-    go through ``parallel.collectively`` (an error on one rank stops all of them), the
-    exchanges between them do not fail.
+    """The call-site id of each segment of this rank's part of the path (int64, 0: compute or
+    unknown); None everywhere when there is no path.  Collective; the local steps go through
+    ``parallel.collectively`` (an error on one rank stops all of them), the exchanges between
+    them do not fail.
 
-    path: rank 0's critical_path table (None elsewhere or without a path); linked: this analysis
-    rank's ``Linked`` (its calls, those of its ``Ownership`` block of the n_trace_ranks);
-    sites: a callsites.stats.Sites (the run's ids)."""
-    asked = parallel.collectively(comm, lambda: asked_segments(path) if comm.rank == 0 else None)
+    path: this rank's part of the critical_path table (None on every rank without a path);
+    linked: this analysis rank's ``Linked`` (its calls, those of its ``Ownership`` block of the
+    n_trace_ranks); sites: a callsites.stats.Sites (the run's ids)."""
+    if path is None:
+        return None
+    asked = parallel.collectively(comm, asked_segments, path)
     if comm.size == 1:
-        found = None if asked is None else parallel.collectively(comm, owned_sites, asked, linked, sites)
-    elif comm.bcast(asked is not None, root=0):
-        found = _answers_of_owners(comm, asked, linked, sites, n_trace_ranks)
+        found = parallel.collectively(comm, owned_sites, asked, linked, sites)
     else:
-        return None
-    if comm.rank != 0 or asked is None:
-        return None
+        found = _answers_of_owners(comm, asked, linked, sites, n_trace_ranks)
     out = np.zeros(len(path["kind"]), np.int64)
     out[asked["index"]] = found
     return out
 
 
 def _answers_of_owners(comm, asked, linked, sites, n_trace_ranks):
-    """On rank 0 the call-site ids of its `asked` segments, in their order (None elsewhere): each
-    segment sent to the analysis rank owning its trace rank, which answers it.  Each rank gets
-    only its own segments: a pipelined program's path has millions, over every rank."""
-    if comm.rank == 0:
-        owner = parallel.Ownership(n_trace_ranks, comm.size).owner_of(asked["rank"])
-        columns = [np.arange(len(owner), dtype=np.int64), asked["rank"], asked["message"].astype(np.int8),
-                   asked["start"], asked["end"]]
-    else:
-        owner = np.zeros(0, np.int64)
-        columns = [np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(0, np.int64),
-                   np.zeros(0, np.int64)]
+    """The call-site ids of this rank's `asked` segments, in their order: each segment sent to
+    the analysis rank owning its trace rank, which answers it.  Each rank gets only the segments
+    of its own trace ranks: a pipelined program's path has millions, over every rank."""
+    owner = parallel.Ownership(n_trace_ranks, comm.size).owner_of(asked["rank"])
+    columns = [np.arange(len(owner), dtype=np.int64), asked["rank"], asked["message"].astype(np.int8),
+               asked["start"], asked["end"]]
     (position, rank, message, start, end), source = exchange.send_rows(comm, owner, columns, with_source=True)
     mine = {"index": position, "rank": rank, "message": message.astype(bool), "start": start, "end": end}
     found = parallel.collectively(comm, owned_sites, mine, linked, sites)
     position, found = exchange.send_rows(comm, source, [position, found])
-    if comm.rank != 0:
-        return None
     out = np.zeros(len(asked["index"]), np.int64)
     out[position] = found
     return out
@@ -72,12 +63,11 @@ def _answers_of_owners(comm, asked, linked, sites, n_trace_ranks):
 
 def asked_segments(path):
     """The segments whose call is asked for (kind mpi or message): their index, rank, kind
-    (message or not), start and end; None without a path."""
-    if path is None:
-        return None
-    kind = np.asarray(path["kind"])
-    which = np.flatnonzero(np.isin(kind, KINDS))
-    return {"index": which, "rank": np.asarray(path["rank"], np.int64)[which], "message": kind[which] == "message",
+    (message or not), start and end."""
+    kind = path["kind"]
+    message = np.asarray(kind == "message", bool)
+    which = np.flatnonzero(np.asarray(kind == "mpi", bool) | message)
+    return {"index": which, "rank": np.asarray(path["rank"], np.int64)[which], "message": message[which],
             "start": np.asarray(path["start"], np.int64)[which], "end": np.asarray(path["end"], np.int64)[which]}
 
 
@@ -144,15 +134,33 @@ def _longest_overlapping(starts, ends, lo, hi):
     return out
 
 
-def summary_line(path, top=5):
-    """"  call sites on the path: MPI_Allreduce at solver.c:212 46.2%, ..." from a critical_path
-    table with its callsite and callsite_name columns: the share of the path's time in each call
-    site's calls (its mpi and message segments); None when no segment has a known site."""
-    duration = np.asarray(path["duration"], np.int64)
-    total = int(duration.sum())
-    known = np.asarray(path["callsite"]) > 0
-    if total <= 0 or not known.any():
+def summary_line(comm, path, total, top=5):
+    """On analysis rank 0: "  call sites on the path: MPI_Allreduce at solver.c:212 46.2%, ..."
+    from every rank's part of the critical_path table with its callsite and callsite_name columns:
+    the share of the path's time `total` (its length, known on rank 0) in each call site's calls
+    (its mpi and message segments); None when no segment has a known site, and on the other
+    ranks.  Collective."""
+    times = comm.gather(site_times(path), root=0) if comm.size > 1 else [site_times(path)]
+    if comm.rank != 0:
         return None
+    summed = {}
+    for part in times:
+        for name, ns in part.items():
+            summed[name] = summed.get(name, 0) + ns
+    if total <= 0 or not summed:
+        return None
+    names = sorted(summed, key=lambda name: (-summed[name], name))[:top]
+    return "  call sites on the path: " + ", ".join("%s %.1f%%" % (name, 100.0 * summed[name] / total)
+                                                    for name in names)
+
+
+def site_times(path):
+    """{call-site name: ns of the path's segments in its calls} of a critical_path table (or a
+    part of one), over its segments with a known site."""
+    duration = np.asarray(path["duration"], np.int64)
+    known = np.asarray(path["callsite"]) > 0
+    if not known.any():
+        return {}
     name = path["callsite_name"]
     if isinstance(name, Labels):
         # Summed by code, then by name: a pipelined program's path has millions of segments and
@@ -164,8 +172,7 @@ def summary_line(path, top=5):
     at = at.reshape(-1)
     time = np.bincount(at, duration[known], len(names))
     used = np.bincount(at, minlength=len(names)) > 0
-    order = [i for i in np.lexsort((names, -time)) if used[i]][:top]
-    return "  call sites on the path: " + ", ".join("%s %.1f%%" % (names[i], 100.0 * time[i] / total) for i in order)
+    return {str(n): int(t) for n, t, u in zip(names.tolist(), time.tolist(), used.tolist()) if u}
 
 
 def with_sites(path, site_ids, sites):

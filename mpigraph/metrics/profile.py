@@ -356,13 +356,17 @@ def gather_tables(comm, local):
 
 
 def with_path(tables, path):
-    """Tables with time_on_path filled from a critical_path table (None: no path, zeros stay)."""
+    """Tables with time_on_path filled from a critical_path table or its Totals (None: no path,
+    zeros stay)."""
     if path is None:
         return tables
     ranks, functions = dict(tables.ranks), dict(tables.functions)
-    ranks["time_on_path"] = critical_path.time_per_rank(path, int(ranks["rank"].max()) + 1)[ranks["rank"]] \
-        if len(ranks["rank"]) else ranks["time_on_path"]
-    per_function = critical_path.time_per_function(path)
+    whole = path if isinstance(path, critical_path.Totals) else critical_path.totals(
+        path, int(ranks["rank"].max()) + 1 if len(ranks["rank"]) else 0)
+    per_rank = np.zeros(max(len(whole.per_rank), int(ranks["rank"].max()) + 1 if len(ranks["rank"]) else 0), np.int64)
+    per_rank[:len(whole.per_rank)] = whole.per_rank
+    ranks["time_on_path"] = per_rank[ranks["rank"]] if len(ranks["rank"]) else ranks["time_on_path"]
+    per_function = whole.time_per_function()
     functions["time_on_path"] = np.array([per_function.get(f, 0) for f in functions["function"].tolist()],
                                          np.int64)
     return Tables(ranks, functions)

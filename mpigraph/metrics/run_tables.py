@@ -282,26 +282,30 @@ QUERY_KINDS = ("overlap", "ends in", "starts in")     # path_queries' lookups, i
 
 
 def owned_path_queries(comm, path, n_trace_ranks):
-    """``path_queries`` of the trace ranks this analysis rank owns (parallel.Ownership): made on
-    analysis rank 0 from its path, each owner sent its own rows (still sorted by rank); None
-    everywhere without a path.  Collective.
+    """``path_queries`` of the trace ranks this analysis rank owns (parallel.Ownership): every
+    rank makes them from its part of the path (`path`; None on every rank without a path) and
+    sends each owner its rows, sorted by rank where they arrive; None everywhere without a path.
+    Collective.
 
     Not a broadcast: a pipelined program's path has a segment per call, and every rank would
-    receive (and unpickle) the queries of every trace rank to use its own."""
-    queries = path_queries(path) if comm.rank == 0 else None
-    if comm.size == 1 or not comm.bcast(queries is not None, root=0):
+    receive the queries of every trace rank to use its own.  Most of a part's rows are of the
+    rank's own trace ranks: they stay."""
+    queries = path_queries(path)
+    if comm.size == 1 or path is None:
         return queries
     owner = parallel.Ownership(n_trace_ranks, comm.size)
+    none = np.zeros(0, np.int64)
     owned = []
     for i, how in enumerate(QUERY_KINDS):
-        q_rank, lo, hi = queries[i][:3] if comm.rank == 0 else [np.zeros(0, np.int64)] * 3
+        q_rank, lo, hi = queries[i][:3] if queries is not None else (none, none, none)
         known = (q_rank >= 0) & (q_rank < n_trace_ranks)    # a message of an unknown peer marks nothing
         # A trace rank travels in four bytes, and a point query (lo == hi) sends its time once.
         columns = [np.asarray(q_rank)[known].astype(np.int32), np.asarray(lo, np.int64)[known]]
         if how == "overlap":
             columns.append(np.asarray(hi, np.int64)[known])
         received = exchange.send_rows(comm, owner.owner_of(columns[0]), columns)
-        owned.append((received[0], received[1], received[-1], how))
+        by_rank = np.argsort(received[0], kind="stable")
+        owned.append((received[0][by_rank], received[1][by_rank], received[-1][by_rank], how))
     return owned
 
 

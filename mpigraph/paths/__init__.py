@@ -3,7 +3,7 @@
 (toposort.py), the path table (segments.py), and the stage that picks one by name (stage.py)
 from the registry (algorithms.py).
 
-``critical_path`` and ``path_stage`` are imported on first use: the registry is read by the
+``critical_path``, ``path_stage`` and ``finished`` are imported on first use: the registry is read by the
 settings, which must not pull numpy and scipy in.
 """
 
@@ -14,7 +14,7 @@ def __getattr__(name):
     if name == "critical_path":
         from mpigraph.paths.search import critical_path
         return critical_path
-    if name == "path_stage":
-        from mpigraph.paths.stage import path_stage
-        return path_stage
+    if name in ("path_stage", "finished"):
+        from mpigraph.paths import stage
+        return getattr(stage, name)
     raise AttributeError("module %r has no attribute %r" % (__name__, name))

@@ -26,10 +26,15 @@ def graph_input(world_size, linked):
 
 
 def path_stage(comm, config, info, logs, linked, times, say=None):
-    """Stage path: a critical_path.PathResult (the table on analysis rank 0) for config.algorithm;
-    `say(text)` hears how a long round-based search is going.  toposort on a run that is not
+    """Stage path: a critical_path.PathResult for config.algorithm: the table where it was
+    found (every rank's part, or all of it on analysis rank 0 and None elsewhere), and on rank 0
+    the words after the path's summary (``finished`` adds that, and the Totals).  `say(text)`
+    hears how a long round-based search is going.  toposort on a run that is not
     bulk-synchronous says so (summary and stderr) and leaves the path to parallel-dijkstra
-    (dijkstra on one analysis rank)."""
+    (dijkstra on one analysis rank).
+
+    After the search no collective is made: where analysis rank 0's search failed, the others
+    only learn it when the stage ends (``parallel.collectively``)."""
     algorithm, notes = config.algorithm, []
     if algorithms.get(algorithm).method == "toposort":
         result = toposort.path_stage(comm, config, info.world_size, logs, times, linked.receive_ends)
@@ -46,8 +51,22 @@ def path_stage(comm, config, info, logs, linked, times, say=None):
     table = graph_search(comm, graph_input(info.world_size, linked), algorithm, config.splits,
                          config.threshold, say=say)
     if comm.rank != 0:
-        return critical_path.PathResult(None, [])
+        return critical_path.PathResult(table, [])
+    return critical_path.PathResult(table, notes + [
+        "  found by %s; the path segment by segment: %s" % (algorithm, critical_path.PARQUET_NAME)])
+
+
+def finished(comm, found, world_size):
+    """The PathResult of the path stage's `found`: every rank a part of the table (an empty one
+    where it has none of its rows; None everywhere without a path), and on rank 0 the path's
+    Totals and its words (``summary_lines``, then the stage's).  Collective: after the stage,
+    once every rank knows the search did not fail."""
+    table, lines = found.table, found.lines
+    if not comm.bcast(table is not None if comm.rank == 0 else None, root=0):
+        return critical_path.PathResult(None, lines if comm.rank == 0 else [])
+    part = critical_path.empty() if table is None else table
+    totals = critical_path.reduce_totals(comm, part, world_size)
+    if comm.rank != 0:
+        return critical_path.PathResult(part, [])
     # The same words on any number of analysis ranks: the path is the same (tests/test_cli_offline.py).
-    lines = critical_path.summary_lines(table, info.world_size) + notes + [
-        "  found by %s; the path segment by segment: %s" % (algorithm, critical_path.PARQUET_NAME)]
-    return critical_path.PathResult(table, lines)
+    return critical_path.PathResult(part, critical_path.summary_lines(totals, world_size) + list(lines), totals)

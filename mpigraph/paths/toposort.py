@@ -404,7 +404,8 @@ def not_bulk_synchronous(inside, messages, algorithm):
 
 
 def path_stage(comm, config, world_size, logs, times, receive_ends=None):
-    """Stage path for toposort / parallel-toposort: a PathResult (the table on rank 0).
+    """Stage path for toposort / parallel-toposort: a PathResult (the table on rank 0, its lines
+    after the path's summary there: ``stage._finished`` adds that).
 
     With `receive_ends` (the receive completion ends of this analysis rank's late-sender
     messages) it first checks the run is bulk-synchronous; where it is not, the result's table
@@ -425,7 +426,7 @@ def path_stage(comm, config, world_size, logs, times, receive_ends=None):
     if comm.Get_rank() != 0:
         return PathResult(None, [])
     table = path_from_chosen(chosen, run_start, run_end)
-    lines = critical_path.summary_lines(table, world_size)
+    lines = []
     lines.append("  found by %s over %d analysis rank%s in %.3f s: %d compute intervals%s, %d groups of "
                  "overlapping intervals" % (config.algorithm, comm.Get_size(), "" if comm.Get_size() == 1 else "s",
                                             seconds, n_intervals, " of at least %g s" % config.threshold

@@ -13,8 +13,6 @@ S(r) -> H -> E(x) is rank x's call (x == r) or a message from r to x.
 Times are made relative to the earliest start, like ranks.csv.
 """
 
-import dataclasses
-
 import numpy as np
 
 from mpigraph.util import arrays
@@ -188,16 +186,18 @@ def _function_code(func, unknown):
 
 
 def distributed(comm, g, labels):
-    """(critical_path.segments on rank 0, None elsewhere; the path's slack) from distributed labels.
+    """(this analysis rank's part of the critical path's segments, the path's slack) from
+    distributed labels.  Collective over comm.
 
-    Collective over comm.  Nothing per vertex is gathered.  The path is a chain of runs, each
-    through one analysis rank's vertices along next[]: from an entry (the path's start, the
+    Nothing per vertex is gathered, and the path is not either.  The path is a chain of runs,
+    each through one analysis rank's vertices along next[]: from an entry (the path's start, the
     vertex after a hub, or where another rank's run hands over) to its exit (a vertex another
     rank owns, a hub, or the end).  Every rank finds the exit of each of its vertices at once
-    (``local_exits``) and rank 0 chains the entries by their exits (``_entries_on_path``): a
-    fixed number of collectives, where walking run by run took a round of them per rank change
-    (a pipelined program's path changes rank at nearly every message).  Then each rank walks
-    its runs on the path (``_Runs``) and rank 0 joins them.
+    (``local_exits``), rank 0 chains the entries by their exits and every rank learns the chain
+    (``_entries_on_path``): a fixed number of collectives, where walking run by run took a round
+    of them per rank change.  Then each rank walks its runs on the path and makes the segments
+    ending at their vertices (``_Runs.part``): a pipelined program's path is most of its calls,
+    which one rank gathering, joining and sending back out was the analysis's rank-0 funnel.
     """
     from mpi4py import MPI
 
@@ -207,13 +207,10 @@ def distributed(comm, g, labels):
     comm.Allreduce(MPI.IN_PLACE, source_dist, op=MPI.MIN)
     start, slack = start_vertex(g, None, labels.hub_dist, source_dist)
     after_hub = _after_hubs(comm, g, labels)
+    chain = _entries_on_path(comm, g, labels.next, start, after_hub)
     runs = _Runs(g, labels)
-    runs.walk(_entries_on_path(comm, g, labels.next, start, after_hub))
-    table = runs.gather(comm)
-    if comm.Get_rank() != 0:
-        return None, slack
-    path, time, func, weight = table.chain(start, g.sink, after_hub, g.n_rank_vertices, len(labels.hub_dist) > 0)
-    return path_segments(g, path, time, func, weight), slack
+    runs.walk(chain, np.flatnonzero(g.owns(chain)))
+    return runs.part(comm, len(labels.hub_dist) > 0), slack
 
 
 def local_exits(nxt, lo, hi, sink):
@@ -247,7 +244,7 @@ def local_exits(nxt, lo, hi, sink):
 
 
 def _entries_on_path(comm, g, nxt, start, after_hub):
-    """The entries of the path's runs that this rank owns, in path order.  Collective.
+    """The entries of the path's runs, in path order, on every rank.  Collective.
 
     Each rank sends the rank vertices its runs exit to to their owners (where a run may
     begin), and every rank then sends rank 0 the exit of each of its possible entries: those
@@ -269,8 +266,7 @@ def _entries_on_path(comm, g, nxt, start, after_hub):
     if comm.Get_rank() == 0:
         path_entries = _chain_entries(entry, exit_, start, after_hub, g.n_rank_vertices)
     barrier_idly(comm)        # the other ranks wait idly for rank 0's chain
-    path_entries = comm.bcast(path_entries, root=0)
-    return path_entries[g.owns(path_entries)]
+    return comm.bcast(path_entries, root=0)
 
 
 def _chain_entries(entry, exit_, start, after_hub, n_rank_vertices):
@@ -327,10 +323,12 @@ class _Runs:
     def __init__(self, g, labels):
         self.g, self.nxt, self.dist = g, labels.next, labels.dist
 
-    def walk(self, entries):
-        """Walk a run from each entry (this rank's vertices)."""
+    def walk(self, chain, mine):
+        """Walk the runs of the path's `chain` of entries (every rank's) at positions `mine` (this
+        rank's, in path order)."""
         g = self.g
-        self.entry = np.asarray(entries, np.int64)
+        self.chain, self.mine = chain, mine
+        self.entry = np.asarray(chain[mine], np.int64)
         walked = dag.walk_runs(self.nxt, g.lo, g.hi - g.lo, g.sink, NO_NEXT, self.entry)
         self.exit, self.length, self.vertices = walked if walked is not None else self._walk_in_python()
 
@@ -347,55 +345,121 @@ class _Runs:
         lengths = np.add.reduceat(lasts - firsts + 1, np.cumsum(straight) - straight) if len(straight) else straight
         return np.array(exits, np.int64), lengths, arrays.ranges(firsts, lasts)
 
-    def gather(self, comm):
-        """Every rank's runs on rank 0 as one _RunTable (None elsewhere)."""
-        index = self.vertices - self.g.lo
-        mine = [self.entry, self.exit, self.length, self.vertices, self.g.time[index], self.g.func[index],
-                self.dist[index]]
-        # A Gatherv per column: a pipelined program's path is millions of vertices, which a
-        # pickled gather would copy twice more.
-        columns = [gather.gatherv(comm, column) for column in mine]
-        if comm.Get_rank() != 0:
-            return None
-        return _RunTable(*columns)
+    def part(self, comm, split):
+        """This rank's part of the path's segments: the segment ending at each vertex of its runs
+        (at the path's first vertex, the MPI_Init segment where there is one), merged as one whole
+        path's would be (``critical_path.segments``), each with its order on the whole path.
+        Collective.
+
+        A segment u -> v takes u's time and the slack of its edge to v, dist[u] - dist[v]
+        (``path_weights``; across a hub too, dist[H] = dist[v]; with splits dist[u] where u's run
+        ends at a hub, the end of its piece).  At the first vertex of a run u is the last of the
+        run before it on the path, which its rank sends."""
+        g, n_chain = self.g, len(self.chain)
+        index = self.vertices - g.lo
+        vertex, time, func, dist = self.vertices, g.time[index], g.func[index], self.dist[index]
+        self._check_reaches_sink(comm)
+        first = np.cumsum(self.length) - self.length          # each run's first row
+        # u's of the path's first vertex (no segment ends there): itself, so every row is defined.
+        u, u_time, weight = vertex.copy(), time.copy(), np.zeros(len(vertex), np.int64)
+        u[1:], u_time[1:] = vertex[:-1], time[:-1]
+        np.subtract(dist[:-1], dist[1:], out=weight[1:])
+        handed = self.mine > 0
+        prev, prev_time, prev_dist, prev_at_hub = self._runs_before(comm, split)
+        at = first[handed]
+        u[at], u_time[at] = prev, prev_time
+        weight[at] = np.where(prev_at_hub, prev_dist, prev_dist - dist[at])
+        starts_path = len(self.mine) and self.mine[0] == 0
+        lead = int(bool(starts_path) and time[0] > g.t0)
+        columns = _pair_segments(g, u, u_time, weight, vertex, time, func)
+        if lead:                # the start rank still in MPI_Init after the run's start: MPI_Init from t0
+            columns = _with_lead_row(g, columns, vertex[0], time[0], func[0])
+        rows = np.arange(len(vertex))[int(bool(starts_path) and not lead):]
+        run = np.repeat(np.arange(len(self.mine)), self.length)[rows]
+        # A row follows the one before it on the path inside a run, and across two runs that
+        # follow each other in the chain.
+        follows = (run[1:] == run[:-1]) | (self.mine[run[1:]] == self.mine[run[:-1]] + 1)
+        columns = [c.take(rows) if isinstance(c, Labels) else c[rows] for c in columns]
+        return self._merged(comm, columns, run, follows, n_chain)
+
+    def _check_reaches_sink(self, comm):
+        """Raise ValueError on every rank when the path's last run does not end at the sink."""
+        from mpi4py import MPI
+
+        g, last = self.g, len(self.chain) - 1
+        mine_last = len(self.mine) and self.mine[-1] == last
+        bad = bool(mine_last and self.vertices[-1] != g.sink)
+        if comm.allreduce(bad, op=MPI.LOR):
+            raise ValueError("the path from vertex %d does not reach the sink %d" % (self.chain[0], g.sink))
+
+    def _runs_before(self, comm, split):
+        """For each of this rank's runs after the path's first: the last vertex of the run before
+        it on the path, that vertex's time and dist, and whether that run ended at a hub with
+        splits.  Each rank sends its runs' last vertices to the ranks walking the runs after them."""
+        g = self.g
+        last = np.cumsum(self.length) - 1
+        sent = self.mine < len(self.chain) - 1
+        after = self.mine[sent] + 1
+        index = self.vertices[last[sent]] - g.lo
+        exit_ = self.exit[sent]
+        at_hub = (exit_ >= g.n_rank_vertices) & (exit_ != NO_NEXT) & bool(split)
+        columns = [after.astype(np.int64), self.vertices[last[sent]].astype(np.int64),
+                   g.time[index].astype(np.int64), self.dist[index].astype(np.int64), at_hub.astype(np.int8)]
+        key, vertex, time, dist, hub = exchange.send_rows(comm, g.owner_of(self.chain[after]), columns)
+        by_key = np.argsort(key, kind="stable")
+        wanted = self.mine[self.mine > 0]
+        at = by_key[np.searchsorted(key[by_key], wanted)] if len(wanted) else np.zeros(0, np.int64)
+        return vertex[at], time[at], dist[at], hub[at].astype(bool)
+
+    def _merged(self, comm, columns, run, follows, n_chain):
+        """The part's segments merged (``critical_path.merged_rows``), numbered on the whole path:
+        a merged segment counts in the run of its first row, and the runs' counts, summed over
+        the ranks in path order, say where each run's segments begin."""
+        from mpi4py import MPI
+
+        rank, kind, function, peer, start, end = columns
+        first, last = critical_path.merged_rows(rank, kind, function, peer, start, end, follows)
+        if first is not None:
+            stretch = np.concatenate(([0], np.cumsum(~follows)))
+            follows = stretch[first[1:]] == stretch[last[:-1]]
+            rank, kind, function, peer, start, end = (rank[first], kind.take(first), function.take(first), peer[first],
+                                                      start[first], end[last])
+            run = run[first]
+        counts = np.bincount(run, minlength=len(self.mine))
+        per_run = np.zeros(n_chain, np.int64)
+        per_run[self.mine] = counts
+        comm.Allreduce(MPI.IN_PLACE, per_run, op=MPI.SUM)
+        begins = np.cumsum(per_run) - per_run
+        order = begins[self.mine[run]] + np.arange(len(run)) - (np.cumsum(counts) - counts)[run]
+        return critical_path.segments(rank, kind, function, start, end, peer, follows=follows, order=order)
 
 
-@dataclasses.dataclass
-class _RunTable:
-    """All ranks' runs, one after another: entry, exit and length per run; per vertex its id,
-    time, func and dist."""
+def _pair_segments(g, u, u_time, weight, v, v_time, v_func):
+    """[rank, kind, function, peer, start, end] of the segments u -> v (each u's time and its
+    edge's slack), times from the run's start; kind and function as names.Labels."""
+    u_rank = np.searchsorted(g.base, u, "right") - 1
+    v_rank = np.searchsorted(g.base, v, "right") - 1
+    compute = (u_rank == v_rank) & ((u & 1) == END) & (v == u + 1)
+    message = u_rank != v_rank
+    start = np.minimum(u_time + weight, v_time) - g.t0
+    code = critical_path.KIND_CODE
+    kind = np.full(len(v), code["mpi"], np.int8)
+    kind[compute] = code["compute"]
+    kind[message] = code["message"]
+    names = np.append(mf.names_array(), "")        # "": compute, or a function id not known
+    function = _function_code(v_func, len(names) - 1)
+    function[compute] = len(names) - 1
+    peer = np.full(len(v), -1, np.int64)
+    peer[message] = u_rank[message]
+    return [v_rank, Labels(kind, critical_path.KINDS), Labels(function, names), peer, start, v_time - g.t0]
 
-    entry: np.ndarray
-    exit: np.ndarray
-    length: np.ndarray
-    vertices: np.ndarray
-    time: np.ndarray
-    func: np.ndarray
-    dist: np.ndarray
 
-    def chain(self, start, sink, after_hub, n_rank_vertices, split):
-        """(path, time, func, weight) from start to sink without its hubs: run after run, across
-        a hub where one ends at it (u -> H -> v is u -> v: H -> v has slack 0, nothing to add).
-        The runs are put in order first, then their rows taken at once (a bulk-synchronous run's
-        path is a run or two per piece: thousands of runs of a vertex or two).
-
-        weight, the slack of each vertex's edge to the next (``path_weights``): dist[u] -
-        dist[v] of consecutive u and v (across a hub too: dist[H] = dist[v]), but dist[u] where
-        u's run ends at a hub with splits (the end of u's piece, at distance 0); 0 at the sink."""
-        first = np.concatenate(([0], np.cumsum(self.length)))
-        # The runs in path order: their entries chained as the ranks' were (one run an entry).
-        by_entry = np.argsort(self.entry, kind="stable")
-        entries = self.entry[by_entry]
-        chained = _chain_entries(entries, self.exit[by_entry], start, after_hub, n_rank_vertices)
-        order = by_entry[np.searchsorted(entries, chained)]
-        rows = arrays.ranges(first[order], first[order + 1] - 1)
-        if not len(rows) or self.vertices[rows[-1]] != sink:
-            raise ValueError("the path from vertex %d does not reach the sink %d" % (start, sink))
-        dist = self.dist[rows]
-        weight = np.zeros(len(rows), np.int64)
-        np.subtract(dist[:-1], dist[1:], out=weight[:-1])
-        if split:
-            exit_ = self.exit[order]
-            last = (np.cumsum(self.length[order]) - 1)[(exit_ >= n_rank_vertices) & (exit_ != NO_NEXT)]
-            weight[last] = dist[last]
-        return self.vertices[rows], self.time[rows], self.func[rows].astype(np.int64), weight
+def _with_lead_row(g, columns, vertex, time, func):
+    """`columns` (``_pair_segments``) with their first row made the MPI_Init segment: on the
+    path's first vertex's rank, from the run's start to that vertex's time."""
+    rank, kind, function, peer, start, end = columns
+    rank[0] = np.searchsorted(g.base, vertex, "right") - 1
+    kind.codes[0] = critical_path.KIND_CODE["mpi"]
+    function.codes[0] = _function_code(np.array([func]), len(function.names) - 1)[0]
+    peer[0], start[0], end[0] = -1, 0, time - g.t0
+    return columns

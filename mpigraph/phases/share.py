@@ -49,11 +49,20 @@ def path_share(intervals, path, run_start, n_phases):
     return share
 
 
-def add_path_share(result, path):
-    """Fill the phases table's critical_path column from the path table (analysis rank 0)."""
-    if not result or path is None:
+def add_path_share(comm, result, path):
+    """Fill the phases table's critical_path column (`result`: the phases stage's, on analysis rank
+    0) from the path: `path` is this rank's part of it (None: no path).  Collective: each rank
+    adds up its own segments' share, with the phases' intervals rank 0 sends it."""
+    from mpi4py import MPI
+
+    if not comm.bcast(bool(result) and path is not None if comm.rank == 0 else None, root=0):
         return
-    notes = result["notes"]
-    share = path_share(result["intervals"], path, notes["run_start"], notes["n_keys"])
+    notes = result["notes"] if comm.rank == 0 else None
+    intervals, run_start, n_keys = comm.bcast((result["intervals"], notes["run_start"], notes["n_keys"])
+                                              if comm.rank == 0 else None, root=0)
+    share = path_share(intervals, path, run_start, n_keys)
+    comm.Reduce(MPI.IN_PLACE if comm.rank == 0 else share, share, op=MPI.SUM, root=0)
+    if comm.rank != 0:
+        return
     result["phases"]["critical_path"] = share[notes["phase_of_key"]]
     notes["path_total"] = int(share.sum())      # the whole path's, for a selected phase's share

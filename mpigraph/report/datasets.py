@@ -17,7 +17,7 @@ import shutil
 
 import numpy as np
 
-from mpigraph.comm import meter, parallel
+from mpigraph.comm import owner_exchange as exchange, parallel
 from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.paths import segments as cp
 from mpigraph.report import writer
@@ -74,49 +74,62 @@ def write_waitstates_part(out_dir, rank, size, rows):
     writer.write_parquet(_part(out_dir, WAITSTATES, rank, size), named, linked_tables.WAITSTATE_COLUMNS)
 
 
-def scatter_path(comm, path):
-    """Analysis rank a's block of the path table (rank 0's `path`, a segments table; None when
-    there is no path): the a-th of K contiguous row blocks, as a pyarrow Table; None everywhere
-    when there is no path.
+def path_block(comm, part):
+    """Analysis rank a's block of the path table: the a-th of K contiguous blocks of the path's
+    rows by order, from every rank's `part` of it (rows with their order on the whole path);
+    None everywhere when there is no path.  Collective.
 
-    A Scatterv per column of rank 0's arrays (a names.Labels: its codes, its few names sent to
-    all), every rank making the Arrow table of its own block.  Making the whole table on rank 0
-    was a funnel, and so was a pickled scatter of the blocks: a pipelined program's path has a
-    row per call (6 M on 16 ranks of PRK p2p), which pickling copied on rank 0 while the other
-    ranks waited.  They wait idly for rank 0's path, then the scatter moves bytes only."""
-    parallel.barrier_idly(comm)
-    n = comm.bcast(len(path[cp.SEGMENT_COLUMNS[0].name]) if comm.rank == 0 and path is not None else None, root=0)
-    if n is None:
+    The rows go straight from the rank that made them to the rank writing their block (an
+    all-to-all; where the path was found whole, on analysis rank 0, that is a scatter).  A
+    names.Labels column travels as codes into the names of every rank's together; an integer
+    column in the narrowest integer type that holds every rank's values (``_travel_dtype``)."""
+    if part is None:
         return None
-    counts = np.diff([n * a // comm.size for a in range(comm.size + 1)])
-    block = {c.name: _scatter_column(comm, path[c.name] if comm.rank == 0 else None, counts)
-             for c in cp.SEGMENT_COLUMNS}
-    return writer.arrow_table(block, cp.SEGMENT_COLUMNS)
+    if comm.size == 1:
+        return {c.name: part[c.name] for c in cp.SEGMENT_COLUMNS}
+    order = np.asarray(part["order"], np.int64)
+    n = comm.allreduce(len(order))
+    bounds = np.array([n * a // comm.size for a in range(comm.size + 1)], np.int64)
+    columns, names = [], []
+    for c in cp.SEGMENT_COLUMNS:
+        values, column_names = _shared_codes(comm, part[c.name]) if c.kind == "str" else (part[c.name], None)
+        columns.append(np.asarray(values).astype(_shared_travel_dtype(comm, np.asarray(values)), copy=False))
+        names.append(column_names)
+    received = exchange.send_rows(comm, np.searchsorted(bounds, order, "right") - 1, columns)
+    at = received[0] - bounds[comm.rank]       # each row's place in the block: no sort
+    block = {}
+    for c, values, column_names in zip(cp.SEGMENT_COLUMNS, received, names):
+        placed = np.empty(len(values), np.int64)
+        placed[at] = values
+        block[c.name] = Labels(placed, column_names) if column_names is not None else placed
+    return block
 
 
-def _scatter_column(comm, values, counts):
-    """This rank's counts[rank] rows of rank 0's column `values`, in rank order; a column of
-    Python objects (no fixed width) by a pickled scatter of its blocks.  An integer column travels
-    in the narrowest integer type that holds it (``_travel_dtype``) and arrives in its own."""
-    head = None
-    if comm.rank == 0:
-        names = values.names if isinstance(values, Labels) else None
-        array = np.asarray(values.codes if names is not None else values)
-        head = (names, None, None) if array.dtype == object else (names, array.dtype.str, _travel_dtype(array).str)
-    names, dtype, travel = comm.bcast(head, root=0)
-    if dtype is None:
-        bounds = np.concatenate(([0], np.cumsum(counts)))
-        here = comm.scatter([array[bounds[a]:bounds[a + 1]] for a in range(comm.size)] if comm.rank == 0 else None,
-                            root=0)
+def _shared_codes(comm, column):
+    """(codes, names) of a str column (names.Labels or objects), its codes into the names of every
+    rank's column together (the same names everywhere, in the order the ranks list them)."""
+    if isinstance(column, Labels):
+        codes, names = np.asarray(column.codes, np.int64), np.asarray(column.names, object)
     else:
-        here = np.empty(counts[comm.rank], travel)
-        comm.Scatterv([array.astype(travel, copy=False), counts] if comm.rank == 0 else None, here, root=0)
-    if comm.rank == 0:
-        meter.count(sent=sum(int(counts[a]) for a in range(1, comm.size)) * here.itemsize)
-    else:
-        meter.count(received=here.nbytes)
-    here = here if dtype is None else here.astype(dtype, copy=False)
-    return Labels(here, names) if names is not None else here
+        names, codes = np.unique(np.asarray(column, object).astype(str), return_inverse=True)
+        names, codes = names.astype(object), codes.reshape(-1).astype(np.int64)
+    index = {}
+    for rank_names in comm.allgather(names.tolist()):
+        for name in rank_names:
+            index.setdefault(name, len(index))
+    lookup = np.array([index[name] for name in names.tolist()], np.int64)
+    return lookup[codes] if len(codes) else codes, np.array(list(index), object)
+
+
+def _shared_travel_dtype(comm, array):
+    """``_travel_dtype`` of every rank's `array` together: one dtype on every rank."""
+    from mpi4py import MPI
+
+    if array.dtype.kind not in "iu":
+        return array.dtype
+    bounds = np.array([-int(array.min()) if len(array) else 0, int(array.max()) if len(array) else 0], np.int64)
+    comm.Allreduce(MPI.IN_PLACE, bounds, op=MPI.MAX)
+    return _travel_dtype(np.array([-bounds[0], bounds[1]], np.int64))
 
 
 def _travel_dtype(array):
@@ -132,21 +145,28 @@ def _travel_dtype(array):
     return array.dtype       # uint64 values past int64's range
 
 
-def write_path_part(out_dir, rank, size, block):
-    """This analysis rank's block of the path table (``scatter_path``) as its part."""
+def write_path_part(out_dir, rank, size, block, with_csv=False):
+    """This analysis rank's block of the path table (``path_block``) as its part, and with
+    `with_csv` its CSV text of critical_path.csv (rank 0's with the header)."""
     import pyarrow.parquet as pq
 
-    pq.write_table(block, _part(out_dir, PATH, rank, size), **writer._parquet_options(cp.SEGMENT_COLUMNS))
+    pq.write_table(writer.arrow_table(block, cp.SEGMENT_COLUMNS), _part(out_dir, PATH, rank, size),
+                   **writer._parquet_options(cp.SEGMENT_COLUMNS))
+    if with_csv:
+        writer.write_csv(writer.csv_part(out_dir, cp.CSV_NAME, rank, size), block, cp.SEGMENT_COLUMNS,
+                         header=rank == 0)
 
 
 def _part(out_dir, name, rank, size):
     return os.path.join(out_dir, name, part_name(rank, size))
 
 
-def write_parts(comm, out_dir, info, linked, waitstates, queries, path_block, calls_csv=False, sites=None):
+def write_parts(comm, out_dir, info, linked, waitstates, queries, path_block, calls_csv=False, sites=None,
+                path_csv=False):
     """Every analysis rank: its parts of the calls, wait-state (`waitstates`: its
     ``run_tables.waitstate_rows``) and (when `path_block` is not None) critical path datasets, and
-    with `calls_csv` its part of calls.csv's text (`sites`: ``write_calls_part``).  Collective.
+    with `calls_csv` its part of calls.csv's text (`sites`: ``write_calls_part``), with `path_csv`
+    its part of critical_path.csv's.  Collective.
 
     A part that cannot be written (a full disk: every rank may meet it) is one error: analysis
     rank 0 removes the datasets and raises the ReportError of the first rank that failed, naming
@@ -155,7 +175,7 @@ def write_parts(comm, out_dir, info, linked, waitstates, queries, path_block, ca
     steps = [(CALLS, lambda p: write_calls_part(out_dir, comm.rank, comm.size, linked, queries, calls_csv, sites)),
              (WAITSTATES, lambda p: write_waitstates_part(out_dir, comm.rank, comm.size, waitstates))]
     if path_block is not None:
-        steps.append((PATH, lambda p: write_path_part(out_dir, comm.rank, comm.size, path_block)))
+        steps.append((PATH, lambda p: write_path_part(out_dir, comm.rank, comm.size, path_block, path_csv)))
     for name, step in steps:
         target = _part(out_dir, name, comm.rank, comm.size)
         try:
@@ -176,8 +196,9 @@ def write_parts(comm, out_dir, info, linked, waitstates, queries, path_block, ca
 
 
 def remove_all(out_dir):
-    """Remove every dataset of an incomplete report, and the CSV parts of calls.csv (what can be removed)."""
-    for path in [os.path.join(out_dir, name) for name in NAMES] + writer.calls_csv_parts(out_dir):
+    """Remove every dataset of an incomplete report, and the CSV parts of calls.csv and
+    critical_path.csv (what can be removed)."""
+    for path in [os.path.join(out_dir, name) for name in NAMES] + writer.csv_parts(out_dir):
         try:
             remove(path)
         except OSError:
@@ -186,9 +207,9 @@ def remove_all(out_dir):
 
 def prepare_all(out_dir, info, with_path):
     """Rank 0's ``prepare`` of every dataset (the path's only `with_path`; an old one is removed), and
-    no CSV part of calls.csv left by an analysis that stopped (calls.csv joins every one there)."""
+    no CSV part left by an analysis that stopped (a CSV file joins every part there)."""
     try:
-        for part in writer.calls_csv_parts(out_dir):
+        for part in writer.csv_parts(out_dir):
             os.remove(part)
         remove(os.path.join(out_dir, PATH))
         prepare(out_dir, NAMES if with_path else (CALLS, WAITSTATES))

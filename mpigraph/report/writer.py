@@ -170,8 +170,9 @@ CSV_BLOCK_ROWS = 1 << 20
 _NAMES = schema.Column("name", "str", "a CSV header's column names, quoted as fields are")
 
 
-def write_csv(path, table, columns):
-    """`table` (a dict of columns) as CSV: a header of csv_name()s, then one line per row.
+def write_csv(path, table, columns, header=True):
+    """`table` (a dict of columns) as CSV: a header of csv_name()s (unless not `header`), then one
+    line per row.
 
     The text is made by pyarrow's string kernels a block of rows at a time, not a Python
     string per cell: a path table can have a row per MPI call (gigabytes of text).
@@ -179,7 +180,8 @@ def write_csv(path, table, columns):
     are written in order.  Fields are quoted as Python's csv module quotes them (QUOTE_MINIMAL)."""
     n = len(table[columns[0].name]) if columns else 0
     with open(path, "wb") as f, threads.pool(CSV_THREADS, "mpigraph-csv") as pool:
-        f.write(_csv_header(columns))
+        if header:
+            f.write(_csv_header(columns))
         for text in _in_order(pool, lambda rows: _csv_lines(table, columns, rows), _blocks(n), CSV_THREADS):
             f.write(text)
 
@@ -695,9 +697,14 @@ def big_csv_written(ranks):
 
 
 def path_csv_written(path):
-    """Whether critical_path.csv is written: the path has at most MAX_CSV_ROWS segments (a
-    pipelined program's path has a segment per call)."""
-    return len(path["rank"]) <= MAX_CSV_ROWS
+    """Whether critical_path.csv is written: the path (a table or its Totals) has at most
+    MAX_CSV_ROWS segments (a pipelined program's path has a segment per call)."""
+    return _segments(path) <= MAX_CSV_ROWS
+
+
+def _segments(path):
+    """The segments of a path table or of its Totals."""
+    return path.segments if isinstance(path, cp.Totals) else len(path["rank"])
 
 
 def _path_csv_left_out(path):
@@ -705,7 +712,7 @@ def _path_csv_left_out(path):
     if path is None or path_csv_written(path):
         return []
     return ["%s not written: the path has %d segments, more than %d (the same rows are in %s)"
-            % (cp.CSV_NAME, len(path["rank"]), MAX_CSV_ROWS, cp.PARQUET_NAME)]
+            % (cp.CSV_NAME, _segments(path), MAX_CSV_ROWS, cp.PARQUET_NAME)]
 
 
 def _csv_left_out(ranks):
@@ -841,35 +848,43 @@ def write_calls_blocks(path, blocks, csv_path=None, header=True):
         write_parquet_blocks(path, passing(), columns)
 
 
-# Each analysis rank writes the CSV text of its own calls as a hidden file beside the report (rank
-# 0's with the header line), as it writes its part of calls.parquet; rank 0 joins them into
-# calls.csv.  Making the text is the costly part (a hundred bytes a call): it is shared by the
-# ranks, and nothing is read back from Parquet and decoded.  The leading dot keeps the parts out of
-# a directory listing's report files.
-CALLS_CSV_PART = ".calls.csv.part-"
+# Each analysis rank writes the CSV text of its own rows of a big table (calls.csv,
+# critical_path.csv) as a hidden file beside the report (rank 0's with the header line), as it
+# writes its part of the Parquet dataset; rank 0 joins them into the CSV file.  Making the text is
+# the costly part (a hundred bytes a call): it is shared by the ranks, and nothing is read back
+# from Parquet and decoded.  The leading dot keeps the parts out of a directory listing's report
+# files.
+CSV_PART = ".%s.part-"
+
+
+def csv_part(out_dir, name, analysis_rank, n_analysis_ranks):
+    """The path of analysis rank a's CSV text of the file `name`: zero-padded so name order is rank order."""
+    return os.path.join(out_dir, "%s%0*d" % (CSV_PART % name, max(4, len(str(n_analysis_ranks - 1))), analysis_rank))
 
 
 def calls_csv_part(out_dir, analysis_rank, n_analysis_ranks):
-    """The path of analysis rank a's CSV text of calls.csv: zero-padded so name order is rank order."""
-    return os.path.join(out_dir, "%s%0*d" % (CALLS_CSV_PART, max(4, len(str(n_analysis_ranks - 1))), analysis_rank))
+    """The path of analysis rank a's CSV text of calls.csv."""
+    return csv_part(out_dir, CALLS_CSV, analysis_rank, n_analysis_ranks)
 
 
-def calls_csv_parts(out_dir):
-    """The CSV parts of calls.csv in out_dir, in rank order."""
+def csv_parts(out_dir, names=(CALLS_CSV, cp.CSV_NAME)):
+    """The CSV parts in out_dir of the files `names` (default: every file written in parts), in
+    rank order per file."""
     try:
-        names = os.listdir(out_dir)
+        entries = os.listdir(out_dir)
     except FileNotFoundError:
         return []
-    return [os.path.join(out_dir, n) for n in sorted(names) if n.startswith(CALLS_CSV_PART)]
+    prefixes = tuple(CSV_PART % name for name in names)
+    return [os.path.join(out_dir, n) for n in sorted(entries) if n.startswith(prefixes)]
 
 
-def _calls_csv_from_parts(path):
-    """calls.csv: analysis rank 0's CSV part (``calls_csv_part``: the header and its calls), renamed,
-    then the other ranks' parts appended in rank order, each removed once copied.  Renamed, not
-    copied: with one analysis rank the whole file (150 MB for 1e6 calls) is never copied."""
+def _csv_from_parts(path):
+    """A CSV file from its parts (``csv_part``): analysis rank 0's (the header and its rows),
+    renamed, then the other ranks' appended in rank order, each removed once copied.  Renamed,
+    not copied: with one analysis rank the whole file (150 MB for 1e6 calls) is never copied."""
     import shutil
 
-    first, *others = calls_csv_parts(os.path.dirname(path))
+    first, *others = csv_parts(os.path.dirname(path), [os.path.basename(path)])
     os.replace(first, path)
     with open(path, "ab") as f:
         for part in others:
@@ -878,17 +893,13 @@ def _calls_csv_from_parts(path):
             os.remove(part)
 
 
-
 def _report_files(info, tables, linked, path, text):
-    """Every report file; summary.txt last: its presence means the report is complete."""
+    """Every report file but the analysis ranks' parts; summary.txt last: its presence means the
+    report is complete."""
     files = [_File(RANKS_CSV, lambda p: write_csv(p, tables.ranks, metrics.RANK_COLUMNS)),
              _File(RANKS_PARQUET, lambda p: write_parquet(p, tables.ranks, metrics.RANK_COLUMNS)),
              _File(FUNCTIONS_CSV, lambda p: write_csv(p, tables.functions, metrics.FUNCTION_COLUMNS)),
              _File(FUNCTIONS_PARQUET, lambda p: write_parquet(p, tables.functions, metrics.FUNCTION_COLUMNS))]
-    if path is not None:
-        if path_csv_written(path):
-            files.append(_File(cp.CSV_NAME, lambda p: write_csv(p, path, cp.SEGMENT_COLUMNS)))
-        files.append(_File(cp.PARQUET_NAME, lambda p: write_parquet(p, path, cp.SEGMENT_COLUMNS)))
     if linked is not None:
         files += _linked_files(linked, big_csv_written(tables.ranks))
         files += _traffic_files(linked.get("traffic"))
@@ -896,7 +907,8 @@ def _report_files(info, tables, linked, path, text):
     chart = svg.per_rank_from_table(tables.ranks)
     files.append(_File(svg.SVG_NAME, lambda p: svg.write_rank_chart(os.path.dirname(p), chart)))
     files += _callsite_files(linked)
-    facts = run_facts(info, tables, linked, path, sorted(n for f in files for n in (f.name,) + f.also))
+    path_files = [] if path is None else [cp.PARQUET_NAME] + ([cp.CSV_NAME] if path_csv_written(path) else [])
+    facts = run_facts(info, tables, linked, path, sorted([n for f in files for n in (f.name,) + f.also] + path_files))
     files += [_File(RUN_JSON, lambda p: _write_text(p, json.dumps(facts, indent=1) + "\n")),
               _File(SUMMARY, lambda p: _write_text(p, text))]
     return files
@@ -954,10 +966,15 @@ def run_facts(info, tables, linked=None, path=None, files=()):
         "receive_before_send": None if repair is None else {
             "found": int(repair.found), "repaired": int(repair.repaired), "rounds": int(repair.rounds),
             "remaining": int(repair.remaining)},
-        "critical_path_ns": None if path is None else int(np.asarray(path["duration"]).sum()),
-        "critical_path_segments": None if path is None else len(path["rank"]),
+        "critical_path_ns": None if path is None else _path_duration(path),
+        "critical_path_segments": None if path is None else _segments(path),
         "files": sorted(set(files) | {RUN_JSON, SUMMARY}),
     }
+
+
+def _path_duration(path):
+    """The length of a path (a table or its Totals), ns."""
+    return path.duration if isinstance(path, cp.Totals) else int(np.asarray(path["duration"]).sum())
 
 
 def write_path(run_dir, path):
@@ -982,8 +999,9 @@ def write_report(out_dir, info, tables, linked=None, path=None, path_lines=(), d
 
     `linked` (linked_tables.gather's tables, plus "facts" and "calls", the calls table's row
     blocks in order: any iterable, consumed once) adds the linked run's files and sections;
-    `path` is the critical path table (critical_path.segments; None when there is none), which
-    also fills time_on_path; `path_lines` are its words.  Raises ReportError naming the file that
+    `path` is the critical path's Totals (critical_path.reduce_totals; None when there is no
+    path), which fill time_on_path; `path_lines` are its words.  The path's rows are the analysis
+    ranks' (critical_path.parquet, and critical_path.csv joined here from their CSV parts).  Raises ReportError naming the file that
     could not be written; what was written of an incomplete report is removed, the raw logs are
     never touched.  `datasets`: names of files the analysis ranks wrote as Parquet datasets
     (mpigraph.report.datasets), left out here.
@@ -994,7 +1012,9 @@ def write_report(out_dir, info, tables, linked=None, path=None, path_lines=(), d
     text = summary_text(info, tables, linked, list(path_lines) + _path_csv_left_out(path), in_flight)
     files = [f for f in _report_files(info, tables, linked, path, text) if f.name not in datasets]
     if CALLS_PARQUET in datasets and linked is not None and big_csv_written(tables.ranks):
-        files.insert(-1, _File(CALLS_CSV, _calls_csv_from_parts))
+        files.insert(-1, _File(CALLS_CSV, _csv_from_parts))
+    if path is not None and path_csv_written(path):
+        files.insert(-1, _File(cp.CSV_NAME, _csv_from_parts))
     if in_flight is not None and len(in_flight["table"]["rank"]):
         files.insert(-1, _File(inflight.CSV_NAME,
                                lambda p: write_csv(p, in_flight["table"], schema.INFLIGHT_COLUMNS)))

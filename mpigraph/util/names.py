@@ -34,6 +34,10 @@ class Labels:
     def tolist(self):
         return self.names[self.codes].tolist()
 
+    def take(self, rows):
+        """The column's `rows` (indices or a mask), as Labels of the same names."""
+        return Labels(np.asarray(self.codes)[rows], self.names)
+
     def sums(self, values):
         """{name: the sum of values over its rows}, for the names some row has."""
         counts = np.bincount(self.codes, minlength=len(self.names))
