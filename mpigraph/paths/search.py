@@ -2,7 +2,8 @@
 
 ``critical_path(comm, inp, algorithm, splits, threshold_s)`` builds the graph
 (``mpigraph.paths.graph``) on the analysis ranks of comm, runs the chosen search
-and returns ``critical_path.segments`` on analysis rank 0 (None elsewhere):
+and returns ``critical_path.segments``: on analysis rank 0 (None elsewhere) for the
+searches of the whole graph, a part on every rank for the distributed ones:
 
     dijkstra                  the graph gathered to rank 0, scipy.sparse.csgraph's Dijkstra there
     delta-stepping            the graph gathered to rank 0, vectorised delta-stepping there
@@ -17,7 +18,7 @@ from its own end at the same time, in the same loop; off, one search from the
 sink.  All of them give the same path (``mpigraph.paths.labels``): the
 searches compute distances, and next[] follows from them by one shared pass.
 The distributed ones walk the path where the labels are (``walk.distributed``)
-and gather only the path to rank 0.
+and return each rank's part of it.
 """
 
 from mpigraph.paths import algorithms
@@ -30,7 +31,8 @@ from mpigraph.paths.heartbeat import Heartbeat
 
 def critical_path(comm, inp, algorithm="dijkstra", splits=True, threshold_s=0.0, delta=None, stats=None,
                   say=None):
-    """The path table on analysis rank 0, None on the others.  Collective over comm.
+    """The path table on analysis rank 0 (None on the others), or with a distributed algorithm
+    each rank's part of it (``walk.distributed``).  Collective over comm.
 
     `delta` (ns) overrides the automatic bucket width of the delta-stepping
     algorithms; `stats`, a dict, receives vertices, edges, hubs, delta, rounds and

@@ -374,12 +374,13 @@ class _Runs:
         columns = _pair_segments(g, u, u_time, weight, vertex, time, func)
         if lead:                # the start rank still in MPI_Init after the run's start: MPI_Init from t0
             columns = _with_lead_row(g, columns, vertex[0], time[0], func[0])
-        rows = np.arange(len(vertex))[int(bool(starts_path) and not lead):]
+        # The path's first vertex ends no segment (but the MPI_Init one): its row is dropped.
+        rows = slice(int(bool(starts_path) and not lead), None)
         run = np.repeat(np.arange(len(self.mine)), self.length)[rows]
         # A row follows the one before it on the path inside a run, and across two runs that
         # follow each other in the chain.
         follows = (run[1:] == run[:-1]) | (self.mine[run[1:]] == self.mine[run[:-1]] + 1)
-        columns = [c.take(rows) if isinstance(c, Labels) else c[rows] for c in columns]
+        columns = [c.take(rows) if isinstance(c, Labels) else c[rows] for c in columns]     # views
         return self._merged(comm, columns, run, follows, n_chain)
 
     def _check_reaches_sink(self, comm):

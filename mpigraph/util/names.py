@@ -35,7 +35,7 @@ class Labels:
         return self.names[self.codes].tolist()
 
     def take(self, rows):
-        """The column's `rows` (indices or a mask), as Labels of the same names."""
+        """The column's `rows` (indices, a mask or a slice), as Labels of the same names."""
         return Labels(np.asarray(self.codes)[rows], self.names)
 
     def sums(self, values):
