@@ -212,7 +212,8 @@ def _extras(writer):
                         "`pyarrow.parquet.read_table`, pandas' `read_parquet`, DuckDB "
                         "(`read_parquet('calls.parquet/*.parquet')`) and Spark read a directory as one table, "
                         "the same for every K. Analysis rank 0 writes the other files: the small tables "
-                        "(CSV and a Parquet file) and summary.txt, last.\n"
+                        "(CSV and a Parquet file) and summary.txt, last; calls.csv and critical_path.csv are "
+                        "the analysis ranks' CSV text of the same rows, which rank 0 joins in rank order.\n"
                         % ", ".join("`%s/`" % n for n in _datasets()))
     return rows, conventions
 
