@@ -177,12 +177,15 @@ def test_analyze_phase_keeps_one_phase(c_run, tmp_path):
         assert {r["name"] for r in csv.DictReader(f)} == {"long", "long/exchange"}
 
 
-def test_two_analysis_ranks_give_the_same_phases(c_run, tmp_path):
+@pytest.mark.parametrize("k, options", [(2, []), (3, ["--algorithm", "parallel-dijkstra"])])
+def test_more_analysis_ranks_give_the_same_phases(c_run, tmp_path, k, options):
+    """The path's time per phase too: with parallel-dijkstra each analysis rank adds up its own
+    part of the path (phases/share.py)."""
     _, out = c_run
-    result = mpi_env.mpigraph(["analyze", out, "--out", tmp_path / "k2", "--quiet"], nprocs=2)
+    result = mpi_env.mpigraph(["analyze", out, "--out", tmp_path / "k", "--quiet"] + options, nprocs=k)
     assert result.returncode == 0, result.stderr
     for name in ("phases.csv", "phase_functions.csv"):
-        with open(out / name) as one, open(tmp_path / "k2" / name) as two:
+        with open(out / name) as one, open(tmp_path / "k" / name) as two:
             assert one.read() == two.read(), name
 
 

@@ -52,15 +52,21 @@ def path_share(intervals, path, run_start, n_phases):
 def add_path_share(comm, result, path):
     """Fill the phases table's critical_path column (`result`: the phases stage's, on analysis rank
     0) from the path: `path` is this rank's part of it (None: no path).  Collective: each rank
-    adds up its own segments' share, with the phases' intervals rank 0 sends it."""
+    adds up its own segments' share, with the intervals of the trace ranks in its part, which
+    rank 0 sends it (a part's segments are mostly of the trace ranks the rank owns: each rank's
+    intervals go to one rank, not to all)."""
     from mpi4py import MPI
 
     if not comm.bcast(bool(result) and path is not None if comm.rank == 0 else None, root=0):
         return
     notes = result["notes"] if comm.rank == 0 else None
-    intervals, run_start, n_keys = comm.bcast((result["intervals"], notes["run_start"], notes["n_keys"])
-                                              if comm.rank == 0 else None, root=0)
-    share = path_share(intervals, path, run_start, n_keys)
+    run_start, n_keys = comm.bcast((notes["run_start"], notes["n_keys"]) if comm.rank == 0 else None, root=0)
+    wanted = comm.gather(np.unique(np.asarray(path["rank"], np.int64)).tolist(), root=0)
+    sent = None
+    if comm.rank == 0:
+        intervals = result["intervals"]
+        sent = [{r: intervals[r] for r in ranks if r in intervals} for ranks in wanted]
+    share = path_share(comm.scatter(sent, root=0), path, run_start, n_keys)
     comm.Reduce(MPI.IN_PLACE if comm.rank == 0 else share, share, op=MPI.SUM, root=0)
     if comm.rank != 0:
         return
