@@ -347,6 +347,29 @@ def _bent_file(tmp_path):
     return path, result
 
 
+def test_a_bend_between_two_byte_counts_starts_its_row_at_the_next_one(tmp_path):
+    """A bend between 0 and 1 B (eager's first bytes, seen on this VM): the fit takes a 1-byte
+    message on the piece after the bend where the bend lies at or below 1 B, else on the one
+    before it; params.csv says the same at every whole size."""
+    from mpigraph.network.calibrate import from_bytes, to_rows
+    from mpigraph.network.fit import Fit, Line, SizeStats
+    from mpigraph.network.hinge import Piece
+    from mpigraph.network.params import write_params
+
+    for start, first in ((0.4, 1), (1.0, 1), (1.3, 2)):
+        assert from_bytes(Piece(start, 0.0, 0.0)) == first
+        # 1.415 us + 25.8 ns/B up to the bend, 0.047 ns/B after it: continuous at the bend.
+        before = Piece(0.0, 1.415e-6, 25.8e-9)
+        after = Piece(start, before.alpha + (before.beta - 0.047e-9) * start, 0.047e-9)
+        line = Line("eager", 1.43e-6, 0.1e-9, pieces=[before, after])
+        sizes = np.arange(6.0)
+        stats = SizeStats(sizes, np.ones(6), line.time(sizes), np.zeros(6), np.zeros(6))
+        result = Fit(stats, [line], None, None)
+        path = tmp_path / "params.csv"
+        write_params(str(path), to_rows("same-host", result))
+        assert read_params(str(path)).time(sizes) == pytest.approx(result.predict(sizes), rel=1e-5), start
+
+
 def test_params_file_with_a_bend(tmp_path):
     """A hinge row: the protocol's name, thresholds as on every row, from_bytes = H; the
     protocol's own row (from_bytes empty) first.  time(N) is the fit's on both sides of H."""
@@ -357,13 +380,14 @@ def test_params_file_with_a_bend(tmp_path):
         rows = list(csv.DictReader(f))
     assert [(r["protocol"], r["from_bytes"]) for r in rows] == [
         ("eager", ""), ("medium", ""), ("rendezvous", ""), ("rendezvous", str(S)),
-        ("rendezvous", str(int(round(bend.start))))]
+        ("rendezvous", str(int(np.ceil(bend.start))))]
     assert {r["threshold_bytes"] for r in rows} == {str(S)} and {r["medium_bytes"] for r in rows} == {str(M)}
     params = read_params(str(path))
     assert params.protocols() == ["eager", "medium", "rendezvous"] and params.threshold() == S
     assert params.get("rendezvous").latency_s == pytest.approx(rendezvous.alpha, rel=1e-5)
-    assert [r.from_bytes for r in params.pieces("rendezvous")] == [S, int(round(bend.start))]
-    sizes = np.concatenate([result.stats.sizes, [bend.start - 1, bend.start + 1, 3.5 * (1 << 20)]])
+    assert [r.from_bytes for r in params.pieces("rendezvous")] == [S, int(np.ceil(bend.start))]
+    sizes = np.concatenate([result.stats.sizes, [bend.start - 1, bend.start + 1, np.floor(bend.start),
+                                                 np.ceil(bend.start), 3.5 * (1 << 20)]])
     assert params.time(sizes) == pytest.approx(result.predict(sizes), rel=1e-5)
     # Hand-written hinge rows that cannot be used say so: below S, or no rendezvous row of its own.
     text = path.read_text()

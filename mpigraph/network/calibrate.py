@@ -149,16 +149,23 @@ def measure(comm, sizes: List[int], repeats: int, passes: int = PASSES) -> Dict[
 
 def to_rows(host_pair: str, result: Fit) -> List[ProtocolParams]:
     """One row a protocol (its straight line), followed where it bends by one row a piece of
-    its time (from_bytes = where the piece starts, rounded to a byte; the first where the
-    protocol starts)."""
+    its time (from_bytes: ``from_bytes``; the first where the protocol starts)."""
     rows = []
     for line in result.lines:
         for piece in [line] + line.pieces:
-            start = None if piece is line else int(round(piece.start))
+            start = None if piece is line else from_bytes(piece)
             rows.append(ProtocolParams(line.protocol, piece.alpha, piece.beta, piece.alpha_lo, piece.alpha_hi,
                                        piece.beta_lo, piece.beta_hi, result.threshold, host_pair, result.medium,
                                        start))
     return rows
+
+
+def from_bytes(piece) -> int:
+    """The first message size a piece of a bent protocol times: the fit takes a piece from where
+    it starts (a real number of bytes, between two measured sizes) on, so a message of N bytes
+    is on it when N >= start.  Rounded to the nearest byte instead, a bend between 0 and 1 B put
+    a 1-byte message on the next piece in params.csv and on this one in the fit, 2 ns apart."""
+    return int(np.ceil(piece.start))
 
 
 def report(host_pair: str, result: Fit, level: float = 0.95) -> str:
@@ -170,7 +177,7 @@ def report(host_pair: str, result: Fit, level: float = 0.95) -> str:
     for line in result.lines:
         for piece in [line] + line.pieces:
             lines.append("  %-11s %-12d %-30s %-34s %.3g" % (
-                line.protocol if piece is line else "  piece", line.start if piece is line else int(round(piece.start)),
+                line.protocol if piece is line else "  piece", line.start if piece is line else from_bytes(piece),
                 "%.3f [%.3f, %.3f]" % (piece.alpha * 1e6, piece.alpha_lo * 1e6, piece.alpha_hi * 1e6),
                 "%.5f [%.5f, %.5f]" % (piece.beta * 1e9, piece.beta_lo * 1e9, piece.beta_hi * 1e9),
                 1e-9 / piece.beta if piece.beta > 0 else float("inf")))
