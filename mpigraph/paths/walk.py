@@ -144,7 +144,8 @@ def path_segments(g, path, time, func, weight):
 
     A pipelined program's path has a segment per call: each column is made
     once, in its final place, with the first MPI_Init segment's row where there is one (not
-    prepended by a copy).
+    prepended by a copy).  ``_pair_segments`` makes the same rows from a part's vertex pairs
+    (the distributed walk); tests/path_mpi_check.py compares the two algorithms' paths row by row.
     """
     # Each vertex decoded once; a segment's ends are consecutive path vertices u and v.  Every
     # trace rank's first vertex id is even (S(r, k) = base[r] + 2k, E = S + 1): the side is the
