@@ -23,7 +23,8 @@ owns and the bytes it sent and received (mpigraph.comm.meter; exact counts, chec
 in every repeat), each against 1/K of a total (and of the CPU, the seconds inside MPI calls,
 MPIClock: with more ranks than cores those are mostly spinning while another rank works): CPU against K=1's (when K=1 ran first), records
 against the run's, bytes against the K ranks' (K=1 moves none); and per stage whether every rank
-is within 1.5x of 1/K ("ok"; CPU: at most 1.5x): a rank-0 funnel shows in CPU seconds and bytes
+is within 1.5x of 1/K ("ok"; CPU: at most 1.5x), and rank 0's CPU against the ranks' mean (at
+most 2x): a rank-0 funnel shows in CPU seconds and bytes
 even where K ranks share fewer cores and wall times cannot.  Then, as each finishes and again as
 one markdown table at the end (as in docs/benchmarks.md): the median over repeats of each stage's seconds and
 records/s per analysis rank, the whole analyze() call, and the largest peak
@@ -340,8 +341,21 @@ def print_rank_shares(figures, one):
         # of both directions looks even at K=2 while the received bytes are all on rank 0.
         verdict = {"records": within(shares["records"]), "cpu": within(shares["cpu"], upper_only=True),
                    "bytes": within(shares["sent"]) and within(shares["received"])}
-        print("  %-8s ok: %s" % (name, ", ".join("%s %s" % (what, "yes" if ok else "NO") for what, ok in verdict.items())),
-              flush=True)
+        print("  %-8s ok: %s; %s" % (name, ", ".join("%s %s" % (what, "yes" if ok else "NO")
+                                                    for what, ok in verdict.items()), rank0_line(cpu)), flush=True)
+
+
+# Issue 28: no stage on analysis rank 0 takes more than this many times its mean over the ranks.
+RANK0_FACTOR = 2.0
+
+
+def rank0_line(cpu):
+    """"rank 0's CPU 1.05x the ranks' mean (at most 2x: yes)" for a stage's CPU seconds per rank."""
+    of_mean = ratio(cpu[0], sum(cpu), len(cpu))
+    if of_mean is None:
+        return "rank 0's CPU: none spent"
+    return "rank 0's CPU %.2fx the ranks' mean (at most %gx: %s)" % (of_mean, RANK0_FACTOR,
+                                                                   "yes" if of_mean <= RANK0_FACTOR else "NO")
 
 
 def prefault_fits(peak_mb, nprocs):

@@ -75,10 +75,24 @@ def test_bench_analysis_analyses_a_recorded_run_and_leaves_it(wheel, tmp_path):
                         "--repeat", "1", "--algorithms", "parallel-dijkstra")
     header, rows = markdown_table(out, "records")
     assert [(row[1], row[2]) for row in rows] == [("6", "1"), ("6", "2")]
+    verdicts = [line for line in out.splitlines() if " ok: records " in line]
+    assert verdicts and all(re.search(r"; rank 0's CPU (\d+\.\d\dx the ranks' mean \(at most 2x: (yes|NO)\)"
+                                      r"|: none spent)$", line) for line in verdicts), verdicts
     records = synth.Params(ranks=6, calls=40, structure="halo").records_per_rank * 6
     assert {row[0] for row in rows} == {"{:,}".format(records)}
     assert sorted(p.name for p in (tmp_path / "run" / "raw").glob("rank-*.log")) == ["rank-%d.log" % r
                                                                                     for r in range(6)]
+
+
+def test_bench_analysis_says_rank_0s_cpu_against_the_ranks_mean():
+    """Issue 28's bar: no stage on analysis rank 0 above twice its mean over the ranks."""
+    sys.path.insert(0, BENCHMARKS)
+    import bench_analysis
+
+    assert bench_analysis.rank0_line([0.3, 0.1, 0.1, 0.1]) == "rank 0's CPU 2.00x the ranks' mean (at most 2x: yes)"
+    assert bench_analysis.rank0_line([0.5, 0.1, 0.1, 0.1]) == "rank 0's CPU 2.50x the ranks' mean (at most 2x: NO)"
+    assert bench_analysis.rank0_line([0.2]) == "rank 0's CPU 1.00x the ranks' mean (at most 2x: yes)"
+    assert bench_analysis.rank0_line([0.0, 0.0]) == "rank 0's CPU: none spent"
 
 
 def test_bench_kscale_prints_each_stages_cpu_against_one_rank_for_old_and_new(wheel):
