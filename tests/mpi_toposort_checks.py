@@ -65,7 +65,7 @@ def test_parallel_equals_sequential(run_dir, threshold, compress):
     tables = {}
     for algorithm in toposort.ALGORITHMS:
         settings = config.Config(algorithm=algorithm, threshold=threshold, compress=compress, quiet=True)
-        tables[algorithm] = toposort.path_stage(WORLD, settings, info.world_size, logs, times).table
+        tables[algorithm] = toposort.path_stage(WORLD, settings, logs, times).table
     verdict = None
     if WORLD.rank == 0:
         verdict = table_difference(tables["toposort"], tables["parallel-toposort"])

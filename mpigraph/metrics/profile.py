@@ -361,11 +361,10 @@ def with_path(tables, path):
     if path is None:
         return tables
     ranks, functions = dict(tables.ranks), dict(tables.functions)
-    whole = path if isinstance(path, critical_path.Totals) else critical_path.totals(
-        path, int(ranks["rank"].max()) + 1 if len(ranks["rank"]) else 0)
-    per_rank = np.zeros(max(len(whole.per_rank), int(ranks["rank"].max()) + 1 if len(ranks["rank"]) else 0), np.int64)
-    per_rank[:len(whole.per_rank)] = whole.per_rank
-    ranks["time_on_path"] = per_rank[ranks["rank"]] if len(ranks["rank"]) else ranks["time_on_path"]
+    # Totals hold every trace rank's time (reduce_totals of the run's world size): indexed by rank.
+    n_ranks = int(ranks["rank"].max()) + 1 if len(ranks["rank"]) else 0
+    whole = path if isinstance(path, critical_path.Totals) else critical_path.totals(path, n_ranks)
+    ranks["time_on_path"] = whole.per_rank[ranks["rank"]]
     per_function = whole.time_per_function()
     functions["time_on_path"] = np.array([per_function.get(f, 0) for f in functions["function"].tolist()],
                                          np.int64)

@@ -150,9 +150,8 @@ def _str_column(values):
 def empty():
     """A path table of no rows: an analysis rank's part where the path has none of its rows."""
     none = np.zeros(0, np.int64)
-    table = segments(none, Labels(np.zeros(0, np.int8), np.array(KINDS, object)),
-                     Labels(none, np.array([""], object)), none, none)
-    return table
+    return segments(none, Labels(np.zeros(0, np.int8), np.array(KINDS, object)), Labels(none, np.array([""], object)),
+                    none, none)
 
 
 @dataclasses.dataclass

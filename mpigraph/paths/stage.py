@@ -37,7 +37,7 @@ def path_stage(comm, config, info, logs, linked, times, say=None):
     only learn it when the stage ends (``parallel.collectively``)."""
     algorithm, notes = config.algorithm, []
     if algorithms.get(algorithm).method == "toposort":
-        result = toposort.path_stage(comm, config, info.world_size, logs, times, linked.receive_ends)
+        result = toposort.path_stage(comm, config, logs, times, linked.receive_ends)
         if result.table is not None or not result.lines:
             return result
         algorithm = "parallel-dijkstra" if comm.size > 1 else "dijkstra"

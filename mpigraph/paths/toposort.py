@@ -403,9 +403,9 @@ def not_bulk_synchronous(inside, messages, algorithm):
             % (algorithm, inside, messages))
 
 
-def path_stage(comm, config, world_size, logs, times, receive_ends=None):
+def path_stage(comm, config, logs, times, receive_ends=None):
     """Stage path for toposort / parallel-toposort: a PathResult (the table on rank 0, its lines
-    after the path's summary there: ``stage._finished`` adds that).
+    after the path's summary there: ``stage.finished`` adds that).
 
     With `receive_ends` (the receive completion ends of this analysis rank's late-sender
     messages) it first checks the run is bulk-synchronous; where it is not, the result's table
@@ -426,11 +426,10 @@ def path_stage(comm, config, world_size, logs, times, receive_ends=None):
     if comm.Get_rank() != 0:
         return PathResult(None, [])
     table = path_from_chosen(chosen, run_start, run_end)
-    lines = []
-    lines.append("  found by %s over %d analysis rank%s in %.3f s: %d compute intervals%s, %d groups of "
-                 "overlapping intervals" % (config.algorithm, comm.Get_size(), "" if comm.Get_size() == 1 else "s",
-                                            seconds, n_intervals, " of at least %g s" % config.threshold
-                                            if threshold_ns else "", len(chosen["start"])))
+    lines = ["  found by %s over %d analysis rank%s in %.3f s: %d compute intervals%s, %d groups of "
+             "overlapping intervals" % (config.algorithm, comm.Get_size(), "" if comm.Get_size() == 1 else "s",
+                                        seconds, n_intervals, " of at least %g s" % config.threshold
+                                        if threshold_ns else "", len(chosen["start"]))]
     what = "gathered on rank 0" if config.algorithm == "toposort" else "shuffled by start time"
     compress = "zstd level %d" % config.compress if config.compress else "off"
     lines.append("  intervals %s (compression %s): " % (what, compress) + summary.format().replace("\n", "\n  "))

@@ -944,7 +944,8 @@ def run_facts(info, tables, linked=None, path=None, files=()):
     """The facts of the run that run.json holds: a dict of JSON values (times in integer ns).
 
     The same numbers as summary.txt's head (run time: first MPI_Init to last MPI_Finalize), plus
-    what the analysis chose (algorithm, clock method) and the report's file names (`files`)."""
+    what the analysis chose (algorithm, clock method) and the report's file names (`files`);
+    `path`: the critical path's Totals (None: no path)."""
     ranks = tables.ranks
     facts = linked["facts"] if linked is not None else {}
     repair = facts.get("repair")
@@ -966,15 +967,10 @@ def run_facts(info, tables, linked=None, path=None, files=()):
         "receive_before_send": None if repair is None else {
             "found": int(repair.found), "repaired": int(repair.repaired), "rounds": int(repair.rounds),
             "remaining": int(repair.remaining)},
-        "critical_path_ns": None if path is None else _path_duration(path),
-        "critical_path_segments": None if path is None else _segments(path),
+        "critical_path_ns": None if path is None else path.duration,
+        "critical_path_segments": None if path is None else path.segments,
         "files": sorted(set(files) | {RUN_JSON, SUMMARY}),
     }
-
-
-def _path_duration(path):
-    """The length of a path (a table or its Totals), ns."""
-    return path.duration if isinstance(path, cp.Totals) else int(np.asarray(path["duration"]).sum())
 
 
 def write_path(run_dir, path):
