@@ -4,9 +4,12 @@ serial reference computed on rank 0 alone.  Started by test_paths_mpi.py; exits 
     mpiexec -n 3 python tests/path_mpi_check.py [--gather-after ROUNDS] [--delta-stepping-joins]
                                                 [--distances-only] [--small-chunks]
                                                 [--researched-joins-only] [--researched-share S]
+                                                [--times-reversed]
 
---gather-after sets parallel-dijkstra's rounds before its search of the parts joined on rank 0
+--gather-after sets parallel-dijkstra's rounds before its search of the parts joined
 (parallel_dijkstra.rounds_before_joining): 0 at once, 1 after one round of offers.
+--times-reversed gives the joined search's vertices the negated times: every edge between
+slabs goes back in time, so the relay (paths.relay) declines and the parts are joined on rank 0.
 --researched-joins-only leaves parallel-dijkstra one reason to join: a round after the first
 that lowered more than parallel_dijkstra.RESEARCHED_SHARE of the distances (--researched-share).
 --delta-stepping-joins makes the delta-stepping algorithms give up their light phases at once
@@ -155,7 +158,11 @@ def main():
         labels.CHUNK_EDGES = 3
         labels.CHUNKS_PER_EXCHANGE = 2
         splits.GATHER_POINT_CALLS = 0
+    if "--times-reversed" in sys.argv:
+        times = parallel_dijkstra._JoinedSearch._times
+        parallel_dijkstra._JoinedSearch._times = lambda self: -times(self)
     joined = _counter(parallel_dijkstra._JoinedSearch, "distances")     # by either algorithm
+    gathered = _counter(parallel_dijkstra._JoinedSearch, "_gathered")
     delta_joined = _counter(delta_stepping, "joined_distances")
     walks = _counter(walk, "distributed")
     run_walks = _counter(walk._Runs, "walk")        # once per distributed walk: no round per rank change
@@ -181,7 +188,7 @@ def main():
                                                        "MISMATCH %s" % bad if bad else "all %d equal" % len(SETTINGS)))
     failures = comm.bcast(failures, root=0)
     if comm.rank == 0:
-        print("searches of the parts joined on rank 0: %d" % joined[0])
+        print("searches of the parts joined: %d, on rank 0: %d" % (joined[0], gathered[0]))
         print("delta-stepping joined searches: %d" % delta_joined[0])
         print("distributed walks: %d, their rounds of runs: %d" % (walks[0], run_walks[0]))
         print("path_mpi_check on %d ranks: %s" % (comm.size, "FAILED" if failures else "OK"))

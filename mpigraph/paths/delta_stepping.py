@@ -21,8 +21,9 @@ computes distances only; next[] comes from them (``labels.next_from_dist``).
 A chain inside one bucket (a pipelined program: a message per row, each on the
 path) takes a light phase per vertex: millions.  When the phases have run about
 as long as one Dijkstra search of the whole graph would take, that search
-(``parallel_dijkstra.joined_distances``: the parts joined on analysis rank 0,
-when they fit there) finds the rest at once (``_Joining``).
+(``parallel_dijkstra.joined_distances``: the parts joined, relayed over slabs of
+time, or on analysis rank 0 where their times are out of order; only when they
+fit there) finds the rest at once (``_Joining``).
 """
 
 import dataclasses
@@ -242,7 +243,7 @@ def solve(comm, g, delta, split, heartbeat=None):
 
 
 class _Joining:
-    """When the light phases give way to one Dijkstra search of the parts joined on analysis rank 0
+    """When the light phases give way to one search of the parts joined
     (``parallel_dijkstra.joined_distances``): exact, like the phases, and it starts afresh.
 
     A chain of vertices inside one bucket (a pipelined program: a message per row, each on
@@ -262,7 +263,7 @@ class _Joining:
         self.after_s = seconds_before_joining(self.n_vertices + self.n_edges) if fits else float("inf")
 
     def describe(self, algorithm, phases):
-        where = "of the parts joined on analysis rank 0" if self.n_analysis > 1 else "of the whole graph"
+        where = "of the parts joined" if self.n_analysis > 1 else "of the whole graph"
         return ("path: %s, the rest after %d light phases (a chain inside a bucket) in one Dijkstra search %s: "
                 "%d vertices, %d edges" % (algorithm, phases, where, self.n_vertices, self.n_edges))
 

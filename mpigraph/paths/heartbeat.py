@@ -16,12 +16,13 @@ EVERY_S = 30.0      # seconds between two lines
 
 HINTS = {
     "parallel-dijkstra": "a round per crossing between analysis ranks on a shortest path, until the parts "
-                         "are joined on analysis rank 0, which they are when they fit there",
+                         "are joined and searched in one sweep over slabs of time (or on analysis rank 0 "
+                         "where their times are out of order, when they fit there)",
     "delta-stepping": "a light phase per short edge along a shortest path, until they have taken about as "
                       "long as one Dijkstra search would",
     "parallel-delta-stepping": "a light phase per short edge along a shortest path, until they have taken "
-                               "about as long as one Dijkstra search of the parts joined on analysis rank 0 "
-                               "would, when those fit there",
+                               "about as long as one search of the parts joined would, when those fit "
+                               "analysis rank 0",
 }
 
 

@@ -30,9 +30,11 @@ once per piece, and a pipelined program's path (a message per row) crosses
 thousands of times, each round searching everything upstream again.  So after
 ``rounds_before_joining`` rounds, after a round that lowered most vertices' distances
 again (``RESEARCHED_SHARE``), or once the rounds have taken as long as that search
-would (``seconds_before_joining``), the rest is one search on analysis rank 0 of
-the parts' searched graphs joined by the crossing edges (``_JoinedSearch``), when
-that fits rank 0's node; else the rounds go on.  next[] comes from the final
+would (``seconds_before_joining``), the rest is one search of the parts' searched
+graphs joined by the crossing edges (``_JoinedSearch``): cut into slabs of time that
+the analysis ranks sweep one after another, latest first (``paths.relay``: no rank
+holds more than its slab), or, where the graph's times are out of order, on analysis
+rank 0 when it fits that node; else the rounds go on.  next[] comes from the final
 distances (``labels.next_from_dist``), as for every algorithm.
 """
 
@@ -46,7 +48,7 @@ from mpigraph.util import arrays
 from mpigraph.comm import owner_exchange as exchange
 from mpigraph.paths.graph import INF
 from mpigraph.comm.parallel import barrier_idly
-from mpigraph.paths import gather
+from mpigraph.paths import gather, relay
 from mpigraph.paths.dijkstra import Bypass, Reversed, add_hub_edges, distances, with_remote_edges
 from mpigraph.paths.labels import from_dist, local_sinks
 
@@ -92,10 +94,9 @@ def _distances(comm, g, split, heartbeat=None):
         if not asked and (rounds == join_at or researched or (rounds and comm.allreduce(
                 time.perf_counter() - started, op=MPI.MAX) >= join_after_s)):
             asked = True
-            if joined.fits():
-                if heartbeat is not None:
-                    heartbeat.say_now(joined.describe(rounds))
-                return joined.distances(), rounds + 1
+            found = joined.distances(heartbeat, rounds)
+            if found is not None:
+                return found, rounds + 1
         send = changed[cross_dst]
         target, offer = exchange.send_rows(comm, cross_owner[send],
                                            [cross_src[send], dist[cross_dst[send]] + cross_w[send]])
@@ -131,9 +132,9 @@ def _take_offers(dist, vertex, offer):
 
 
 def joined_distances(comm, g, split):
-    """Collective: dist of g's local vertices from one search of its parts joined on analysis
-    rank 0 (``_JoinedSearch``; with one analysis rank, dijkstra's search of g).  The caller
-    has checked that they fit there."""
+    """Collective: dist of g's local vertices from one search of its parts joined
+    (``_JoinedSearch``; with one analysis rank, dijkstra's search of g).  The caller has checked
+    that they fit analysis rank 0, where they go when the relay cannot run."""
     if g.n_analysis == 1:
         return distances(len(g.time), g.indptr, g.src, g.weight, local_sinks(g, split))
     return _JoinedSearch.of(comm, g, split).distances()
@@ -199,7 +200,9 @@ def rounds_before_joining(n_analysis):
 
 class _JoinedSearch:
     """The parts' searched graphs (``Bypass``: each rank's vertices that are not one-way) joined
-    by the crossing edges, gathered to analysis rank 0 and searched there at once.
+    by the crossing edges and searched at once: cut into slabs of time swept one after another
+    by the analysis ranks (``paths.relay``), or, where the graph's times are out of order,
+    gathered to analysis rank 0 and searched there.
 
     A crossing edge u -> v goes from u's searched vertex (u is one on its owner: it has an
     edge to another rank) to the end of v's run of one-way vertices here, with the run's slack
@@ -238,16 +241,35 @@ class _JoinedSearch:
         """Collective: whether the joined graph fits analysis rank 0's node."""
         return gather.graph_fits_on_root(self.comm, self.n_vertices, self.n_edges)
 
-    def describe(self, rounds):
-        return ("path: parallel-dijkstra, the rest after %d rounds in one search on analysis rank 0: the parts "
-                "joined, %d vertices and %d edges" % (rounds, self.n_vertices, self.n_edges))
+    def describe(self, rounds, how):
+        return ("path: parallel-dijkstra, the rest after %d rounds in one sweep of the parts joined (%d vertices "
+                "and %d edges), %s" % (rounds, self.n_vertices, self.n_edges, how))
 
-    def distances(self):
-        """Collective: dist of this rank's vertices."""
+    def distances(self, heartbeat=None, rounds=0):
+        """Collective: dist of this rank's vertices, by the relay over slabs of time; where an
+        edge goes back in time across slabs, by one search on analysis rank 0 when the joined
+        graph fits there (else None).  `heartbeat` hears which, after `rounds` rounds."""
         comm, bypass = self.comm, self.bypass
         n_here = len(bypass.vertices)
         first = comm.exscan(n_here) or 0            # this rank's first vertex in the joined numbering
-        degree, src, weight = self._rows(first)
+        slab = relay.slabs(comm, self._times())
+        degree, src, weight, src_slab = self._rows(first, slab)
+        say = None if heartbeat is None else (
+            lambda n_slabs: heartbeat.say_now(self.describe(rounds, "relayed over %d slabs of time" % n_slabs)))
+        dist = relay.distances(comm, first, slab, degree, src, weight, src_slab, bypass.sources, say)
+        if dist is None:
+            del slab, src_slab
+            if not self.fits():
+                return None
+            if heartbeat is not None:
+                heartbeat.say_now(self.describe(rounds, "on analysis rank 0 (times out of order for a relay)"))
+            dist = self._gathered(first, degree, src, weight)
+        return bypass.expand(dist)[:len(self.g.time)]
+
+    def _gathered(self, first, degree, src, weight):
+        """Collective: dist of this rank's searched vertices from one search of the joined graph
+        gathered to analysis rank 0."""
+        comm, bypass = self.comm, self.bypass
         # Each rank's rows come sorted and in rank order: rank 0 only adds up the rows' degrees.
         degree, src, weight = gather.gatherv(comm, degree), gather.gatherv(comm, src), gather.gatherv(comm, weight)
         sources = gather.gatherv(comm, first + bypass.sources.astype(np.int64))
@@ -259,16 +281,30 @@ class _JoinedSearch:
             dist = Reversed(self.n_vertices, indptr, src, weight).search(sources)
             del src, weight
         barrier_idly(comm)     # the other ranks wait for rank 0's search
-        return bypass.expand(gather.scatterv(comm, dist, n_here))[:len(self.g.time)]
+        return gather.scatterv(comm, dist, len(bypass.vertices))
 
-    def _rows(self, first):
-        """(degree of each searched vertex here, src, weight) of this rank's searched edges and
-        crossing edges into them, sorted by their vertex: a CSR's rows in the joined numbering
-        (src: int32 where the joined graph's ids fit, as Reversed keeps them)."""
+    def _times(self):
+        """Each searched vertex's time (ns), which cuts the relay's slabs; the vertex standing for
+        the other ranks' hubs (``_local_part``), a sink, last."""
+        vertices, time = self.bypass.vertices, self.g.time
+        times = np.full(len(vertices), np.iinfo(np.int64).max, np.int64)
+        real = vertices < len(time)
+        times[real] = time[vertices[real]]
+        return times
+
+    def _rows(self, first, slab):
+        """(degree of each searched vertex here, src, weight, src_slab) of this rank's searched
+        edges and crossing edges into them, sorted by their vertex: a CSR's rows in the joined
+        numbering (src: int32 where the joined graph's ids fit, as Reversed keeps them), and
+        the slab of each edge's source (`slab`: this rank's vertices')."""
         bypass, g = self.bypass, self.g
         cross_dst, cross_src, cross_w, cross_owner = self.cross
-        (joined_src,) = exchange.ask_owners(self.comm, cross_owner, [cross_src],
-                                            lambda q: [first + bypass.index_of(g.local_index(q[0]))])
+
+        def joined(query):
+            at = bypass.index_of(g.local_index(query[0]))
+            return [first + at, slab[at]]
+
+        joined_src, remote_slab = exchange.ask_owners(self.comm, cross_owner, [cross_src], joined)
         n_here = len(bypass.vertices)
         crossing_rows = bypass.target[cross_dst].astype(np.int64)
         # The searched edges are in row order already: only the crossing edges are put among them.
@@ -279,4 +315,5 @@ class _JoinedSearch:
         index = np.int32 if self.n_vertices < 2 ** 31 - 1 else np.int64
         src = np.concatenate((first + bypass.src.astype(np.int64), joined_src))[order].astype(index)
         weight = np.concatenate((bypass.weight, cross_w.astype(np.int64) + bypass.slack[cross_dst]))[order]
-        return degree, src, weight
+        src_slab = np.concatenate((slab[bypass.src], remote_slab))[order].astype(np.int32)
+        return degree, src, weight, src_slab
