@@ -6,7 +6,8 @@
 #      rank's CPU against 1/16 of one rank's and rank 0's against the ranks' mean;
 #   3. PRK p2p on 16 ranks analysed in the job (48 M records), when the folder has apps/p2p.
 # Prepare the folder here first (../shared/device/README.md):
-#   bash ../shared/device/prepare.sh .device benchmarks/init_finalize.c [PRK's p2p, one file]
+#   rm -rf build; bash ../shared/device/prepare.sh .device benchmarks/init_finalize.c [PRK's p2p, one file]
+# (a build/ left from older trees puts their modules in the wheel: setuptools packs all it holds)
 # then run from the checkout there:  OUT=/some/dir bash benchmarks/check_16core.sh .device
 # (the folder's env.sh installs its wheels and points mpi4py at its MPICH; without the argument
 # the mpigraph, MPI and Python of this shell run it, as on a machine of your own).
