@@ -17,8 +17,9 @@ _ALL = [
     Algorithm("delta-stepping", "graph", False,
               "the graph gathered to analysis rank 0, vectorised delta-stepping there"),
     Algorithm("parallel-dijkstra", "graph", True,
-              "distributed Dijkstra by parts: csgraph's Dijkstra on each analysis rank's part, "
-              "improved boundary offers exchanged until none improves"),
+              "distributed Dijkstra by parts: each analysis rank searches its part, improved boundary "
+              "offers exchanged until none improves; a path that changes rank at nearly every step (a "
+              "pipeline) is found in one sweep of the parts joined, slab of time after slab"),
     Algorithm("parallel-delta-stepping", "graph", True,
               "distributed delta-stepping, each phase's offers sent to their vertices' owners"),
     Algorithm("toposort", "toposort", False,
