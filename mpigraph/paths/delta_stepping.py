@@ -264,7 +264,7 @@ class _Joining:
 
     def describe(self, algorithm, phases):
         where = "of the parts joined" if self.n_analysis > 1 else "of the whole graph"
-        return ("path: %s, the rest after %d light phases (a chain inside a bucket) in one Dijkstra search %s: "
+        return ("path: %s, the rest after %d light phases (a chain inside a bucket) in one search %s: "
                 "%d vertices, %d edges" % (algorithm, phases, where, self.n_vertices, self.n_edges))
 
 
