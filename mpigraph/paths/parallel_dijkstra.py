@@ -161,10 +161,11 @@ def _local_part(g, local, sinks, keep, to_hubs):
     return Bypass(n + 1, indptr, src, weight, np.append(sinks, n), keep)
 
 
-# Seconds per vertex and edge of the joined search: its parts made, gathered, searched in one
-# sweep and its distances scattered back.  Measured on a 16-core machine (PRK p2p, 31 M vertices
-# and 63 M edges joined: 3.5 s), with room for slower ones: it only decides when the rounds (or
-# delta-stepping's light phases) have cost about as much as the joined search would.
+# Seconds per vertex and edge of the joined search: its parts made, moved, searched in one
+# sweep and its distances sent back.  Measured on a 16-core machine when the joined graph went to
+# rank 0 (PRK p2p, 31 M vertices and 63 M edges joined: 3.5 s; the relay's sweeps add up to one
+# sweep too), with room for slower ones: it only decides when the rounds (or delta-stepping's
+# light phases) have cost about as much as the joined search would.
 JOINED_SECONDS_PER_ELEMENT = 0.05e-6
 
 
