@@ -11,7 +11,7 @@ from mpigraph.paths import relay
 
 def slab_counts(per_rank_times, n_slabs):
     """How many of all ranks' times each slab holds, as the ranks would cut them."""
-    bounds = relay.slab_bounds([relay.time_sample(np.asarray(t, np.int64)) for t in per_rank_times], n_slabs)
+    bounds = relay.slab_bounds([relay.time_sample(np.asarray(t, np.int64), 1024) for t in per_rank_times], n_slabs)
     slab = np.searchsorted(bounds, np.concatenate(per_rank_times), "right")
     return np.bincount(slab, minlength=n_slabs), bounds
 

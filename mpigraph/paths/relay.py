@@ -32,29 +32,31 @@ from mpigraph.paths.dijkstra import Reversed
 from mpigraph.paths.model import INF, index_dtype
 from mpigraph.util import arrays
 
-# Times each analysis rank sends to find the slabs' bounds: evenly spaced in its sorted times,
-# taken from a sorted subsample of at most SUBSAMPLE of them (no sort of every vertex's time).
-SAMPLES = 1024
+# Times all analysis ranks send together to find the slabs' bounds (each at least 64: every
+# rank receives them all), evenly spaced in each rank's sorted times, taken from a sorted
+# subsample of at most SUBSAMPLE of them (no sort of every vertex's time).
+SAMPLES = 1 << 16
 SUBSAMPLE = 1 << 16
 
 
 def slabs(comm, times):
     """The slab (0 .. K-1, int32) of each of this rank's vertex `times`: the K - 1 bounds leave
     about as many of all ranks' vertices in each slab, and equal times in one.  Collective."""
-    if comm.Get_size() == 1:
+    size = comm.Get_size()
+    if size == 1:
         return np.zeros(len(times), np.int32)
     times = np.asarray(times, np.int64)
-    bounds = slab_bounds(comm.allgather(time_sample(times)), comm.Get_size())
+    bounds = slab_bounds(comm.allgather(time_sample(times, max(64, SAMPLES // size))), size)
     return np.searchsorted(bounds, times, "right").astype(np.int32)
 
 
-def time_sample(times):
-    """(SAMPLES times evenly spaced in sorted `times`, how many times they stand for): what each
-    rank contributes to the slabs' bounds."""
+def time_sample(times, n_samples):
+    """(n_samples times evenly spaced in sorted `times`, how many times they stand for): what
+    each rank contributes to the slabs' bounds."""
     ordered = np.sort(times[::max(1, len(times) // SUBSAMPLE)])
     if not len(ordered):
         return ordered, 0
-    return ordered[((np.arange(SAMPLES) + 0.5) * len(ordered) / SAMPLES).astype(np.int64)], len(times)
+    return ordered[((np.arange(n_samples) + 0.5) * len(ordered) / n_samples).astype(np.int64)], len(times)
 
 
 def slab_bounds(samples, n_slabs):
@@ -63,7 +65,7 @@ def slab_bounds(samples, n_slabs):
     sample = np.concatenate([times for times, _ in samples])
     if not len(sample):
         return np.zeros(n_slabs - 1, np.int64)
-    # Each sampled time stands for its rank's times around it: n / SAMPLES of them.
+    # Each sampled time stands for its rank's times around it: n / (its rank's samples) of them.
     weight = np.concatenate([np.full(len(times), n / len(times)) for times, n in samples if len(times)])
     order = np.argsort(sample, kind="stable")
     sample = sample[order]
