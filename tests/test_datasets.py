@@ -1,6 +1,7 @@
 """The big tables as Parquet datasets, a part per analysis rank (mpigraph.report.datasets), and
 the same report for K = 1, 2 and 3 analysis ranks on the test programs (issue 28)."""
 
+import errno
 import filecmp
 import os
 
@@ -18,7 +19,10 @@ PROGRAMS = [("calls.c", [], 4, []), ("slow_phases.c", ["3"], 4, []), ("unreceive
             ("calls.c", [], 4, ["--algorithm", "parallel-dijkstra"])]
 PARQUET_TABLES = ["calls.parquet", "waitstates.parquet", "critical_path.parquet", "ranks.parquet",
                   "collectives.parquet", "callsites.parquet", "callsite_sizes.parquet"]
-TEXT_FILES = ["summary.txt", "ranks.csv", "functions.csv", "waitstates.csv", "unmatched.csv", "critical_path.csv",
+# calls.csv and critical_path.csv are joined from every rank's text, each copied at its offset
+# (datasets.join_csv): byte for byte one rank's.
+TEXT_FILES = ["summary.txt", "calls.csv", "collectives.csv", "ranks.csv", "functions.csv", "waitstates.csv",
+              "unmatched.csv", "critical_path.csv",
               "callsites.csv", "communicators.csv", "callsite_waitstates.csv", "callsite_sizes.csv"]
 KS = (1, 2, 3)
 
@@ -43,6 +47,22 @@ def test_big_tables_are_a_part_per_analysis_rank(reports):
     for k, out in reports.items():
         for name in datasets.NAMES:
             assert sorted(os.listdir(out / name)) == [datasets.part_name(a, k) for a in range(k)], (k, name)
+        assert not [n for n in os.listdir(out) if n.startswith(".")], "no CSV part is left"
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_a_part_is_copied_at_its_offset(tmp_path, monkeypatch, kernel_copy):
+    """join_csv's copy of a rank's CSV text into the file at its offset: by copy_file_range, or
+    read and written where the kernel cannot (another file system: EXDEV), the same bytes."""
+    if not kernel_copy:
+        def refused(*args):
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        monkeypatch.setattr(os, "copy_file_range", refused, raising=False)
+    text = bytes(range(256)) * 40000          # 10 MB: more than one of the fallback's 4 MB chunks
+    (tmp_path / "part").write_bytes(text)
+    (tmp_path / "file").write_bytes(b"head" + b"\0" * len(text) + b"tail")
+    datasets._copy_at(str(tmp_path / "part"), str(tmp_path / "file"), 4, len(text))
+    assert (tmp_path / "file").read_bytes() == b"head" + text + b"tail"
 
 
 def test_the_report_is_the_same_for_every_k(reports):

@@ -10,8 +10,13 @@ read_parquet('calls.parquet/*.parquet') and Spark read one table, the same for e
 Why: one rank pulling every rank's calls, decoding and writing them was the analysis's rank-0
 funnel (the report stage did not get faster with more ranks).  Each rank writes what it already
 holds; rank 0 writes the small tables (CSV and Parquet files) and summary.txt.
+
+calls.csv and critical_path.csv (when a run is small enough for them) are single files: each
+rank writes the CSV text of its rows beside the report (``writer.csv_part``), then copies it
+into the file at its own offset, all ranks at once (``join_csv``): no rank copies another's.
 """
 
+import errno
 import os
 import shutil
 
@@ -56,7 +61,7 @@ def remove(path: str) -> None:
 def write_calls_part(out_dir, rank, size, linked, queries, with_csv=False, sites=None):
     """This analysis rank's rows of the calls table (its trace ranks' calls, on_path from the
     path's ``path_queries``), a chunk at a time (``run_tables.call_chunks``); with `with_csv`
-    their calls.csv text too, from the same chunks (``writer.calls_csv_part``, which rank 0 joins).
+    their calls.csv text too, from the same chunks (``writer.calls_csv_part``, joined by ``join_csv``).
     `sites` (a callsites.stats.Accumulator): gives the callsite column the run's ids (in both) and
     sums the chunks per call site as they pass (the callsites table is made from the analysis
     ranks' sums)."""
@@ -166,24 +171,97 @@ def write_parts(comm, out_dir, info, linked, waitstates, queries, path_block, ca
     """Every analysis rank: its parts of the calls, wait-state (`waitstates`: its
     ``run_tables.waitstate_rows``) and (when `path_block` is not None) critical path datasets, and
     with `calls_csv` its part of calls.csv's text (`sites`: ``write_calls_part``), with `path_csv`
-    its part of critical_path.csv's.  Collective.
+    its part of critical_path.csv's; then those CSV files from the parts (``join_csv``).
+    Collective.
 
     A part that cannot be written (a full disk: every rank may meet it) is one error: analysis
     rank 0 removes the datasets and raises the ReportError of the first rank that failed, naming
     its file; the others raise PeerFailed (they say nothing)."""
-    failure = None
     steps = [(CALLS, lambda p: write_calls_part(out_dir, comm.rank, comm.size, linked, queries, calls_csv, sites)),
              (WAITSTATES, lambda p: write_waitstates_part(out_dir, comm.rank, comm.size, waitstates))]
     if path_block is not None:
         steps.append((PATH, lambda p: write_path_part(out_dir, comm.rank, comm.size, path_block, path_csv)))
-    for name, step in steps:
-        target = _part(out_dir, name, comm.rank, comm.size)
+
+    def write():
+        for name, step in steps:
+            target = _part(out_dir, name, comm.rank, comm.size)
+            try:
+                step(target)
+            except OSError as e:
+                e.filename = e.filename or target      # pyarrow's errors name no file
+                raise
+
+    _together(comm, out_dir, info, write)
+    joined = ([writer.CALLS_CSV] if calls_csv else []) + ([cp.CSV_NAME] if path_csv and path_block is not None else [])
+    if joined:
+        join_csv(comm, out_dir, info, joined)
+
+
+def join_csv(comm, out_dir, info, names):
+    """Collective: each file of `names` in out_dir from the analysis ranks' CSV parts of it
+    (``writer.csv_part``: rank 0's with the header line).  Rank 0 renames its part to the file
+    and makes it as long as all parts together; then every other rank copies its part into it
+    at its offset, at once, and removes the part.  Errors as ``write_parts``'."""
+    parts = [writer.csv_part(out_dir, name, comm.rank, comm.size) for name in names]
+    sizes = [os.path.getsize(part) if os.path.exists(part) else 0 for part in parts]
+    offsets = [comm.exscan(size) or 0 for size in sizes]
+    totals = [comm.allreduce(size) for size in sizes]
+    paths = [os.path.join(out_dir, name) for name in names]
+
+    def start():
+        if comm.rank == 0:
+            for part, path, total in zip(parts, paths, totals):
+                os.replace(part, path)
+                os.truncate(path, total)
+
+    def copy():
+        if comm.rank != 0:
+            for part, path, size, offset in zip(parts, paths, sizes, offsets):
+                if size:
+                    _copy_at(part, path, offset, size)
+                if os.path.exists(part):
+                    os.remove(part)
+
+    _together(comm, out_dir, info, start)
+    _together(comm, out_dir, info, copy)
+
+
+def _copy_at(source, target, offset, size):
+    """The `size` bytes of file `source` written into file `target` from `offset` on: by the
+    kernel (copy_file_range) where it can, else read and written 4 MB at a time."""
+    with open(source, "rb") as src, open(target, "r+b") as dst:
+        done = 0
         try:
-            step(target)
-        except OSError as e:
-            e.filename = e.filename or target      # pyarrow's errors name no file
-            failure = str(writer.report_error(e, out_dir, info))
-            break
+            while done < size:
+                copied = os.copy_file_range(src.fileno(), dst.fileno(), size - done, done, offset + done)
+                if copied == 0:
+                    break
+                done += copied
+        except (AttributeError, OSError) as e:     # no such call here, or not between these files
+            if isinstance(e, OSError) and e.errno not in _NO_COPY_FILE_RANGE:
+                raise
+        src.seek(done)
+        while done < size:
+            chunk = src.read(min(size - done, 1 << 22))
+            if not chunk:
+                raise OSError(errno.EIO, "%s ended early" % source, source)
+            done += os.pwrite(dst.fileno(), chunk, offset + done)
+
+
+# copy_file_range's errors that mean "not here" (an old kernel, another file system), not a failure.
+_NO_COPY_FILE_RANGE = (errno.ENOSYS, errno.EXDEV, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF)
+
+
+def _together(comm, out_dir, info, work):
+    """work() on every analysis rank; a file it cannot write (an OSError: a full disk, which every
+    rank may meet) is one error for all: analysis rank 0 removes the datasets and raises the
+    ReportError of the first rank that failed, naming its file; the others raise PeerFailed (they
+    say nothing).  Collective."""
+    failure = None
+    try:
+        work()
+    except OSError as e:
+        failure = str(writer.report_error(e, out_dir, info))
     parallel.barrier_idly(comm)      # the ranks done first leave the cores to those still writing
     failures = comm.allgather(failure)
     failed = [rank for rank, f in enumerate(failures) if f]
@@ -196,9 +274,10 @@ def write_parts(comm, out_dir, info, linked, waitstates, queries, path_block, ca
 
 
 def remove_all(out_dir):
-    """Remove every dataset of an incomplete report, and the CSV parts of calls.csv and
-    critical_path.csv (what can be removed)."""
-    for path in [os.path.join(out_dir, name) for name in NAMES] + writer.csv_parts(out_dir):
+    """Remove every dataset of an incomplete report, calls.csv and critical_path.csv and their
+    CSV parts (what can be removed)."""
+    joined = [os.path.join(out_dir, name) for name in (writer.CALLS_CSV, cp.CSV_NAME)]
+    for path in [os.path.join(out_dir, name) for name in NAMES] + joined + writer.csv_parts(out_dir):
         try:
             remove(path)
         except OSError:

@@ -850,7 +850,8 @@ def write_calls_blocks(path, blocks, csv_path=None, header=True):
 
 # Each analysis rank writes the CSV text of its own rows of a big table (calls.csv,
 # critical_path.csv) as a hidden file beside the report (rank 0's with the header line), as it
-# writes its part of the Parquet dataset; rank 0 joins them into the CSV file.  Making the text is
+# writes its part of the Parquet dataset; then each copies its text into the CSV file at its
+# offset (``datasets.join_csv``), all at once.  Making the text is
 # the costly part (a hundred bytes a call): it is shared by the ranks, and nothing is read back
 # from Parquet and decoded.  The leading dot keeps the parts out of a directory listing's report
 # files.
@@ -876,21 +877,6 @@ def csv_parts(out_dir, names=(CALLS_CSV, cp.CSV_NAME)):
         return []
     prefixes = tuple(CSV_PART % name for name in names)
     return [os.path.join(out_dir, n) for n in sorted(entries) if n.startswith(prefixes)]
-
-
-def _csv_from_parts(path):
-    """A CSV file from its parts (``csv_part``): analysis rank 0's (the header and its rows),
-    renamed, then the other ranks' appended in rank order, each removed once copied.  Renamed,
-    not copied: with one analysis rank the whole file (150 MB for 1e6 calls) is never copied."""
-    import shutil
-
-    first, *others = csv_parts(os.path.dirname(path), [os.path.basename(path)])
-    os.replace(first, path)
-    with open(path, "ab") as f:
-        for part in others:
-            with open(part, "rb") as text:
-                shutil.copyfileobj(text, f, 1 << 22)
-            os.remove(part)
 
 
 def _report_files(info, tables, linked, path, text):
@@ -997,20 +983,16 @@ def write_report(out_dir, info, tables, linked=None, path=None, path_lines=(), d
     blocks in order: any iterable, consumed once) adds the linked run's files and sections;
     `path` is the critical path's Totals (critical_path.reduce_totals; None when there is no
     path), which fill time_on_path; `path_lines` are its words.  The path's rows are the analysis
-    ranks' (critical_path.parquet, and critical_path.csv joined here from their CSV parts).  Raises ReportError naming the file that
-    could not be written; what was written of an incomplete report is removed, the raw logs are
-    never touched.  `datasets`: names of files the analysis ranks wrote as Parquet datasets
-    (mpigraph.report.datasets), left out here.
+    ranks' (critical_path.parquet and .csv, written by them: mpigraph.report.datasets).  Raises
+    ReportError naming the file that could not be written; what was written of an incomplete
+    report is removed, the raw logs are never touched.  `datasets`: names of files the analysis
+    ranks wrote as Parquet datasets (mpigraph.report.datasets), left out here.
     """
     tables = metrics.with_path(tables, path)
     # Only a run that did not end well can have calls in flight: its headers are read again for them.
     in_flight = None if tables.ranks["finalized"].all() else inflight.read(info.run_dir, info.world_size)
     text = summary_text(info, tables, linked, list(path_lines) + _path_csv_left_out(path), in_flight)
     files = [f for f in _report_files(info, tables, linked, path, text) if f.name not in datasets]
-    if CALLS_PARQUET in datasets and linked is not None and big_csv_written(tables.ranks):
-        files.insert(-1, _File(CALLS_CSV, _csv_from_parts))
-    if path is not None and path_csv_written(path):
-        files.insert(-1, _File(cp.CSV_NAME, _csv_from_parts))
     if in_flight is not None and len(in_flight["table"]["rank"]):
         files.insert(-1, _File(inflight.CSV_NAME,
                                lambda p: write_csv(p, in_flight["table"], schema.INFLIGHT_COLUMNS)))
