@@ -213,7 +213,8 @@ def _extras(writer):
                         "(`read_parquet('calls.parquet/*.parquet')`) and Spark read a directory as one table, "
                         "the same for every K. Analysis rank 0 writes the other files: the small tables "
                         "(CSV and a Parquet file) and summary.txt, last; calls.csv and critical_path.csv are "
-                        "the analysis ranks' CSV text of the same rows, which rank 0 joins in rank order.\n"
+                        "the analysis ranks' CSV text of the same rows, each rank's copied into the file at "
+                        "its place, all at once.\n"
                         % ", ".join("`%s/`" % n for n in _datasets()))
     return rows, conventions
 
