@@ -30,7 +30,7 @@ import numpy as np
 
 from mpigraph.schema import SEGMENT_COLUMNS  # noqa: F401  (re-exported)
 
-from mpigraph.util.names import Labels
+from mpigraph.util.names import Labels, rows_of
 
 # What a path stage returns: this analysis rank's part of the segments table (rows of the path
 # with their global `order`: where the path was found whole, all of them on analysis rank 0 and
@@ -92,7 +92,7 @@ def merge_runs(rank, kind, function, peer, start, end, follows=None):
     first, last = merged_rows(rank, kind, function, peer, start, end, follows)
     if first is None:
         return rank, kind, function, peer, start, end
-    return (rank[first], _take(kind, first), _take(function, first), peer[first], start[first], end[last])
+    return (rank[first], rows_of(kind, first), rows_of(function, first), peer[first], start[first], end[last])
 
 
 def merged_rows(rank, kind, function, peer, start, end, follows=None):
@@ -137,10 +137,6 @@ def _code_of(column, name):
     values = np.unique(np.asarray(column, object).astype(str))
     hits = np.flatnonzero(values == name)
     return hits[0] if len(hits) else -1
-
-
-def _take(column, rows):
-    return column.take(rows) if isinstance(column, Labels) else column[rows]
 
 
 def _str_column(values):

@@ -22,7 +22,7 @@ from mpigraph.paths import segments as critical_path
 from mpigraph.trace import functions as mf
 from mpigraph.comm import owner_exchange as exchange
 from mpigraph.paths.graph import INF, END
-from mpigraph.util.names import Labels
+from mpigraph.util.names import Labels, rows_of
 from mpigraph.paths.labels import NO_NEXT
 
 
@@ -381,7 +381,7 @@ class _Runs:
         # A row follows the one before it on the path inside a run, and across two runs that
         # follow each other in the chain.
         follows = (run[1:] == run[:-1]) | (self.mine[run[1:]] == self.mine[run[:-1]] + 1)
-        columns = [c.take(rows) if isinstance(c, Labels) else c[rows] for c in columns]     # views
+        columns = [rows_of(c, rows) for c in columns]     # views
         return self._merged(comm, columns, run, follows, n_chain)
 
     def _check_reaches_sink(self, comm):

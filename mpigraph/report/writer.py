@@ -112,7 +112,7 @@ from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.metrics import profile as metrics
 from mpigraph.util import threads
 from mpigraph.util.atomic import atomic_write
-from mpigraph.util.names import Labels
+from mpigraph.util.names import Labels, rows_of
 from mpigraph import schema
 from mpigraph.paths import segments as cp
 from mpigraph.view import svg
@@ -250,7 +250,7 @@ def _csv_text(column, values, rows):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    values = _rows(values, rows)
+    values = rows_of(values, rows)
     if column.kind == "time":
         return _span_text(np.asarray(values, np.int64), _seconds_text)
     if column.kind == "float":           # few rows (per rank or function): Python's formatting
@@ -410,16 +410,9 @@ def write_parquet(path, table, columns):
     if not n:
         _write_parquet_whole(path, table, columns)
         return
-    blocks = ({c.name: _rows(table[c.name], slice(a, a + PARQUET_BLOCK_ROWS)) for c in columns}
+    blocks = ({c.name: rows_of(table[c.name], slice(a, a + PARQUET_BLOCK_ROWS)) for c in columns}
               for a in range(0, n, PARQUET_BLOCK_ROWS))
     write_parquet_blocks(path, blocks, columns)
-
-
-def _rows(values, rows):
-    """values[rows] of a column: a numpy array or sequence, or a names.Labels (its codes' rows)."""
-    if isinstance(values, Labels):
-        return Labels(values.codes[rows], values.names)
-    return np.asarray(values)[rows]
 
 
 def _write_parquet_whole(path, table, columns):

@@ -4,6 +4,12 @@ held as codes into those names: a table with a row per call never makes a Python
 import numpy as np
 
 
+def rows_of(column, rows):
+    """A column's `rows` (indices, a mask or a slice): a Labels' as Labels of the same names, an
+    array's (or sequence's) as an array; a slice of either is a view."""
+    return column.take(rows) if isinstance(column, Labels) else np.asarray(column)[rows]
+
+
 class Labels:
     """A str column: names[codes[i]] is row i.  Reads like an object array where the tables'
     readers need it (len, rows by index, == a name, in, tolist, numpy.asarray)."""
