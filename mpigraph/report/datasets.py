@@ -249,7 +249,7 @@ def _copy_at(source, target, offset, size):
 
 
 # copy_file_range's errors that mean "not here" (an old kernel, another file system), not a failure.
-_NO_COPY_FILE_RANGE = (errno.ENOSYS, errno.EXDEV, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF)
+_NO_COPY_FILE_RANGE = (errno.ENOSYS, errno.EXDEV, errno.EOPNOTSUPP, errno.EINVAL)
 
 
 def _together(comm, out_dir, info, work):
