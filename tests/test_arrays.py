@@ -108,3 +108,23 @@ def test_isin_few_is_numpys_isin(values, few):
     got = arrays.isin_few(values, few)
     assert got.dtype == bool
     np.testing.assert_array_equal(got, np.isin(values, few))
+
+
+def test_batches_by_hand():
+    assert arrays.batches([], 10) == []
+    assert arrays.batches([3, 3, 3, 3], 6) == [(0, 2), (2, 4)]
+    assert arrays.batches([3, 20, 3, 3, 5], 10) == [(0, 1), (1, 2), (2, 4), (4, 5)]    # 20 alone
+    assert arrays.batches([0, 0, 0], 1) == [(0, 3)]
+
+
+@given(st.lists(st.integers(0, 50), max_size=40), st.integers(1, 60))
+def test_batches_cover_every_size_once_within_the_bound(sizes, max_rows):
+    bounds = arrays.batches(sizes, max_rows)
+    assert [i for a, b in bounds for i in range(a, b)] == list(range(len(sizes)))
+    for a, b in bounds:
+        assert b - a == 1 or sum(sizes[a:b]) <= max_rows
+
+
+def test_stacked_says_whose_each_row_is():
+    whole, owner, starts = arrays.stacked([np.array([5, 6]), np.zeros(0, np.int64), np.array([7])])
+    assert whole.tolist() == [5, 6, 7] and owner.tolist() == [0, 0, 2] and starts.tolist() == [0, 2, 2]

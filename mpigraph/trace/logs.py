@@ -154,8 +154,10 @@ def _map_records(path, size, n_records):
                record.HEADER_SIZE + n_records * record.RECORD_SIZE))
     if n_records == 0:
         return np.zeros(0, record.RECORD_DTYPE)
+    # A plain ndarray view of the map (which it keeps alive): a memmap subclass costs every
+    # indexing of it a Python-level __getitem__ and __array_finalize__, thousands per rank.
     return np.memmap(path, dtype=record.RECORD_DTYPE, mode="r", offset=record.HEADER_SIZE,
-                     shape=(n_records,))
+                     shape=(n_records,)).view(np.ndarray)
 
 
 def _known_functions():

@@ -76,6 +76,33 @@ def groups(values):
     return [(values[order[a]], order[a:a + n]) for a, n in zip(starts.tolist(), lengths.tolist())]
 
 
+def batches(sizes, max_rows):
+    """Consecutive runs of `sizes` (a list of row counts) adding up to at most max_rows each, a
+    larger one alone: [(first, stop)] index bounds.  Thousands of small trace ranks taken a batch
+    at a time cost a stage a few dozen numpy calls per batch, where one rank at a time cost them
+    per rank (more than the rows themselves at a few hundred rows a rank)."""
+    bounds, first, rows = [], 0, 0
+    for i, n in enumerate(sizes):
+        if i > first and rows + n > max_rows:
+            bounds.append((first, i))
+            first, rows = i, 0
+        rows += n
+    if first < len(sizes):
+        bounds.append((first, len(sizes)))
+    return bounds
+
+
+def stacked(columns, dtype=None):
+    """(the 1-d arrays of `columns` end to end, the position in `columns` of each row's array, the
+    first row of each array): one array of a batch's columns, and whose each row is."""
+    lengths = np.array([len(c) for c in columns], np.int64)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    whole = np.concatenate(columns) if columns else np.zeros(0, dtype or np.int64)
+    if dtype is not None:
+        whole = whole.astype(dtype, copy=False)
+    return whole, np.repeat(np.arange(len(columns), dtype=np.int64), lengths), starts
+
+
 def ranges(first, last):
     """The integers first[i], first[i] + 1, ..., last[i] of each pair, one range after another."""
     first, last = np.asarray(first, np.int64), np.asarray(last, np.int64)
