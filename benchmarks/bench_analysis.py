@@ -1,8 +1,8 @@
 """Analysis throughput per stage and peak memory, on synthetic runs, with 1, 2 and 4 analysis ranks.
 
     python benchmarks/bench_analysis.py [--records 1e5 1e6 1e7] [--nprocs 1 2 4] [--repeat 3]
-                                        [--structure bsp|halo] [--algorithms dijkstra ...] [--prefault]
-                                        [--run DIR]
+                                        [--structure bsp|halo] [--trace-ranks 100 4096]
+                                        [--algorithms dijkstra ...] [--prefault] [--run DIR]
 
 With --run, a recorded run (a real program's: ``mpigraph run --analyze off --out DIR``) is
 analysed instead of synthetic ones, and left where it is.
@@ -167,9 +167,10 @@ def probe(run_dir, prefault_mb):
 
 # ---- the driver ---------------------------------------------------------------------
 
-def run_shape(records):
-    """(trace ranks, calls per rank) for about `records` records."""
-    ranks = 1024 if records >= 10_000_000 else max(8, records // 10_000)
+def run_shape(records, ranks=None):
+    """(trace ranks, calls per rank) for about `records` records (on `ranks` trace ranks when given)."""
+    if ranks is None:
+        ranks = 1024 if records >= 10_000_000 else max(8, records // 10_000)
     return ranks, max(3, round(records / ranks))
 
 
@@ -191,11 +192,11 @@ def recorded(run_dir):
     return info.run_dir, n, info.world_size
 
 
-def generate(workdir, records, structure):
+def generate(workdir, records, structure, trace_ranks=None):
     from mpigraph.testing import synth
 
-    ranks, calls = run_shape(records)
-    out = os.path.join(workdir, "%s-%d" % (structure, records))
+    ranks, calls = run_shape(records, trace_ranks)
+    out = os.path.join(workdir, "%s-%d-%d" % (structure, records, ranks))
     started = time.perf_counter()
     synth.generate(out, ranks, calls, structure)
     size = sum(e.stat().st_size for e in os.scandir(os.path.join(out, "raw")))
@@ -432,6 +433,9 @@ def main():
     parser.add_argument("--nprocs", nargs="+", type=int, default=[1, 2, 4])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--structure", default="bsp", choices=["bsp", "halo"])
+    parser.add_argument("--trace-ranks", nargs="+", type=int, metavar="P",
+                        help="trace ranks of each synthetic run (default: 1,024 from 1e7 records, else records / "
+                             "10,000): the same records on more ranks show the analysis's cost per trace rank")
     parser.add_argument("--algorithms", nargs="+", default=["dijkstra"],
                         help="MPIGRAPH_ALGORITHM values to time (the path stage, once it exists)")
     parser.add_argument("--run", metavar="DIR", help="a recorded run to analyse instead of synthetic ones")
@@ -451,9 +455,10 @@ def main():
     rows = []
     one = {}      # (records, algorithm) -> RankFigures of K=1 (the first K when it is 1), for the CPU ratios
     try:
-        for records in [None] if args.run else args.records:
+        sizes = [(None, None)] if args.run else [(r, t) for r in args.records for t in args.trace_ranks or [None]]
+        for records, trace_ranks in sizes:
             run_dir, n_records, ranks = recorded(args.run) if args.run else generate(workdir, int(records),
-                                                                                    args.structure)
+                                                                                    args.structure, trace_ranks)
             print("%11s %5s %2s %-14s %-11s | stages" % ("records", "ranks", "K", "algorithm", "memory"))
             for nprocs in args.nprocs:
                 for algorithm in args.algorithms:

@@ -45,7 +45,7 @@ def markdown_table(stdout, first_column):
 
 def test_bench_analysis_prints_a_row_per_configuration(wheel):
     out = run_benchmark(wheel, "bench_analysis.py", "--records", "2e4", "--nprocs", "1", "2", "--repeat", "1",
-                        "--algorithms", "toposort", "parallel-dijkstra", "--prefault")
+                        "--trace-ranks", "5", "--algorithms", "toposort", "parallel-dijkstra", "--prefault")
     assert out.startswith("machine: ")
     assert out.splitlines()[1].startswith("memory: ")
     header, rows = markdown_table(out, "records")
@@ -56,6 +56,7 @@ def test_bench_analysis_prints_a_row_per_configuration(wheel):
                               for m in ("fresh", "pre-faulted")}
     assert len(rows) == len(configurations)
     assert len({row[0] for row in rows}) == 1 and int(rows[0][0].replace(",", "")) >= 20000
+    assert {row[1] for row in rows} == {"5"}        # --trace-ranks
     for row in rows:
         cells = dict(zip(header, row))
         for stage in ANALYSIS_STAGES + ["whole analysis"]:
