@@ -79,7 +79,9 @@ class Sites:
         self.lut = {}
         keys, ids_of = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
         for rank, (ids, rank_keys) in self._shim_keys.items():
-            lut = np.zeros(N_SHIM_IDS, np.int64)
+            # As long as the rank's largest id, and a 0 after it for any id past that (run_ids):
+            # 2**16 entries a rank would be 0.5 MB each, zeroed, at thousands of ranks.
+            lut = np.zeros(int(ids.max(initial=-1)) + 2, np.int64)
             lut[ids] = [number[k] for k in rank_keys]
             self.lut[rank] = lut
             keys.append(rank * N_SHIM_IDS + np.asarray(ids, np.int64))
@@ -96,7 +98,9 @@ class Sites:
     def run_ids(self, rank: int, shim_ids) -> np.ndarray:
         """The run's call-site ids of a trace rank's shim ids (0 where the rank wrote no sites)."""
         lut = self.lut.get(int(rank))
-        return lut[np.asarray(shim_ids, np.int64)] if lut is not None else np.zeros(len(shim_ids), np.int64)
+        if lut is None:
+            return np.zeros(len(shim_ids), np.int64)
+        return lut[np.minimum(np.asarray(shim_ids, np.int64), len(lut) - 1)]     # past its ids: its last, 0
 
     @staticmethod
     def _read_rank(raw_dir, rank, found):
