@@ -102,14 +102,14 @@ def tracker(comm, accumulator, calls):
     """A PhaseSites for this analysis rank's trace ranks (`calls`: trace rank -> match.RankCalls),
     attached to `accumulator` (a callsites.stats.Accumulator whose sites are shared), when some
     rank of the run marked a phase; None on every analysis rank otherwise.  Collective."""
+    marked = any(c.log is not None and regions.marked(c.log) for c in calls.values())
+    if not (comm.allreduce(marked) if comm.size > 1 else marked):
+        return None
     # Reading a rank's marks and names may fail on one analysis rank: all raise, none waits below.
     local = parallel.collectively(comm, lambda: {rank: _rank_segments(c) for rank, c in calls.items()})
-    marked = any(len(m) for m, _ in local.values())
     mine = set(k for _, keys in local.values() for k in keys)
-    gathered = comm.allgather((marked, mine)) if comm.size > 1 else [(marked, mine)]
-    if not any(m for m, _ in gathered):
-        return None
-    keys = sorted(set().union(*(k for _, k in gathered)))
+    gathered = comm.allgather(mine) if comm.size > 1 else [mine]
+    keys = sorted(set().union(*gathered))
     index = {k: i for i, k in enumerate(keys)}
     segments = {rank: (m, np.array([index[k] for k in ks], np.int64)) for rank, (m, ks) in local.items()}
     twin = PhaseSites(accumulator, keys, segments)

@@ -53,6 +53,12 @@ def read_names(log_path):
     return names
 
 
+def marked(log):
+    """Whether the rank has a mark record: one lookup per record, where most runs mark nothing
+    (``marks`` takes a few more steps, which at thousands of ranks add up)."""
+    return log.n_records > 0 and bool(IS_MARK[log.column("func")].any()) and len(marks(log)) > 0
+
+
 def marks(log):
     """Indices of the rank's mark records (call records of MPI_Pcontrol and the phase API)."""
     is_call = (log.column("flags") & record.PART) == 0

@@ -110,7 +110,7 @@ def phases(comm, logs, times, linked, select=None):
     when some rank marked a phase (MPI_Pcontrol or the phase API), else None (and None on the other
     ranks).  `select` (--phase NAME) keeps the rows of that phase only (``matching``).  Collective
     over comm."""
-    has = any(len(regions.marks(log)) > 0 for log in logs.values())
+    has = any(regions.marked(log) for log in logs.values())
     if not comm.allreduce(has):
         if select is not None and comm.rank == 0:
             raise PhaseError("--phase %s: the run has no phases (no rank called MPI_Pcontrol or "
