@@ -6,21 +6,40 @@ for several: each is checked on both, with answers worked out by hand."""
 
 import numpy as np
 
-from mpigraph.match import collectives
+import tracebuild
+from mpigraph.match import collectives, core
+from mpigraph.trace import record
 
-IDS = np.array([0, 5, (1 << 32) | 3], np.int64)       # MPI_COMM_WORLD, a created comm, MPI_COMM_SELF
-RANKS = np.array([3, 1, 0], np.int64)
-SIZES = np.array([8, 2, 1], np.int64)
+
+def batch_of(rows_by_rank):
+    """A RecordBatch of ranks made from records alone (every record a call)."""
+    calls = []
+    for rank, rows in rows_by_rank.items():
+        records = tracebuild.records(rows)
+        n = len(records)
+        calls.append(core.RankCalls(records["func"], np.zeros(n, np.int64), np.zeros(n, np.int64), rank,
+                                    np.arange(n), records))
+    return core.RecordBatch(calls)
 
 
 def test_a_members_rank_and_size_in_its_communicator():
-    one = collectives.in_comms(np.array([5, 5, 5], np.int64), IDS, RANKS, SIZES)
-    assert [c.tolist() for c in one] == [[1, 1, 1], [2, 2, 2]]
-    unknown = collectives.in_comms(np.array([7, 7], np.int64), IDS, RANKS, SIZES)
-    assert [c.tolist() for c in unknown] == [[-1, -1], [-1, -1]]
-    mixed = collectives.in_comms(np.array([0, 7, (1 << 32) | 3, 5, 9 << 40], np.int64), IDS, RANKS, SIZES)
-    assert [c.tolist() for c in mixed] == [[3, -1, 0, 1, -1], [8, -1, 1, 2, -1]]
-    assert [len(c) for c in collectives.in_comms(np.zeros(0, np.int64), IDS, RANKS, SIZES)] == [0, 0]
+    # Rank 3 created communicator 5 (its rank 1 of 2); rank 4 created 5 as well (rank 0 of 3), then 6.
+    split = tracebuild.rec("MPI_Comm_split", 0, 1, seq=1)
+    batch = batch_of({3: [split, tracebuild.part(split, comm=5, tag=1, bytes=2)],
+                      4: [split, tracebuild.part(split, comm=5, tag=0, bytes=3),
+                          tracebuild.part(split, comm=6, tag=2, bytes=4)],
+                      5: [split]})
+    parts = np.flatnonzero(batch.flags & record.PART)
+    asked = np.array([5, 5, 7, 0, (1 << 32) | 3, 6, 5, (1 << 32) | 4, 0, 6, (1 << 32) | 5], np.int64)
+    position = np.array([0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2])
+    rank, size = collectives.comm_ranks(batch, 8, parts, position, asked)
+    assert rank.tolist() == [1, 1, -1, 3, 0, 2, 0, 0, 5, -1, 0] and rank.dtype == collectives.MEMBER_DTYPES["comm_rank"]
+    assert size.tolist() == [2, 2, -1, 8, 1, 4, 3, 1, 8, -1, 1] and size.dtype == collectives.MEMBER_DTYPES["comm_size"]
+    # Without communicators created: world and self only
+    plain = batch_of({3: [split], 4: [split]})
+    rank, size = collectives.comm_ranks(plain, 8, np.zeros(0, np.int64), np.array([0, 0, 1, 1]),
+                                        np.array([0, (1 << 32) | 4, (1 << 32) | 4, 5], np.int64))
+    assert rank.tolist() == [3, -1, 0, -1] and size.tolist() == [8, -1, 1, -1]
 
 
 def part(comm, seq):
@@ -73,9 +92,27 @@ def test_consecutive_member_rows_are_read_as_a_slice():
 
 
 def test_a_block_of_ranks_lands_rank_b_at_its_places_plus_b():
-    # 3 ranks of equal keys, 2 members each; the instances' places start at 0 and 5
+    # Parts of 2 and 1 ranks of equal keys, 2 members each; the instances' places start at 0 and 5
     members = {"call": np.full(10, -1, np.int64), "func": np.zeros(10, np.uint16)}
-    block = [{"call": np.array([10 * b, 10 * b + 1]), "func": np.array([b, b], np.uint16)} for b in range(3)]
-    collectives._place(members, np.array([0, 5]), block)
+    instance = {"func": np.full(2, -1, np.int64)}
+    block = [{"call": np.array([0, 1, 10, 11]), "func": np.array([0, 0, 1, 1], np.uint16)},
+             {"call": np.array([20, 21]), "func": np.array([2, 2], np.uint16)}]
+    start, free = np.array([0, 5]), np.array([0, 5])
+    collectives._place_alike((members, instance, free, start, np.array([0, 1])), block, [2, 1], np.array([0, 1]))
     assert members["call"].tolist() == [0, 10, 20, -1, -1, 1, 11, 21, -1, -1]
-    assert members["func"].tolist() == [0, 1, 2, 0, 0, 0, 1, 2, 0, 0]
+    assert free.tolist() == [3, 8] and instance["func"].tolist() == [0, 0]
+
+
+def test_a_part_of_ranks_with_different_instances_is_placed_by_its_order():
+    # Ranks 0 and 1 in one part: rank 0 in instances 0 and 1, rank 1 in 1 and 2; 2 places each
+    rank, key = np.array([0, 0, 1, 1]), np.array([0, 1, 1, 2])
+    order = collectives._layout(rank, key)
+    assert order.tolist() == [0, 1, 2, 3]
+    members = {"call": np.full(6, -1, np.int64)}
+    start = np.array([0, 2, 4])
+    free = start.copy()
+    collectives._place_sorted((members, {}, free, start, np.arange(3)), {"call": np.array([1, 2, 3, 4])}, key, order)
+    assert members["call"].tolist() == [1, -1, 2, 3, 4, -1] and free.tolist() == [1, 4, 5]
+    assert collectives._layout(np.array([0, 0, 1]), np.array([1, 1, 2])) is None      # rank 0 twice in 1
+    assert collectives._layout(np.array([0, 0, 1, 1]), np.array([2, 2, 2, 2])) is None
+    assert collectives._layout(np.array([0, 0, 1, 1]), np.array([2, 3, 2, 3]))[0] == 2   # alike

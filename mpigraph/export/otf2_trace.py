@@ -219,7 +219,7 @@ def rank_events(rc, calls, comm_ids, shift, names=None):
     rank's {id: region name})."""
     n = rc.n_calls
     start, end = calls["start_ns"].astype(np.int64) + shift, calls["end_ns"].astype(np.int64) + shift
-    ops, _ = p2p.operations(rc)
+    ops, _ = p2p.operations(core.RecordBatch([rc]))
     resolved = (ops["peer"] >= 0) & (ops["tag"] >= 0)
     send = resolved & (ops["side"] == p2p.SEND_SIDE)
     recv = resolved & (ops["side"] == p2p.RECV_SIDE) & (ops["done_call"] >= 0)

@@ -27,7 +27,7 @@ from mpigraph.trace import functions as mf
 from mpigraph.trace import record
 from mpigraph.match.core import (COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_NEIGHBOR, COLLECTIVE_ONE_TO_N,
                                  FUNC_KIND, KIND_CODE, NONBLOCKING, RMA_EARLY_WAIT, RMA_LATE_POST, SCAN, CallIndex,
-                                 group_key, kind_is, pair_occurrences, route, sort_rows)
+                                 group_key, joint_keys, kind_is, pair_occurrences, route, sort_rows)
 
 # Pattern of who releases whom, per function kind (-1: no dependency, e.g. Comm_free).
 _PATTERN = {mf.N_TO_N: COLLECTIVE_N_TO_N, mf.COMM_CREATE: COLLECTIVE_N_TO_N, mf.ONE_TO_N: COLLECTIVE_ONE_TO_N,
@@ -52,35 +52,40 @@ def pattern_of(func):
     return PATTERN_OF_FUNC[np.asarray(func)]
 
 
-def comm_table(rank_calls, world_size, part_rows, func):
-    """(comm ids sorted, this rank's rank in each, its size) from the rank's comm-creation parts
-    (`part_rows`: the indices of its part records, `func`: the records' function ids)."""
-    records = rank_calls.records
+def comm_ranks(batch, world_size, part_rows, position, comm):
+    """(each member's rank in its communicator, the communicator's size), in MEMBER_DTYPES, of
+    members of a RecordBatch: on the rank at `position` (in batch.ranks), on communicator `comm`;
+    -1 for a communicator its rank does not know.  Communicator ids are each rank's own to
+    look up: MPI_COMM_WORLD (0), MPI_COMM_SELF ((1 << 32) | rank, csrc/comms.c) and those its
+    comm-creation parts (`part_rows`: the batch's part records) created, the first creation of an
+    id seen twice."""
+    records = batch.records
+    rank = batch.ranks[position]
     # A topology communicator's in-neighbours follow its creation part, flagged COLLECTIVE (match.neighbors).
-    neighbour = (rank_calls.field("flags")[part_rows] & record.COLLECTIVE) != 0
-    created = part_rows[kind_is(func[part_rows], mf.COMM_CREATE) & ~neighbour]
-    ids = np.concatenate([[0], records["comm"][created]]).astype(np.int64)
-    # In the members' dtypes: in_comms fills a column of every member with them.
-    ranks = np.concatenate([[rank_calls.rank], records["tag"][created]]).astype(MEMBER_DTYPES["comm_rank"])
-    sizes = np.concatenate([[world_size], records["bytes"][created]]).astype(MEMBER_DTYPES["comm_size"])
-    self_id = (1 << 32) | rank_calls.rank            # MPI_COMM_SELF (csrc/comms.c)
-    ids, ranks, sizes = np.append(ids, self_id), np.append(ranks, 0), np.append(sizes, 1)
-    ids, first = np.unique(ids, return_index=True)  # a comm id seen twice: its first creation
-    return ids, ranks[first], sizes[first]
-
-
-def in_comms(comm, ids, ranks, sizes):
-    """(this rank's rank, the size) of each communicator id in `comm`, from comm_table's
-    (ids, ranks, sizes), in the dtypes of ranks and sizes; -1 for an id not in it."""
-    if len(comm) and comm.min() == comm.max():     # all on one communicator (most ranks): one lookup
-        at = min(int(np.searchsorted(ids, comm[0])), len(ids) - 1)
-        known = ids[at] == comm[0]
-        return (np.full(len(comm), ranks[at] if known else -1, ranks.dtype),
-                np.full(len(comm), sizes[at] if known else -1, sizes.dtype))
-    at = np.minimum(np.searchsorted(ids, comm), len(ids) - 1)
-    known = ids[at] == comm
-    return (np.where(known, ranks[at], -1).astype(ranks.dtype, copy=False),
-            np.where(known, sizes[at], -1).astype(sizes.dtype, copy=False))
+    neighbour = (batch.flags[part_rows] & record.COLLECTIVE) != 0
+    created = part_rows[kind_is(batch.func[part_rows], mf.COMM_CREATE) & ~neighbour]
+    rank_type, size_type = MEMBER_DTYPES["comm_rank"], MEMBER_DTYPES["comm_size"]
+    if not len(created):           # world and self only (most runs): no table to search
+        world, itself = comm == 0, comm == ((1 << 32) | rank)
+        return (np.where(world, rank, np.where(itself, 0, -1)).astype(rank_type),
+                np.where(world, world_size, np.where(itself, 1, -1)).astype(size_type))
+    n = len(batch.ranks)
+    # Per rank: world first, then the creations in record order, then self (the first of an id wins).
+    table_position = np.concatenate([np.arange(n), batch.positions(created), np.arange(n)])
+    ids = np.concatenate([np.zeros(n, np.int64), records["comm"][created], (1 << 32) | batch.ranks])
+    ranks = np.concatenate([batch.ranks.astype(rank_type), records["tag"][created].astype(rank_type),
+                            np.zeros(n, rank_type)])
+    sizes = np.concatenate([np.full(n, world_size, size_type), records["bytes"][created].astype(size_type),
+                            np.ones(n, size_type)])
+    table_key, member_key = joint_keys([[table_position, ids], [position, comm]])
+    order = np.argsort(table_key, kind="stable")
+    sorted_key = table_key[order]
+    first = np.r_[True, sorted_key[1:] != sorted_key[:-1]]
+    order, sorted_key = order[first], sorted_key[first]
+    at = np.minimum(np.searchsorted(sorted_key, member_key), len(sorted_key) - 1)
+    known = sorted_key[at] == member_key
+    at = order[at]
+    return np.where(known, ranks[at], -1).astype(rank_type), np.where(known, sizes[at], -1).astype(size_type)
 
 
 # As narrow as the log's fields (record.RECORD_DTYPE): a bulk-synchronous run has a member per
@@ -96,18 +101,16 @@ MEMBER_COLUMNS = ("rank", "comm_rank", "call", "func", "root", "start", "end", "
 MEMBER_RESULTS = MEMBER_COLUMNS + ("max_start", "min_end", "release_rank", "release_call", "release_start")
 
 
-def members(rank_calls, world_size):
-    """Member rows of one rank: its collective call records with a sequence number.
+def members(batch, world_size):
+    """Member rows of a RecordBatch: its collective call records with a sequence number, rank
+    after rank (each rank's collective calls in record order, then the starts of its persistent
+    collectives).
 
     Columns may be views of the log's and the calls' columns (consecutive members): read them,
     never write to them (LocalGroups.of_parts copies them where it places them)."""
-    # A plain view of the log: a field of a memmap goes through numpy.memmap's slow __getitem__.
-    records = np.asarray(rank_calls.records)
-    # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
-    flags = rank_calls.field("flags")
+    records, flags, func = batch.records, batch.flags, batch.func
     is_part = (flags & record.PART) != 0
     part_rows = np.flatnonzero(is_part)       # the later tests read only these (none in many runs)
-    func = rank_calls.field("func")
     rows = np.flatnonzero(_COLLECTIVE[func] & ~is_part)
     # Most ranks' members are all their records but MPI_Init's and MPI_Finalize's: a slice reads
     # those columns as views (copied once, where the grouping places them), not by a gather each.
@@ -115,10 +118,13 @@ def members(rank_calls, world_size):
     member_func, root = func[pick], records["root"][pick]
     starts = part_rows[((flags[part_rows] & record.COLLECTIVE) != 0) & _START[func[part_rows]]]
     if len(starts):       # persistent collectives: each start is a member (persistent_starts)
-        init_func, init_root, found = persistent_starts(records, is_part, func, starts)
+        init_func, init_root, found = persistent_starts(batch, is_part, starts)
         starts, init_func, init_root = starts[found], init_func[found], init_root[found]
         rows = np.concatenate([rows, starts])
         member_func, root = np.concatenate([member_func, init_func]), np.concatenate([root, init_root])
+        if not batch.one_rank and len(starts):       # rank after rank, each rank's starts after its calls
+            order = np.argsort(batch.position[rows], kind="stable")
+            rows, member_func, root = rows[order], member_func[order], root[order]
         pick = rows
     # The instance's keys are read several times while grouping (bounds, keys): copied out once.
     seq = np.ascontiguousarray(records["seq"][pick])
@@ -127,18 +133,24 @@ def members(rank_calls, world_size):
         rows, seq, member_func, root = rows[has], seq[has], member_func[has], root[has]
         pick = rows
     comm = np.ascontiguousarray(records["comm"][pick])
-    comm_rank, comm_size = in_comms(comm, *comm_table(rank_calls, world_size, part_rows, func))
-    call = rank_calls.record_call[pick]
-    # Consecutive records without part records between them are consecutive calls.
-    call_pick = _slice_if_consecutive(call) if isinstance(pick, slice) else call
-    done_call = completing_calls(rank_calls, rows, call, is_part, func, member_func)
-    end_call = call_pick if done_call is call else np.where(done_call >= 0, done_call, call)
+    position = batch.positions(rows)
+    comm_rank, comm_size = comm_ranks(batch, world_size, part_rows, position, comm)
+    call = batch.record_call[pick]
+    done_call = completing_calls(batch, rows, call, is_part, member_func)
+    if batch.one_rank:
+        # Consecutive records without part records between them are consecutive calls.
+        start_at = _slice_if_consecutive(call) if isinstance(pick, slice) else call
+        end_at = start_at if done_call is call else np.where(done_call >= 0, done_call, call)
+    else:
+        start_at = batch.batch_call(position, call)
+        end_at = start_at if done_call is call else batch.batch_call(position,
+                                                                     np.where(done_call >= 0, done_call, call))
     columns = {
         "comm": comm, "seq": seq,
-        "rank": np.full(len(rows), rank_calls.rank, np.int32),
+        "rank": batch.rank_of(rows),
         "comm_rank": comm_rank, "comm_size": comm_size,
         "call": call, "func": member_func, "root": root,
-        "start": rank_calls.start_ns[call_pick], "end": rank_calls.end_ns[end_call], "done_call": done_call,
+        "start": batch.times("start_ns")[start_at], "end": batch.times("end_ns")[end_at], "done_call": done_call,
     }
     return {name: column.astype(MEMBER_DTYPES[name], copy=False) for name, column in columns.items()}
 
@@ -151,47 +163,54 @@ def _slice_if_consecutive(rows):
     return rows
 
 
-def persistent_starts(records, is_part, func, starts):
-    """(function, root, found) of the persistent collective each MPI_Start(all) part `starts`
-    started: its MPI_<collective>_init call record's, found by request id (a persistent request
-    keeps its id from its init to its free); found is False where the init is not in the log.
+def persistent_starts(batch, is_part, starts):
+    """(function, root, found) of the persistent collective each MPI_Start(all) part `starts` (rows
+    of a RecordBatch) started: its MPI_<collective>_init call record's on the same rank, found by
+    request id (a persistent request keeps its id from its init to its free); found is False
+    where the init is not in the log.
 
     A start is a member arriving when the MPI_Start call starts, numbered by the shim on the
     communicator (csrc/requests.c), released in the Wait/Test that completed that activation:
     the instance is the init's collective (MPI_Allreduce_init: N-to-N, MPI_Bcast_init: 1-to-N
     with the init's root, MPI_Neighbor_*_init: by in-neighbours, ...)."""
+    records, func = batch.records, batch.func
     inits = np.flatnonzero(~is_part & kind_is(func, mf.COLL_INIT))
-    request = records["request"][inits]
-    order = np.argsort(request, kind="stable")
-    wanted = records["request"][starts]
-    at = np.minimum(np.searchsorted(request[order], wanted), max(len(inits) - 1, 0))
-    found = (request[order][at] == wanted) if len(inits) else np.zeros(len(starts), bool)
-    init = inits[order][at] if len(inits) else np.zeros(len(starts), np.int64)
+    if not len(inits):
+        return func[starts], records["root"][starts], np.zeros(len(starts), bool)
+    init_key, wanted = joint_keys([[batch.positions(inits), records["request"][inits]],
+                                   [batch.positions(starts), records["request"][starts]]])
+    order = np.argsort(init_key, kind="stable")      # the first init of a request id, as it was logged
+    at = np.minimum(np.searchsorted(init_key[order], wanted), len(inits) - 1)
+    found = init_key[order][at] == wanted
+    init = inits[order][at]
     return func[init], records["root"][init], found
 
 
-def completing_calls(rank_calls, rows, call, is_part, func, member_func=None):
-    """The call that completed each collective call record `rows` (calls `call`): the call itself
-    when blocking; for a nonblocking one the Wait/Test whose part record carries its request id
-    (the k-th post of a request id with the k-th completion of it, as p2p.request_pairs pairs
-    them), -1 when none.  `call` itself when every one is blocking.  `member_func`: the
-    members' functions where they are not the records' (a persistent collective's start)."""
-    nonblocking = NONBLOCKING[func[rows] if member_func is None else member_func]
+def completing_calls(batch, rows, call, is_part, member_func):
+    """The call that completed each collective member `rows` of a RecordBatch (calls `call` on
+    their ranks, functions `member_func`): the call itself when blocking; for a nonblocking one
+    the Wait/Test whose part record carries its request id on its rank (the k-th post of a
+    request id with the k-th completion of it, as p2p.request_pairs pairs them), -1 when none.
+    `call` itself when every one is blocking."""
+    nonblocking = NONBLOCKING[member_func]
     if not nonblocking.any():
         return call
-    records = np.asarray(rank_calls.records)
+    records = batch.records
     done_call = call.astype(np.int64)
     posts = rows[nonblocking]
     post_request = records["request"][posts]
     # The completions of collective requests: part records with neither SEND nor RECV (a
     # point-to-point request's parts have one of them).
-    moves = (rank_calls.field("flags") & (record.SEND | record.RECV)) != 0
-    done = np.flatnonzero(is_part & ~moves & kind_is(func, mf.COMPLETION))
+    moves = (batch.flags & (record.SEND | record.RECV)) != 0
+    done = np.flatnonzero(is_part & ~moves & kind_is(batch.func, mf.COMPLETION))
     done_request = records["request"][done]
-    has = post_request != 0
-    ip, ic = pair_occurrences(post_request[has], done_request[done_request != 0])
+    done, done_request = done[done_request != 0], done_request[done_request != 0]
+    has = np.flatnonzero(post_request != 0)
+    post_key, done_key = joint_keys([[batch.positions(posts[has]), post_request[has]],
+                                     [batch.positions(done), done_request]])
+    ip, ic = pair_occurrences(post_key, done_key)
     completion = np.full(len(posts), -1, np.int64)
-    completion[np.flatnonzero(has)[ip]] = rank_calls.record_call[done[done_request != 0][ic]]
+    completion[has[ip]] = batch.record_call[done[ic]]
     done_call[nonblocking] = completion
     return done_call
 
@@ -378,11 +397,12 @@ class LocalGroups:
 
     @classmethod
     def of_parts(cls, parts):
-        """``of`` the rows of `parts` (one dict of member rows per owned rank, in rank order) as
-        one table, made without that table or a sort where it can: by counting.
+        """``of`` the rows of `parts` (dicts of member rows of consecutive owned ranks, rank after
+        rank, as ``members`` makes them for a RecordBatch; in rank order) as one table, made
+        without that table or a sort of all members where it can: by counting.
 
         Every (comm, seq) instance gets a dense key; the members of key k take the positions
-        start[k], start[k] + 1, ... in the order the ranks come, so each rank's rows go straight
+        start[k], start[k] + 1, ... in the order the ranks come, so each part's rows go straight
         to their sorted places (a rank is a member of an instance at most once).  That is the
         order ``of`` sorts into (instance, rank, comm rank), without the copy of every row into
         one table, the argsort of all members and the gather of every column by it, each a pass
@@ -428,14 +448,17 @@ def _local_groups(rows):
 
 
 def _placed_by_instance(parts):
-    """LocalGroups' (members, start_idx, group, instance) of the rows of `parts` (per rank, in rank
-    order) placed by counting (LocalGroups.of_parts); None when their instance keys span more
-    than a few times the rows or a rank has two members of one instance.  Once placed, a rank's
-    rows are let go of (its entry of `parts` becomes None): the rows and their sorted copy are
-    not all held at once."""
+    """LocalGroups' (members, start_idx, group, instance) of the rows of `parts` (each some
+    consecutive ranks' rows, rank after rank; the parts in rank order) placed by counting
+    (LocalGroups.of_parts); None when their instance keys span more than a few times the rows or
+    a rank has two members of one instance.  Once placed, a part's rows are let go of (its entry
+    of `parts` becomes None): the rows and their sorted copy are not all held at once."""
     n = sum(len(p["rank"]) for p in parts)
     keys = _dense_instance_keys(parts) if n else None
-    if keys is None or _some_key_twice(keys):
+    if keys is None:
+        return None
+    layouts = [_layout(p["rank"], key) for p, key in zip(parts, keys)]
+    if any(layout is None for layout in layouts):
         return None
     count = np.bincount(np.concatenate(keys))
     start = np.cumsum(count) - count          # where each key's members begin
@@ -445,63 +468,101 @@ def _placed_by_instance(parts):
     members = {name: np.empty(n, MEMBER_DTYPES[name]) for name in MEMBER_COLUMNS}
     instance = {name: np.empty(n_groups, MEMBER_DTYPES[name]) for name in _INSTANCE_COLUMNS}
     free = start.copy()
-    for i, j in _runs_of_equal_keys(keys):
+    places = (members, instance, free, start, group_of_key)
+    for i, j in _blocks(layouts):
         block, parts[i:j] = parts[i:j], [None] * (j - i)
-        key = keys[i]
-        at = free[key]
-        free[key] += j - i           # one member per key and rank: no two rows of key share a place
-        _place(members, at, block)
-        first = at == start[key]     # the block's first rank is the first member of these instances
-        for name, column in instance.items():
-            column[group_of_key[key[first]]] = block[0][name][first]
+        if isinstance(layouts[i], tuple):
+            _place_alike(places, block, [layout[0] for layout in layouts[i:j]], layouts[i][1])
+        else:
+            _place_sorted(places, block[0], keys[i], layouts[i])
     return members, start[present], np.repeat(np.arange(n_groups), count[present]), instance
 
 
-# Ranks placed at once at most (_place): their rows of one column side by side are BLOCK_RANKS * 8
-# bytes at most a row, a few MB for ranks of 10^4 members each.
+def _layout(rank, key):
+    """How a part's rows (rank after rank, dense instance keys `key`) find their places: (its
+    number of ranks, one rank's keys) where every rank of the part has the same keys in the same
+    order (a bulk-synchronous program's ranks); else the order of its rows by key (ties in rank
+    order); None where a rank has some key twice."""
+    n = len(key)
+    if n == 0:
+        return 0, key
+    heads = np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]])
+    n_ranks, m = len(heads), n // len(heads)
+    one = key[:m]
+    if n_ranks * m == n and (np.diff(np.r_[heads, n]) == m).all() and (key.reshape(n_ranks, m) == one).all():
+        twice = not (one[1:] > one[:-1]).all() and len(np.unique(one)) < m
+        return None if twice else (n_ranks, one)
+    order = np.argsort(key, kind="stable")
+    sorted_key, sorted_rank = key[order], rank[order]
+    if ((sorted_key[1:] == sorted_key[:-1]) & (sorted_rank[1:] == sorted_rank[:-1])).any():
+        return None
+    return order
+
+
+# Ranks placed at once at most (_place_alike) from parts of a few ranks each: their rows of one
+# column side by side are BLOCK_RANKS * 8 bytes at most a row, a few MB for ranks of 10^4 members each.
 BLOCK_RANKS = 32
 
 
-def _runs_of_equal_keys(keys):
-    """(i, j) of consecutive parts keys[i:j] with equal keys (at most BLOCK_RANKS of them): the
-    ranks of a run whose collectives are the same calls on the same communicators."""
+def _blocks(layouts):
+    """(i, j) of consecutive parts layouts[i:j] placed together: parts whose ranks all have the
+    same keys (at most BLOCK_RANKS ranks of them, or one part), or one part placed by its order."""
     i = 0
-    while i < len(keys):
-        j = i + 1
-        while j < len(keys) and j - i < BLOCK_RANKS and np.array_equal(keys[j], keys[i]):
+    while i < len(layouts):
+        j, ranks = i + 1, layouts[i][0] if isinstance(layouts[i], tuple) else BLOCK_RANKS
+        while (j < len(layouts) and isinstance(layouts[j], tuple) and ranks + layouts[j][0] <= BLOCK_RANKS
+               and np.array_equal(layouts[j][1], layouts[i][1])):
+            ranks += layouts[j][0]
             j += 1
         yield i, j
         i = j
 
 
-def _place(members, at, block):
-    """Place the rows of `block` (parts of equal keys, in rank order) whose first part's rows go
-    to `at`: part b's rows go to at + b.
+def _place_alike(places, block, n_ranks, key):
+    """Place the rows of `block` (parts whose ranks, n_ranks[p] of them in part p, all have the
+    instance keys `key`, in rank order): the b-th of these ranks' row of key k goes to free[k] + b.
 
-    One part at a time, each column's rows land a whole instance's members apart (one row per
-    memory page for instances of hundreds of members): every store misses the TLB.  The parts'
-    columns side by side, (rows, parts), are written a row of adjacent places at a time: as
-    whole rows of a window view of the column, the (len(block)) places from each of `at`, one
-    index a row instead of one a place (the rows' places never overlap: distinct instances)."""
-    if len(block) == 1:
-        for name, column in members.items():
-            column[at] = block[0][name]
+    One rank at a time, each column's rows land a whole instance's members apart (one row per
+    memory page for instances of hundreds of members): every store misses the TLB.  The ranks'
+    columns side by side, (rows, ranks), are written a row of adjacent places at a time: as
+    whole rows of a window view of the column, the (ranks) places from each of `at`, one index
+    a row instead of one a place (the rows' places never overlap: distinct instances)."""
+    members, instance, free, start, group_of_key = places
+    total, m = sum(n_ranks), len(key)
+    if total == 0:
         return
+    at = free[key]
+    free[key] += total
     for name, column in members.items():
-        window = np.lib.stride_tricks.sliding_window_view(column, len(block), writeable=True)
-        window[at] = np.stack([p[name] for p in block], axis=1)
+        if total == 1:
+            column[at] = block[0][name]
+            continue
+        side_by_side = [p[name].reshape(r, m) for p, r in zip(block, n_ranks) if r]
+        side_by_side = side_by_side[0] if len(side_by_side) == 1 else np.concatenate(side_by_side)
+        window = np.lib.stride_tricks.sliding_window_view(column, total, writeable=True)
+        window[at] = side_by_side.T
+    first = at == start[key]     # the block's first rank is the first member of these instances
+    owner = next(p for p, r in zip(block, n_ranks) if r)
+    for name, column in instance.items():
+        column[group_of_key[key[first]]] = owner[name][:m][first]
 
 
-def _some_key_twice(keys):
-    """Whether a part (a rank) has some key twice: a scratch slot per key remembers the last row
-    of the part that wrote it, one pass over each part, no sort."""
-    last = np.empty(max(int(k.max()) for k in keys if len(k)) + 1, np.int64)
-    for key in keys:
-        rows = np.arange(len(key))
-        last[key] = rows
-        if not np.array_equal(last[key], rows):
-            return True
-    return False
+def _place_sorted(places, part, key, order):
+    """Place the rows of one part (rank after rank, instance keys `key`, `order` its rows by key
+    with ties in rank order): the j-th of its rows of key k goes to free[k] + j."""
+    members, instance, free, start, group_of_key = places
+    n = len(key)
+    sorted_key = key[order]
+    heads = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]])
+    lengths = np.diff(np.r_[heads, n])
+    at = free[sorted_key]
+    at += np.arange(n) - np.repeat(heads, lengths)
+    free[sorted_key[heads]] += lengths
+    for name, column in members.items():
+        column[at] = part[name][order]
+    first = at == start[sorted_key]
+    for name, column in instance.items():
+        column[group_of_key[sorted_key[first]]] = part[name][order[first]]
 
 
 def _dense_instance_keys(parts):

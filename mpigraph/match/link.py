@@ -18,7 +18,7 @@ from mpigraph.match import p2p
 from mpigraph.match import probes
 from mpigraph.match import rma
 from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, NONBLOCKING,
-                                 Dependencies, rank_calls)
+                                 Dependencies, rank_calls, record_batches)
 from mpigraph.metrics.waits import waits_and_member_totals
 from mpigraph.traffic import stage as traffic_stage
 
@@ -89,11 +89,30 @@ def _aligned(log, lines, rank, field, origin):
 
 # ---- match ------------------------------------------------------------------------------------
 
-def _owned_ops(calls):
-    ops, orphans = {}, {}
-    for rank in sorted(calls):           # the table in rank order (link._incomplete relies on it)
-        ops[rank], orphans[rank] = p2p.operations(calls[rank])
-    return _concat(list(ops.values()), p2p.OP_DTYPES), orphans
+@dataclasses.dataclass
+class Owned:
+    """What the match reads of the owned ranks' records (no times but the members' first ones):
+    made in one pass over them, a RecordBatch at a time (core.record_batches)."""
+
+    ops: dict                    # the operation table (p2p.OP_DTYPES), in rank order
+    orphans: dict                # owned trace rank -> completion records with no post
+    member_parts: list           # collectives.members of each batch (LocalGroups.of_parts empties it)
+    probes: dict                 # the probe calls (probes.PROBE_DTYPES), in rank order
+    neighbours: tuple            # the in-neighbours (rank, comm, peer; neighbors.in_neighbours)
+
+    @classmethod
+    def of(cls, calls, world_size):
+        ops, orphans, member_parts, probe_rows, neighbours = [], {}, [], [], []
+        for batch in record_batches(calls):
+            batch_ops, batch_orphans = p2p.operations(batch)
+            ops.append(batch_ops)
+            orphans.update(batch_orphans)
+            member_parts.append(collectives.members(batch, world_size))
+            probe_rows.append(probes.probe_rows(batch))
+            neighbours.append(neighbors.in_neighbours(batch))
+        return cls(_concat(ops, p2p.OP_DTYPES), orphans, member_parts, _concat(probe_rows, probes.PROBE_DTYPES),
+                   tuple(np.concatenate([t[i] for t in neighbours]) if neighbours else np.zeros(0, np.int64)
+                         for i in range(3)))
 
 
 def _concat(tables, dtypes):
@@ -101,17 +120,18 @@ def _concat(tables, dtypes):
             for name, dtype in dtypes.items()}
 
 
-def _repair_loop(comm, ownership, calls, ops, world_size, codec):
+def _repair_loop(comm, ownership, calls, owned, codec):
     """Match, repair violations, repeat until none is left; returns the last match and the Repair.
+    `owned`: the Owned tables of `calls` (its member parts are let go of once grouped).
 
     What is matched with what uses no times: messages are paired and members found and
     grouped by instance once; a round only takes the new times and combines the instances'
     partials again."""
     repair = causality.Repair()
+    ops = owned.ops
     pairs = p2p.MessagePairs(comm, ownership, ops, codec)
-    # the rows let go of once grouped
-    groups = collectives.LocalGroups.of_parts([collectives.members(calls[r], world_size) for r in sorted(calls)])
-    releases = _Releases(comm, calls)
+    groups = collectives.LocalGroups.of_parts(owned.member_parts)
+    releases = _Releases(comm, calls, owned.neighbours)
     while True:
         messages = pairs.messages(comm, p2p.with_times(ops, calls), codec)
         groups = groups.retimed(calls) if repair.rounds else groups
@@ -136,14 +156,15 @@ class _Releases:
     (match.rma, rows appended after the collective members).  What is matched with what is
     found once; each repair round only re-reads the times."""
 
-    def __init__(self, comm, calls):
+    def __init__(self, comm, calls, neighbours):
         self.epochs = rma.Epochs(calls)
         self.any_epochs = comm.allreduce(len(self.epochs)) > 0
+        self.neighbours = neighbours      # the owned ranks' in-neighbours (neighbors.in_neighbours)
         self.wants, self.any_neighbours = None, False
 
     def applied(self, comm, calls, groups, members, codec=None):
         if self.wants is None:
-            self.wants = neighbors.Wants.of(calls, members, groups.instance["comm"][groups.group],
+            self.wants = neighbors.Wants.of(self.neighbours, members, groups.instance["comm"][groups.group],
                                             groups.instance["seq"][groups.group])
             self.any_neighbours = comm.allreduce(len(self.wants.rows)) > 0
         if self.any_neighbours:
@@ -182,11 +203,11 @@ def dependency_edges(to_me, from_me, members, probe_edges=None):
 def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=True):
     """Stage match (see the module doc); collective over comm.  Without `with_edges` the
     dependency edges (only the graph's critical path reads them) are not made."""
-    ops, orphans = _owned_ops(calls)
-    messages, pairs, instances, members, repair, groups, releases = _repair_loop(comm, ownership, calls, ops,
-                                                                              world_size, codec)
+    owned = Owned.of(calls, world_size)
+    ops, orphans = owned.ops, owned.orphans
+    messages, pairs, instances, members, repair, groups, releases = _repair_loop(comm, ownership, calls, owned, codec)
     from_me = p2p.to_senders(comm, ownership, messages, calls, codec)
-    probe_waits, probe_edges, path_ends = _probe_links(calls, ops, pairs, messages)
+    probe_waits, probe_edges, path_ends = _probe_links(calls, owned.probes, ops, pairs, messages)
     # Win_test loops are polling too (match.rma): their calls' path ends join the probes'
     for rank, ends in rma.polling_ends(calls, releases.epochs).items():
         path_ends[rank] = np.maximum(path_ends[rank], ends) if rank in path_ends else ends
@@ -199,10 +220,9 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=
                   clock_info, path_ends, receive_ends, traffic_stage.from_match(ops, messages, calls))
 
 
-def _probe_links(calls, ops, pairs, messages):
-    """(waits, edges, path_ends) of the owned ranks' probes (match.probes): each found probe's message is
-    the one the receive after it got, whose receiver this analysis rank owns too."""
-    found = probes.owned_probes(calls)
+def _probe_links(calls, found, ops, pairs, messages):
+    """(waits, edges, path_ends) of the owned ranks' probes `found` (match.probes): each found
+    probe's message is the one the receive after it got, whose receiver this analysis rank owns too."""
     if not found["found"].any():        # most programs: no per-call work at all
         return None, None, {}
     receive = probes.receive_of_probe(found, ops)

@@ -25,20 +25,27 @@ import numpy as np
 
 from mpigraph.match import releases
 from mpigraph.match.collectives import pattern_of
-from mpigraph.match.core import COLLECTIVE_NEIGHBOR, kind_is, packed_keys
+from mpigraph.match.core import COLLECTIVE_NEIGHBOR, kind_is, packed_keys, record_batches
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
 
 
-def in_neighbours(rank_calls):
-    """(comm ids, world ranks) of one rank's recorded in-neighbours, one row per neighbour."""
-    records = np.asarray(rank_calls.records)
-    flags, func = rank_calls.field("flags"), rank_calls.field("func")
+def in_neighbours(batch):
+    """(trace rank, comm id, world rank) of the recorded in-neighbours of a RecordBatch's ranks,
+    one int64 row per neighbour, rank after rank."""
+    records, flags, func = batch.records, batch.flags, batch.func
     # Functions are looked up for the collective part records only (none in most runs).
     collective_part = record.PART | record.COLLECTIVE
     parts = np.flatnonzero((flags & (collective_part | record.ERROR)) == collective_part)
     parts = parts[kind_is(func[parts], mf.COMM_CREATE)]
-    return records["comm"][parts].astype(np.int64), records["peer"][parts].astype(np.int64)
+    return batch.rank_of(parts).astype(np.int64), records["comm"][parts].astype(np.int64), \
+        records["peer"][parts].astype(np.int64)
+
+
+def owned_in_neighbours(calls):
+    """in_neighbours of every owned rank (a {rank: RankCalls}), one table in rank order."""
+    tables = [in_neighbours(batch) for batch in record_batches(calls)]
+    return tuple(np.concatenate([t[i] for t in tables]) if tables else np.zeros(0, np.int64) for i in range(3))
 
 
 @dataclasses.dataclass
@@ -50,16 +57,13 @@ class Wants:
     have_keys: dict             # releases' key columns of the members themselves
 
     @classmethod
-    def of(cls, calls, members, comm_of_member, seq_of_member):
-        """From the owned ranks' calls and the member results (collectives.match_collectives'
-        order), their communicators and sequence numbers."""
+    def of(cls, neighbours, members, comm_of_member, seq_of_member):
+        """From the owned ranks' in-neighbours (owned_in_neighbours' table) and the member results
+        (collectives.match_collectives' order), their communicators and sequence numbers."""
         rows = np.flatnonzero(pattern_of(members["func"]) == COLLECTIVE_NEIGHBOR)
         rank = members["rank"][rows].astype(np.int64)
         comm, seq = comm_of_member[rows].astype(np.int64), seq_of_member[rows].astype(np.int64)
-        tables = [(np.full(len(c), r, np.int64), c, p) for r, (c, p) in
-                  ((r, in_neighbours(calls[r])) for r in sorted(calls))]
-        t_rank, t_comm, t_peer = (np.concatenate([t[i] for t in tables]) if tables else np.zeros(0, np.int64)
-                                  for i in range(3))
+        t_rank, t_comm, t_peer = neighbours
         order, first, count = _ranges(t_rank, t_comm, rank, comm)
         t_peer = t_peer[order]
         member = np.repeat(np.arange(len(rows)), count)

@@ -11,7 +11,8 @@ import numpy as np
 
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
-from mpigraph.match.core import CallIndex, kind_is, ordinal_within, pair_by_key, pair_occurrences, route
+from mpigraph.match.core import (CallIndex, joint_keys, kind_is, ordinal_within, pair_by_key, pair_occurrences,
+                                 route)
 
 SEND_SIDE, RECV_SIDE = 0, 1
 
@@ -22,18 +23,21 @@ OP_DTYPES = {"side": np.int8, "rank": np.int32, "comm": np.int64, "peer": np.int
              "func": np.uint16}
 
 
-def request_pairs(records, moves, part, func):
-    """(post record, completion record or -1) of the nonblocking operations of one log,
-    and the completion records with no post (requests from before recording, or unknown).
+def request_pairs(batch, moves, part, func):
+    """(post record, completion record or -1) of the nonblocking operations of a RecordBatch
+    (rows of the batch), and the completion records with no post (requests from before
+    recording, or unknown).  On each rank the k-th post of a request id pairs with the k-th
+    completion of that id (request ids are the rank's own: the key is (rank, request)).
 
     `moves`: the records that move data (SEND or RECV, no ERROR), in record order; `part` and
     `func`: their PART flags and function ids, read from the log once by the caller."""
     posts = moves[(~part & kind_is(func, mf.ISEND, mf.IRECV)) | (part & kind_is(func, mf.START))]
     done = moves[part & kind_is(func, mf.COMPLETION)]
-    post_request, done_request = records["request"][posts], records["request"][done]
+    post_request, done_request = batch.records["request"][posts], batch.records["request"][done]
     posts, post_request = posts[post_request != 0], post_request[post_request != 0]
     done, done_request = done[done_request != 0], done_request[done_request != 0]
-    ip, ic = pair_occurrences(post_request, done_request)     # posts and done are in record order
+    post_key, done_key = joint_keys([[batch.positions(posts), post_request], [batch.positions(done), done_request]])
+    ip, ic = pair_occurrences(post_key, done_key)     # posts and done are in record order
     completion = np.full(len(posts), -1, np.int64)
     completion[ip] = done[ic]
     orphans = np.ones(len(done), bool)
@@ -41,12 +45,11 @@ def request_pairs(records, moves, part, func):
     return posts, completion, done[orphans]
 
 
-def operations(rank_calls):
-    """The operation table of one rank (columns OP_DTYPES) and its orphan completion records."""
-    # A plain view of the log: a field of a memmap goes through numpy.memmap's slow __getitem__.
-    records, record_call = np.asarray(rank_calls.records), rank_calls.record_call
-    # Each field of the log is read once: a field of the 64-byte records is a strided pass over all of them.
-    flags, func = rank_calls.field("flags"), rank_calls.field("func")
+def operations(batch):
+    """The operation table of a RecordBatch (columns OP_DTYPES; rank after rank, each rank's
+    blocking operations and then its nonblocking ones, each in record order) and its orphan
+    completion records ({trace rank: records of its log}, every rank of the batch)."""
+    records, flags, func = batch.records, batch.flags, batch.func
     part, ok = (flags & record.PART) != 0, (flags & record.ERROR) == 0
     is_send, is_recv = (flags & record.SEND) != 0, (flags & record.RECV) != 0
     # Functions are looked up for the records that move data only (none in a run of collectives).
@@ -54,9 +57,13 @@ def operations(rank_calls):
     moved_func, moved_part = func[moves], part[moves]
     blocking = moves[(~moved_part & kind_is(moved_func, mf.SEND, mf.RECV, mf.SENDRECV))
                      | (moved_part & kind_is(moved_func, mf.SENDRECV) & is_recv[moves])]
-    posts, completion, orphans = request_pairs(records, moves, moved_part, moved_func)
+    posts, completion, orphans = request_pairs(batch, moves, moved_part, moved_func)
     post = np.concatenate([blocking, posts])
     done = np.concatenate([blocking, completion])
+    if not batch.one_rank and len(posts) and len(blocking):
+        # Rank after rank: each rank's blocking rows, then its posts (both in record order already).
+        order = np.argsort(batch.position[post], kind="stable")
+        post, done = post[order], done[order]
     has_done = done >= 0
     # A receive's real source and tag are on the record that completed it (its status).
     described = np.where(is_recv[post] & has_done, done, post)
@@ -66,26 +73,24 @@ def operations(rank_calls):
     keep = (peer >= 0) | (peer == record.PEER_ANY)
     if not keep.all():            # no copy of each column where no operation is dropped
         post, done, has_done, described, peer = post[keep], done[keep], has_done[keep], described[keep], peer[keep]
-    # Without part records (a log of blocking calls) record i is call i: no lookups of millions.
-    records_are_calls = len(record_call) == rank_calls.n_calls
-    post_call = post if records_are_calls else record_call[post]
+    post_call = batch.call_of(post)
     if has_done.all():
-        done_call = done if records_are_calls else record_call[done]
+        done_call = batch.call_of(done)
     else:
-        done_call = np.where(has_done, record_call[np.maximum(done, 0)], -1)
+        done_call = np.where(has_done, batch.record_call[np.maximum(done, 0)], -1)
     ops = {
         "side": np.where(is_send[post], SEND_SIDE, RECV_SIDE),
-        "rank": np.full(len(post), rank_calls.rank),
+        "rank": batch.rank_of(post),
         "comm": records["comm"][post],
         "peer": peer,
         "tag": records["tag"][described],
         "bytes": records["bytes"][described],
         "post_call": post_call,
         "done_call": done_call,
-        "post_record": post,
+        "post_record": batch.local_record(post),
         "func": func[post],     # of the posting call: reports name it without the log
     }
-    return {name: ops[name].astype(dtype, copy=False) for name, dtype in OP_DTYPES.items()}, orphans
+    return {name: ops[name].astype(dtype, copy=False) for name, dtype in OP_DTYPES.items()}, batch.per_rank(orphans)
 
 
 def message_keys(ops):

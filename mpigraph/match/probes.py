@@ -52,26 +52,18 @@ PROBE_DTYPES = {"rank": np.int32, "call": np.int64, "record": np.int64, "comm": 
                 "tag": np.int32, "found": bool}
 
 
-def probe_rows(rank_calls):
-    """The probe calls of one rank (PROBE_DTYPES): found = the probe found a message, whose
-    source and tag are then `peer` and `tag` (world rank, >= 0)."""
-    flags, func = rank_calls.field("flags"), rank_calls.field("func")
-    rows = np.flatnonzero(kind_is(func, mf.PROBE) & ((flags & record.PART) == 0))
-    records = np.asarray(rank_calls.records)
-    flags, func = flags[rows], func[rows]
+def probe_rows(batch):
+    """The probe calls of a RecordBatch, rank after rank (PROBE_DTYPES): found = the probe found a
+    message, whose source and tag are then `peer` and `tag` (world rank, >= 0)."""
+    rows = np.flatnonzero(kind_is(batch.func, mf.PROBE) & ((batch.flags & record.PART) == 0))
+    records = batch.records
+    flags, func = batch.flags[rows], batch.func[rows]
     peer, tag = records["peer"][rows], records["tag"][rows]
     ok = (flags & record.ERROR) == 0
     found = ok & (((flags & record.MATCHED) != 0) | _BLOCKING[func]) & (peer >= 0) & (tag >= 0)
-    out = {"rank": np.full(len(rows), rank_calls.rank), "call": rank_calls.record_call[rows], "record": rows,
+    out = {"rank": batch.rank_of(rows), "call": batch.record_call[rows], "record": batch.local_record(rows),
            "comm": records["comm"][rows], "peer": peer, "tag": tag, "found": found}
     return {name: np.asarray(out[name]).astype(dtype, copy=False) for name, dtype in PROBE_DTYPES.items()}
-
-
-def owned_probes(calls):
-    """probe_rows of every owned rank, one table (rank order)."""
-    parts = [probe_rows(calls[rank]) for rank in sorted(calls)]
-    return {name: np.concatenate([p[name] for p in parts]) if parts else np.zeros(0, dtype)
-            for name, dtype in PROBE_DTYPES.items()}
 
 
 def receive_of_probe(probes, ops):

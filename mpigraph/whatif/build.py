@@ -129,9 +129,9 @@ def matched_run(run_dir, clock="pingpong"):
     logs = trace.open_logs(info, range(info.world_size))
     calls, _ = link.aligned_calls(comm, logs, clock)
     ownership = parallel.Ownership(info.world_size, 1)
-    ops, _ = link._owned_ops(calls)
+    owned = link.Owned.of(calls, info.world_size)
     # The loop's groups: the members by instance, timed by the calls as the loop left them.
-    messages, _, _, members, _, groups, _ = link._repair_loop(comm, ownership, calls, ops, info.world_size, None)
+    messages, _, _, members, _, groups, _ = link._repair_loop(comm, ownership, calls, owned, None)
     member_bytes = _member_bytes(calls, groups.members)
     return Matched(info.world_size, calls, messages, groups, member_bytes,
                    _sync_pairs(calls, members, groups, member_bytes),

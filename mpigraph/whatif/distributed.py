@@ -92,9 +92,9 @@ def matched_here(comm, run_dir, clock="pingpong"):
     ownership = parallel.Ownership(info.world_size, comm.size)
     logs = parallel.collectively(comm, trace.open_logs, info, ownership.ranks_of(comm.rank))
     calls, _ = parallel.collectively(comm, link.aligned_calls, comm, logs, clock)
-    ops, _ = link._owned_ops(calls)
+    owned = link.Owned.of(calls, info.world_size)
     messages, _, _, members, _, groups, releases = parallel.collectively(
-        comm, link._repair_loop, comm, ownership, calls, ops, info.world_size, None)
+        comm, link._repair_loop, comm, ownership, calls, owned, None)
     if releases.any_neighbours or releases.any_epochs:
         raise Unsupported("neighbourhood collectives or one-sided epochs")
     n = len(groups.group)         # the instances' own members (rma's epoch rows would follow)

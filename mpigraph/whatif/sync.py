@@ -50,7 +50,7 @@ def neighbour_pairs(calls: dict, members: dict, comm_of_member, seq_of_member, m
     instances (match_collectives' order), their communicators, sequence numbers and bytes."""
     if not (pattern_of(members["func"]) == COLLECTIVE_NEIGHBOR).any():
         return _empty()
-    wants = neighbors.Wants.of(calls, members, comm_of_member, seq_of_member)
+    wants = neighbors.Wants.of(neighbors.owned_in_neighbours(calls), members, comm_of_member, seq_of_member)
     rows = wants.rows
     have = {k: np.asarray(v, np.int64) for k, v in wants.have_keys.items()}
     want = {k: np.asarray(v, np.int64) for k, v in wants.want.items()}
