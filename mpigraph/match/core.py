@@ -574,9 +574,13 @@ class RecordBatch:
         return np.concatenate([getattr(c, name) for c in self.calls])
 
     def per_rank(self, rows):
-        """{trace rank: the local records of the increasing `rows` that are its}, every rank of the batch."""
-        bounds = np.searchsorted(rows, self.first_record)
-        return {int(rank): self.local_record(rows[a:b]) for rank, a, b in zip(self.ranks, bounds[:-1], bounds[1:])}
+        """{trace rank: the local records of the increasing `rows` that are its}, the ranks that have any."""
+        if not len(rows):
+            return {}
+        position = self.positions(rows)
+        starts, lengths = arrays.runs(position)
+        local = self.local_record(rows)
+        return {int(self.ranks[position[a]]): local[a:a + n] for a, n in zip(starts.tolist(), lengths.tolist())}
 
 
 def _joined(records):

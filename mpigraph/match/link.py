@@ -21,6 +21,7 @@ from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSA
                                  Dependencies, rank_calls, record_batches)
 from mpigraph.metrics.waits import waits_and_member_totals
 from mpigraph.traffic import stage as traffic_stage
+from mpigraph.util import arrays
 
 
 @dataclasses.dataclass
@@ -42,8 +43,8 @@ class Linked:
     waits: dict                  # owned trace rank -> per-call columns (waits.call_waits)
     instances: dict              # collective instances grouped on this analysis rank
     unmatched: dict              # operations without partner found on this analysis rank
-    orphans: dict                # owned trace rank -> completion records with no post
-    incomplete_requests: dict    # owned trace rank -> ops whose request never completed
+    orphans: dict                # owned trace rank -> completion records with no post (ranks with any)
+    incomplete_requests: dict    # owned trace rank -> ops whose request never completed (ranks with any)
     repair: causality.Repair
     clock: ClockInfo
     # owned trace rank -> its calls' end times for the path stage, where a polling run of
@@ -95,7 +96,7 @@ class Owned:
     made in one pass over them, a RecordBatch at a time (core.record_batches)."""
 
     ops: dict                    # the operation table (p2p.OP_DTYPES), in rank order
-    orphans: dict                # owned trace rank -> completion records with no post
+    orphans: dict                # owned trace rank -> completion records with no post (ranks with any)
     member_parts: list           # collectives.members of each batch (LocalGroups.of_parts empties it)
     probes: dict                 # the probe calls (probes.PROBE_DTYPES), in rank order
     neighbours: tuple            # the in-neighbours (rank, comm, peer; neighbors.in_neighbours)
@@ -216,7 +217,7 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=
     instances = collectives.instance_waits(comm, groups, member_wait[:n], member_time[:n], instances, codec)
     dependencies = dependency_edges(messages, from_me, members, probe_edges) if with_edges else None
     receive_ends = messages["r_done_end"][messages["r_done_call"] >= 0].astype(np.int64)
-    return Linked(calls, dependencies, waits, instances, pairs.unmatched, orphans, _incomplete(ops, calls), repair,
+    return Linked(calls, dependencies, waits, instances, pairs.unmatched, orphans, _incomplete(ops), repair,
                   clock_info, path_ends, receive_ends, traffic_stage.from_match(ops, messages, calls))
 
 
@@ -230,8 +231,12 @@ def _probe_links(calls, found, ops, pairs, messages):
     return probes.probe_links(calls, found, message, messages)
 
 
-def _incomplete(ops, calls):
-    """{owned rank: its operations that never completed} (ops are in owned-rank order)."""
+def _incomplete(ops):
+    """{owned rank: its operations that never completed}, the ranks that have any (ops are in
+    owned-rank order)."""
     never = {name: col[ops["done_call"] < 0] for name, col in ops.items()}
-    bounds = np.searchsorted(never["rank"], [(rank, rank + 1) for rank in calls])
-    return {rank: {name: col[a:b] for name, col in never.items()} for rank, (a, b) in zip(calls, bounds)}
+    if not len(never["rank"]):
+        return {}
+    starts, lengths = arrays.runs(never["rank"])
+    return {int(never["rank"][a]): {name: col[a:a + n] for name, col in never.items()}
+            for a, n in zip(starts.tolist(), lengths.tolist())}

@@ -48,7 +48,7 @@ def request_pairs(batch, moves, part, func):
 def operations(batch):
     """The operation table of a RecordBatch (columns OP_DTYPES; rank after rank, each rank's
     blocking operations and then its nonblocking ones, each in record order) and its orphan
-    completion records ({trace rank: records of its log}, every rank of the batch)."""
+    completion records ({trace rank: records of its log}, the ranks that have any)."""
     records, flags, func = batch.records, batch.flags, batch.func
     part, ok = (flags & record.PART) != 0, (flags & record.ERROR) == 0
     is_send, is_recv = (flags & record.SEND) != 0, (flags & record.RECV) != 0

@@ -101,6 +101,19 @@ def _named(rank_calls, opens, opener):
     return epoch, records["comm"][parts].astype(np.int64), records["peer"][parts].astype(np.int64)
 
 
+def _ranks_with_epochs(calls):
+    """The owned ranks (sorted) that called a function of post/start/complete/wait: one lookup of
+    every owned call's function, not one per rank (most ranks of most programs have none)."""
+    ranks = sorted(calls)
+    funcs = [calls[r].func for r in ranks]
+    if not funcs:
+        return []
+    lengths = np.array([len(f) for f in funcs], np.int64)
+    seen = np.concatenate([[0], np.cumsum(_PSCW[np.concatenate(funcs)], dtype=np.int64)])    # before each call
+    ends = np.cumsum(lengths)
+    return [ranks[i] for i in np.flatnonzero(seen[ends] > seen[ends - lengths]).tolist()]
+
+
 class Epochs:
     """The owned ranks' access and exposure epochs with their keys, made once (no times)."""
 
@@ -109,10 +122,8 @@ class Epochs:
                                       "e_first")}
         named = {name: [] for name in ("a_epoch", "a_win", "a_peer", "e_epoch", "e_win", "e_peer")}
         n_a = n_e = 0
-        for r in sorted(calls):
+        for r in _ranks_with_epochs(calls):
             c = calls[r]
-            if not _PSCW[c.func].any():      # no epoch (most ranks of most programs): no pass over its records
-                continue
             for side, opener, closer in (("a", START, COMPLETE), ("e", POST, WAIT)):
                 opens, call, closing, first = _epochs(c, opener, closer)
                 epoch, win, peer = _named(c, opens, opener)
