@@ -623,15 +623,33 @@ def joint_keys(tables):
 # ---- calls with corrected times ------------------------------------------------------------
 
 def rank_calls(log, start_ns, end_ns):
-    """RankCalls of one log from per-record corrected times (int64 ns; taken as they are, not
-    copied, when every record is a call)."""
-    is_call = (log.column("flags") & record.PART) == 0
+    """RankCalls of one log from per-record corrected times (int64 ns)."""
+    return rank_calls_of([log], np.array([0, log.n_records]), log.column("func"), log.column("flags"),
+                         np.asarray(start_ns, np.int64), np.asarray(end_ns, np.int64))[log.rank]
+
+
+def rank_calls_of(logs, first_record, func, flags, start_ns, end_ns):
+    """{rank: RankCalls} of consecutive logs from their records' func, flags and corrected times
+    (int64 ns) end to end (log i's are rows first_record[i]:first_record[i + 1]).  Each rank's
+    columns are views of the calls' columns of all the logs: one pass over the rows, not one per
+    log; the times are taken as they are when every record is a call."""
+    is_call = (flags & record.PART) == 0
+    out = {}
     if is_call.all():         # no part records (a bulk-synchronous run): record k is call k
-        return RankCalls(log.column("func").copy(), np.asarray(start_ns, np.int64), np.asarray(end_ns, np.int64),
-                         log.rank, np.arange(len(is_call), dtype=np.int64), log.records, log)
+        func = func.copy() if len(logs) == 1 else func
+        for log, a, b in zip(logs, first_record[:-1].tolist(), first_record[1:].tolist()):
+            out[log.rank] = RankCalls(func[a:b], start_ns[a:b], end_ns[a:b], log.rank,
+                                      np.arange(b - a, dtype=np.int64), log.records, log)
+        return out
     calls = np.flatnonzero(is_call)
+    first_call = np.searchsorted(calls, first_record)
     record_call = np.cumsum(is_call, dtype=np.int64)      # the last call record at or before each record
     record_call -= 1
+    record_call -= np.repeat(first_call[:-1], np.diff(first_record))       # counted on each log from 0
     np.maximum(record_call, 0, out=record_call)
-    return RankCalls(log.column("func")[calls], np.asarray(start_ns, np.int64)[calls],
-                     np.asarray(end_ns, np.int64)[calls], log.rank, record_call, log.records, log)
+    func, start_ns, end_ns = func[calls], start_ns[calls], end_ns[calls]
+    for log, a, b, ca, cb in zip(logs, first_record[:-1].tolist(), first_record[1:].tolist(), first_call[:-1].tolist(),
+                                 first_call[1:].tolist()):
+        out[log.rank] = RankCalls(func[ca:cb], start_ns[ca:cb], end_ns[ca:cb], log.rank, record_call[a:b],
+                                  log.records, log)
+    return out

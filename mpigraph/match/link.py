@@ -13,12 +13,13 @@ import numpy as np
 from mpigraph.clock import repair as causality
 from mpigraph.clock import models as clock
 from mpigraph.match import collectives
+from mpigraph.match import core
 from mpigraph.match import neighbors
 from mpigraph.match import p2p
 from mpigraph.match import probes
 from mpigraph.match import rma
 from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, NONBLOCKING,
-                                 Dependencies, rank_calls, record_batches)
+                                 Dependencies, rank_calls_of, record_batches)
 from mpigraph.metrics.waits import waits_and_member_totals
 from mpigraph.traffic import stage as traffic_stage
 from mpigraph.util import arrays
@@ -65,27 +66,97 @@ def aligned_calls(comm, logs, method):
     Times are from the end of the earliest MPI_Init, like ranks.csv and the critical path:
     an MPI_Init record starts a little before 0.  One collective, before the work per record:
     every rank's clock samples and the local end of its first record, from which every analysis
-    rank finds the lines and the run's start alike."""
-    gathered = comm.allgather((clock.samples_of(logs), _first_ends(logs)))
+    rank finds the lines and the run's start alike.  The work per record is done a batch of
+    consecutive ranks at a time (core.BATCH_RECORDS), each rank's calls views of its batch's."""
+    ranks = sorted(logs)
+    gathered = comm.allgather((clock.samples_of(logs), _first_ends([logs[r] for r in ranks])))
     samples = np.sort(np.concatenate([s for s, _ in gathered]), order="rank")   # one small row per trace rank
     lines = clock.lines_for(method, samples)
     # The run's start, the origin of every time in every report file: the end of the earliest
     # MPI_Init (the first record of a log), when the program first runs under MPI.
-    origin = min((int(lines.to_global(rank, end)[0]) for _, ends in gathered for rank, end in ends.items()), default=0)
-    calls = {rank: rank_calls(log, *(_aligned(log, lines, rank, field, origin) for field in ("t_start", "t_end")))
-             for rank, log in logs.items()}
-    return calls, ClockInfo(method, samples, lines, origin)
+    firsts = [(rank, end) for _, (rank, end) in gathered if len(rank)]
+    if firsts:
+        rank, end = map(np.concatenate, zip(*firsts))
+        origin = int(_to_global(_lines(lines, rank, 1), end).min())
+    else:
+        origin = 0
+    calls = {}
+    sizes = [logs[r].n_records for r in ranks]
+    for first, stop in arrays.batches(sizes, core.BATCH_RECORDS):
+        calls.update(_batch_calls([logs[r] for r in ranks[first:stop]], lines, origin))
+    return {rank: calls[rank] for rank in logs}, ClockInfo(method, samples, lines, origin)
 
 
 def _first_ends(logs):
-    """{rank: its first record's end (an array of one: int64 ns on its own clock)} of the logs with records."""
-    return {rank: clock.to_ns(log, log.records["t_end"][:1]) for rank, log in logs.items() if log.n_records}
+    """(ranks, their first record's end: int64 ns on their own clocks) of the logs with records."""
+    logs = [log for log in logs if log.n_records]
+    ticks = np.array([log.records["t_end"][0] for log in logs], np.int64)
+    return np.array([log.rank for log in logs], np.int64), _to_ns(_conversions(logs, 1), ticks)
 
 
-def _aligned(log, lines, rank, field, origin):
-    """A field of the log's records (t_start, t_end) as int64 ns on rank 0's clock less `origin`,
-    a new array (the conversions may return the log's own field)."""
-    return np.subtract(lines.to_global(rank, clock.to_ns(log, log.records[field])), origin, dtype=np.int64)
+def _conversions(logs, lengths):
+    """The logs' clock.Conversions as columns over their rows (log i's repeated lengths[i] times):
+    (is the identity, ticks0, ns0, ns_per_tick); None where every one is the identity."""
+    conversions = [log.clock for log in logs]
+    identity = np.array([c is clock.IDENTITY or c == clock.IDENTITY for c in conversions], bool)
+    if identity.all():
+        return None
+    columns = [np.array(column, dtype) for column, dtype in zip(zip(*conversions), (np.int64, np.int64, np.float64))]
+    return (np.repeat(identity, lengths) if identity.any() else None, *(np.repeat(c, lengths) for c in columns))
+
+
+def _to_ns(conversions, ticks):
+    """clock.to_ns of ticks (int64), each row by its own log's conversion (_conversions over the rows)."""
+    if conversions is None:
+        return ticks.astype(np.int64, copy=False)
+    identity, ticks0, ns0, slope = conversions
+    # clock.convert's operations, row by row with each row's line
+    out = np.subtract(ticks, ticks0, dtype=np.int64)
+    ns = np.multiply(out, slope)
+    np.rint(ns, out=ns)
+    np.copyto(out, ns, casting="unsafe")
+    out += ns0
+    return out if identity is None else np.where(identity, ticks, out)
+
+
+def _lines(lines, ranks, lengths):
+    """(ref, offset, drift) of the ranks' clock lines over their rows (rank i's repeated lengths[i]
+    times); None where every rank is on rank 0's line (one host)."""
+    if not lines.offset[ranks].any() and not lines.drift[ranks].any():
+        return None
+    return tuple(np.repeat(column[ranks], lengths) for column in (lines.ref, lines.offset, lines.drift))
+
+
+def _to_global(lines, ns):
+    """Lines.to_global of local int64 ns, each row by its own rank's line (_lines over the rows)."""
+    if lines is None:
+        return ns
+    ref, offset, drift = lines
+    shift = np.subtract(ns, ref, dtype=np.int64).astype(np.float64)      # Lines.to_global's operations
+    shift *= drift
+    shift += offset
+    np.rint(shift, out=shift)
+    return ns - shift.astype(np.int64)
+
+
+def _batch_calls(logs, lines, origin):
+    """{rank: RankCalls} of consecutive logs from one pass over their records end to end (core.rank_calls' rows)."""
+    lengths = np.array([log.n_records for log in logs], np.int64)
+    first = np.concatenate([[0], np.cumsum(lengths)])
+    conversions = _conversions(logs, lengths)
+    rank_lines = _lines(lines, np.array([log.rank for log in logs], np.int64), lengths)
+    times = []
+    for field in ("t_start", "t_end"):
+        ticks = np.concatenate([log.records[field] for log in logs]) if len(logs) > 1 else logs[0].records[field]
+        ns = _to_global(rank_lines, _to_ns(conversions, ticks))
+        if len(logs) == 1 and np.may_share_memory(ns, logs[0].records):     # the log's own field: not written
+            ns = np.subtract(ns, origin, dtype=np.int64)
+        else:       # an array of this batch's own: in place, no second array of the rows
+            ns -= origin
+        times.append(ns)
+    flags = np.concatenate([log.column("flags") for log in logs])
+    func = np.concatenate([log.column("func") for log in logs])
+    return rank_calls_of(logs, first, func, flags, *times)
 
 
 # ---- match ------------------------------------------------------------------------------------
