@@ -70,3 +70,22 @@ def test_a_logs_calls_are_its_records_without_part_records(tmp_path):
     log = trace.open_run(str(tmp_path)).logs[0]
     calls = core.rank_calls(log, np.array([0, 60]), np.array([10, 60]))
     assert calls.record_call.tolist() == [0, 1] and calls.start_ns.tolist() == [0, 60]
+
+
+def test_times_of_a_batch_of_ranks_are_each_ranks_own_conversion_and_line():
+    """RowConversions and Lines.rows_to_global (aligned_calls' batches of ranks) convert each row
+    with its own rank's clock and line: the same as clock.convert and Lines.to_global rank by rank
+    (TSC slopes, offsets and drifts)."""
+    rng = np.random.default_rng(3)
+    lengths = np.array([3, 0, 5, 2])
+    conversions = [clock.Conversion(1000, 5 * 10**12, 0.37), clock.IDENTITY, clock.Conversion(-7, 10**9, 1.9),
+                   clock.IDENTITY]
+    logs = [type("Log", (), {"clock": c})() for c in conversions]
+    ticks = rng.integers(10**12, 10**13, lengths.sum())
+    lines = clock.Lines(rng.integers(0, 10**12, 6), rng.normal(0, 1e6, 6), rng.normal(0, 1e-4, 6))
+    ranks = np.array([5, 1, 0, 3])
+    got = lines.rows_to_global(ranks, lengths, clock.RowConversions(logs, lengths).to_ns(ticks))
+    bounds = np.r_[0, np.cumsum(lengths)]
+    want = np.concatenate([lines.to_global(int(r), clock.convert(c, ticks[a:b]))
+                           for r, c, a, b in zip(ranks, conversions, bounds[:-1], bounds[1:])])
+    assert np.array_equal(got, want) and got.dtype == np.int64

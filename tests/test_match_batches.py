@@ -160,23 +160,3 @@ def test_the_linked_run_is_the_same_for_any_batches(run_dir, monkeypatch):
         assert other.repair.found == one.repair.found
         assert list(other.incomplete_requests) == list(one.incomplete_requests) == [2]
         assert other.incomplete_requests[2]["post_call"].tolist() == [13]
-
-
-def test_times_of_a_batch_of_ranks_are_each_ranks_own_conversion_and_line():
-    """aligned_calls converts a batch's ticks with each row's own rank's clock and line: the same
-    as clock.convert and Lines.to_global rank by rank (TSC slopes, offsets and drifts)."""
-    from mpigraph.clock import models as clock
-
-    rng = np.random.default_rng(3)
-    lengths = np.array([3, 0, 5, 2])
-    conversions = [clock.Conversion(1000, 5 * 10**12, 0.37), clock.IDENTITY, clock.Conversion(-7, 10**9, 1.9),
-                   clock.IDENTITY]
-    logs = [type("Log", (), {"clock": c})() for c in conversions]
-    ticks = rng.integers(10**12, 10**13, lengths.sum())
-    lines = clock.Lines(rng.integers(0, 10**12, 6), rng.normal(0, 1e6, 6), rng.normal(0, 1e-4, 6))
-    ranks = np.array([5, 1, 0, 3])
-    got = link._to_global(link._lines(lines, ranks, lengths), link._to_ns(link._conversions(logs, lengths), ticks))
-    bounds = np.r_[0, np.cumsum(lengths)]
-    want = np.concatenate([lines.to_global(int(r), clock.convert(c, ticks[a:b]))
-                           for r, c, a, b in zip(ranks, conversions, bounds[:-1], bounds[1:])])
-    assert np.array_equal(got, want) and got.dtype == np.int64

@@ -77,7 +77,7 @@ def aligned_calls(comm, logs, method):
     firsts = [(rank, end) for _, (rank, end) in gathered if len(rank)]
     if firsts:
         rank, end = map(np.concatenate, zip(*firsts))
-        origin = int(_to_global(_lines(lines, rank, 1), end).min())
+        origin = int(lines.rows_to_global(rank, 1, end).min())
     else:
         origin = 0
     calls = {}
@@ -91,64 +91,19 @@ def _first_ends(logs):
     """(ranks, their first record's end: int64 ns on their own clocks) of the logs with records."""
     logs = [log for log in logs if log.n_records]
     ticks = np.array([log.records["t_end"][0] for log in logs], np.int64)
-    return np.array([log.rank for log in logs], np.int64), _to_ns(_conversions(logs, 1), ticks)
-
-
-def _conversions(logs, lengths):
-    """The logs' clock.Conversions as columns over their rows (log i's repeated lengths[i] times):
-    (is the identity, ticks0, ns0, ns_per_tick); None where every one is the identity."""
-    conversions = [log.clock for log in logs]
-    identity = np.array([c is clock.IDENTITY or c == clock.IDENTITY for c in conversions], bool)
-    if identity.all():
-        return None
-    columns = [np.array(column, dtype) for column, dtype in zip(zip(*conversions), (np.int64, np.int64, np.float64))]
-    return (np.repeat(identity, lengths) if identity.any() else None, *(np.repeat(c, lengths) for c in columns))
-
-
-def _to_ns(conversions, ticks):
-    """clock.to_ns of ticks (int64), each row by its own log's conversion (_conversions over the rows)."""
-    if conversions is None:
-        return ticks.astype(np.int64, copy=False)
-    identity, ticks0, ns0, slope = conversions
-    # clock.convert's operations, row by row with each row's line
-    out = np.subtract(ticks, ticks0, dtype=np.int64)
-    ns = np.multiply(out, slope)
-    np.rint(ns, out=ns)
-    np.copyto(out, ns, casting="unsafe")
-    out += ns0
-    return out if identity is None else np.where(identity, ticks, out)
-
-
-def _lines(lines, ranks, lengths):
-    """(ref, offset, drift) of the ranks' clock lines over their rows (rank i's repeated lengths[i]
-    times); None where every rank is on rank 0's line (one host)."""
-    if not lines.offset[ranks].any() and not lines.drift[ranks].any():
-        return None
-    return tuple(np.repeat(column[ranks], lengths) for column in (lines.ref, lines.offset, lines.drift))
-
-
-def _to_global(lines, ns):
-    """Lines.to_global of local int64 ns, each row by its own rank's line (_lines over the rows)."""
-    if lines is None:
-        return ns
-    ref, offset, drift = lines
-    shift = np.subtract(ns, ref, dtype=np.int64).astype(np.float64)      # Lines.to_global's operations
-    shift *= drift
-    shift += offset
-    np.rint(shift, out=shift)
-    return ns - shift.astype(np.int64)
+    return np.array([log.rank for log in logs], np.int64), clock.RowConversions(logs, 1).to_ns(ticks)
 
 
 def _batch_calls(logs, lines, origin):
     """{rank: RankCalls} of consecutive logs from one pass over their records end to end (core.rank_calls' rows)."""
     lengths = np.array([log.n_records for log in logs], np.int64)
     first = np.concatenate([[0], np.cumsum(lengths)])
-    conversions = _conversions(logs, lengths)
-    rank_lines = _lines(lines, np.array([log.rank for log in logs], np.int64), lengths)
+    conversions = clock.RowConversions(logs, lengths)
+    ranks = np.array([log.rank for log in logs], np.int64)
     times = []
     for field in ("t_start", "t_end"):
         ticks = np.concatenate([log.records[field] for log in logs]) if len(logs) > 1 else logs[0].records[field]
-        ns = _to_global(rank_lines, _to_ns(conversions, ticks))
+        ns = lines.rows_to_global(ranks, lengths, conversions.to_ns(ticks))
         if len(logs) == 1 and np.may_share_memory(ns, logs[0].records):     # the log's own field: not written
             ns = np.subtract(ns, origin, dtype=np.int64)
         else:       # an array of this batch's own: in place, no second array of the rows
