@@ -85,18 +85,17 @@ def test_statistics_only_for_the_columns_rows_are_ordered_by(tmp_path):
 
 def test_state_sums_per_rank_from_the_wait_state_table():
     """The rank table's per-state columns from the wait-state rows (rank, function, kind, calls,
-    time): rank 3 has late sender 5 ns under one function and 2 ns under another, rank 7 wait_nxn
-    4 ns; every other state 0."""
+    time), in the order of the ranks asked for: rank 3 has late sender 5 ns under one function and
+    2 ns under another, rank 7 wait_nxn 4 ns; every other state 0, and rank 5 has no rows."""
     from mpigraph.metrics import profile
 
     late_sender, nxn = WAIT_STATES.index("late_sender"), WAIT_STATES.index("wait_nxn")
     sums = profile.state_sums({"rank": np.array([3, 3, 7]), "function": np.array([1, 2, 9]),
                                "kind": np.array([late_sender, late_sender, nxn]), "calls": np.array([1, 1, 1]),
-                               "time": np.array([5, 2, 4])})
+                               "time": np.array([5, 2, 4])}, [7, 5, 3])
     expected3, expected7 = [0] * len(WAIT_STATES), [0] * len(WAIT_STATES)
     expected3[late_sender], expected7[nxn] = 7, 4
-    assert sorted(sums) == [3, 7]
-    assert sums[3].tolist() == expected3 and sums[7].tolist() == expected7
+    assert sums.tolist() == [expected7, [0] * len(WAIT_STATES), expected3]
 
 
 def test_segment_sites_of_overlapping_threads_and_ranks_not_owned():

@@ -1,9 +1,10 @@
 """Profile tables: one row per MPI function (mpiP style) and one row per rank.
 
 Each analysis rank computes partial tables from the logs it owns (vectorised
-over records), then ``gather_tables`` combines them on analysis rank 0.  A
-table is a dict of equal-length numpy arrays, column name -> values, in the
-order of its schema below; times are int64 ns.
+over records, consecutive logs a batch at a time: ``Batch``), then
+``gather_tables`` combines them on analysis rank 0.  A table is a dict of
+equal-length numpy arrays, column name -> values, in the order of its schema
+below; times are int64 ns.
 
 What the columns count (docs/outputs.md says it to users):
 
@@ -80,7 +81,13 @@ _INT64_MAX = np.iinfo(np.int64).max
 _INT64_MIN = np.iinfo(np.int64).min
 
 
-# ---- one rank's log -----------------------------------------------------------
+# ---- the owned logs, a batch at a time ------------------------------------------
+
+# Consecutive owned logs are taken together, their records end to end, up to this many records
+# (a bigger log alone): thousands of small ranks cost a few dozen numpy calls per batch, not per
+# rank, and a batch's temporaries stay bounded however many records the ranks have.
+BATCH_ROWS = 1 << 18
+
 
 def _category_table():
     """Category (PART, SEND, RECV bits) of every possible flags value: one lookup per record."""
@@ -90,32 +97,82 @@ def _category_table():
 
 
 _CATEGORY = _category_table()
+SENT, RECEIVED, COLLECTIVE_BYTES = 1, 2, 3       # byte classes (0: the bytes count nowhere)
 
 
-def function_partials(log, start_ns, end_ns, waits=None):
-    """Dense per-function sums of one log: {column: int64 array indexed by function id}.
+def _byte_class_table():
+    """Per key (function id << 3 | category): where a record's bytes count (the module doc), one
+    class each: a function's sends, receives and collective data are of different categories."""
+    sent = (SENDS_IN_CALL[:, None] & np.isin(_CATEGORIES, _SEND_CALL_CATS)
+            | SENDS_IN_PARTS[:, None] & np.isin(_CATEGORIES, _SEND_PART_CATS))
+    received = (RECEIVES_IN_CALL[:, None] & np.isin(_CATEGORIES, _RECV_CALL_CATS)
+                | RECEIVES_IN_PARTS[:, None] & np.isin(_CATEGORIES, _RECV_PART_CATS))
+    collective = COLLECTIVE[:, None] & np.isin(_CATEGORIES, _CALL_CATS)
+    return (sent * SENT + received * RECEIVED + collective * COLLECTIVE_BYTES).reshape(-1).astype(np.intp)
 
-    One pass of numpy over the records, no sorting: counts and byte sums by
-    (function id, category) with bincount/add.at, call durations with add.at,
-    minimum.at and maximum.at (exact int64, unlike bincount's float weights).
-    `waits` (waits.call_waits of the log, per call) adds the wait columns.
+
+BYTE_CLASS = _byte_class_table()
+
+
+class Batch:
+    """The records of consecutive logs end to end: func, flags, part (a PART record) and the
+    records' start_ns and end_ns, `owner` (the log's position in the batch) of each, and `bounds`
+    (log i's records are rows bounds[i]:bounds[i + 1]).  Other fields are read only where asked
+    (``field``): each pass over a field of the 64-byte records reads all of them."""
+
+    def __init__(self, logs, times=None):
+        """`logs`: RankLogs (or anything with ``records`` and ``column``); `times`: (start_ns,
+        end_ns) per record of each (None: no times)."""
+        self.logs = list(logs)
+        self.func, self.owner, firsts = arrays.stacked([log.column("func") for log in self.logs], np.uint16)
+        self.bounds = np.append(firsts, len(self.func))
+        self.flags = _joined([log.column("flags") for log in self.logs], np.uint16)
+        self.part = (self.flags & record.PART) != 0
+        self.start_ns = _joined([start for start, _ in times], np.int64) if times is not None else None
+        self.end_ns = _joined([end for _, end in times], np.int64) if times is not None else None
+
+    def __len__(self):
+        return len(self.bounds) - 1
+
+    def field(self, name, rows=None):
+        """A field of the records at `rows` (ascending row numbers of the batch; None: every
+        row), read from the logs that hold any of them."""
+        if rows is None:
+            return _joined([log.records[name] for log in self.logs], np.int64)
+        cut = np.searchsorted(rows, self.bounds)
+        return _joined([self.logs[i].records[name][rows[cut[i]:cut[i + 1]] - self.bounds[i]]
+                        for i in np.flatnonzero(np.diff(cut)).tolist()], np.int64)
+
+
+def _joined(parts, dtype):
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+
+def batch_partials(batch, waits=None):
+    """(dense per-function sums of a batch's records, their sums per log of the batch).
+
+    The first, {column: int64 array indexed by function id}, by one pass of numpy over the
+    records, no sorting: counts and byte sums by (function id, category) with bincount/add.at,
+    call durations with add.at, minimum.at and maximum.at (exact int64, unlike bincount's float
+    weights); "ranks" counts the logs that called each function.  The second, {calls, mpi_time,
+    bytes_sent, bytes_received, bytes_collective}: int64 per log, the same sums taken by log.
+    `waits` (owned_waits' columns of the batch's calls, in order) adds the wait columns.
     """
-    records = log.records
-    func = log.column("func")
-    flags = log.column("flags")
-    part = (flags & record.PART) != 0
+    func, flags, part, owner = batch.func, batch.flags, batch.part, batch.owner
     key = (func.astype(np.uint32) << 3) | _CATEGORY[flags]
     count = np.bincount(key, minlength=N_IDS * 8)
     repeated = np.flatnonzero(flags & record.REPEAT)     # a merged run of polls: seq calls (trace/record.py)
-    np.add.at(count, key[repeated], records["seq"][repeated].astype(np.int64) - 1)
+    more = batch.field("seq", repeated).astype(np.int64) - 1
+    np.add.at(count, key[repeated], more)
     count = count.reshape(N_IDS, 8)
+    record_bytes = batch.field("bytes")
     nbytes = np.zeros(N_IDS * 8, np.int64)
-    np.add.at(nbytes, key, records["bytes"])
+    np.add.at(nbytes, key, record_bytes)
     nbytes = nbytes.reshape(N_IDS, 8)
 
     call = ~part
     call_func = func[call].astype(np.intp)
-    duration = (end_ns - start_ns)[call]
+    duration = (batch.end_ns - batch.start_ns)[call]
     total = np.zeros(N_IDS, np.int64)
     shortest = np.full(N_IDS, _INT64_MAX, np.int64)
     longest = np.full(N_IDS, _INT64_MIN, np.int64)
@@ -131,9 +188,9 @@ def function_partials(log, start_ns, end_ns, waits=None):
         per_call[name] = np.zeros(N_IDS, np.int64)
         if waits is not None:
             np.add.at(per_call[name], call_func, waits[name])
-    return {**per_call,
+    partials = {**per_call,
         "calls": calls,
-        "ranks": (calls > 0).astype(np.int64),
+        "ranks": _callers(batch, call, repeated[more < 0]),
         "device_calls": device_calls,
         "time_total": total,
         "time_min": shortest,
@@ -145,49 +202,117 @@ def function_partials(log, start_ns, end_ns, waits=None):
         "bytes_collective": np.where(COLLECTIVE, nbytes[:, _CALL_CATS].sum(axis=1), 0),
     }
 
+    n_logs = len(batch)
+    call_owner = owner[call]
+    per_log_calls = np.bincount(call_owner, minlength=n_logs).astype(np.int64)
+    repeated_calls = repeated[call[repeated]]
+    np.add.at(per_log_calls, owner[repeated_calls], more[call[repeated]])
+    by_class = np.zeros(n_logs * 4, np.int64)
+    np.add.at(by_class, owner.astype(np.intp) * 4 + BYTE_CLASS[key], record_bytes)
+    by_class = by_class.reshape(n_logs, 4)
+    user = ~IS_INIT[call_func] & ~IS_FINALIZE[call_func]
+    sums = {"calls": per_log_calls,
+            "mpi_time": arrays.run_sums(np.where(user, duration, 0), call_bounds(call_owner, n_logs)),
+            "bytes_sent": by_class[:, SENT], "bytes_received": by_class[:, RECEIVED],
+            "bytes_collective": by_class[:, COLLECTIVE_BYTES]}
+    return partials, sums
 
-def program_span(log, start_ns, end_ns):
-    """(start, end) ns of the rank's program: first MPI_Init end to last MPI_Finalize start.
+
+def _callers(batch, call, uncounted):
+    """How many logs of the batch called each function (int64 per function id): the logs with a
+    call record of it, a merged run of polls of seq 0 (`uncounted`: it counts no call) left out."""
+    counted = call.copy()
+    counted[uncounted] = False
+    pairs, _ = arrays.unique_codes(batch.owner[counted].astype(np.int64) * N_IDS + batch.func[counted])
+    return np.bincount(pairs % N_IDS, minlength=N_IDS).astype(np.int64)
+
+
+def call_bounds(call_owner, n_logs):
+    """Bounds of each log's calls (log i's are calls bounds[i]:bounds[i + 1]) from the owner of
+    each call, in order."""
+    return np.concatenate(([0], np.cumsum(np.bincount(call_owner, minlength=n_logs)))).astype(np.int64)
+
+
+def function_partials(log, start_ns, end_ns, waits=None):
+    """Dense per-function sums of one log (``batch_partials``): {column: int64 array indexed by
+    function id}.  `waits` (owned_waits' columns of the log's calls) adds the wait columns."""
+    return batch_partials(Batch([log], [(start_ns, end_ns)]), waits)[0]
+
+
+def program_spans(func, flags, start_ns, end_ns, bounds):
+    """(start, end) int64 ns per log of the rank's program: first MPI_Init end to last
+    MPI_Finalize start, the logs' records end to end (log i's are rows bounds[i]:bounds[i + 1]).
 
     Without a Finalize record (the rank crashed or was killed) the end is the end of
-    its last record; without an Init, the start is the start of its first.
+    its last record; without an Init, the start is the start of its first; (0, 0) for a
+    log without records.
     """
-    if log.n_records == 0:
-        return 0, 0
-    func = log.column("func")
-    inits = np.flatnonzero(IS_INIT[func] & ((log.column("flags") & record.PART) == 0))
-    start = end_ns[inits[0]] if len(inits) else start_ns.min()
+    n_logs, n = len(bounds) - 1, len(func)
+    owner = np.repeat(np.arange(n_logs), np.diff(bounds))
+    inits = np.flatnonzero(IS_INIT[func] & ((flags & record.PART) == 0))
+    first_init = np.full(n_logs, n, np.int64)
+    np.minimum.at(first_init, owner[inits], inits)
     finals = np.flatnonzero(IS_FINALIZE[func])
-    end = start_ns[finals[-1]] if len(finals) else end_ns.max()
-    return int(start), int(end)
+    last_final = np.full(n_logs, -1, np.int64)
+    np.maximum.at(last_final, owner[finals], finals)
+    has = np.diff(bounds) > 0
+    start, end = np.zeros(n_logs, np.int64), np.zeros(n_logs, np.int64)
+    if has.any():
+        firsts = np.asarray(bounds[:-1])[has]
+        start[has] = np.minimum.reduceat(start_ns, firsts)
+        end[has] = np.maximum.reduceat(end_ns, firsts)
+    init = first_init < n
+    start[init] = end_ns[first_init[init]]
+    final = last_final >= 0
+    end[final] = start_ns[last_final[final]]
+    return start, end
 
 
-def compute_time(call_start, call_end):
-    """Summed gaps between consecutive calls (overlapping threaded calls add nothing)."""
-    return int(np.maximum(call_start[1:] - call_end[:-1], 0).sum()) if len(call_start) else 0
+def program_span(log, start_ns, end_ns):
+    """(start, end) ns of one log's program (``program_spans``)."""
+    func = log.column("func")
+    start, end = program_spans(func, log.column("flags"), np.asarray(start_ns), np.asarray(end_ns), [0, len(func)])
+    return int(start[0]), int(end[0])
 
 
-def wait_row(call_start, call_end, func, waits, by_state):
-    """The rank table's wait columns of one rank from its per-call waits (Init and Finalize left
-    out) and `by_state`, its charged wait per wait state (``state_sums``)."""
-    # The sums over all calls less the few Init and Finalize calls: no masked copy of every column.
-    init_final = np.flatnonzero(IS_INIT[func] | IS_FINALIZE[func])
-    row = {name: int(waits[name].sum()) - int(waits[name][init_final].sum())
-           for name in ("execution", "wait_before", "wait_after")}
-    row["wait"] = row["wait_before"] + row["wait_after"]
-    row["compute"] = compute_time(call_start, call_end)
-    row.update({name: int(by_state[i]) for i, name in enumerate(waits_module.WAIT_STATES)})
-    return row
+def compute_times(call_start, call_end, bounds):
+    """Per log (its calls bounds[i]:bounds[i + 1], in order): the summed gaps between consecutive
+    calls (overlapping threaded calls add nothing)."""
+    gap = np.zeros(len(call_start), np.int64)
+    np.maximum(call_start[1:] - call_end[:-1], 0, out=gap[:-1])
+    bounds = np.asarray(bounds)
+    stops = bounds[1:][np.diff(bounds) > 0]
+    gap[stops - 1] = 0           # a log's last call: the next call is another log's
+    return arrays.run_sums(gap, bounds)
 
 
-def state_sums(waitstates):
-    """{trace rank: int64 charged wait per wait state} of a wait-state table
+def wait_columns(call_start, call_end, func, waits, bounds, by_state):
+    """The rank table's wait columns per log (its calls bounds[i]:bounds[i + 1]) from their calls'
+    waits (Init and Finalize left out) and `by_state`, the logs' charged wait per wait state
+    (``state_sums``)."""
+    counted = ~(IS_INIT[func] | IS_FINALIZE[func])
+    columns = {name: arrays.run_sums(np.where(counted, waits[name], 0), bounds)
+               for name in ("execution", "wait_before", "wait_after")}
+    columns["wait"] = columns["wait_before"] + columns["wait_after"]
+    columns["compute"] = compute_times(call_start, call_end, bounds)
+    columns.update({name: by_state[:, i] for i, name in enumerate(waits_module.WAIT_STATES)})
+    return columns
+
+
+def state_sums(waitstates, ranks):
+    """int64 charged wait per (rank of `ranks`, wait state) of a wait-state table
     (metrics.run_tables.waitstate_rows: sums per rank, function and kind); a rank without rows has
-    no charged wait."""
-    ranks, at = np.unique(np.asarray(waitstates["rank"], np.int64), return_inverse=True)
+    no charged wait, a row of a rank not in `ranks` counts nowhere."""
+    ranks = np.asarray(ranks, np.int64)
     sums = np.zeros((len(ranks), len(waits_module.WAIT_STATES)), np.int64)
-    np.add.at(sums, (at.reshape(-1), np.asarray(waitstates["kind"], np.int64)), waitstates["time"])
-    return dict(zip(ranks.tolist(), sums))
+    rank = np.asarray(waitstates["rank"], np.int64)
+    order = np.argsort(ranks)
+    at = np.searchsorted(ranks[order], rank)
+    known = at < len(ranks)
+    known[known] = ranks[order][at[known]] == rank[known]
+    np.add.at(sums, (order[at[known]], np.asarray(waitstates["kind"], np.int64)[known]),
+              np.asarray(waitstates["time"], np.int64)[known])
+    return sums
 
 
 def imbalance(wait, execution, compute):
@@ -198,12 +323,21 @@ def imbalance(wait, execution, compute):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(denominator > 0, np.asarray(wait, np.float64) / np.where(denominator > 0, denominator, 1),
                         np.nan)
+
+
 def reached_finalize(log):
     """The shim closed the log in MPI_Finalize, or the log holds the call (written on entry, before any wait).
 
     (A log that could not grow on a full disk is closed without its Finalize record.)
     """
-    return log.finalized or (bool(IS_FINALIZE[log.column("func")].any()) if log.n_records else False)
+    return bool(_reached_finalize([log.finalized], log.column("func"), [0, log.n_records])[0])
+
+
+def _reached_finalize(closed, func, bounds):
+    """``reached_finalize`` per log, the logs' records end to end (`bounds`)."""
+    has_final = np.bincount(np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))[IS_FINALIZE[func]],
+                            minlength=len(bounds) - 1) > 0
+    return np.asarray(closed, bool) | has_final
 
 
 def incomplete_requests(log):
@@ -212,79 +346,103 @@ def incomplete_requests(log):
     Counted per request id (persistent requests start many times): starts minus
     completions, 0 for a freed request.
     """
-    func = log.column("func")
-    part = (log.column("flags") & record.PART) != 0
+    return int(batch_incomplete_requests(Batch([log]))[0])
+
+
+def batch_incomplete_requests(batch):
+    """``incomplete_requests`` of each log of a batch (int64 per log): request ids are a log's own,
+    so an operation is known by (log, request id)."""
+    func = batch.func
     # Only the records of request functions are looked at: one strided pass for their ids.
     maybe = np.flatnonzero(STARTS_IN_PARTS[func] | STARTS_IN_CALL[func] | ENDS_IN_PARTS[func] | FREES[func])
-    func, part, request = func[maybe], part[maybe], log.records["request"][maybe]
+    func, part, owner = func[maybe], batch.part[maybe], batch.owner[maybe]
+    request = batch.field("request", maybe)
     has_request = request != 0
-    started = request[has_request & np.where(part, STARTS_IN_PARTS[func], STARTS_IN_CALL[func])]
-    ended = request[has_request & part & ENDS_IN_PARTS[func]]
-    freed = request[has_request & ~part & FREES[func]]
-    ids = arrays.unique(started)
-    if len(ids) == 0:
-        return 0
-    open_count = np.bincount(np.searchsorted(ids, started), minlength=len(ids)).astype(np.int64)
-    ended = ended[np.isin(ended, ids)]
-    open_count -= np.bincount(np.searchsorted(ids, ended), minlength=len(ids))
-    open_count[np.isin(ids, freed)] = 0
-    return int(np.clip(open_count, 0, None).sum())
+    started = has_request & np.where(part, STARTS_IN_PARTS[func], STARTS_IN_CALL[func])
+    ended = has_request & part & ENDS_IN_PARTS[func]
+    freed = has_request & ~part & FREES[func]
+    kept = np.flatnonzero(started | ended | freed)
+    _, request_code = arrays.unique_codes(request[kept])
+    width = int(request_code.max()) + 1 if len(kept) else 1
+    ids, op = arrays.unique_codes(owner[kept].astype(np.int64) * width + request_code)
+    open_count = (np.bincount(op[started[kept]], minlength=len(ids))
+                  - np.bincount(op[ended[kept]], minlength=len(ids))).astype(np.int64)
+    # An id never started (only completed or freed) counts nothing: 0 - ends is clipped below.
+    open_count[np.bincount(op[freed[kept]], minlength=len(ids)) > 0] = 0
+    per_log = np.zeros(len(batch), np.int64)
+    np.add.at(per_log, ids // width, np.clip(open_count, 0, None))
+    return per_log
 
 
-def rank_row(log, start_ns, end_ns, partials):
-    """The per-rank values of one log (program_start/end absolute ns; made relative later)."""
-    program_start, program_end = program_span(log, start_ns, end_ns)
-    user_calls = ~IS_INIT & ~IS_FINALIZE
-    return {
-        "rank": log.rank,
-        "host": log.hostname,
-        "pid": int(log.header["pid"]),
+def batch_rows(batch, ranks, linked=None, by_state=None):
+    """(rank rows of a batch's logs, {column: values per log}, program_start/end absolute ns:
+    made relative later; the function partials of their records): `linked` (link.Linked) adds
+    the wait and clock columns, `by_state` (``state_sums`` of `ranks`) the wait states'."""
+    logs = batch.logs
+    ranks = np.asarray(ranks, np.int64)
+    waits = linked.waits.of_ranks(ranks) if linked is not None else None
+    partials, sums = batch_partials(batch, waits)
+    program_start, program_end = program_spans(batch.func, batch.flags, batch.start_ns, batch.end_ns, batch.bounds)
+    closed = np.array([log.finalized for log in logs], bool)
+    rows = {
+        "rank": ranks,
+        "host": np.array([log.hostname for log in logs], object),
+        "pid": np.array([int(log.header["pid"]) for log in logs], np.int64),
         "program_start": program_start,
         "program_end": program_end,
-        "mpi_time": int(partials["time_total"][user_calls].sum()),
-        "calls": int(partials["calls"].sum()),
-        "records": log.n_records,
-        "bytes_sent": int(partials["bytes_sent"].sum()),
-        "bytes_received": int(partials["bytes_received"].sum()),
-        "bytes_collective": int(partials["bytes_collective"].sum()),
-        "finalized": reached_finalize(log),
-        "log_closed": log.finalized,
-        "recording_dropped": log.recording_dropped,
-        "incomplete_requests": incomplete_requests(log),
+        **{name: sums[name] for name in ("mpi_time", "calls")},
+        "records": np.diff(batch.bounds).astype(np.int64),
+        **{name: sums[name] for name in ("bytes_sent", "bytes_received", "bytes_collective")},
+        "finalized": _reached_finalize(closed, batch.func, batch.bounds),
+        "log_closed": closed,
+        "recording_dropped": np.array([log.recording_dropped for log in logs], bool),
+        "incomplete_requests": batch_incomplete_requests(batch),
     }
+    if linked is not None:
+        calls = [linked.calls[rank] for rank in ranks.tolist()]
+        bounds = np.concatenate(([0], np.cumsum([c.n_calls for c in calls]))).astype(np.int64)
+        rows.update(wait_columns(_joined([c.start_ns for c in calls], np.int64),
+                                 _joined([c.end_ns for c in calls], np.int64),
+                                 _joined([c.func for c in calls], np.uint16), waits, bounds, by_state))
+        rows.update(clock_columns(linked, ranks))
+    return rows, partials
 
 
 def local_tables(logs, times, linked=None, waitstates=None):
-    """(rank rows, function partials summed over the owned logs) of this analysis rank.
+    """(rank rows: a {column: values per rank} block per batch of owned logs, the function
+    partials summed over the owned logs) of this analysis rank.
 
     `logs` maps trace rank -> RankLog, `times` trace rank -> (start_ns, end_ns)
     per record; `linked` (link.Linked) adds the wait and clock columns, the wait states' sums
     taken from `waitstates`, its metrics.run_tables.waitstate_rows (made from it when not given).
     """
-    rows, partials = [], []
+    owned = sorted(logs)
+    by_state = None
     if linked is not None:
-        by_state = state_sums(run_tables.waitstate_rows(linked) if waitstates is None else waitstates)
-        no_state = np.zeros(len(waits_module.WAIT_STATES), np.int64)
-    for rank, log in logs.items():
-        start_ns, end_ns = times[rank]
-        waits = linked.waits[rank] if linked is not None else None
-        partial = function_partials(log, start_ns, end_ns, waits)
-        row = rank_row(log, start_ns, end_ns, partial)
-        if linked is not None:
-            calls = linked.calls[rank]
-            row.update(wait_row(calls.start_ns, calls.end_ns, calls.func, waits, by_state.get(rank, no_state)))
-            row.update(clock_row(linked, rank))
-        rows.append(row)
+        by_state = state_sums(run_tables.waitstate_rows(linked) if waitstates is None else waitstates, owned)
+    blocks, partials = [], []
+    for first, stop in arrays.batches([logs[rank].n_records for rank in owned], BATCH_ROWS):
+        ranks = owned[first:stop]
+        batch = Batch([logs[rank] for rank in ranks], [times[rank] for rank in ranks])
+        block, partial = batch_rows(batch, ranks, linked, by_state[first:stop] if by_state is not None else None)
+        blocks.append(block)
         partials.append(partial)
-    return rows, combine_partials(partials)
+    return blocks, combine_partials(partials)
 
 
-def clock_row(linked, rank):
-    """The clock columns of one rank: the correction applied to it."""
+def clock_columns(linked, ranks):
+    """The clock columns of `ranks` (an array): the correction applied to each."""
     lines, samples = linked.clock.lines, linked.clock.samples
-    return {"clock_offset": int(round(float(lines.at(rank, samples["init"]["local_ns"][rank])))),
-            "clock_drift_ppm": float(lines.drift[rank]) * 1e6,
-            "clock_shift": int(linked.repair.shift_ns.get(rank, 0))}
+    shift = linked.repair.shift_ns
+    shifted = np.fromiter(shift.keys(), np.int64, len(shift))
+    at = np.searchsorted(ranks, shifted)        # ranks ascending
+    known = at < len(ranks)
+    known[known] = ranks[at[known]] == shifted[known]
+    clock_shift = np.zeros(len(ranks), np.int64)
+    clock_shift[at[known]] = np.fromiter(shift.values(), np.int64, len(shift))[known]
+    return {"clock_offset": np.rint(lines.at(ranks, samples["init"]["local_ns"][ranks])).astype(np.int64),
+            "clock_drift_ppm": lines.drift[ranks] * 1e6,
+            "clock_shift": clock_shift}
 
 
 # ---- combining on rank 0 --------------------------------------------------------
@@ -319,16 +477,19 @@ def function_table(partials):
     return {c.name: cols[c.name][order] for c in FUNCTION_COLUMNS}
 
 
-def rank_table(rows):
-    """Rank rows (from any number of analysis ranks) as the rank table, sorted by rank."""
-    rows = sorted(rows, key=lambda row: row["rank"])
+def rank_table(blocks):
+    """Rank rows (``local_tables``' blocks, from any number of analysis ranks) as the rank table,
+    sorted by rank."""
     table = {}
     for column in RANK_COLUMNS:
         if column.name in ("program_time", "mpi_fraction", "imbalance", "time_on_path"):
             continue
         dtype = {"str": object, "bool": bool, "float": np.float64}.get(column.kind, np.int64)
         missing = np.nan if column.kind == "float" else 0     # runs analysed without the match stage
-        table[column.name] = np.array([row.get(column.name, missing) for row in rows], dtype=dtype)
+        table[column.name] = _joined([np.asarray(block[column.name], dtype) if column.name in block
+                                      else np.full(len(block["rank"]), missing, dtype) for block in blocks], dtype)
+    order = np.argsort(table["rank"], kind="stable")
+    table = {name: values[order] for name, values in table.items()}
     table["imbalance"] = imbalance(table["wait"], table["execution"], table["compute"])
     # A log with no records has no times: it gets the run's start, so it adds no bogus span.
     has_times = table["records"] > 0
@@ -336,7 +497,7 @@ def rank_table(rows):
     for name in ("program_start", "program_end"):
         table[name] = np.where(has_times, table[name] - run_start, 0)
     table["program_time"] = table["program_end"] - table["program_start"]
-    table["time_on_path"] = np.zeros(len(rows), np.int64)      # filled by with_path
+    table["time_on_path"] = np.zeros(len(table["rank"]), np.int64)      # filled by with_path
     with np.errstate(divide="ignore", invalid="ignore"):
         table["mpi_fraction"] = np.where(table["program_time"] > 0,
                                          table["mpi_time"] / np.maximum(table["program_time"], 1), np.nan)
@@ -351,8 +512,8 @@ def gather_tables(comm, local):
     gathered = comm.gather(local, root=0)
     if comm.rank != 0:
         return None
-    rows = [row for rank_rows, _ in gathered for row in rank_rows]
-    return Tables(rank_table(rows), function_table(combine_partials([p for _, p in gathered])))
+    blocks = [block for rank_blocks, _ in gathered for block in rank_blocks]
+    return Tables(rank_table(blocks), function_table(combine_partials([p for _, p in gathered])))
 
 
 def with_path(tables, path):

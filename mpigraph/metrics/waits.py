@@ -65,6 +65,7 @@ from mpigraph.match.collectives import PATTERN_OF_FUNC
 from mpigraph.match.core import (BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_NEIGHBOR,
                                  COLLECTIVE_ONE_TO_N, NONBLOCKING, RMA_EARLY_WAIT, RMA_LATE_POST, SCAN, CallIndex)
 from mpigraph.trace import functions as mf
+from mpigraph.util import arrays
 from mpigraph.schema import WAIT_STATES  # noqa: F401  (the kinds, in the order of the codes below)
 
 (LATE_SENDER, LATE_RECEIVER, WAIT_NXN, WAIT_BARRIER, LATE_BROADCAST, EARLY_REDUCE, EARLY_SCAN, WAIT_NEIGHBOR,
@@ -91,13 +92,26 @@ class CallWaits(collections.abc.Mapping):
             self._packed, self._columns = codec_module.Codec(level=1).encode(self._columns), None
 
     def __getitem__(self, rank):
+        return self.of_ranks([rank])
+
+    def of_ranks(self, ranks):
+        """{column: the per-call values of the owned `ranks`, one rank's after another}: views of
+        the columns where the ranks are consecutive owned ranks in order (a batch of them), else
+        copies.  KeyError for a rank not owned."""
         if self._columns is None:
             self._columns, self._packed = codec_module.decode(self._packed), None
-        at = int(np.searchsorted(self._index.ranks, rank))
-        if at == len(self._index.ranks) or self._index.ranks[at] != rank:
-            raise KeyError(rank)
-        a, b = self._index.offsets[at], self._index.offsets[at + 1]
-        return {name: column[a:b] for name, column in self._columns.items()}
+        ranks = np.asarray(ranks, np.int64).reshape(-1)
+        owned, offsets = self._index.ranks, self._index.offsets
+        at = np.searchsorted(owned, ranks)
+        known = at < len(owned)
+        known[known] = owned[at[known]] == ranks[known]
+        if not known.all():
+            raise KeyError(int(ranks[~known][0]))
+        if len(at) and (np.diff(at) == 1).all():
+            rows = slice(offsets[at[0]], offsets[at[-1] + 1])
+        else:
+            rows = arrays.ranges(offsets[at], offsets[at + 1] - 1)
+        return {name: column[rows] for name, column in self._columns.items()}
 
     def __iter__(self):
         return (int(r) for r in self._index.ranks)

@@ -103,6 +103,16 @@ def stacked(columns, dtype=None):
     return whole, np.repeat(np.arange(len(columns), dtype=np.int64), lengths), starts
 
 
+def run_sums(values, bounds):
+    """Sums of values[bounds[i]:bounds[i + 1]] for each i (int64, exact: differences of one running
+    sum, which may wrap past int64 where the sums themselves do not): a batch's per-rank sums of
+    a column whose rows are its ranks' one after another."""
+    running = np.zeros(len(values) + 1, np.int64)
+    np.cumsum(values, dtype=np.int64, out=running[1:])
+    bounds = np.asarray(bounds, np.int64)
+    return running[bounds[1:]] - running[bounds[:-1]]
+
+
 def ranges(first, last):
     """The integers first[i], first[i] + 1, ..., last[i] of each pair, one range after another."""
     first, last = np.asarray(first, np.int64), np.asarray(last, np.int64)
