@@ -26,6 +26,7 @@ What the columns count (docs/outputs.md says it to users):
   nonblocking), as the shim records it.
 """
 
+import functools
 from collections import namedtuple
 
 import numpy as np
@@ -67,6 +68,8 @@ STARTS_IN_CALL[[f.id for f in mf.FUNCTIONS if f.nonblocking and f.kind not in (m
 STARTS_IN_PARTS = _ids_of(mf.START)
 ENDS_IN_PARTS = _ids_of(mf.COMPLETION)
 FREES = _ids_of(mf.REQUEST_FREE)
+OF_REQUESTS = STARTS_IN_PARTS | STARTS_IN_CALL | ENDS_IN_PARTS | FREES
+IS_INIT_OR_FINALIZE = IS_INIT | IS_FINALIZE
 
 # A record's category: 3 bits from its flags.  Bytes are summed per (function, category).
 _PART_BIT, _SEND_BIT, _RECV_BIT = 4, 2, 1
@@ -82,12 +85,6 @@ _INT64_MIN = np.iinfo(np.int64).min
 
 
 # ---- the owned logs, a batch at a time ------------------------------------------
-
-# Consecutive owned logs are taken together, their records end to end, up to this many records
-# (a bigger log alone): thousands of small ranks cost a few dozen numpy calls per batch, not per
-# rank, and a batch's temporaries stay bounded however many records the ranks have.
-BATCH_ROWS = 1 << 18
-
 
 def _category_table():
     """Category (PART, SEND, RECV bits) of every possible flags value: one lookup per record."""
@@ -115,24 +112,63 @@ BYTE_CLASS = _byte_class_table()
 
 
 class Batch:
-    """The records of consecutive logs end to end: func, flags, part (a PART record) and the
-    records' start_ns and end_ns, `owner` (the log's position in the batch) of each, and `bounds`
-    (log i's records are rows bounds[i]:bounds[i + 1]).  Other fields are read only where asked
-    (``field``): each pass over a field of the 64-byte records reads all of them."""
+    """The records of consecutive logs end to end (``local_tables``): func, flags, part (a PART
+    record) and start_ns, end_ns of every record; `bounds` (log i's records are rows
+    bounds[i]:bounds[i + 1]).  What several steps read is made once, when first asked for (the
+    owner of each record, the call records, their durations, the Init and Finalize records);
+    other fields of the records are read only where asked (``field``): each pass over a field
+    of the 64-byte records reads all of them.  A batch of one log holds its columns, not copies."""
 
     def __init__(self, logs, times=None):
         """`logs`: RankLogs (or anything with ``records`` and ``column``); `times`: (start_ns,
         end_ns) per record of each (None: no times)."""
         self.logs = list(logs)
-        self.func, self.owner, firsts = arrays.stacked([log.column("func") for log in self.logs], np.uint16)
-        self.bounds = np.append(firsts, len(self.func))
+        self.func = _joined([log.column("func") for log in self.logs], np.uint16)
         self.flags = _joined([log.column("flags") for log in self.logs], np.uint16)
+        sizes = [len(log.column("func")) for log in self.logs]
+        self.bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).astype(np.int64)
         self.part = (self.flags & record.PART) != 0
         self.start_ns = _joined([start for start, _ in times], np.int64) if times is not None else None
         self.end_ns = _joined([end for _, end in times], np.int64) if times is not None else None
 
     def __len__(self):
         return len(self.bounds) - 1
+
+    @functools.cached_property
+    def owner(self):
+        """The position of each record's log in the batch."""
+        return np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.bounds))
+
+    @functools.cached_property
+    def calls(self):
+        """The call records (those without PART): a slice where every record is one."""
+        return arrays.block_or_positions(~self.part)
+
+    @functools.cached_property
+    def call_bounds(self):
+        """Log i's calls are calls call_bounds[i]:call_bounds[i + 1]."""
+        per_log = arrays.run_sums(~self.part, self.bounds)
+        return np.concatenate(([0], np.cumsum(per_log))).astype(np.int64)
+
+    @functools.cached_property
+    def call_func(self):
+        return self.func[self.calls].astype(np.intp)
+
+    @functools.cached_property
+    def duration(self):
+        """Of every call."""
+        return self.end_ns[self.calls] - self.start_ns[self.calls]
+
+    @functools.cached_property
+    def init_or_finalize(self):
+        """The MPI_Init* and MPI_Finalize records (calls and parts): a few per log."""
+        return np.flatnonzero(IS_INIT_OR_FINALIZE[self.func])
+
+    def call_index(self, rows):
+        """The call numbers (in the batch) of call records `rows`."""
+        if isinstance(self.calls, slice):
+            return rows - self.calls.start
+        return np.searchsorted(self.calls, rows)
 
     def field(self, name, rows=None):
         """A field of the records at `rows` (ascending row numbers of the batch; None: every
@@ -145,6 +181,9 @@ class Batch:
 
 
 def _joined(parts, dtype):
+    """The arrays end to end; one array itself (no copy)."""
+    if len(parts) == 1:
+        return np.asarray(parts[0])
     return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
@@ -158,7 +197,7 @@ def batch_partials(batch, waits=None):
     bytes_sent, bytes_received, bytes_collective}: int64 per log, the same sums taken by log.
     `waits` (owned_waits' columns of the batch's calls, in order) adds the wait columns.
     """
-    func, flags, part, owner = batch.func, batch.flags, batch.part, batch.owner
+    func, flags = batch.func, batch.flags
     key = (func.astype(np.uint32) << 3) | _CATEGORY[flags]
     count = np.bincount(key, minlength=N_IDS * 8)
     repeated = np.flatnonzero(flags & record.REPEAT)     # a merged run of polls: seq calls (trace/record.py)
@@ -170,9 +209,7 @@ def batch_partials(batch, waits=None):
     np.add.at(nbytes, key, record_bytes)
     nbytes = nbytes.reshape(N_IDS, 8)
 
-    call = ~part
-    call_func = func[call].astype(np.intp)
-    duration = (batch.end_ns - batch.start_ns)[call]
+    call_func, duration = batch.call_func, batch.duration
     total = np.zeros(N_IDS, np.int64)
     shortest = np.full(N_IDS, _INT64_MAX, np.int64)
     longest = np.full(N_IDS, _INT64_MIN, np.int64)
@@ -182,15 +219,16 @@ def batch_partials(batch, waits=None):
 
     calls = count[:, _CALL_CATS].sum(axis=1)
     # Calls with a GPU device buffer (record flag DEVICE, csrc/gpu.c): a call record's own flag.
-    device_calls = np.bincount(call_func[(flags[call] & record.DEVICE) != 0], minlength=N_IDS).astype(np.int64)
+    device_calls = np.bincount(call_func[(flags[batch.calls] & record.DEVICE) != 0], minlength=N_IDS).astype(np.int64)
     per_call = {}
     for name in ("wait_before", "wait_after", "execution"):
         per_call[name] = np.zeros(N_IDS, np.int64)
         if waits is not None:
             np.add.at(per_call[name], call_func, waits[name])
+    repeated_call = ~batch.part[repeated]
     partials = {**per_call,
         "calls": calls,
-        "ranks": _callers(batch, call, repeated[more < 0]),
+        "ranks": _callers(batch, repeated[repeated_call & (more < 0)]),
         "device_calls": device_calls,
         "time_total": total,
         "time_min": shortest,
@@ -202,35 +240,38 @@ def batch_partials(batch, waits=None):
         "bytes_collective": np.where(COLLECTIVE, nbytes[:, _CALL_CATS].sum(axis=1), 0),
     }
 
-    n_logs = len(batch)
-    call_owner = owner[call]
-    per_log_calls = np.bincount(call_owner, minlength=n_logs).astype(np.int64)
-    repeated_calls = repeated[call[repeated]]
-    np.add.at(per_log_calls, owner[repeated_calls], more[call[repeated]])
-    by_class = np.zeros(n_logs * 4, np.int64)
-    np.add.at(by_class, owner.astype(np.intp) * 4 + BYTE_CLASS[key], record_bytes)
-    by_class = by_class.reshape(n_logs, 4)
-    user = ~IS_INIT[call_func] & ~IS_FINALIZE[call_func]
-    sums = {"calls": per_log_calls,
-            "mpi_time": arrays.run_sums(np.where(user, duration, 0), call_bounds(call_owner, n_logs)),
+    per_log_calls = np.diff(batch.call_bounds)
+    np.add.at(per_log_calls, batch.owner[repeated[repeated_call]], more[repeated_call])
+    by_class = np.zeros(len(batch) * 4, np.int64)
+    np.add.at(by_class, batch.owner * 4 + BYTE_CLASS[key], record_bytes)
+    by_class = by_class.reshape(len(batch), 4)
+    sums = {"calls": per_log_calls, "mpi_time": _without_init_finalize(batch, duration),
             "bytes_sent": by_class[:, SENT], "bytes_received": by_class[:, RECEIVED],
             "bytes_collective": by_class[:, COLLECTIVE_BYTES]}
     return partials, sums
 
 
-def _callers(batch, call, uncounted):
+def _without_init_finalize(batch, per_call):
+    """Per log of the batch: the sum of a value per call over its calls, MPI_Init* and
+    MPI_Finalize left out (a sum over every call less those few)."""
+    sums = arrays.run_sums(per_call, batch.call_bounds)
+    rows = batch.init_or_finalize[~batch.part[batch.init_or_finalize]]
+    np.subtract.at(sums, batch.owner[rows], per_call[batch.call_index(rows)])
+    return sums
+
+
+def _callers(batch, uncounted):
     """How many logs of the batch called each function (int64 per function id): the logs with a
-    call record of it, a merged run of polls of seq 0 (`uncounted`: it counts no call) left out."""
-    counted = call.copy()
-    counted[uncounted] = False
-    pairs, _ = arrays.unique_codes(batch.owner[counted].astype(np.int64) * N_IDS + batch.func[counted])
-    return np.bincount(pairs % N_IDS, minlength=N_IDS).astype(np.int64)
-
-
-def call_bounds(call_owner, n_logs):
-    """Bounds of each log's calls (log i's are calls bounds[i]:bounds[i + 1]) from the owner of
-    each call, in order."""
-    return np.concatenate(([0], np.cumsum(np.bincount(call_owner, minlength=n_logs)))).astype(np.int64)
+    call record of it, a merged run of polls of seq 0 (`uncounted`: it counts no call) left out.
+    A table of (log, function) pairs where it is small against the calls, else their sort."""
+    pairs = batch.owner[batch.calls] * N_IDS + batch.call_func
+    if len(uncounted):
+        pairs = np.delete(pairs, batch.call_index(uncounted))
+    if len(batch) * N_IDS <= 4 * len(pairs) + (1 << 16):
+        called = np.zeros((len(batch), N_IDS), bool)
+        called.reshape(-1)[pairs] = True
+        return called.sum(axis=0, dtype=np.int64)
+    return np.bincount(arrays.unique(pairs) % N_IDS, minlength=N_IDS).astype(np.int64)
 
 
 def function_partials(log, start_ns, end_ns, waits=None):
@@ -239,62 +280,59 @@ def function_partials(log, start_ns, end_ns, waits=None):
     return batch_partials(Batch([log], [(start_ns, end_ns)]), waits)[0]
 
 
-def program_spans(func, flags, start_ns, end_ns, bounds):
-    """(start, end) int64 ns per log of the rank's program: first MPI_Init end to last
-    MPI_Finalize start, the logs' records end to end (log i's are rows bounds[i]:bounds[i + 1]).
+def program_spans(batch):
+    """(start, end) int64 ns per log of a batch: its program, from the end of its first MPI_Init
+    to the start of its last MPI_Finalize.
 
     Without a Finalize record (the rank crashed or was killed) the end is the end of
     its last record; without an Init, the start is the start of its first; (0, 0) for a
     log without records.
     """
-    n_logs, n = len(bounds) - 1, len(func)
-    owner = np.repeat(np.arange(n_logs), np.diff(bounds))
-    inits = np.flatnonzero(IS_INIT[func] & ((flags & record.PART) == 0))
-    first_init = np.full(n_logs, n, np.int64)
-    np.minimum.at(first_init, owner[inits], inits)
-    finals = np.flatnonzero(IS_FINALIZE[func])
+    n_logs, special = len(batch), batch.init_or_finalize
+    func, owner = batch.func[special], batch.owner[special]
+    inits = special[IS_INIT[func] & ~batch.part[special]]
+    first_init = np.full(n_logs, len(batch.func), np.int64)
+    np.minimum.at(first_init, batch.owner[inits], inits)
+    finals = special[IS_FINALIZE[func]]
     last_final = np.full(n_logs, -1, np.int64)
-    np.maximum.at(last_final, owner[finals], finals)
-    has = np.diff(bounds) > 0
+    np.maximum.at(last_final, owner[IS_FINALIZE[func]], finals)
+    has = np.diff(batch.bounds) > 0
     start, end = np.zeros(n_logs, np.int64), np.zeros(n_logs, np.int64)
     if has.any():
-        firsts = np.asarray(bounds[:-1])[has]
-        start[has] = np.minimum.reduceat(start_ns, firsts)
-        end[has] = np.maximum.reduceat(end_ns, firsts)
-    init = first_init < n
-    start[init] = end_ns[first_init[init]]
+        firsts = batch.bounds[:-1][has]
+        start[has] = np.minimum.reduceat(batch.start_ns, firsts)
+        end[has] = np.maximum.reduceat(batch.end_ns, firsts)
+    init = first_init < len(batch.func)
+    start[init] = batch.end_ns[first_init[init]]
     final = last_final >= 0
-    end[final] = start_ns[last_final[final]]
+    end[final] = batch.start_ns[last_final[final]]
     return start, end
 
 
 def program_span(log, start_ns, end_ns):
     """(start, end) ns of one log's program (``program_spans``)."""
-    func = log.column("func")
-    start, end = program_spans(func, log.column("flags"), np.asarray(start_ns), np.asarray(end_ns), [0, len(func)])
+    start, end = program_spans(Batch([log], [(np.asarray(start_ns), np.asarray(end_ns))]))
     return int(start[0]), int(end[0])
 
 
-def compute_times(call_start, call_end, bounds):
-    """Per log (its calls bounds[i]:bounds[i + 1], in order): the summed gaps between consecutive
-    calls (overlapping threaded calls add nothing)."""
-    gap = np.zeros(len(call_start), np.int64)
-    np.maximum(call_start[1:] - call_end[:-1], 0, out=gap[:-1])
-    bounds = np.asarray(bounds)
-    stops = bounds[1:][np.diff(bounds) > 0]
-    gap[stops - 1] = 0           # a log's last call: the next call is another log's
+def compute_times(batch):
+    """Per log of a batch: the summed gaps between its consecutive calls (overlapping threaded
+    calls add nothing)."""
+    calls = batch.calls
+    start, end = batch.start_ns[calls], batch.end_ns[calls]
+    gap = np.zeros(len(start), np.int64)
+    np.maximum(start[1:] - end[:-1], 0, out=gap[:-1])
+    bounds = batch.call_bounds
+    gap[bounds[1:][np.diff(bounds) > 0] - 1] = 0       # a log's last call: the next call is another log's
     return arrays.run_sums(gap, bounds)
 
 
-def wait_columns(call_start, call_end, func, waits, bounds, by_state):
-    """The rank table's wait columns per log (its calls bounds[i]:bounds[i + 1]) from their calls'
-    waits (Init and Finalize left out) and `by_state`, the logs' charged wait per wait state
-    (``state_sums``)."""
-    counted = ~(IS_INIT[func] | IS_FINALIZE[func])
-    columns = {name: arrays.run_sums(np.where(counted, waits[name], 0), bounds)
-               for name in ("execution", "wait_before", "wait_after")}
+def wait_columns(batch, waits, by_state):
+    """The rank table's wait columns per log of a batch from their calls' `waits` (Init and
+    Finalize left out) and `by_state`, the logs' charged wait per wait state (``state_sums``)."""
+    columns = {name: _without_init_finalize(batch, waits[name]) for name in ("execution", "wait_before", "wait_after")}
     columns["wait"] = columns["wait_before"] + columns["wait_after"]
-    columns["compute"] = compute_times(call_start, call_end, bounds)
+    columns["compute"] = compute_times(batch)
     columns.update({name: by_state[:, i] for i, name in enumerate(waits_module.WAIT_STATES)})
     return columns
 
@@ -330,14 +368,14 @@ def reached_finalize(log):
 
     (A log that could not grow on a full disk is closed without its Finalize record.)
     """
-    return bool(_reached_finalize([log.finalized], log.column("func"), [0, log.n_records])[0])
+    return bool(batch_reached_finalize(Batch([log]))[0])
 
 
-def _reached_finalize(closed, func, bounds):
-    """``reached_finalize`` per log, the logs' records end to end (`bounds`)."""
-    has_final = np.bincount(np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))[IS_FINALIZE[func]],
-                            minlength=len(bounds) - 1) > 0
-    return np.asarray(closed, bool) | has_final
+def batch_reached_finalize(batch):
+    """``reached_finalize`` of each log of a batch."""
+    special = batch.init_or_finalize
+    finals = batch.owner[special[IS_FINALIZE[batch.func[special]]]]
+    return np.array([log.finalized for log in batch.logs], bool) | (np.bincount(finals, minlength=len(batch)) > 0)
 
 
 def incomplete_requests(log):
@@ -352,10 +390,9 @@ def incomplete_requests(log):
 def batch_incomplete_requests(batch):
     """``incomplete_requests`` of each log of a batch (int64 per log): request ids are a log's own,
     so an operation is known by (log, request id)."""
-    func = batch.func
     # Only the records of request functions are looked at: one strided pass for their ids.
-    maybe = np.flatnonzero(STARTS_IN_PARTS[func] | STARTS_IN_CALL[func] | ENDS_IN_PARTS[func] | FREES[func])
-    func, part, owner = func[maybe], batch.part[maybe], batch.owner[maybe]
+    maybe = np.flatnonzero(OF_REQUESTS[batch.func])
+    func, part, owner = batch.func[maybe], batch.part[maybe], batch.owner[maybe]
     request = batch.field("request", maybe)
     has_request = request != 0
     started = has_request & np.where(part, STARTS_IN_PARTS[func], STARTS_IN_CALL[func])
@@ -364,7 +401,7 @@ def batch_incomplete_requests(batch):
     kept = np.flatnonzero(started | ended | freed)
     _, request_code = arrays.unique_codes(request[kept])
     width = int(request_code.max()) + 1 if len(kept) else 1
-    ids, op = arrays.unique_codes(owner[kept].astype(np.int64) * width + request_code)
+    ids, op = arrays.unique_codes(owner[kept] * width + request_code)
     open_count = (np.bincount(op[started[kept]], minlength=len(ids))
                   - np.bincount(op[ended[kept]], minlength=len(ids))).astype(np.int64)
     # An id never started (only completed or freed) counts nothing: 0 - ends is clipped below.
@@ -376,14 +413,14 @@ def batch_incomplete_requests(batch):
 
 def batch_rows(batch, ranks, linked=None, by_state=None):
     """(rank rows of a batch's logs, {column: values per log}, program_start/end absolute ns:
-    made relative later; the function partials of their records): `linked` (link.Linked) adds
-    the wait and clock columns, `by_state` (``state_sums`` of `ranks`) the wait states'."""
+    made relative later; the function partials of their records): `linked` (link.Linked, whose
+    calls' record_times are the batch's times) adds the wait and clock columns, `by_state`
+    (``state_sums`` of `ranks`) the wait states'."""
     logs = batch.logs
     ranks = np.asarray(ranks, np.int64)
     waits = linked.waits.of_ranks(ranks) if linked is not None else None
     partials, sums = batch_partials(batch, waits)
-    program_start, program_end = program_spans(batch.func, batch.flags, batch.start_ns, batch.end_ns, batch.bounds)
-    closed = np.array([log.finalized for log in logs], bool)
+    program_start, program_end = program_spans(batch)
     rows = {
         "rank": ranks,
         "host": np.array([log.hostname for log in logs], object),
@@ -391,19 +428,15 @@ def batch_rows(batch, ranks, linked=None, by_state=None):
         "program_start": program_start,
         "program_end": program_end,
         **{name: sums[name] for name in ("mpi_time", "calls")},
-        "records": np.diff(batch.bounds).astype(np.int64),
+        "records": np.diff(batch.bounds),
         **{name: sums[name] for name in ("bytes_sent", "bytes_received", "bytes_collective")},
-        "finalized": _reached_finalize(closed, batch.func, batch.bounds),
-        "log_closed": closed,
+        "finalized": batch_reached_finalize(batch),
+        "log_closed": np.array([log.finalized for log in logs], bool),
         "recording_dropped": np.array([log.recording_dropped for log in logs], bool),
         "incomplete_requests": batch_incomplete_requests(batch),
     }
     if linked is not None:
-        calls = [linked.calls[rank] for rank in ranks.tolist()]
-        bounds = np.concatenate(([0], np.cumsum([c.n_calls for c in calls]))).astype(np.int64)
-        rows.update(wait_columns(_joined([c.start_ns for c in calls], np.int64),
-                                 _joined([c.end_ns for c in calls], np.int64),
-                                 _joined([c.func for c in calls], np.uint16), waits, bounds, by_state))
+        rows.update(wait_columns(batch, waits, by_state))
         rows.update(clock_columns(linked, ranks))
     return rows, partials
 
@@ -413,15 +446,17 @@ def local_tables(logs, times, linked=None, waitstates=None):
     partials summed over the owned logs) of this analysis rank.
 
     `logs` maps trace rank -> RankLog, `times` trace rank -> (start_ns, end_ns)
-    per record; `linked` (link.Linked) adds the wait and clock columns, the wait states' sums
-    taken from `waitstates`, its metrics.run_tables.waitstate_rows (made from it when not given).
+    per record; `linked` (link.Linked, whose calls' record_times are `times`) adds the wait and
+    clock columns, the wait states' sums taken from `waitstates`, its
+    metrics.run_tables.waitstate_rows (made from it when not given).  Consecutive owned logs
+    are taken a batch at a time (run_tables.owned_batches).
     """
     owned = sorted(logs)
     by_state = None
     if linked is not None:
         by_state = state_sums(run_tables.waitstate_rows(linked) if waitstates is None else waitstates, owned)
     blocks, partials = [], []
-    for first, stop in arrays.batches([logs[rank].n_records for rank in owned], BATCH_ROWS):
+    for first, stop in run_tables.owned_batches([logs[rank].n_records for rank in owned]):
         ranks = owned[first:stop]
         batch = Batch([logs[rank] for rank in ranks], [times[rank] for rank in ranks])
         block, partial = batch_rows(batch, ranks, linked, by_state[first:stop] if by_state is not None else None)
@@ -431,11 +466,11 @@ def local_tables(logs, times, linked=None, waitstates=None):
 
 
 def clock_columns(linked, ranks):
-    """The clock columns of `ranks` (an array): the correction applied to each."""
+    """The clock columns of `ranks` (ascending): the correction applied to each."""
     lines, samples = linked.clock.lines, linked.clock.samples
     shift = linked.repair.shift_ns
     shifted = np.fromiter(shift.keys(), np.int64, len(shift))
-    at = np.searchsorted(ranks, shifted)        # ranks ascending
+    at = np.searchsorted(ranks, shifted)
     known = at < len(ranks)
     known[known] = ranks[at[known]] == shifted[known]
     clock_shift = np.zeros(len(ranks), np.int64)

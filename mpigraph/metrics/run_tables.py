@@ -1,9 +1,11 @@
 """Report tables of the linked run: calls, collectives, wait states, unmatched operations, clock.
 
-Each analysis rank builds its rows as numpy columns (function ids, not names);
-``gather`` brings them to analysis rank 0 with shuffle.gather (columnar,
+Each analysis rank builds its rows as numpy columns (function ids, not names), consecutive
+owned trace ranks a batch at a time; ``gather`` brings them to analysis rank 0 with shuffle.gather (columnar,
 compressed), where ``finish`` adds the names the files show.
 """
+
+import collections
 
 import numpy as np
 
@@ -25,38 +27,60 @@ UNMATCHED_REASON = ("no matching receive", "no matching send", "completes no kno
 
 # ---- per analysis rank ---------------------------------------------------------------------
 
+# Consecutive owned ranks are taken together, their calls one after another, up to this many
+# rows (a bigger rank alone): thousands of small ranks cost a few dozen numpy calls per batch,
+# not per rank, and a batch's temporaries stay bounded however many calls the ranks have.
+BATCH_ROWS = 1 << 18
+
+
+def owned_batches(sizes):
+    """[(first, stop)] bounds of the owned ranks' batches (``BATCH_ROWS``), `sizes` their rows."""
+    return arrays.batches(sizes, BATCH_ROWS)
+
+
 def call_rows(linked, ranks=None, piece=slice(None)):
-    """CALL_COLUMNS rows of the owned `ranks` (default: all; function and wait_state as ids),
-    int64 columns filled rank by rank: one array per column, no per-rank pieces to concatenate.
-    `piece`: a slice of each rank's calls (a rank's calls in pieces)."""
-    ranks = sorted(linked.calls) if ranks is None else ranks
-    n = sum(len(range(linked.calls[rank].n_calls)[piece]) for rank in ranks)
-    out = {c.name: np.empty(n, bool if c.kind == "bool" else np.int64) for c in CALL_COLUMNS if c.name != "on_path"}
-    at = 0
-    for rank in ranks:
-        calls = linked.calls[rank]
-        which = range(calls.n_calls)[piece]
-        records = np.asarray(calls.records)      # a plain view: a memmap's field goes through its slow __getitem__
-        index = _call_records(calls, piece)
-        w = linked.waits[rank]
-        rows = slice(at, at + len(which))
-        at += len(which)
-        out["rank"][rows] = rank
-        out["call"][rows] = np.arange(which.start, which.stop, which.step)
-        for name in ("peer", "tag", "comm", "bytes", "root"):
-            out[name][rows] = records[name][index]
-        out["callsite"][rows] = records["site"][index]   # the shim's id: the report numbers the run's
-        flags, seq = records["flags"][index], records["seq"][index]
-        out["device_buffer"][rows] = (flags & record.DEVICE) != 0
-        # A merged run of polls keeps its count in seq (trace/record.py): no collective number.
-        repeated = (flags & record.REPEAT) != 0
-        out["calls"][rows] = np.where(repeated, seq, 1) if repeated.any() else 1
-        out["seq"][rows] = np.where(repeated, 0, seq) if repeated.any() else seq
-        out["function"][rows] = calls.func[piece]
-        out["start"][rows], out["end"][rows] = calls.start_ns[piece], calls.end_ns[piece]
-        for name in ("wait_before", "wait_after", "execution", "wait_state", "wait_state_time", "other_state_time"):
-            out[name][rows] = w[name][piece]
-    return out
+    """CALL_COLUMNS rows of the owned `ranks` (default: all; function and wait_state as ids), the
+    ranks' calls one after another, each column made once for all of them (a few numpy calls
+    per column, not per rank and column).  `piece`: a slice of consecutive calls of each rank
+    (a rank's calls in pieces)."""
+    ranks = sorted(linked.calls) if ranks is None else list(ranks)
+    calls = [linked.calls[rank] for rank in ranks]
+    which = [range(c.n_calls)[piece] for c in calls]
+    first = np.array([w.start for w in which], np.int64)
+    count = np.array([len(w) for w in which], np.int64)
+    # Plain views: a memmap's field goes through its slow __getitem__.
+    if piece == slice(None):        # whole ranks: their records' fields end to end, less the part records
+        records, calls_among = [np.asarray(c.records) for c in calls], _batch_call_records(calls)
+    else:                           # a piece of a big rank: only its records are read
+        records, calls_among = [np.asarray(c.records)[_call_records(c, piece)] for c in calls], slice(None)
+
+    def field(name):
+        return _joined([r[name] for r in records])[calls_among]
+
+    out = {"rank": np.repeat(np.asarray(ranks, np.int64), count), "call": arrays.ranges(first, first + count - 1)}
+    for name in ("peer", "tag", "comm", "bytes", "root"):
+        out[name] = field(name)
+    out["callsite"] = field("site")      # the shim's id: the report numbers the run's
+    flags, seq = field("flags"), field("seq")
+    out["device_buffer"] = (flags & record.DEVICE) != 0
+    # A merged run of polls keeps its count in seq (trace/record.py): no collective number.
+    repeated = (flags & record.REPEAT) != 0
+    out["calls"] = np.where(repeated, seq, 1)
+    out["seq"] = np.where(repeated, 0, seq)
+    out["function"] = _joined([c.func[piece] for c in calls])
+    out["start"], out["end"] = _joined([c.start_ns[piece] for c in calls]), _joined([c.end_ns[piece] for c in calls])
+    w = linked.waits.of_ranks(ranks)
+    # The pieces' rows among the ranks' waits (all of them when the piece is every call).
+    at = np.concatenate(([0], np.cumsum([c.n_calls for c in calls])))[:-1].astype(np.int64) + first
+    rows = slice(None) if piece == slice(None) else arrays.ranges(at, at + count - 1)
+    for name in ("wait_before", "wait_after", "execution", "wait_state", "wait_state_time", "other_state_time"):
+        out[name] = np.array(w[name][rows])     # a copy: the rows are the report's, the waits the run's
+    return {c.name: np.asarray(out[c.name], bool if c.kind == "bool" else np.int64)
+            for c in CALL_COLUMNS if c.name != "on_path"}
+
+
+def _joined(parts):
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def _call_records(calls, piece):
@@ -69,6 +93,14 @@ def _call_records(calls, piece):
     return np.flatnonzero((calls.field("flags") & record.PART) == 0)[piece]
 
 
+def _batch_call_records(calls):
+    """The records of the ranks' calls (`calls`: RankCalls), their records end to end: those
+    without PART (a slice of all where every record is a call)."""
+    if all(len(c.record_call) == c.n_calls for c in calls):
+        return slice(None)
+    return np.flatnonzero((_joined([c.field("flags") for c in calls]) & record.PART) == 0)
+
+
 def collective_rows(linked):
     inst = linked.instances
     return {name: np.asarray(inst[name], np.int64) for name in
@@ -77,24 +109,44 @@ def collective_rows(linked):
 
 
 def waitstate_rows(linked):
-    """(rank, function id, kind) sums of the owned ranks.  A point-to-point call whose wait is
-    charged to both kinds (metrics.message_kinds) counts under each, with its part."""
+    """(rank, function id, kind) sums of the owned ranks, rows by rank, function and kind.  A
+    point-to-point call whose wait is charged to both kinds (metrics.message_kinds) counts under
+    each, with its part."""
+    owned = sorted(linked.calls)
+    return _concat([_waitstate_sums(linked, owned[first:stop])
+                    for first, stop in owned_batches([linked.calls[rank].n_calls for rank in owned])],
+                   WAITSTATE_COLUMNS)
+
+
+def _waitstate_sums(linked, ranks):
+    """``waitstate_rows`` of a batch of consecutive owned ranks."""
     n_states = len(waits.WAIT_STATES)
-    parts = []
-    for rank, calls in linked.calls.items():
-        w = linked.waits[rank]
-        kind, time = waits.charged_states(w)
-        has = kind >= 0
-        func = np.tile(calls.func, 2)[has].astype(np.int64)
-        key = func * n_states + kind[has]
-        # Keys are function id x kind, a few thousand at most: counted in place, not sorted.
-        count = np.bincount(key)
-        sums = np.zeros(len(count), np.int64)
-        np.add.at(sums, key, time[has])         # exact in int64, unlike bincount's float weights
-        keys = np.flatnonzero(count)
-        parts.append({"rank": np.full(len(keys), rank, np.int64), "function": keys // n_states,
-                      "kind": keys % n_states, "calls": count[keys].astype(np.int64), "time": sums[keys]})
-    return _concat(parts, WAITSTATE_COLUMNS)
+    calls = [linked.calls[rank] for rank in ranks]
+    func = _joined([c.func for c in calls])
+    bounds = np.concatenate(([0], np.cumsum([c.n_calls for c in calls]))).astype(np.int64)
+    kind, time = waits.charged_states(linked.waits.of_ranks(ranks))
+    n = len(func)
+    # The charges: each call's own (its wait state), then the other kind's of a few calls; the
+    # calls of each in order, so their ranks are counted, not searched.
+    charged = [np.flatnonzero(kind[:n] >= 0), np.flatnonzero(kind[n:] >= 0)]
+    call = np.concatenate(charged)
+    owner = np.concatenate([np.repeat(np.arange(len(calls)), np.diff(np.searchsorted(c, bounds))) for c in charged])
+    charged[1] += n
+    charged = np.concatenate(charged)
+    # A key per (rank, function, kind): ranks x function ids x kinds, or where many small ranks
+    # make that span wide, ranks x the function-kinds charged (a few dozen, numbered first).
+    func_kinds = func[call].astype(np.int64) * n_states + kind[charged]
+    width = _FUNC_KINDS
+    if len(calls) * width >= max(4 * len(func_kinds), 1 << 16):
+        named, func_kinds = arrays.unique_codes(func_kinds)
+        width = max(len(named), 1)
+    keys, count, sums = arrays.keyed_sums(owner * width + func_kinds, time[charged])
+    func_kinds = keys % width if width == _FUNC_KINDS else named[keys % width]
+    return {"rank": np.asarray(ranks, np.int64)[keys // width], "function": func_kinds // n_states,
+            "kind": func_kinds % n_states, "calls": count, "time": sums}
+
+
+_FUNC_KINDS = (mf.MAX_ID + 1) * len(waits.WAIT_STATES)      # function id x wait-state kind
 
 
 def unmatched_rows(linked):
@@ -106,14 +158,15 @@ def unmatched_rows(linked):
     parts.append({"rank": u["rank"], "what": np.where(is_send, 0, 1), "reason": np.where(is_send, 0, 1),
                   "function": func, "call": u["post_call"], "comm": u["comm"], "peer": u["peer"], "tag": u["tag"],
                   "bytes": u["bytes"]})
-    for rank, orphans in linked.orphans.items():
+    # Only the ranks with any: a loop over every owned rank's empty arrays costs more than its rows.
+    for rank, orphans in [(rank, orphans) for rank, orphans in linked.orphans.items() if len(orphans)]:
         records, calls = linked.calls[rank].records, linked.calls[rank]
         n = len(orphans)
         parts.append({"rank": np.full(n, rank), "what": np.full(n, 2), "reason": np.full(n, 2),
                       "function": records["func"][orphans], "call": calls.record_call[orphans],
                       "comm": records["comm"][orphans], "peer": records["peer"][orphans],
                       "tag": records["tag"][orphans], "bytes": records["bytes"][orphans]})
-    for rank, ops in linked.incomplete_requests.items():
+    for ops in [ops for ops in linked.incomplete_requests.values() if len(ops["rank"])]:
         n = len(ops["rank"])
         parts.append({"rank": ops["rank"], "what": np.full(n, 3), "reason": np.full(n, 3),
                       "function": ops["func"], "call": ops["post_call"],
@@ -323,50 +376,123 @@ def mark_on_path(blocks, queries):
         return
     for block in blocks:
         block_rank = np.asarray(block["rank"])
-        on_path = np.zeros(len(block_rank), bool)
         # A block's rows are its ranks' calls rank after rank: each rank's rows are one run, found
         # by comparing neighbours (no sort of the block's million ranks).
-        firsts, lengths = arrays.runs(block_rank) if len(block_rank) else ((), ())
-        for first, last in zip(np.asarray(firsts).tolist(), np.add(firsts, lengths).tolist()):
-            on_path[first:last] = rank_on_path(queries, int(block_rank[first]), block["start"][first:last],
-                                               block["end"][first:last])
-        block["on_path"] = on_path
+        firsts = arrays.runs(block_rank)[0] if len(block_rank) else np.zeros(0, np.int64)
+        block["on_path"] = calls_on_path(queries, block_rank[firsts], firsts, np.asarray(block["start"]),
+                                         np.asarray(block["end"]))
 
 
 def rank_on_path(queries, rank, starts, ends):
     """on_path of every call of one trace rank (``mark_on_path``), given its calls' starts and
     ends in call order; all false without queries."""
-    marked = np.zeros(len(starts) + 1, np.int64)    # +1 at a range's first row, -1 after its last
-    for q_rank, lo, hi, how in queries or ():
-        a, b = np.searchsorted(q_rank, [rank, rank + 1])
-        if a < b:
-            _mark_rows(marked, starts, ends, lo[a:b], hi[a:b], how)
+    return calls_on_path(queries, np.array([rank], np.int64), np.zeros(1, np.int64), starts, ends)
+
+
+def calls_on_path(queries, ranks, firsts, starts, ends):
+    """on_path (``mark_on_path``) of calls that are several ranks' calls one rank after another:
+    `ranks` (distinct) from rows `firsts` on, each rank's in call order; all false without queries.
+
+    Every rank's calls are searched at once: a call's key is its time within a band of keys of
+    its own rank (rank after rank), so the ranks' calls in order are one sorted array of keys
+    and a query, its time in its rank's band, is one binary search in it.  A rank whose calls
+    are not in order (threads overlapped them) has each query checked against every call.
+    """
+    n = len(starts)
+    marked = np.zeros(n + 1, np.int64)    # +1 at a range's first row, -1 after its last
+    if not n or not queries:
+        return np.zeros(n, bool)
+    firsts = np.asarray(firsts, np.int64)
+    stops = np.append(firsts[1:], n)
+    run = np.repeat(np.arange(len(firsts)), stops - firsts)
+    # A rank's calls follow each other (starts and ends both in order) unless threads overlapped them.
+    disorder = np.flatnonzero((np.diff(starts) < 0) | (np.diff(ends) < 0))
+    unordered = np.zeros(len(firsts), bool)
+    unordered[run[disorder[run[disorder] == run[disorder + 1]]]] = True
+    bands = _Bands(starts, ends)
+    by_rank = np.argsort(ranks, kind="stable")
+    for q_rank, lo, hi, how in queries:
+        q_run, lo, hi = _queries_of(q_rank, lo, hi, np.asarray(ranks)[by_rank], by_rank)
+        ordered = ~unordered[q_run]
+        for g0, g1 in bands.groups(len(firsts)):
+            mine = np.flatnonzero(ordered & (q_run >= g0) & (q_run < g1))
+            if len(mine):
+                group = bands.group(starts, ends, run, g0, slice(firsts[g0], stops[g1 - 1]))
+                _mark_ordered(marked, group, q_run[mine] - g0, lo[mine], hi[mine], firsts[q_run[mine]],
+                              stops[q_run[mine]], how)
+        for k in np.unique(q_run[~ordered]).tolist():
+            mine = q_run == k
+            a, b = firsts[k], stops[k]
+            _mark_rows_unordered(marked[a:b + 1], starts[a:b], ends[a:b], lo[mine], hi[mine], how)
     return np.cumsum(marked[:-1]) > 0
 
 
-def _mark_rows(marked, starts, ends, lo, hi, how):
-    """Add the calls [first, last) that each query holds to `marked` (one rank's calls).
+def _queries_of(q_rank, lo, hi, sorted_ranks, by_rank):
+    """(the run of each query of a rank among `sorted_ranks`, its lo, its hi): the queries of
+    the other ranks left out (q_rank sorted, as path_queries makes them)."""
+    a, b = np.searchsorted(q_rank, [sorted_ranks[0], sorted_ranks[-1] + 1])
+    q_rank, lo, hi = q_rank[a:b], lo[a:b], hi[a:b]
+    at = np.searchsorted(sorted_ranks, q_rank)
+    mine = sorted_ranks[np.minimum(at, len(sorted_ranks) - 1)] == q_rank
+    return by_rank[at[mine]], lo[mine], hi[mine]
 
-    A rank's calls follow each other (starts and ends both in order) unless
-    threads overlapped them: then each query is checked against every call.
-    """
-    if (np.diff(starts) < 0).any() or (np.diff(ends) < 0).any():
-        _mark_rows_unordered(marked, starts, ends, lo, hi, how)
-        return
+
+class _Bands:
+    """Keys of times in bands of their rank (``calls_on_path``): run k of a group of runs from
+    g0 on has the keys (k - g0) * width + t - low, `low` one below every call's time and `high`
+    one above; a query's time outside them is clipped to them, past every call of its rank on
+    that side.  A group holds as many runs as keep its keys in int64 (all of them but where
+    the calls' times span more than 2^62 ns over the number of runs)."""
+
+    def __init__(self, starts, ends):
+        self.low = min(int(starts.min()), int(ends.min())) - 1
+        self.high = max(int(starts.max()), int(ends.max())) + 1
+        self.width = self.high - self.low + 1
+        self.per_group = max(1, (1 << 62) // self.width)
+
+    def groups(self, n_runs):
+        """[(g0, g1)] bounds of the groups of runs."""
+        return [(g0, min(g0 + self.per_group, n_runs)) for g0 in range(0, n_runs, self.per_group)]
+
+    def group(self, starts, ends, run, g0, rows):
+        """The keys of the calls of the group from run g0 on, its `rows` (a slice)."""
+        band = (run[rows] - g0) * self.width
+        return _Group(band + (starts[rows] - self.low), band + (ends[rows] - self.low), rows.start, starts, ends,
+                      self)
+
+    def query_keys(self, times, run_in_group):
+        """Keys of query times, each in the band of its run (numbered in its group)."""
+        return run_in_group * self.width + (np.clip(times, self.low, self.high) - self.low)
+
+
+# A group of runs' calls (``_Bands.group``): start and end keys, its first row in the block, and
+# the block's starts and ends.
+_Group = collections.namedtuple("_Group", "start_keys end_keys offset starts ends bands")
+
+
+def _mark_ordered(marked, group, run, lo, hi, first_row, stop_row, how):
+    """Add the calls [first, last) that each query holds to `marked` (a block's rows), the queries'
+    ranks' calls in order: a binary search of the group's keys per query (`run`: the query's run
+    in the group, whose rows are first_row:stop_row)."""
+    lo_keys = group.bands.query_keys(lo, run)
     if how == "overlap":        # start < hi and end > lo; a zero-length segment: start <= lo <= end
-        first, last = np.searchsorted(ends, lo, "right"), np.searchsorted(starts, hi, "left")
+        hi_keys = group.bands.query_keys(hi, run)
+        first = np.searchsorted(group.end_keys, lo_keys, "right")
+        last = np.searchsorted(group.start_keys, hi_keys, "left")
         point = np.flatnonzero(lo == hi)
-        first[point] = np.searchsorted(ends, lo[point], "left")
-        last[point] = np.searchsorted(starts, hi[point], "right")
+        first[point] = np.searchsorted(group.end_keys, lo_keys[point], "left")
+        last[point] = np.searchsorted(group.start_keys, hi_keys[point], "right")
+        first += group.offset
+        last += group.offset
     elif how == "ends in":      # the first call ending at or after the time, if it started by then
-        first = np.searchsorted(ends, lo, "left")
-        holds = first < len(starts)
-        holds[holds] = starts[first[holds]] <= lo[holds]
+        first = np.searchsorted(group.end_keys, lo_keys, "left") + group.offset
+        holds = first < stop_row
+        holds[holds] = group.starts[first[holds]] <= lo[holds]
         first, last = first[holds], first[holds] + 1
     else:                       # "starts in": the last call starting at or before the time, if it ends after
-        first = np.searchsorted(starts, lo, "right") - 1
-        holds = first >= 0
-        holds[holds] = ends[first[holds]] >= lo[holds]
+        first = np.searchsorted(group.start_keys, lo_keys, "right") - 1 + group.offset
+        holds = first >= first_row
+        holds[holds] = group.ends[first[holds]] >= lo[holds]
         first, last = first[holds], first[holds] + 1
     keep = first < last
     # Counted, not added one at a time (np.add.at): a pipelined program's path marks every call.
@@ -375,7 +501,8 @@ def _mark_rows(marked, starts, ends, lo, hi, how):
 
 
 def _mark_rows_unordered(marked, starts, ends, lo, hi, how):
-    """_mark_rows for calls of several threads, which overlap: one query at a time."""
+    """Add the calls [first, last) that each query holds to `marked` (one rank's calls, of several
+    threads, which overlap): one query at a time, checked against every call."""
     for a, b in zip(lo.tolist(), hi.tolist()):
         if how == "overlap":
             rows = np.flatnonzero((starts <= a) & (ends >= a) if a == b else (starts < b) & (ends > a))

@@ -59,6 +59,27 @@ def unique_codes(values):
     return (np.flatnonzero(present) + lo).astype(values.dtype), number[offset]
 
 
+def keyed_sums(keys, values):
+    """(sorted distinct keys, how many rows have each, the int64 sum of `values` over them),
+    exact (np.add.at, not bincount's float weights).  Where the keys span few integers (as in
+    ``unique_codes``) they are counted in a table over the span, else sorted."""
+    keys = np.asarray(keys).reshape(-1)
+    if not len(keys):
+        return keys.copy(), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    lo, hi = int(keys.min()), int(keys.max())
+    if hi - lo >= max(4 * len(keys), 1 << 16):
+        uniq, at = unique_codes(keys)
+        present = slice(None)
+    else:
+        at = keys - lo
+        present = np.flatnonzero(np.bincount(at))
+        uniq = (present + lo).astype(keys.dtype)
+    count = np.bincount(at)[present].astype(np.int64)
+    sums = np.zeros(int(at.max()) + 1, np.int64)
+    np.add.at(sums, at, values)
+    return uniq, count, sums[present]
+
+
 def runs(values):
     """(start, length) of each run of equal neighbours in a non-empty 1-d array."""
     starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
@@ -104,13 +125,14 @@ def stacked(columns, dtype=None):
 
 
 def run_sums(values, bounds):
-    """Sums of values[bounds[i]:bounds[i + 1]] for each i (int64, exact: differences of one running
-    sum, which may wrap past int64 where the sums themselves do not): a batch's per-rank sums of
-    a column whose rows are its ranks' one after another."""
-    running = np.zeros(len(values) + 1, np.int64)
-    np.cumsum(values, dtype=np.int64, out=running[1:])
+    """Sums of values[bounds[i]:bounds[i + 1]] for each i, int64 (exact; 0 for an empty run): a
+    batch's per-rank sums of a column whose rows are its ranks' one after another, one pass."""
     bounds = np.asarray(bounds, np.int64)
-    return running[bounds[1:]] - running[bounds[:-1]]
+    sums = np.zeros(len(bounds) - 1, np.int64)
+    has = bounds[1:] > bounds[:-1]
+    if has.any():
+        sums[has] = np.add.reduceat(values, bounds[:-1][has], dtype=np.int64)
+    return sums
 
 
 def ranges(first, last):
