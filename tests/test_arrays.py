@@ -128,3 +128,22 @@ def test_batches_cover_every_size_once_within_the_bound(sizes, max_rows):
 def test_stacked_says_whose_each_row_is():
     whole, owner, starts = arrays.stacked([np.array([5, 6]), np.zeros(0, np.int64), np.array([7])])
     assert whole.tolist() == [5, 6, 7] and owner.tolist() == [0, 0, 2] and starts.tolist() == [0, 2, 2]
+
+
+@given(st.one_of(INT64S, hnp.arrays(np.int64, st.integers(0, 200), elements=st.integers(-3, 3))))
+def test_keyed_sums_count_and_sum_the_rows_of_each_key(keys):
+    """Narrow spans by a table, wide ones by a sort; sums exact beyond float64's 53 bits."""
+    values = np.arange(len(keys), dtype=np.int64) * 2**40 + 1
+    distinct, count, sums = arrays.keyed_sums(keys, values)
+    want = sorted(set(keys.tolist()))
+    assert distinct.tolist() == want and distinct.dtype == keys.dtype
+    assert count.tolist() == [keys.tolist().count(k) for k in want]
+    assert sums.tolist() == [sum(v for key, v in zip(keys.tolist(), values.tolist()) if key == k) for k in want]
+
+
+@given(st.lists(st.integers(0, 5), max_size=30))
+def test_run_sums_sum_each_run_exactly(lengths):
+    bounds = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    values = 2**53 + np.arange(bounds[-1], dtype=np.int64)      # beyond float64's 53 bits
+    sums = arrays.run_sums(values, bounds)
+    assert sums.tolist() == [sum(values[a:b].tolist()) for a, b in zip(bounds[:-1], bounds[1:])]

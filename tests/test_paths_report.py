@@ -2,8 +2,10 @@
 
 import csv
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings, strategies as st
 from mpi4py import MPI
 
 from mpigraph import analysis, config
@@ -109,3 +111,58 @@ def test_the_calls_table_is_made_in_chunks_of_whole_ranks(tmp_path, monkeypatch,
     assert min(n_calls) > 30
     assert groups == [[r] * n for r in range(6) for n in (30, n_calls[r] - 30)]
     assert pieces.read().equals(whole)
+
+
+def _on_path_one_query_at_a_time(ranks, firsts, starts, ends, queries):
+    """mark_on_path's rule (its doc), query by query over the block's calls of the query's rank."""
+    marked = set()
+    stops = list(firsts[1:]) + [len(starts)]
+    run_of = {int(r): (a, b) for r, a, b in zip(ranks, firsts, stops)}
+    for q_rank, lo, hi, how in queries:
+        for r, a, b in zip(q_rank.tolist(), lo.tolist(), hi.tolist()):
+            if r not in run_of:
+                continue
+            rows = range(*run_of[r])
+            holding = [i for i in rows if starts[i] <= a <= ends[i]]
+            if how == "overlap":
+                marked |= {i for i in rows if (starts[i] <= a <= ends[i] if a == b else starts[i] < b and ends[i] > a)}
+            else:
+                marked |= set(holding[:1] if how == "ends in" else holding[-1:])
+    return marked
+
+
+CALLS = st.lists(st.tuples(st.integers(0, 40), st.integers(0, 8)), min_size=1, max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(CALLS, st.booleans(), st.sampled_from([0, 2**61])), min_size=1, max_size=4),
+       st.lists(st.tuples(st.integers(0, 5), st.integers(-5, 50), st.integers(0, 10), st.sampled_from([0, 2**61])),
+                max_size=30), st.randoms())
+def test_on_path_of_a_block_of_ranks_is_the_rule_query_by_query(runs, query_rows, random):
+    """calls_on_path marks several ranks' calls at once, rank after rank in any order: as the rule
+    query by query.  A rank's calls in order (starts and ends increasing) or overlapping (threads);
+    times near 2^61 make ranks' bands too wide for one group; queries of ranks without calls
+    mark nothing."""
+    ranks = random.sample(range(6), len(runs))
+    starts, ends, firsts = [], [], []
+    for (calls, ordered, base), rank in zip(runs, ranks):
+        firsts.append(len(starts))
+        t = base
+        for gap, length in calls:
+            if ordered:
+                t += gap
+                starts.append(t)
+                ends.append(t + length)
+                t += length
+            else:
+                starts.append(base + gap)
+                ends.append(base + gap + length)
+    starts, ends = np.array(starts, np.int64), np.array(ends, np.int64)
+    queries = []
+    for how in linked_tables.QUERY_KINDS:
+        rows = sorted((r, base + lo, base + lo + (length if how == "overlap" else 0))
+                      for r, lo, length, base in query_rows)
+        q_rank, lo, hi = (np.array([row[i] for row in rows], np.int64) for i in range(3))
+        queries.append((q_rank, lo, hi, how))
+    got = linked_tables.calls_on_path(queries, np.array(ranks, np.int64), np.array(firsts, np.int64), starts, ends)
+    assert set(np.flatnonzero(got).tolist()) == _on_path_one_query_at_a_time(ranks, firsts, starts, ends, queries)
