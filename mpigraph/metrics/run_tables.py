@@ -54,33 +54,35 @@ def call_rows(linked, ranks=None, piece=slice(None)):
     else:                           # a piece of a big rank: only its records are read
         records, calls_among = [np.asarray(c.records)[_call_records(c, piece)] for c in calls], slice(None)
 
-    def field(name):
-        return _joined([r[name] for r in records])[calls_among]
+    def field(name, dtype=np.int64):
+        return _joined([r[name] for r in records], dtype)[calls_among]
 
     out = {"rank": np.repeat(np.asarray(ranks, np.int64), count), "call": arrays.ranges(first, first + count - 1)}
     for name in ("peer", "tag", "comm", "bytes", "root"):
         out[name] = field(name)
     out["callsite"] = field("site")      # the shim's id: the report numbers the run's
-    flags, seq = field("flags"), field("seq")
+    flags, seq = field("flags", None), field("seq")
     out["device_buffer"] = (flags & record.DEVICE) != 0
     # A merged run of polls keeps its count in seq (trace/record.py): no collective number.
     repeated = (flags & record.REPEAT) != 0
     out["calls"] = np.where(repeated, seq, 1)
     out["seq"] = np.where(repeated, 0, seq)
-    out["function"] = _joined([c.func[piece] for c in calls])
-    out["start"], out["end"] = _joined([c.start_ns[piece] for c in calls]), _joined([c.end_ns[piece] for c in calls])
+    out["function"] = _joined([c.func[piece] for c in calls], np.int64)
+    out["start"] = _joined([c.start_ns[piece] for c in calls], np.int64)
+    out["end"] = _joined([c.end_ns[piece] for c in calls], np.int64)
     w = linked.waits.of_ranks(ranks)
     # The pieces' rows among the ranks' waits (all of them when the piece is every call).
     at = np.concatenate(([0], np.cumsum([c.n_calls for c in calls])))[:-1].astype(np.int64) + first
     rows = slice(None) if piece == slice(None) else arrays.ranges(at, at + count - 1)
     for name in ("wait_before", "wait_after", "execution", "wait_state", "wait_state_time", "other_state_time"):
-        out[name] = np.array(w[name][rows])     # a copy: the rows are the report's, the waits the run's
+        out[name] = w[name][rows]       # whole ranks: views (the report only reads a chunk's columns)
     return {c.name: np.asarray(out[c.name], bool if c.kind == "bool" else np.int64)
             for c in CALL_COLUMNS if c.name != "on_path"}
 
 
-def _joined(parts):
-    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+def _joined(parts, dtype=None):
+    """The arrays end to end, as `dtype` (None: theirs), in one new array."""
+    return np.concatenate(parts, dtype=dtype) if parts else np.zeros(0, dtype or np.int64)
 
 
 def _call_records(calls, piece):
@@ -404,23 +406,25 @@ def calls_on_path(queries, ranks, firsts, starts, ends):
         return np.zeros(n, bool)
     firsts = np.asarray(firsts, np.int64)
     stops = np.append(firsts[1:], n)
-    run = np.repeat(np.arange(len(firsts)), stops - firsts)
     # A rank's calls follow each other (starts and ends both in order) unless threads overlapped them.
-    disorder = np.flatnonzero((np.diff(starts) < 0) | (np.diff(ends) < 0))
+    disorder = np.flatnonzero((starts[1:] < starts[:-1]) | (ends[1:] < ends[:-1]))
     unordered = np.zeros(len(firsts), bool)
-    unordered[run[disorder[run[disorder] == run[disorder + 1]]]] = True
+    run = np.searchsorted(firsts, disorder, "right") - 1
+    unordered[run[run == np.searchsorted(firsts, disorder + 1, "right") - 1]] = True
     bands = _Bands(starts, ends)
     by_rank = np.argsort(ranks, kind="stable")
-    for q_rank, lo, hi, how in queries:
-        q_run, lo, hi = _queries_of(q_rank, lo, hi, np.asarray(ranks)[by_rank], by_rank)
-        ordered = ~unordered[q_run]
-        for g0, g1 in bands.groups(len(firsts)):
-            mine = np.flatnonzero(ordered & (q_run >= g0) & (q_run < g1))
+    asked = [(how,) + _queries_of(q_rank, lo, hi, np.asarray(ranks)[by_rank], by_rank)
+             for q_rank, lo, hi, how in queries]
+    for g0, g1 in bands.groups(len(firsts)):
+        group = None
+        for how, q_run, lo, hi in asked:
+            mine = np.flatnonzero(~unordered[q_run] & (q_run >= g0) & (q_run < g1))
             if len(mine):
-                group = bands.group(starts, ends, run, g0, slice(firsts[g0], stops[g1 - 1]))
+                group = group or bands.group(starts, ends, firsts[g0:g1], stops[g0:g1])
                 _mark_ordered(marked, group, q_run[mine] - g0, lo[mine], hi[mine], firsts[q_run[mine]],
                               stops[q_run[mine]], how)
-        for k in np.unique(q_run[~ordered]).tolist():
+    for how, q_run, lo, hi in asked:
+        for k in np.unique(q_run[unordered[q_run]]).tolist():
             mine = q_run == k
             a, b = firsts[k], stops[k]
             _mark_rows_unordered(marked[a:b + 1], starts[a:b], ends[a:b], lo[mine], hi[mine], how)
@@ -454,11 +458,14 @@ class _Bands:
         """[(g0, g1)] bounds of the groups of runs."""
         return [(g0, min(g0 + self.per_group, n_runs)) for g0 in range(0, n_runs, self.per_group)]
 
-    def group(self, starts, ends, run, g0, rows):
-        """The keys of the calls of the group from run g0 on, its `rows` (a slice)."""
-        band = (run[rows] - g0) * self.width
-        return _Group(band + (starts[rows] - self.low), band + (ends[rows] - self.low), rows.start, starts, ends,
-                      self)
+    def group(self, starts, ends, firsts, stops):
+        """The keys of the calls of a group of runs (rows firsts[i]:stops[i], one after another)."""
+        rows = slice(firsts[0], stops[-1])
+        band = np.repeat(np.arange(len(firsts), dtype=np.int64) * self.width, stops - firsts)
+        start_keys, end_keys = starts[rows] - self.low, ends[rows] - self.low
+        start_keys += band
+        end_keys += band
+        return _Group(start_keys, end_keys, rows.start, starts, ends, self)
 
     def query_keys(self, times, run_in_group):
         """Keys of query times, each in the band of its run (numbered in its group)."""
