@@ -127,7 +127,6 @@ class Batch:
         self.flags = _joined([log.column("flags") for log in self.logs], np.uint16)
         sizes = [len(log.column("func")) for log in self.logs]
         self.bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).astype(np.int64)
-        self.part = (self.flags & record.PART) != 0
         self.start_ns = _joined([start for start, _ in times], np.int64) if times is not None else None
         self.end_ns = _joined([end for _, end in times], np.int64) if times is not None else None
 
@@ -135,9 +134,17 @@ class Batch:
         return len(self.bounds) - 1
 
     @functools.cached_property
+    def part(self):
+        return (self.flags & record.PART) != 0
+
+    @functools.cached_property
     def owner(self):
         """The position of each record's log in the batch."""
         return np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.bounds))
+
+    def owner_of(self, rows):
+        """The position of the logs of records `rows` (a few: no owner of every record made)."""
+        return np.searchsorted(self.bounds, rows, "right") - 1
 
     @functools.cached_property
     def calls(self):
@@ -164,6 +171,25 @@ class Batch:
         """The MPI_Init* and MPI_Finalize records (calls and parts): a few per log."""
         return np.flatnonzero(IS_INIT_OR_FINALIZE[self.func])
 
+    @functools.cached_property
+    def key(self):
+        """Function id << 3 | category (PART, SEND, RECV bits) of every record."""
+        return (self.func.astype(np.uint32) << 3) | _CATEGORY[self.flags]
+
+    @functools.cached_property
+    def repeated(self):
+        """The records of a merged run of polls (flag REPEAT): seq calls each (trace/record.py)."""
+        return np.flatnonzero(self.flags & record.REPEAT)
+
+    @functools.cached_property
+    def more(self):
+        """The calls a repeated record counts beyond its one: seq - 1."""
+        return self.field("seq", self.repeated).astype(np.int64) - 1
+
+    @functools.cached_property
+    def record_bytes(self):
+        return self.field("bytes")
+
     def call_index(self, rows):
         """The call numbers (in the batch) of call records `rows`."""
         if isinstance(self.calls, slice):
@@ -188,25 +214,20 @@ def _joined(parts, dtype):
 
 
 def batch_partials(batch, waits=None):
-    """(dense per-function sums of a batch's records, their sums per log of the batch).
+    """Dense per-function sums of a batch's records, {column: int64 array indexed by function id}.
 
-    The first, {column: int64 array indexed by function id}, by one pass of numpy over the
-    records, no sorting: counts and byte sums by (function id, category) with bincount/add.at,
-    call durations with add.at, minimum.at and maximum.at (exact int64, unlike bincount's float
-    weights); "ranks" counts the logs that called each function.  The second, {calls, mpi_time,
-    bytes_sent, bytes_received, bytes_collective}: int64 per log, the same sums taken by log.
-    `waits` (owned_waits' columns of the batch's calls, in order) adds the wait columns.
+    One pass of numpy over the records, no sorting: counts and byte sums by (function id,
+    category) with bincount/add.at, call durations with add.at, minimum.at and maximum.at
+    (exact int64, unlike bincount's float weights); "ranks" counts the logs that called each
+    function.  `waits` (owned_waits' columns of the batch's calls, in order) adds the wait
+    columns.
     """
-    func, flags = batch.func, batch.flags
-    key = (func.astype(np.uint32) << 3) | _CATEGORY[flags]
+    key, repeated, more = batch.key, batch.repeated, batch.more
     count = np.bincount(key, minlength=N_IDS * 8)
-    repeated = np.flatnonzero(flags & record.REPEAT)     # a merged run of polls: seq calls (trace/record.py)
-    more = batch.field("seq", repeated).astype(np.int64) - 1
     np.add.at(count, key[repeated], more)
     count = count.reshape(N_IDS, 8)
-    record_bytes = batch.field("bytes")
     nbytes = np.zeros(N_IDS * 8, np.int64)
-    np.add.at(nbytes, key, record_bytes)
+    np.add.at(nbytes, key, batch.record_bytes)
     nbytes = nbytes.reshape(N_IDS, 8)
 
     call_func, duration = batch.call_func, batch.duration
@@ -219,16 +240,16 @@ def batch_partials(batch, waits=None):
 
     calls = count[:, _CALL_CATS].sum(axis=1)
     # Calls with a GPU device buffer (record flag DEVICE, csrc/gpu.c): a call record's own flag.
-    device_calls = np.bincount(call_func[(flags[batch.calls] & record.DEVICE) != 0], minlength=N_IDS).astype(np.int64)
+    device_calls = np.bincount(call_func[(batch.flags[batch.calls] & record.DEVICE) != 0],
+                               minlength=N_IDS).astype(np.int64)
     per_call = {}
     for name in ("wait_before", "wait_after", "execution"):
         per_call[name] = np.zeros(N_IDS, np.int64)
         if waits is not None:
             np.add.at(per_call[name], call_func, waits[name])
-    repeated_call = ~batch.part[repeated]
-    partials = {**per_call,
+    return {**per_call,
         "calls": calls,
-        "ranks": _callers(batch, repeated[repeated_call & (more < 0)]),
+        "ranks": _callers(batch),
         "device_calls": device_calls,
         "time_total": total,
         "time_min": shortest,
@@ -240,15 +261,19 @@ def batch_partials(batch, waits=None):
         "bytes_collective": np.where(COLLECTIVE, nbytes[:, _CALL_CATS].sum(axis=1), 0),
     }
 
+
+def log_sums(batch):
+    """``batch_partials``' sums taken per log of the batch instead of per function: {calls,
+    mpi_time (Init and Finalize left out), bytes_sent, bytes_received, bytes_collective}, int64."""
+    repeated_call = ~batch.part[batch.repeated]
     per_log_calls = np.diff(batch.call_bounds)
-    np.add.at(per_log_calls, batch.owner[repeated[repeated_call]], more[repeated_call])
+    np.add.at(per_log_calls, batch.owner_of(batch.repeated[repeated_call]), batch.more[repeated_call])
     by_class = np.zeros(len(batch) * 4, np.int64)
-    np.add.at(by_class, batch.owner * 4 + BYTE_CLASS[key], record_bytes)
+    np.add.at(by_class, batch.owner * 4 + BYTE_CLASS[batch.key], batch.record_bytes)
     by_class = by_class.reshape(len(batch), 4)
-    sums = {"calls": per_log_calls, "mpi_time": _without_init_finalize(batch, duration),
+    return {"calls": per_log_calls, "mpi_time": _without_init_finalize(batch, batch.duration),
             "bytes_sent": by_class[:, SENT], "bytes_received": by_class[:, RECEIVED],
             "bytes_collective": by_class[:, COLLECTIVE_BYTES]}
-    return partials, sums
 
 
 def _without_init_finalize(batch, per_call):
@@ -256,15 +281,18 @@ def _without_init_finalize(batch, per_call):
     MPI_Finalize left out (a sum over every call less those few)."""
     sums = arrays.run_sums(per_call, batch.call_bounds)
     rows = batch.init_or_finalize[~batch.part[batch.init_or_finalize]]
-    np.subtract.at(sums, batch.owner[rows], per_call[batch.call_index(rows)])
+    np.subtract.at(sums, batch.owner_of(rows), per_call[batch.call_index(rows)])
     return sums
 
 
-def _callers(batch, uncounted):
+def _callers(batch):
     """How many logs of the batch called each function (int64 per function id): the logs with a
-    call record of it, a merged run of polls of seq 0 (`uncounted`: it counts no call) left out.
-    A table of (log, function) pairs where it is small against the calls, else their sort."""
-    pairs = batch.owner[batch.calls] * N_IDS + batch.call_func
+    call record of it, a merged run of polls of seq 0 left out (it counts no call).  A table of
+    (log, function) pairs where it is small against the calls, else their sort."""
+    # (A batch of one log: every call's log is 0, no array of them.)
+    call_owner = np.repeat(np.arange(len(batch), dtype=np.int64), np.diff(batch.call_bounds)) if len(batch) > 1 else 0
+    pairs = call_owner * N_IDS + batch.call_func
+    uncounted = batch.repeated[~batch.part[batch.repeated] & (batch.more < 0)]
     if len(uncounted):
         pairs = np.delete(pairs, batch.call_index(uncounted))
     if len(batch) * N_IDS <= 4 * len(pairs) + (1 << 16):
@@ -277,7 +305,7 @@ def _callers(batch, uncounted):
 def function_partials(log, start_ns, end_ns, waits=None):
     """Dense per-function sums of one log (``batch_partials``): {column: int64 array indexed by
     function id}.  `waits` (owned_waits' columns of the log's calls) adds the wait columns."""
-    return batch_partials(Batch([log], [(start_ns, end_ns)]), waits)[0]
+    return batch_partials(Batch([log], [(start_ns, end_ns)]), waits)
 
 
 def program_spans(batch):
@@ -289,24 +317,34 @@ def program_spans(batch):
     log without records.
     """
     n_logs, special = len(batch), batch.init_or_finalize
-    func, owner = batch.func[special], batch.owner[special]
-    inits = special[IS_INIT[func] & ~batch.part[special]]
+    func, owner = batch.func[special], batch.owner_of(special)
+    inits = special[IS_INIT[func] & ((batch.flags[special] & record.PART) == 0)]
     first_init = np.full(n_logs, len(batch.func), np.int64)
-    np.minimum.at(first_init, batch.owner[inits], inits)
+    np.minimum.at(first_init, batch.owner_of(inits), inits)
     finals = special[IS_FINALIZE[func]]
     last_final = np.full(n_logs, -1, np.int64)
     np.maximum.at(last_final, owner[IS_FINALIZE[func]], finals)
-    has = np.diff(batch.bounds) > 0
     start, end = np.zeros(n_logs, np.int64), np.zeros(n_logs, np.int64)
-    if has.any():
-        firsts = batch.bounds[:-1][has]
-        start[has] = np.minimum.reduceat(batch.start_ns, firsts)
-        end[has] = np.maximum.reduceat(batch.end_ns, firsts)
-    init = first_init < len(batch.func)
+    init, final = first_init < len(batch.func), last_final >= 0
     start[init] = batch.end_ns[first_init[init]]
-    final = last_final >= 0
     end[final] = batch.start_ns[last_final[final]]
+    has = np.diff(batch.bounds) > 0
+    if (has & ~(init & final)).any():       # a log cut short: its first start, its last end
+        firsts = batch.bounds[:-1][has]
+        start[has & ~init] = np.minimum.reduceat(batch.start_ns, firsts)[~init[has]]
+        end[has & ~final] = np.maximum.reduceat(batch.end_ns, firsts)[~final[has]]
     return start, end
+
+
+def owned_program_spans(logs, times):
+    """{trace rank: (start, end) ns of its program} (``program_spans``) of the owned `logs`
+    ({rank: RankLog}, `times` {rank: (start_ns, end_ns) per record}), a batch at a time."""
+    owned, spans = sorted(logs), {}
+    for first, stop in run_tables.owned_batches([logs[rank].n_records for rank in owned]):
+        ranks = owned[first:stop]
+        start, end = program_spans(Batch([logs[rank] for rank in ranks], [times[rank] for rank in ranks]))
+        spans.update(zip(ranks, zip(start.tolist(), end.tolist())))
+    return spans
 
 
 def program_span(log, start_ns, end_ns):
@@ -374,7 +412,7 @@ def reached_finalize(log):
 def batch_reached_finalize(batch):
     """``reached_finalize`` of each log of a batch."""
     special = batch.init_or_finalize
-    finals = batch.owner[special[IS_FINALIZE[batch.func[special]]]]
+    finals = batch.owner_of(special[IS_FINALIZE[batch.func[special]]])
     return np.array([log.finalized for log in batch.logs], bool) | (np.bincount(finals, minlength=len(batch)) > 0)
 
 
@@ -392,7 +430,8 @@ def batch_incomplete_requests(batch):
     so an operation is known by (log, request id)."""
     # Only the records of request functions are looked at: one strided pass for their ids.
     maybe = np.flatnonzero(OF_REQUESTS[batch.func])
-    func, part, owner = batch.func[maybe], batch.part[maybe], batch.owner[maybe]
+    func, owner = batch.func[maybe], batch.owner_of(maybe)
+    part = (batch.flags[maybe] & record.PART) != 0
     request = batch.field("request", maybe)
     has_request = request != 0
     started = has_request & np.where(part, STARTS_IN_PARTS[func], STARTS_IN_CALL[func])
@@ -419,7 +458,7 @@ def batch_rows(batch, ranks, linked=None, by_state=None):
     logs = batch.logs
     ranks = np.asarray(ranks, np.int64)
     waits = linked.waits.of_ranks(ranks) if linked is not None else None
-    partials, sums = batch_partials(batch, waits)
+    partials, sums = batch_partials(batch, waits), log_sums(batch)
     program_start, program_end = program_spans(batch)
     rows = {
         "rank": ranks,

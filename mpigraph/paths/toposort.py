@@ -107,8 +107,9 @@ def empty_intervals():
     return {name: np.zeros(0, dtype) for name, dtype in INTERVAL_DTYPES.items()}
 
 
-def rank_intervals(log, start_ns, end_ns, threshold_ns=0):
-    """The compute intervals of one rank log, inside its program span, at least threshold_ns long.
+def rank_intervals(log, start_ns, end_ns, threshold_ns=0, span=None):
+    """The compute intervals of one rank log, inside its program span (`span`: its
+    metrics.program_span, found when not given), at least threshold_ns long.
 
     Part records are not calls and are skipped, and so are phase marks (_MARK).  Intervals before the end of
     MPI_Init or after the start of MPI_Finalize are outside the program (the
@@ -120,7 +121,7 @@ def rank_intervals(log, start_ns, end_ns, threshold_ns=0):
     calls = calls[position]
     if len(calls) < 2:
         return empty_intervals()
-    first, last = metrics.program_span(log, start_ns, end_ns)
+    first, last = metrics.program_span(log, start_ns, end_ns) if span is None else span
     start, end = end_ns[calls[:-1]], start_ns[calls[1:]]
     keep = (start >= first) & (end <= last) & (end - start >= max(threshold_ns, 0))
     func = log.records["func"][calls]
@@ -136,7 +137,8 @@ def rank_intervals(log, start_ns, end_ns, threshold_ns=0):
 
 def local_intervals(logs, times, threshold_ns=0):
     """The intervals of all owned logs, concatenated (a loop per rank, not per interval)."""
-    parts = [rank_intervals(log, *times[rank], threshold_ns) for rank, log in logs.items()]
+    spans = metrics.owned_program_spans(logs, times)
+    parts = [rank_intervals(log, *times[rank], threshold_ns, spans[rank]) for rank, log in logs.items()]
     return shuffle.concat_batches(parts, like=empty_intervals())
 
 
@@ -146,7 +148,7 @@ def run_span(comm, logs, times):
     The same definition as the rank table's program_start/program_end, so the
     path's times line up with ranks.csv.
     """
-    spans = [metrics.program_span(log, *times[rank]) for rank, log in logs.items() if log.n_records]
+    spans = [span for rank, span in metrics.owned_program_spans(logs, times).items() if logs[rank].n_records]
     first = min((s for s, _ in spans), default=np.iinfo(np.int64).max)
     last = max((e for _, e in spans), default=_MIN)
     first, last = comm.allreduce(first, op=_op("MIN")), comm.allreduce(last, op=_op("MAX"))

@@ -69,15 +69,16 @@ def keyed_sums(keys, values):
     lo, hi = int(keys.min()), int(keys.max())
     if hi - lo >= max(4 * len(keys), 1 << 16):
         uniq, at = unique_codes(keys)
+        count = np.bincount(at, minlength=len(uniq))
         present = slice(None)
     else:
         at = keys - lo
-        present = np.flatnonzero(np.bincount(at))
+        count = np.bincount(at, minlength=hi - lo + 1)
+        present = np.flatnonzero(count)
         uniq = (present + lo).astype(keys.dtype)
-    count = np.bincount(at)[present].astype(np.int64)
-    sums = np.zeros(int(at.max()) + 1, np.int64)
+    sums = np.zeros(len(count), np.int64)
     np.add.at(sums, at, values)
-    return uniq, count, sums[present]
+    return uniq, count[present].astype(np.int64), sums[present]
 
 
 def runs(values):
