@@ -135,6 +135,7 @@ class Batch:
 
     @functools.cached_property
     def part(self):
+        """Of every record: it is a part record (PART), not a call."""
         return (self.flags & record.PART) != 0
 
     @functools.cached_property
@@ -159,6 +160,7 @@ class Batch:
 
     @functools.cached_property
     def call_func(self):
+        """The function id of every call."""
         return self.func[self.calls].astype(np.intp)
 
     @functools.cached_property
@@ -188,6 +190,7 @@ class Batch:
 
     @functools.cached_property
     def record_bytes(self):
+        """The bytes of every record (one strided pass over them)."""
         return self.field("bytes")
 
     def call_index(self, rows):
