@@ -35,6 +35,7 @@ from mpigraph.match import core, p2p
 from mpigraph.phases import regions as phase_regions
 from mpigraph.trace import functions as mf
 from mpigraph.trace import logs as trace
+from mpigraph.traffic import batch
 from mpigraph.traffic import communicators as comms
 
 # Event codes, in the order they are written within one call: a mark's region leaves and enters
@@ -127,7 +128,7 @@ def export(run_dir, out_dir):
             raise ExportError("%s: rank %d has %d calls in its log but %d in calls.parquet: analyse the run again"
                               % (run_dir, rank, rc.n_calls, b - a))
         rank_calls[rank] = rc
-    known = comms.Communicators(comms.concat([comms.creation_rows(rc) for rc in rank_calls.values()]),
+    known = comms.Communicators(comms.concat([comms.creation_rows(b) for b in batch.batches(rank_calls.values())]),
                                 info.world_size)
     if os.path.exists(os.path.join(out_dir, "traces.otf2")):
         raise ExportError("%s already holds an OTF2 archive: give another directory" % out_dir)

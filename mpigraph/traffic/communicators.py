@@ -21,19 +21,24 @@ CREATION_DTYPES = {"comm": np.int64, "rank": np.int64, "comm_rank": np.int64, "s
                    "inter": np.bool_, "func": np.int64, "call": np.int64, "parent": np.int64, "site": np.int64}
 
 
-def creation_rows(rank_calls):
-    """One row per communicator this rank joined (CREATION_DTYPES) from its creation parts."""
-    records = np.asarray(rank_calls.records)
-    flags, func = rank_calls.field("flags"), rank_calls.field("func")
+def creation_rows(batch):
+    """One row per communicator each rank of a batch (traffic.batch.Batch) joined
+    (CREATION_DTYPES), from its creation parts, rank after rank."""
+    flags, func = batch.flags, batch.func
     parts = np.flatnonzero(((flags & record.PART) != 0) & kind_is(func, mf.COMM_CREATE)
                            & ((flags & (record.ERROR | record.COLLECTIVE)) == 0))   # COLLECTIVE: in-neighbours
-    call = rank_calls.record_call[parts] if rank_calls.record_call is not None else parts
-    # The call record is the first record of its call: record_call is sorted.
-    first = np.searchsorted(rank_calls.record_call, call) if rank_calls.record_call is not None else parts
-    return {"comm": records["comm"][parts], "rank": np.full(len(parts), rank_calls.rank),
-            "comm_rank": records["tag"][parts], "size": records["bytes"][parts],
-            "inter": records["peer"][parts] >= 0, "func": func[parts], "call": call,
-            "parent": records["comm"][first], "site": records["site"][first]}
+    if not len(parts):
+        return concat([])
+    # The call of a part is the last call record before it (match.RankCalls.record_call), in its
+    # rank: a log's first record is a call (trace.validate_records).  Calls numbered per rank.
+    calls_so_far = np.cumsum((flags & record.PART) == 0)
+    call_row = np.searchsorted(calls_so_far, calls_so_far[parts])
+    call = calls_so_far[call_row] - calls_so_far[batch.first[batch.position[parts]]]
+    records, call_records = batch.records(parts), batch.records(call_row)
+    return {"comm": records["comm"], "rank": batch.rank_of(parts),
+            "comm_rank": records["tag"], "size": records["bytes"],
+            "inter": records["peer"] >= 0, "func": func[parts], "call": call,
+            "parent": call_records["comm"], "site": call_records["site"]}
 
 
 def concat(tables):

@@ -106,54 +106,95 @@ def p2p_pairs(messages):
     return summed(messages["s_rank"], messages["r_rank"], np.full(n, P2P), np.ones(n, np.int64), messages["bytes"])
 
 
-def collective_pairs(rank_calls, communicators):
-    """One rank's collective calls apportioned by the rules of the module doc."""
-    records = np.asarray(rank_calls.records)
-    flags, func = rank_calls.field("flags"), rank_calls.field("func")
+def collective_calls(batch):
+    """The columns the tables read of a batch's (traffic.batch.Batch) collective calls that move
+    message data (a RULE_CODE; not a part record, not failed): per call its rank's "position" in
+    the batch and trace "rank", "func", "rule", "comm", "root", "bytes", "site", "seq"; "ranks":
+    the batch's trace ranks."""
+    flags, func = batch.flags, batch.func
     rows = np.flatnonzero(((flags & (record.PART | record.ERROR)) == 0) & (RULE_CODE[func] >= 0))
-    rank = rank_calls.rank
-    rule = RULE_CODE[func[rows]].astype(np.int64)
-    comm, root, nbytes = records["comm"][rows], records["root"][rows].astype(np.int64), records["bytes"][rows]
-    parts = []
-    # Each kind of pair only where the rank has calls of it: most programs' collectives are
-    # reductions (unpaired), and the steps of the others cost a rank more than its rows.
+    records = batch.records(rows)
+    position = batch.position[rows]
+    return {"position": position, "rank": batch.ranks[position], "func": func[rows],
+            "rule": RULE_CODE[func[rows]].astype(np.int64), "comm": records["comm"],
+            "root": records["root"].astype(np.int64), "bytes": records["bytes"], "site": records["site"],
+            "seq": records["seq"], "ranks": batch.ranks}
+
+
+def collective_pairs(calls):
+    """The pairs of a batch's collective calls (``collective_calls``) that need no communicator's
+    members, by the rules of the module doc, summed: the rooted ones, and a row per rank of its
+    unpaired calls.  The spreading calls are ``spreading``'s, then ``spread_pairs``'."""
+    rank, rule, root, nbytes = calls["rank"], calls["rule"], calls["root"], calls["bytes"]
+    parts = [_unpaired(calls, rule == RULES.index("unpaired"))]
+    # The rooted pairs only where the batch has calls of them: most programs' collectives are
+    # reductions (unpaired), and their steps would cost more than the rows.
     rooted = _ROOTED[rule] & (root >= 0) & (root != rank)
     if rooted.any():
-        to_root = rooted & (rule == RULES.index("to_root"))
-        parts.append(summed(np.where(to_root, rank, root)[rooted], np.where(to_root, root, rank)[rooted],
-                            np.full(rooted.sum(), COLLECTIVE), np.ones(rooted.sum()), nbytes[rooted]))
-    unpaired = rule == RULES.index("unpaired")
-    spread = _SPREAD[rule] & ((rule != RULES.index("scatter")) | (root == rank))
-    spread_parts, lost = (_spread_pairs(rank, comm[spread], rule[spread], nbytes[spread], communicators)
-                          if spread.any() else ([], []))
-    parts += spread_parts
-    n_unpaired = int(unpaired.sum()) + sum(n for n, _ in lost)
-    unpaired_bytes = int(nbytes[unpaired].sum()) + sum(b for _, b in lost)
-    if n_unpaired:
-        parts.append(summed([rank], [NO_PEER], [COLLECTIVE], [n_unpaired], [unpaired_bytes]))
+        to_root = rule[rooted] == RULES.index("to_root")
+        member, the_root = rank[rooted], root[rooted]
+        parts.append(summed(np.where(to_root, member, the_root), np.where(to_root, the_root, member),
+                            np.full(len(member), COLLECTIVE), 1, nbytes[rooted]))
     return concat(parts)
 
 
-def _spread_pairs(rank, comm, rule, nbytes, communicators):
-    """(pair tables, lost) of one rank's spreading calls (scatter from it, to_all, exchange): lost
-    holds the (calls, bytes) of each communicator whose members are unknown."""
-    # Each spreading call goes to every other member of its communicator: summed per (comm, rule)
-    # first, so the rows are the members of the few communicators, not calls x members.
-    keys, inverse = np.unique(np.stack([comm, rule]), axis=1, return_inverse=True)
-    inverse = inverse.ravel()
-    calls = np.bincount(inverse, minlength=keys.shape[1])
-    sums = int_sums(inverse, nbytes, keys.shape[1])
-    parts, lost = [], []
-    for (c, r), n_calls, total in zip(keys.T.tolist(), calls.tolist(), sums.tolist()):
-        members = communicators.members(c)
-        if members is None:        # members unknown: its bytes stay the rank's, unpaired
-            lost.append((n_calls, total))
-            continue
-        others = members[members != rank]
-        share = total if r == RULES.index("to_all") else total // max(len(members), 1)
-        parts.append(summed(np.full(len(others), rank), others, np.full(len(others), COLLECTIVE),
-                            np.full(len(others), n_calls), np.full(len(others), share)))
-    return parts, lost
+def _unpaired(calls, unpaired):
+    """The unpaired calls' rows, one per rank of the batch that has some: (rank, NO_PEER), its
+    calls and their bytes.  Added up per rank here, by the rank's position in the batch, not by a
+    sort among all the pairs: a reduction-only program has a call per row."""
+    position, n_ranks = calls["position"][unpaired], len(calls["ranks"])
+    counts = np.bincount(position, minlength=n_ranks)
+    has = np.flatnonzero(counts)
+    return summed(calls["ranks"][has], np.full(len(has), NO_PEER), np.full(len(has), COLLECTIVE), counts[has],
+                  int_sums(position, calls["bytes"][unpaired], n_ranks)[has])
+
+
+SPREADING_COLUMNS = ("rank", "comm", "rule", "calls", "bytes")
+
+
+def spreading(calls):
+    """A batch's spreading calls (scatter from its root, to_all, exchange: ``collective_calls``)
+    summed per (rank, comm, rule): {SPREADING_COLUMNS}, a few rows per rank.  Each goes to every
+    other member of its communicator (``spread_pairs``), so the pairs are the members of the few
+    communicators per rank, not calls x members; and the rows wait for the communicators of the
+    run while the calls' columns need not."""
+    rank, rule, root = calls["rank"], calls["rule"], calls["root"]
+    spread = np.flatnonzero(_SPREAD[rule] & ((rule != RULES.index("scatter")) | (root == rank)))
+    if not len(spread):
+        return {name: np.zeros(0, np.int64) for name in SPREADING_COLUMNS}
+    position, comm, rule = calls["position"][spread], calls["comm"][spread], rule[spread]
+    comms, comm_code = arrays.unique_codes(comm)
+    keys, group = arrays.unique_codes((position * len(comms) + comm_code) * len(RULES) + rule)
+    return {"rank": calls["ranks"][keys // len(RULES) // len(comms)], "comm": comms[keys // len(RULES) % len(comms)],
+            "rule": keys % len(RULES), "calls": np.bincount(group, minlength=len(keys)).astype(np.int64),
+            "bytes": int_sums(group, calls["bytes"][spread], len(keys))}
+
+
+def spread_pairs(groups, communicators):
+    """The pairs of spreading groups (``spreading``'s rows, of any ranks), summed: each group's
+    calls from its rank to each other member of its communicator (to_all: its bytes, scatter and
+    exchange: its bytes / n); a group of a communicator whose members are unknown keeps its calls
+    and bytes its rank's, unpaired (dst NO_PEER)."""
+    groups = {name: np.concatenate([g[name] for g in groups]) for name in SPREADING_COLUMNS} if groups else {}
+    if not groups or not len(groups["rank"]):
+        return empty()
+    comms, comm_code = arrays.unique_codes(groups["comm"])
+    members = [communicators.members(c) for c in comms.tolist()]
+    lost = np.array([m is None for m in members])[comm_code]
+    members = [np.zeros(0, np.int64) if m is None else np.asarray(m, np.int64) for m in members]
+    member_list, _, member_first = arrays.stacked(members, np.int64)
+    size = np.array([len(m) for m in members], np.int64)[comm_code]
+    totals = groups["bytes"]
+    shares = np.where(groups["rule"] == RULES.index("to_all"), totals, totals // np.maximum(size, 1))
+    # A row per (group, member of its communicator), then the rank's own part left out.
+    src = np.repeat(groups["rank"], size)
+    dst = member_list[arrays.ranges(member_first[comm_code], member_first[comm_code] + size - 1)]
+    other = dst != src
+    src = np.concatenate([src[other], groups["rank"][lost]])
+    dst = np.concatenate([dst[other], np.full(int(lost.sum()), NO_PEER)])
+    return summed(src, dst, np.full(len(src), COLLECTIVE),
+                  np.concatenate([np.repeat(groups["calls"], size)[other], groups["calls"][lost]]),
+                  np.concatenate([np.repeat(shares, size)[other], totals[lost]]))
 
 
 def dense(table, world_size, kind=None):

@@ -20,9 +20,9 @@ import numpy as np
 
 from mpigraph.match import p2p
 from mpigraph.trace import functions as mf
-from mpigraph.trace import record
 from mpigraph.util import arrays
-from mpigraph.traffic.matrix import RULE_CODE, int_sums
+from mpigraph.traffic import batch
+from mpigraph.traffic.matrix import int_sums
 
 
 def bins(nbytes):
@@ -115,19 +115,20 @@ def p2p_sites(ops, calls):
     """The site key of each operation of an operation table: that of the record that posted it
     (``post_record``; a part record has its call's site: csrc/shim.h), from `calls` (trace rank ->
     match.RankCalls, the ranks of the table)."""
-    site = np.zeros(len(ops["rank"]), np.int64)
-    for r, mine in arrays.groups(np.asarray(ops["rank"], np.int64)):      # per rank
-        site[mine] = site_key(r, np.asarray(calls[int(r)].records)["site"][ops["post_record"][mine]])
+    rank = np.asarray(ops["rank"], np.int64)
+    order = np.argsort(rank, kind="stable")         # one gather per rank (its log's map)
+    by_rank = rank[order]
+    shim_site = batch.gathered({r: c.records for r, c in calls.items()}, by_rank,
+                               np.asarray(ops["post_record"])[order], "site")
+    site = np.empty(len(rank), np.int64)
+    site[order] = site_key(by_rank, shim_site)
     return site
 
 
-def collective_sizes(rank_calls, by_site=False):
-    """The histogram rows of one rank's collective calls that move message data: Barrier and the
-    window/file pseudo-collectives do not (matrix.RULE_CODE knows the ones that do); `by_site`:
-    per call site too (site keys of ``site_key``)."""
-    records = np.asarray(rank_calls.records)
-    flags, func = rank_calls.field("flags"), rank_calls.field("func")
-    coll = np.flatnonzero(((flags & (record.PART | record.ERROR)) == 0) & (RULE_CODE[func] >= 0)
-                          & (records["seq"] > 0))
-    site = site_key(rank_calls.rank, records["site"][coll]) if by_site else None
-    return histogram(func[coll], records["comm"][coll], records["bytes"][coll], site)
+def collective_sizes(calls, by_site=False):
+    """The histogram rows of a batch's collective calls (matrix.collective_calls: the ones that
+    move message data; Barrier and the window/file pseudo-collectives do not) with a sequence
+    number; `by_site`: per call site too (site keys of ``site_key``)."""
+    numbered = calls["seq"] > 0
+    site = site_key(calls["rank"][numbered], calls["site"][numbered]) if by_site else None
+    return histogram(calls["func"][numbered], calls["comm"][numbered], calls["bytes"][numbered], site)

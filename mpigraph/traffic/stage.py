@@ -3,13 +3,16 @@ analysis rank 0 (each is small: rank pairs, size bins, communicators).
 
 The point-to-point pairs and sizes come from the match stage (``Linked.traffic``: the messages
 each analysis rank matched, on the owner of their receivers, and its operation table);
-collectives from the owned ranks' records; the communicators from every rank's creation records, gathered to every
-analysis rank first (a collective's members are needed to apportion it).
+collectives from the owned ranks' records, a batch of ranks at a time (traffic.batch); the
+communicators from every rank's creation records, gathered to every analysis rank (a spreading
+collective's members are needed to apportion it: its calls wait for them summed per rank and
+communicator, matrix.spreading).
 """
 
 import numpy as np
 
 from mpigraph import schema
+from mpigraph.traffic import batch
 from mpigraph.traffic import communicators as comms
 from mpigraph.traffic import matrix, sizes
 from mpigraph.trace import functions as mf
@@ -46,16 +49,22 @@ def _rows(table, piece):
     return {name: col[piece] for name, col in table.items()}
 
 
-def traffic(comm, linked, world_size):
+def traffic(comm, linked, world_size, max_rows=batch.MAX_ROWS):
     """{"matrix", "sizes", "communicators": tables (schema columns)} on analysis rank 0, with
-    "names" ({comm id: name}); None elsewhere.  Collective over comm."""
-    mine = comms.concat([comms.creation_rows(c) for c in linked.calls.values()])
-    known = comms.Communicators(comms.concat(comm.allgather(mine)), world_size)
+    "names" ({comm id: name}); None elsewhere.  Collective over comm.  The owned ranks are read a
+    batch of at most max_rows records at a time (traffic.batch)."""
     matched = linked.traffic or {"pairs": matrix.empty(), "sizes": sizes.empty()}
-    local_matrix = matrix.concat([matched["pairs"]]
-                                 + [matrix.collective_pairs(c, known) for c in linked.calls.values()])
-    # The per-call-site twin, keyed by (trace rank, shim site): the report stage numbers the sites.
-    collective = [sizes.collective_sizes(c, by_site=True) for c in linked.calls.values()]
+    mine, pairs, spreading, collective = [], [matched["pairs"]], [], []
+    for b in batch.batches(linked.calls.values(), max_rows):
+        mine.append(comms.creation_rows(b))
+        calls = matrix.collective_calls(b)
+        pairs.append(matrix.collective_pairs(calls))
+        spreading.append(matrix.spreading(calls))         # apportioned once the communicators are known
+        # The per-call-site twin, keyed by (trace rank, shim site): the report stage numbers the sites.
+        collective.append(sizes.collective_sizes(calls, by_site=True))
+    known = comms.Communicators(comms.concat(comm.allgather(comms.concat(mine))), world_size)
+    pairs.append(matrix.spread_pairs(spreading, known))
+    local_matrix = matrix.concat(pairs)
     local_site_sizes = sizes.concat([matched.get("site_sizes", sizes.empty(True))] + collective, with_site=True)
     local_sizes = sizes.concat([matched["sizes"]] + collective)        # summed over the sites
     gathered = comm.gather((local_matrix, local_sizes, local_site_sizes), root=0)
