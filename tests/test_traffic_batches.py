@@ -190,3 +190,14 @@ def test_p2p_sites_of_interleaved_ranks():
     expected = [(r << sizes.SITE_BITS) + int(calls[r].records["site"][i])
                 for r, i in zip(ops["rank"].tolist(), ops["post_record"].tolist())]
     assert sizes.p2p_sites(ops, calls).tolist() == expected
+
+
+def test_rows_of_a_batch_know_their_rank_past_an_empty_one():
+    calls = _rank_calls()
+    empty = core.rank_calls(_Log(7, _records(0)[:0]), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    b = batch.Batch([calls[1], empty, calls[3]])
+    n1, n3 = len(_records(1)), len(_records(3))
+    rows = np.array([0, n1 - 1, n1, n1 + n3 - 1])
+    assert b.rank_of(rows).tolist() == [1, 1, 3, 3]
+    assert b.records(rows)["site"].tolist() == [calls[1].records["site"][0], calls[1].records["site"][n1 - 1],
+                                                calls[3].records["site"][0], calls[3].records["site"][n3 - 1]]

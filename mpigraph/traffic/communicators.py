@@ -33,7 +33,7 @@ def creation_rows(batch):
     # rank: a log's first record is a call (trace.validate_records).  Calls numbered per rank.
     calls_so_far = np.cumsum((flags & record.PART) == 0)
     call_row = np.searchsorted(calls_so_far, calls_so_far[parts])
-    call = calls_so_far[call_row] - calls_so_far[batch.first[batch.position[parts]]]
+    call = calls_so_far[call_row] - calls_so_far[batch.first[batch.position(parts)]]
     records, call_records = batch.records(parts), batch.records(call_row)
     return {"comm": records["comm"], "rank": batch.rank_of(parts),
             "comm_rank": records["tag"], "size": records["bytes"],

@@ -114,7 +114,7 @@ def collective_calls(batch):
     flags, func = batch.flags, batch.func
     rows = np.flatnonzero(((flags & (record.PART | record.ERROR)) == 0) & (RULE_CODE[func] >= 0))
     records = batch.records(rows)
-    position = batch.position[rows]
+    position = batch.position(rows)
     return {"position": position, "rank": batch.ranks[position], "func": func[rows],
             "rule": RULE_CODE[func[rows]].astype(np.int64), "comm": records["comm"],
             "root": records["root"].astype(np.int64), "bytes": records["bytes"], "site": records["site"],
