@@ -1,8 +1,8 @@
 """The traffic stage takes its trace ranks a batch at a time (traffic.batch): the tables must not
-depend on how the ranks fall into batches.  Hand-made logs of five ranks, each rank's calls a little
-different (bytes, call numbering, call sites), so that a row given to the wrong rank changes a
-number; the expected tables are derived here, call by call, from the rules of traffic.matrix's and
-traffic.sizes' module docs."""
+depend on how the ranks fall into batches.  Hand-made logs of five ranks, each rank's calls a
+little different (bytes, call numbering, call sites), so that a row given to the wrong rank
+changes a number; the expected tables are derived here, call by call, from the rules of
+traffic.matrix's and traffic.sizes' module docs."""
 
 import numpy as np
 import pytest
@@ -22,6 +22,7 @@ class _Log:
 
     def __init__(self, rank, records):
         self.rank, self.records = rank, records
+        self.n_records = len(records)
 
     def column(self, name):
         return np.ascontiguousarray(self.records[name])
@@ -133,20 +134,21 @@ def expected_site_sizes():
     return out
 
 
-def _traffic(max_rows):
+def _traffic(max_records):
     linked = type("Linked", (), {"calls": _rank_calls(), "traffic": None})()
-    return stage.traffic(_OneRank(), linked, WORLD, max_rows=max_rows)
+    return stage.traffic(_OneRank(), linked, WORLD, max_records=max_records)
 
 
 # One rank per batch, ranks two and three together, one batch of all.
-BOUNDS = (1, len(_records(2)) + len(_records(3)), batch.MAX_ROWS)
+BOUNDS = (1, len(_records(2)) + len(_records(3)), core.BATCH_RECORDS)
 
 
-@pytest.mark.parametrize("max_rows", BOUNDS)
-def test_tables_by_the_rules_whatever_the_batches(max_rows):
-    batches = [b.ranks.tolist() for b in batch.batches(_rank_calls().values(), max_rows)]
-    assert batches == {1: [[0], [1], [2], [3], [4]], BOUNDS[1]: [[0, 1], [2, 3], [4]]}.get(max_rows, [[0, 1, 2, 3, 4]])
-    tables = _traffic(max_rows)
+@pytest.mark.parametrize("max_records", BOUNDS)
+def test_tables_by_the_rules_whatever_the_batches(max_records):
+    batches = [b.ranks.tolist() for b in batch.batches(_rank_calls(), max_records)]
+    assert batches == {1: [[0], [1], [2], [3], [4]], BOUNDS[1]: [[0, 1], [2, 3], [4]]}.get(max_records,
+                                                                                          [[0, 1, 2, 3, 4]])
+    tables = _traffic(max_records)
     m = tables["matrix"]
     assert set(m["kind"]) == {"collective"}
     got = {(int(s), int(d)): (int(n), int(b)) for s, d, n, b in zip(m["src"], m["dst"], m["messages"], m["bytes"])}
@@ -165,18 +167,18 @@ def test_tables_by_the_rules_whatever_the_batches(max_rows):
 
 def test_batches_give_equal_tables():
     first = _traffic(BOUNDS[0])
-    for max_rows in BOUNDS[1:]:
-        other = _traffic(max_rows)
+    for max_records in BOUNDS[1:]:
+        other = _traffic(max_records)
         for name in ("matrix", "sizes", "communicators", "site_sizes"):
             assert first[name].keys() == other[name].keys()
             for column in first[name]:
-                assert first[name][column].tolist() == other[name][column].tolist(), (max_rows, name, column)
+                assert first[name][column].tolist() == other[name][column].tolist(), (max_records, name, column)
 
 
 def test_creation_rows_number_each_ranks_calls():
     from mpigraph.traffic import communicators as comms
 
-    rows = comms.concat([comms.creation_rows(b) for b in batch.batches(_rank_calls().values(), 1)])
+    rows = comms.concat([comms.creation_rows(b) for b in batch.batches(_rank_calls(), 1)])
     assert rows["rank"].tolist() == [0, 1, 2, 3]
     assert rows["call"].tolist() == [1, 2, 3, 4]                      # Init, then `rank` Barriers
     assert rows["comm_rank"].tolist() == [0, 0, 1, 1] and rows["size"].tolist() == [2, 2, 2, 2]
@@ -199,5 +201,5 @@ def test_rows_of_a_batch_know_their_rank_past_an_empty_one():
     n1, n3 = len(_records(1)), len(_records(3))
     rows = np.array([0, n1 - 1, n1, n1 + n3 - 1])
     assert b.rank_of(rows).tolist() == [1, 1, 3, 3]
-    assert b.records(rows)["site"].tolist() == [calls[1].records["site"][0], calls[1].records["site"][n1 - 1],
-                                                calls[3].records["site"][0], calls[3].records["site"][n3 - 1]]
+    assert b.records_at(rows)["site"].tolist() == [calls[1].records["site"][0], calls[1].records["site"][n1 - 1],
+                                                   calls[3].records["site"][0], calls[3].records["site"][n3 - 1]]

@@ -128,7 +128,7 @@ def export(run_dir, out_dir):
             raise ExportError("%s: rank %d has %d calls in its log but %d in calls.parquet: analyse the run again"
                               % (run_dir, rank, rc.n_calls, b - a))
         rank_calls[rank] = rc
-    known = comms.Communicators(comms.concat([comms.creation_rows(b) for b in batch.batches(rank_calls.values())]),
+    known = comms.Communicators(comms.concat([comms.creation_rows(b) for b in batch.batches(rank_calls)]),
                                 info.world_size)
     if os.path.exists(os.path.join(out_dir, "traces.otf2")):
         raise ExportError("%s already holds an OTF2 archive: give another directory" % out_dir)

@@ -1,85 +1,80 @@
-"""The owned trace ranks a batch at a time: their records' func and flags end to end.
+"""The owned trace ranks a batch at a time, for the traffic tables: their records' func and flags
+end to end, the other fields gathered at the rows a table reads.
 
-The traffic tables are sums over the records of the trace ranks an analysis rank owns.  Thousands
-of ranks of a few hundred records, taken one at a time, cost a few dozen numpy calls each, more
-than their rows; a batch (consecutive ranks of at most MAX_ROWS records together, a larger rank
-alone: arrays.batches) costs those calls once, and its columns stay small, so the peak memory
-does not grow with the number of ranks owned.  A single rank is a batch of one: one code path.
+Thousands of ranks of a few hundred records, taken one at a time, cost the tables a few dozen
+numpy calls each, more than their rows; a batch (consecutive ranks of at most
+match.core.BATCH_RECORDS records together, a larger rank alone: arrays.batches) costs those
+calls once.  A single rank is a batch of one: one code path.
 
-Each rank's log is a map of its own: the fields past "func" and "flags" (the logs' contiguous
-copies) are read only at the rows a table needs, one gather per rank that has some (``gathered``),
-and the rank of a row is found from the ranks' first rows (``Batch.position``).
+The match stage's match.core.RecordBatch copies the batch's records end to end: the match reads
+most of them.  The traffic tables read the records of the collective calls and communicator
+creations only, so a Batch gathers those, one take per rank from its log's map: a run of
+point-to-point records is not copied for its few collectives, and a bulk-synchronous run's
+records are read once, not copied and then read.
 """
 
 import numpy as np
 
+from mpigraph.match import core
 from mpigraph.trace import record
 from mpigraph.util import arrays
 
-MAX_ROWS = 1 << 18
-
 
 class Batch:
-    """Consecutive ranks' records as one table (match.RankCalls of each, in order).
+    """Consecutive owned ranks' records as one table (match.RankCalls of each, in rank order).
 
-    ``func``, ``flags``: every record's, rank after rank (a single rank's are its log's own
-    columns, not copies); ``ranks``: the trace ranks; ``first``: each rank's first row;
-    ``position(rows)``: the index in ``ranks`` of some rows' rank; ``records(rows)``: their log
-    records."""
+    ranks          int64 trace ranks
+    flags, func    every record's, rank after rank (a lone rank's: its log's own columns)
+    first_record   int64, len(ranks) + 1: rank i's records are rows first_record[i]:first_record[i + 1]
+    ``positions(rows)``, ``rank_of(rows)``, ``records_at(rows)``: of some rows, ascending."""
 
-    def __init__(self, rank_calls):
-        self.calls = list(rank_calls)
-        self.ranks = np.array([c.rank for c in self.calls], np.int64)
-        self.func, self.flags = (_end_to_end([c.field(name) for c in self.calls]) for name in ("func", "flags"))
-        lengths = np.array([len(c.records) for c in self.calls], np.int64)
-        self.first = np.cumsum(lengths) - lengths
+    def __init__(self, calls):
+        self.calls = calls
+        self.ranks = np.array([c.rank for c in calls], np.int64)
+        self.flags, self.func = (_end_to_end([c.field(name) for c in calls]) for name in ("flags", "func"))
+        self.first_record = np.concatenate([[0], np.cumsum([len(c.records) for c in calls], dtype=np.int64)])
 
     def __len__(self):
         return len(self.func)
 
-    def position(self, rows):
+    def positions(self, rows):
         """The index in ``ranks`` of the rank of each row of `rows` (ascending): where each rank's
         rows begin among them, then repeated (no column of a rank per record)."""
-        begin = np.searchsorted(rows, self.first)
-        return np.repeat(np.arange(len(self.ranks)), np.diff(begin, append=len(rows)))
+        begin = np.searchsorted(rows, self.first_record)
+        return np.repeat(np.arange(len(self.ranks)), np.diff(begin))
 
     def rank_of(self, rows):
         """The trace rank of each row of `rows` (ascending)."""
-        return self.ranks[self.position(rows)]
+        return self.ranks[self.positions(rows)]
 
-    def records(self, rows):
-        """The log records (record.RECORD_DTYPE) of the batch rows `rows`, ascending."""
-        position = self.position(rows)
-        return gathered([c.records for c in self.calls], position, rows - self.first[position])
+    def records_at(self, rows):
+        """The log records (record.RECORD_DTYPE) of the rows `rows` (ascending): one take from each
+        rank's log that has some."""
+        rows = np.asarray(rows, np.int64)
+        if not len(rows):
+            return np.zeros(0, record.RECORD_DTYPE)
+        position = self.positions(rows)
+        local = rows - self.first_record[position]
+        starts, lengths = arrays.runs(position)
+        parts = [self.calls[p].records.view(_RECORD_BYTES).take(local[a:a + n])
+                 for p, a, n in zip(position[starts].tolist(), starts.tolist(), lengths.tolist())]
+        return (np.concatenate(parts) if len(parts) > 1 else parts[0]).view(record.RECORD_DTYPE)
 
 
 def _end_to_end(columns):
     return columns[0] if len(columns) == 1 else np.concatenate(columns)
 
 
-def batches(rank_calls, max_rows=MAX_ROWS):
-    """The Batches of a sequence of match.RankCalls, in order, one at a time (the columns of one
-    batch held at once): at most max_rows records each, a larger rank alone."""
-    rank_calls = list(rank_calls)
-    for a, b in arrays.batches([len(c.records) for c in rank_calls], max_rows):
-        yield Batch(rank_calls[a:b])
-
-
-def gathered(records, owner, rows, field=None):
-    """records[o][rows[i]] (its `field` only, when given) for each i with o = owner[i]; `owner` in
-    runs of equal values (sorted, say), `records` indexable by them (a list, a dict of ranks): one
-    gather per run, from the logs' separate maps."""
-    owner, rows = np.asarray(owner), np.asarray(rows)
-    if not len(owner):
-        return np.zeros(0, record.RECORD_DTYPE if field is None else record.RECORD_DTYPE[field])
-    starts, lengths = arrays.runs(owner)
-    parts = []
-    for o, a, n in zip(owner[starts].tolist(), starts.tolist(), lengths.tolist()):
-        parts.append((records[o].view(_RECORD_BYTES) if field is None else records[o][field]).take(rows[a:a + n]))
-    whole = np.concatenate(parts) if len(parts) > 1 else parts[0]
-    return whole if field is not None else whole.view(record.RECORD_DTYPE)
-
-
 # A record as 64 plain bytes: numpy concatenates structured arrays taking their dtypes apart in
 # Python at each one (some 15 us an array, against 0.4 us for plain bytes).
 _RECORD_BYTES = np.dtype((np.void, record.RECORD_DTYPE.itemsize))
+
+
+def batches(calls_by_rank, max_records=None):
+    """The Batches of the owned ranks ({trace rank: match.RankCalls}), in rank order, one at a time
+    (the columns of one batch held at once): consecutive ranks of at most max_records (default
+    match.core.BATCH_RECORDS) records together, a larger rank alone."""
+    ranks = sorted(calls_by_rank)
+    sizes = [len(calls_by_rank[r].records) for r in ranks]
+    for first, stop in arrays.batches(sizes, max_records or core.BATCH_RECORDS):
+        yield Batch([calls_by_rank[r] for r in ranks[first:stop]])

@@ -22,19 +22,20 @@ CREATION_DTYPES = {"comm": np.int64, "rank": np.int64, "comm_rank": np.int64, "s
 
 
 def creation_rows(batch):
-    """One row per communicator each rank of a batch (traffic.batch.Batch) joined
+    """One row per communicator each rank of a batch of owned ranks (traffic.batch.Batch) joined
     (CREATION_DTYPES), from its creation parts, rank after rank."""
     flags, func = batch.flags, batch.func
     parts = np.flatnonzero(((flags & record.PART) != 0) & kind_is(func, mf.COMM_CREATE)
                            & ((flags & (record.ERROR | record.COLLECTIVE)) == 0))   # COLLECTIVE: in-neighbours
     if not len(parts):
         return concat([])
-    # The call of a part is the last call record before it (match.RankCalls.record_call), in its
-    # rank: a log's first record is a call (trace.validate_records).  Calls numbered per rank.
+    # The call of a part: the last record before it that is no part, in its rank (a log's first
+    # record is a call: trace.validate_records); numbered among its rank's calls from 0
+    # (match.RankCalls.record_call).
     calls_so_far = np.cumsum((flags & record.PART) == 0)
     call_row = np.searchsorted(calls_so_far, calls_so_far[parts])
-    call = calls_so_far[call_row] - calls_so_far[batch.first[batch.position(parts)]]
-    records, call_records = batch.records(parts), batch.records(call_row)
+    call = calls_so_far[call_row] - calls_so_far[batch.first_record[batch.positions(parts)]]
+    records, call_records = batch.records_at(parts), batch.records_at(call_row)
     return {"comm": records["comm"], "rank": batch.rank_of(parts),
             "comm_rank": records["tag"], "size": records["bytes"],
             "inter": records["peer"] >= 0, "func": func[parts], "call": call,

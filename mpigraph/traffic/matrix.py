@@ -107,14 +107,14 @@ def p2p_pairs(messages):
 
 
 def collective_calls(batch):
-    """The columns the tables read of a batch's (traffic.batch.Batch) collective calls that move
-    message data (a RULE_CODE; not a part record, not failed): per call its rank's "position" in
-    the batch and trace "rank", "func", "rule", "comm", "root", "bytes", "site", "seq"; "ranks":
-    the batch's trace ranks."""
+    """The columns the tables read of the collective calls that move message data (a RULE_CODE;
+    not a part record, not failed) of a batch of owned ranks (traffic.batch.Batch): per call
+    its rank's "position" in the batch and trace "rank", "func", "rule", "comm", "root", "bytes",
+    "site", "seq"; "ranks": the batch's trace ranks."""
     flags, func = batch.flags, batch.func
     rows = np.flatnonzero(((flags & (record.PART | record.ERROR)) == 0) & (RULE_CODE[func] >= 0))
-    records = batch.records(rows)
-    position = batch.position(rows)
+    records = batch.records_at(rows)
+    position = batch.positions(rows)
     return {"position": position, "rank": batch.ranks[position], "func": func[rows],
             "rule": RULE_CODE[func[rows]].astype(np.int64), "comm": records["comm"],
             "root": records["root"].astype(np.int64), "bytes": records["bytes"], "site": records["site"],

@@ -21,7 +21,6 @@ import numpy as np
 from mpigraph.match import p2p
 from mpigraph.trace import functions as mf
 from mpigraph.util import arrays
-from mpigraph.traffic import batch
 from mpigraph.traffic.matrix import int_sums
 
 
@@ -116,11 +115,15 @@ def p2p_sites(ops, calls):
     (``post_record``; a part record has its call's site: csrc/shim.h), from `calls` (trace rank ->
     match.RankCalls, the ranks of the table)."""
     rank = np.asarray(ops["rank"], np.int64)
-    order = np.argsort(rank, kind="stable")         # one gather per rank (its log's map)
-    by_rank = rank[order]
-    shim_site = batch.gathered({r: c.records for r, c in calls.items()}, by_rank,
-                               np.asarray(ops["post_record"])[order], "site")
     site = np.empty(len(rank), np.int64)
+    if not len(rank):
+        return site
+    # By rank: one gather from each rank's log (a map of its own), the keys made for all at once.
+    order = np.argsort(rank, kind="stable")
+    by_rank, post = rank[order], np.asarray(ops["post_record"])[order]
+    starts, lengths = arrays.runs(by_rank)
+    shim_site = np.concatenate([calls[r].records["site"].take(post[a:a + n])
+                                for r, a, n in zip(by_rank[starts].tolist(), starts.tolist(), lengths.tolist())])
     site[order] = site_key(by_rank, shim_site)
     return site
 

@@ -3,10 +3,10 @@ analysis rank 0 (each is small: rank pairs, size bins, communicators).
 
 The point-to-point pairs and sizes come from the match stage (``Linked.traffic``: the messages
 each analysis rank matched, on the owner of their receivers, and its operation table);
-collectives from the owned ranks' records, a batch of ranks at a time (traffic.batch); the
-communicators from every rank's creation records, gathered to every analysis rank (a spreading
-collective's members are needed to apportion it: its calls wait for them summed per rank and
-communicator, matrix.spreading).
+collectives from the owned ranks' records, a batch of ranks at a time (traffic.batch);
+the communicators from every rank's creation records, gathered to every analysis rank (a
+spreading collective's members are needed to apportion it: its calls wait for them summed per
+rank and communicator, matrix.spreading).
 """
 
 import numpy as np
@@ -49,13 +49,13 @@ def _rows(table, piece):
     return {name: col[piece] for name, col in table.items()}
 
 
-def traffic(comm, linked, world_size, max_rows=batch.MAX_ROWS):
+def traffic(comm, linked, world_size, max_records=None):
     """{"matrix", "sizes", "communicators": tables (schema columns)} on analysis rank 0, with
     "names" ({comm id: name}); None elsewhere.  Collective over comm.  The owned ranks are read a
-    batch of at most max_rows records at a time (traffic.batch)."""
+    batch of at most max_records records at a time (traffic.batch)."""
     matched = linked.traffic or {"pairs": matrix.empty(), "sizes": sizes.empty()}
     mine, pairs, spreading, collective = [], [matched["pairs"]], [], []
-    for b in batch.batches(linked.calls.values(), max_rows):
+    for b in batch.batches(linked.calls, max_records):
         mine.append(comms.creation_rows(b))
         calls = matrix.collective_calls(b)
         pairs.append(matrix.collective_pairs(calls))
