@@ -91,11 +91,13 @@ def empty():
     return {name: np.zeros(0, np.int64) for name in ("src", "dst", "kind", "messages", "bytes")}
 
 
-def concat(tables):
+def concat(tables, summed_already=True):
+    """The tables as one, equal rows added (``summed``); `summed_already`: each table's rows are
+    distinct and in order (a lone table is then its own sum)."""
     tables = [t for t in tables if len(t["src"])]
     if not tables:
         return empty()
-    if len(tables) == 1:        # summed already: its rows are distinct and in order
+    if len(tables) == 1 and summed_already:
         return tables[0]
     return summed(*(np.concatenate([t[c] for t in tables]) for c in ("src", "dst", "kind", "messages", "bytes")))
 
@@ -156,8 +158,8 @@ def spreading(calls):
     """A batch's spreading calls (scatter from its root, to_all, exchange: ``collective_calls``)
     summed per (rank, comm, rule): {SPREADING_COLUMNS}, a few rows per rank.  Each goes to every
     other member of its communicator (``spread_pairs``), so the pairs are the members of the few
-    communicators per rank, not calls x members; and the rows wait for the communicators of the
-    run while the calls' columns need not."""
+    communicators per rank, not calls x members; and these rows, not the calls, wait for the
+    run's communicators, which the stage gathers once it has read all its batches."""
     rank, rule, root = calls["rank"], calls["rule"], calls["root"]
     spread = np.flatnonzero(_SPREAD[rule] & ((rule != RULES.index("scatter")) | (root == rank)))
     if not len(spread):
@@ -171,8 +173,10 @@ def spreading(calls):
 
 
 def spread_pairs(groups, communicators):
-    """The pairs of spreading groups (``spreading``'s rows, of any ranks), summed: each group's
-    calls from its rank to each other member of its communicator (to_all: its bytes, scatter and
+    """The pair rows of spreading groups (``spreading``'s rows, of any ranks), not yet summed
+    (``concat(..., summed_already=False)`` adds them up with the other tables, one sort for all
+    the rows: the members of a world-wide Allgather are ranks x ranks rows): each group's calls
+    from its rank to each other member of its communicator (to_all: its bytes, scatter and
     exchange: its bytes / n); a group of a communicator whose members are unknown keeps its calls
     and bytes its rank's, unpaired (dst NO_PEER)."""
     groups = {name: np.concatenate([g[name] for g in groups]) for name in SPREADING_COLUMNS} if groups else {}
@@ -192,9 +196,9 @@ def spread_pairs(groups, communicators):
     other = dst != src
     src = np.concatenate([src[other], groups["rank"][lost]])
     dst = np.concatenate([dst[other], np.full(int(lost.sum()), NO_PEER)])
-    return summed(src, dst, np.full(len(src), COLLECTIVE),
-                  np.concatenate([np.repeat(groups["calls"], size)[other], groups["calls"][lost]]),
-                  np.concatenate([np.repeat(shares, size)[other], totals[lost]]))
+    return {"src": src, "dst": dst, "kind": np.full(len(src), COLLECTIVE),
+            "messages": np.concatenate([np.repeat(groups["calls"], size)[other], groups["calls"][lost]]),
+            "bytes": np.concatenate([np.repeat(shares, size)[other], totals[lost]])}
 
 
 def dense(table, world_size, kind=None):

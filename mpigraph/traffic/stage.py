@@ -64,7 +64,7 @@ def traffic(comm, linked, world_size, max_records=None):
         collective.append(sizes.collective_sizes(calls, by_site=True))
     known = comms.Communicators(comms.concat(comm.allgather(comms.concat(mine))), world_size)
     pairs.append(matrix.spread_pairs(spreading, known))
-    local_matrix = matrix.concat(pairs)
+    local_matrix = matrix.concat(pairs, summed_already=False)
     local_site_sizes = sizes.concat([matched.get("site_sizes", sizes.empty(True))] + collective, with_site=True)
     local_sizes = sizes.concat([matched["sizes"]] + collective)        # summed over the sites
     gathered = comm.gather((local_matrix, local_sizes, local_site_sizes), root=0)
