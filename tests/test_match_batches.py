@@ -1,4 +1,4 @@
-"""The match stage takes the owned ranks a RecordBatch at a time (core.record_batches): whatever
+"""The match stage takes the owned ranks a core.CallBatch at a time (trace.batches): whatever
 the batches, every table it reads from the records, and the linked run made from them, is the
 same as one rank at a time, and a rank's own ids (requests, communicators) are looked up on
 that rank only.
@@ -13,6 +13,7 @@ from mpi4py import MPI
 
 from mpigraph.comm import parallel
 from mpigraph.match import collectives, core, link
+from mpigraph.trace import batches as trace_batches
 from mpigraph.trace import logs as trace
 from mpigraph.trace import record
 from tracebuild import part, rec, write_rank
@@ -78,15 +79,15 @@ BOUNDS = (1, 45, 1 << 20)
 
 
 def owned_with(calls, bound, monkeypatch):
-    monkeypatch.setattr(core, "BATCH_RECORDS", bound)
+    monkeypatch.setattr(trace_batches, "BATCH_RECORDS", bound)
     sizes = [len(c.records) for c in calls.values()]
-    assert len(list(core.record_batches(calls))) == len(core.arrays.batches(sizes, bound))
+    assert len(list(trace_batches.of_ranks(calls, core.CallBatch))) == len(core.arrays.batches(sizes, bound))
     return link.Owned.of(calls, N)
 
 
 def test_the_batches_are_the_ranks_in_order(calls, monkeypatch):
-    monkeypatch.setattr(core, "BATCH_RECORDS", 44)
-    batches = list(core.record_batches(calls[0]))
+    monkeypatch.setattr(trace_batches, "BATCH_RECORDS", 44)
+    batches = list(trace_batches.of_ranks(calls[0], core.CallBatch))
     assert [b.ranks.tolist() for b in batches] == [[0, 1], [2], [3, 4]]      # rank 2 has 24 records
     b = batches[2]
     assert b.first_record.tolist() == [0, 21, 42] and b.rank_of(np.array([0, 20, 21, 41])).tolist() == [3, 3, 4, 4]
@@ -147,7 +148,7 @@ def test_each_ranks_ids_are_its_own_whatever_the_batch(calls, monkeypatch):
 def test_the_linked_run_is_the_same_for_any_batches(run_dir, monkeypatch):
     linked = []
     for bound in BOUNDS:
-        monkeypatch.setattr(core, "BATCH_RECORDS", bound)
+        monkeypatch.setattr(trace_batches, "BATCH_RECORDS", bound)
         calls, clock_info = aligned(run_dir)
         linked.append(link.link(MPI.COMM_SELF, parallel.Ownership(N, 1), calls, N, clock_info))
     one = linked[0]

@@ -12,14 +12,14 @@ from mpigraph.trace import record
 
 
 def batch_of(rows_by_rank):
-    """A RecordBatch of ranks made from records alone (every record a call)."""
+    """A CallBatch of ranks made from records alone (every record a call)."""
     calls = []
     for rank, rows in rows_by_rank.items():
         records = tracebuild.records(rows)
         n = len(records)
         calls.append(core.RankCalls(records["func"], np.zeros(n, np.int64), np.zeros(n, np.int64), rank,
                                     np.arange(n), records))
-    return core.RecordBatch(calls)
+    return core.CallBatch(calls)
 
 
 def test_a_members_rank_and_size_in_its_communicator():

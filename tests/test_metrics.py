@@ -330,8 +330,8 @@ def test_tables_are_the_same_whatever_the_batches(tmp_path, monkeypatch, structu
     for another's within a batch would move them).  The hand-built run has part records, a
     rank killed with requests never completed and a Sendrecv; the halo run 24 ranks whose waits
     differ, the bsp run collectives only."""
-    from mpigraph.metrics import run_tables
     from mpigraph.testing import synth
+    from mpigraph.trace import batches
 
     run = tmp_path / "run"
     if structure == "hand-built":
@@ -340,7 +340,7 @@ def test_tables_are_the_same_whatever_the_batches(tmp_path, monkeypatch, structu
         synth.generate(str(run), 24, 40, structure)
     outputs = []
     for rows in (1, 100, 1 << 20):
-        monkeypatch.setattr(run_tables, "BATCH_ROWS", rows)
+        monkeypatch.setattr(batches, "BATCH_RECORDS", rows)
         outputs.append(tmp_path / ("batches-of-%d-rows" % rows))
         analysis.analyze(str(run), MPI.COMM_WORLD, QUIET, out_dir=str(outputs[-1]))
     for name in ("ranks.csv", "functions.csv", "waitstates.csv", "unmatched.csv", "calls.csv"):

@@ -1,4 +1,4 @@
-"""The traffic stage takes its trace ranks a batch at a time (traffic.batch): the tables must not
+"""The traffic stage takes its trace ranks a batch at a time (trace.batches): the tables must not
 depend on how the ranks fall into batches.  Hand-made logs of five ranks, each rank's calls a
 little different (bytes, call numbering, call sites), so that a row given to the wrong rank
 changes a number; the expected tables are derived here, call by call, from the rules of
@@ -10,7 +10,8 @@ import pytest
 from mpigraph.match import core
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
-from mpigraph.traffic import batch, matrix, sizes, stage
+from mpigraph.trace import batches
+from mpigraph.traffic import matrix, sizes, stage
 
 WORLD = 5
 HALVES = {(2 << 32) | 1: [0, 2], (2 << 32) | 2: [1, 3]}      # MPI_Comm_split's two communicators
@@ -140,13 +141,13 @@ def _traffic(max_records):
 
 
 # One rank per batch, ranks two and three together, one batch of all.
-BOUNDS = (1, len(_records(2)) + len(_records(3)), core.BATCH_RECORDS)
+BOUNDS = (1, len(_records(2)) + len(_records(3)), batches.BATCH_RECORDS)
 
 
 @pytest.mark.parametrize("max_records", BOUNDS)
 def test_tables_by_the_rules_whatever_the_batches(max_records):
-    batches = [b.ranks.tolist() for b in batch.batches(_rank_calls(), max_records)]
-    assert batches == {1: [[0], [1], [2], [3], [4]], BOUNDS[1]: [[0, 1], [2, 3], [4]]}.get(max_records,
+    ranks = [b.ranks.tolist() for b in batches.of_ranks(_rank_calls(), core.CallBatch, max_records)]
+    assert ranks == {1: [[0], [1], [2], [3], [4]], BOUNDS[1]: [[0, 1], [2, 3], [4]]}.get(max_records,
                                                                                           [[0, 1, 2, 3, 4]])
     tables = _traffic(max_records)
     m = tables["matrix"]
@@ -178,7 +179,7 @@ def test_batches_give_equal_tables():
 def test_creation_rows_number_each_ranks_calls():
     from mpigraph.traffic import communicators as comms
 
-    rows = comms.concat([comms.creation_rows(b) for b in batch.batches(_rank_calls(), 1)])
+    rows = comms.concat([comms.creation_rows(b) for b in batches.of_ranks(_rank_calls(), core.CallBatch, 1)])
     assert rows["rank"].tolist() == [0, 1, 2, 3]
     assert rows["call"].tolist() == [1, 2, 3, 4]                      # Init, then `rank` Barriers
     assert rows["comm_rank"].tolist() == [0, 0, 1, 1] and rows["size"].tolist() == [2, 2, 2, 2]
@@ -197,9 +198,29 @@ def test_p2p_sites_of_interleaved_ranks():
 def test_rows_of_a_batch_know_their_rank_past_an_empty_one():
     calls = _rank_calls()
     empty = core.rank_calls(_Log(7, _records(0)[:0]), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    b = batch.Batch([calls[1], empty, calls[3]])
+    b = core.CallBatch([calls[1], empty, calls[3]])
     n1, n3 = len(_records(1)), len(_records(3))
     rows = np.array([0, n1 - 1, n1, n1 + n3 - 1])
     assert b.rank_of(rows).tolist() == [1, 1, 3, 3]
     assert b.records_at(rows)["site"].tolist() == [calls[1].records["site"][0], calls[1].records["site"][n1 - 1],
                                                    calls[3].records["site"][0], calls[3].records["site"][n3 - 1]]
+
+
+def test_a_batchs_records_read_either_way_agree_past_an_empty_rank():
+    """trace.batches.RecordBatch: the records joined end to end, gathered at rows (records_at),
+    a field at rows, and rows split per rank all say the same of each row."""
+    calls = _rank_calls()
+    empty = core.rank_calls(_Log(7, _records(0)[:0]), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    b = core.CallBatch([calls[0], empty, calls[2], calls[4]])
+    every = np.arange(int(b.first_record[-1]))
+    joined = np.concatenate([calls[r].records for r in (0, 2, 4)])
+    assert b.records.tobytes() == joined.tobytes() == b.records_at(every).tobytes()
+    rows = every[::3]
+    assert b.field("site", rows).tolist() == joined["site"][rows].tolist() == b.field("site")[rows].tolist()
+    assert b.positions(rows).tolist() == [0 if r < len(calls[0].records) else
+                                          2 if r < len(calls[0].records) + len(calls[2].records) else 3 for r in rows]
+    split = b.per_rank(rows)
+    assert sorted(split) == [0, 2, 4]
+    for r, local in split.items():
+        assert calls[r].records[local].tobytes() == b.records_at(rows[b.rank_of(rows) == r]).tobytes()
+    assert (b.local_record(rows) == np.concatenate(list(split.values()))).all()

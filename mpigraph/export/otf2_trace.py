@@ -35,7 +35,7 @@ from mpigraph.match import core, p2p
 from mpigraph.phases import regions as phase_regions
 from mpigraph.trace import functions as mf
 from mpigraph.trace import logs as trace
-from mpigraph.traffic import batch
+from mpigraph.trace.batches import of_ranks
 from mpigraph.traffic import communicators as comms
 
 # Event codes, in the order they are written within one call: a mark's region leaves and enters
@@ -128,7 +128,7 @@ def export(run_dir, out_dir):
             raise ExportError("%s: rank %d has %d calls in its log but %d in calls.parquet: analyse the run again"
                               % (run_dir, rank, rc.n_calls, b - a))
         rank_calls[rank] = rc
-    known = comms.Communicators(comms.concat([comms.creation_rows(b) for b in batch.batches(rank_calls)]),
+    known = comms.Communicators(comms.concat([comms.creation_rows(b) for b in of_ranks(rank_calls, core.CallBatch)]),
                                 info.world_size)
     if os.path.exists(os.path.join(out_dir, "traces.otf2")):
         raise ExportError("%s already holds an OTF2 archive: give another directory" % out_dir)
@@ -220,7 +220,7 @@ def rank_events(rc, calls, comm_ids, shift, names=None):
     rank's {id: region name})."""
     n = rc.n_calls
     start, end = calls["start_ns"].astype(np.int64) + shift, calls["end_ns"].astype(np.int64) + shift
-    ops, _ = p2p.operations(core.RecordBatch([rc]))
+    ops, _ = p2p.operations(core.CallBatch([rc]))
     resolved = (ops["peer"] >= 0) & (ops["tag"] >= 0)
     send = resolved & (ops["side"] == p2p.SEND_SIDE)
     recv = resolved & (ops["side"] == p2p.RECV_SIDE) & (ops["done_call"] >= 0)

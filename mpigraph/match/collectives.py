@@ -54,7 +54,7 @@ def pattern_of(func):
 
 def comm_ranks(batch, world_size, part_rows, position, comm):
     """(each member's rank in its communicator, the communicator's size), in MEMBER_DTYPES, of
-    members of a RecordBatch: on the rank at `position` (in batch.ranks), on communicator `comm`;
+    members of a CallBatch: on the rank at `position` (in batch.ranks), on communicator `comm`;
     -1 for a communicator its rank does not know.  Communicator ids are each rank's own to
     look up: MPI_COMM_WORLD (0), MPI_COMM_SELF ((1 << 32) | rank, csrc/comms.c) and those its
     comm-creation parts (`part_rows`: the batch's part records) created, the first creation of an
@@ -102,7 +102,7 @@ MEMBER_RESULTS = MEMBER_COLUMNS + ("max_start", "min_end", "release_rank", "rele
 
 
 def members(batch, world_size):
-    """Member rows of a RecordBatch: its collective call records with a sequence number, rank
+    """Member rows of a CallBatch: its collective call records with a sequence number, rank
     after rank (each rank's collective calls in record order, then the starts of its persistent
     collectives).
 
@@ -165,7 +165,7 @@ def _slice_if_consecutive(rows):
 
 def persistent_starts(batch, is_part, starts):
     """(function, root, found) of the persistent collective each MPI_Start(all) part `starts` (rows
-    of a RecordBatch) started: its MPI_<collective>_init call record's on the same rank, found by
+    of a CallBatch) started: its MPI_<collective>_init call record's on the same rank, found by
     request id (a persistent request keeps its id from its init to its free); found is False
     where the init is not in the log.
 
@@ -187,7 +187,7 @@ def persistent_starts(batch, is_part, starts):
 
 
 def completing_calls(batch, rows, call, is_part, member_func):
-    """The call that completed each collective member `rows` of a RecordBatch (calls `call` on
+    """The call that completed each collective member `rows` of a CallBatch (calls `call` on
     their ranks, functions `member_func`): the call itself when blocking; for a nonblocking one
     the Wait/Test whose part record carries its request id on its rank (the k-th post of a
     request id with the k-th completion of it, as p2p.request_pairs pairs them), -1 when none.
@@ -398,7 +398,7 @@ class LocalGroups:
     @classmethod
     def of_parts(cls, parts):
         """``of`` the rows of `parts` (dicts of member rows of consecutive owned ranks, rank after
-        rank, as ``members`` makes them for a RecordBatch; in rank order) as one table, made
+        rank, as ``members`` makes them for a CallBatch; in rank order) as one table, made
         without that table or a sort of all members where it can: by counting.
 
         Every (comm, seq) instance gets a dense key; the members of key k take the positions

@@ -88,6 +88,7 @@ import numpy as np
 from mpigraph.util import arrays
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
+from mpigraph.trace.batches import RecordBatch
 from mpigraph.comm import shuffle
 
 # ---- the interface's names ---------------------------------------------------------
@@ -491,69 +492,31 @@ class CallIndex:
 
 # ---- the owned ranks' records a batch at a time --------------------------------------------------
 
-# The records a batch of small ranks holds at most (record_batches): their records end to end are
-# a copy of 64 bytes a record, a few MB, while thousands of ranks of a few hundred records each
-# cost a few dozen numpy calls per batch instead of per rank.
-BATCH_RECORDS = 1 << 18
+class CallBatch(RecordBatch):
+    """The records of consecutive owned ranks' RankCalls (made from logs) end to end
+    (trace.batches.RecordBatch), with their calls numbered: the match's per-record work (its
+    operations, members, probes) is a few numpy calls per batch, not per rank, and the traffic
+    tables read their collectives from it.
 
-
-class RecordBatch:
-    """Consecutive owned ranks' logs end to end, so that the per-record work of the match (its
-    operations, members, probes) is a few numpy calls per batch, not per rank.  A row is a record
-    of the batch; ``position[row]`` is the index in ``ranks`` of the rank whose record it is.  A
-    batch of one rank holds its log's own arrays (no copy).
-
-    ranks          int64 trace ranks, increasing
-    records        the records (RECORD_DTYPE), rank after rank
-    flags, func    their contiguous fields
-    record_call    each record's call on its own rank (RankCalls.record_call)
-    first_record   int64, len(ranks) + 1: rank i's records are rows first_record[i]:first_record[i + 1]
-    first_call     int64, len(ranks) + 1: the same for the calls (batch_call numbering)
+    calls          the RankCalls, in rank order
+    record_call    each record's call on its own rank (RankCalls.record_call; made on first use)
+    first_call     int64, len(ranks) + 1: rank i's calls are first_call[i]:first_call[i + 1]
+                   (batch_call numbering)
     """
 
     def __init__(self, calls):
         """From the RankCalls (made from logs) of consecutive ranks, in rank order."""
+        super().__init__([c.records for c in calls], [c.field("func") for c in calls],
+                         [c.field("flags") for c in calls], [c.rank for c in calls])
         self.calls = calls
-        self.ranks = np.array([c.rank for c in calls], np.int64)
-        self.first_record = _offsets([len(c.records) for c in calls])
-        self.first_call = _offsets([c.n_calls for c in calls])
-        if len(calls) == 1:
-            c = calls[0]
-            self.records = np.asarray(c.records)
-            self.flags, self.func = c.field("flags"), c.field("func")
-            self.record_call = _record_call(c)
-        else:
-            self.records = _joined([np.asarray(c.records) for c in calls])
-            self.flags = np.concatenate([c.field("flags") for c in calls])
-            self.func = np.concatenate([c.field("func") for c in calls])
-            self.record_call = np.concatenate([_record_call(c) for c in calls])
-        self._position = None
+        self.first_call = np.concatenate([[0], np.cumsum([c.n_calls for c in calls], dtype=np.int64)]).astype(np.int64)
 
-    def __len__(self):
-        return len(self.records)
-
-    @property
-    def one_rank(self):
-        return len(self.ranks) == 1
-
-    @property
-    def position(self):
-        """Per row, the index in ``ranks`` of its rank (int32; made once, on first use)."""
-        if self._position is None:
-            self._position = np.repeat(np.arange(len(self.ranks), dtype=np.int32), np.diff(self.first_record))
-        return self._position
-
-    def positions(self, rows):
-        """The rank positions of `rows` (an index array)."""
-        return np.zeros(len(rows), np.int32) if self.one_rank else self.position[rows]
-
-    def rank_of(self, rows):
-        """The trace rank of each of `rows` (int64)."""
-        return np.full(len(rows), self.ranks[0]) if self.one_rank else self.ranks[self.position[rows]]
-
-    def local_record(self, rows):
-        """Each of `rows` as the index of the record in its own rank's log."""
-        return rows if self.one_rank else rows - self.first_record[self.position[rows]]
+    @functools.cached_property
+    def record_call(self):
+        """Each record's call on its own rank, rank after rank: a lone rank's own array."""
+        if self.one_rank:
+            return _record_call(self.calls[0])
+        return np.concatenate([_record_call(c) for c in self.calls])
 
     def call_of(self, rows):
         """The call of each of `rows` on its own rank (record_call[rows]; `rows` themselves where
@@ -573,40 +536,11 @@ class RecordBatch:
             return getattr(self.calls[0], name)
         return np.concatenate([getattr(c, name) for c in self.calls])
 
-    def per_rank(self, rows):
-        """{trace rank: the local records of the increasing `rows` that are its}, the ranks that have any."""
-        if not len(rows):
-            return {}
-        position = self.positions(rows)
-        starts, lengths = arrays.runs(position)
-        local = self.local_record(rows)
-        return {int(self.ranks[position[a]]): local[a:a + n] for a, n in zip(starts.tolist(), lengths.tolist())}
-
-
-def _joined(records):
-    """Structured arrays of one dtype end to end.  As bytes: np.concatenate of structured arrays
-    promotes their fields' dtypes array by array, which costs more than a small rank's copy."""
-    dtype = records[0].dtype
-    return np.concatenate([np.ascontiguousarray(r).view(np.uint8) for r in records]).view(dtype)
-
-
-def _offsets(sizes):
-    return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
-
 
 def _record_call(rank_calls):
     if rank_calls.record_call is None:     # made from times alone: every record is a call
         return np.arange(rank_calls.n_calls, dtype=np.int64)
     return rank_calls.record_call
-
-
-def record_batches(calls_by_rank, max_records=None):
-    """The owned ranks' RecordBatches, in rank order: consecutive ranks of at most max_records
-    (default BATCH_RECORDS) records together, a larger rank alone."""
-    ranks = sorted(calls_by_rank)
-    sizes = [len(calls_by_rank[r].records) for r in ranks]
-    for first, stop in arrays.batches(sizes, max_records or BATCH_RECORDS):
-        yield RecordBatch([calls_by_rank[r] for r in ranks[first:stop]])
 
 
 def joint_keys(tables):

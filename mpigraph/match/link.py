@@ -13,15 +13,15 @@ import numpy as np
 from mpigraph.clock import repair as causality
 from mpigraph.clock import models as clock
 from mpigraph.match import collectives
-from mpigraph.match import core
 from mpigraph.match import neighbors
 from mpigraph.match import p2p
 from mpigraph.match import probes
 from mpigraph.match import rma
 from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSAGE_LATE_SENDER, NONBLOCKING,
-                                 Dependencies, rank_calls_of, record_batches)
+                                 CallBatch, Dependencies, rank_calls_of)
 from mpigraph.metrics.waits import waits_and_member_totals
 from mpigraph.traffic import stage as traffic_stage
+from mpigraph.trace.batches import of_ranks, owned_batches
 from mpigraph.util import arrays
 
 
@@ -67,7 +67,7 @@ def aligned_calls(comm, logs, method):
     an MPI_Init record starts a little before 0.  One collective, before the work per record:
     every rank's clock samples and the local end of its first record, from which every analysis
     rank finds the lines and the run's start alike.  The work per record is done a batch of
-    consecutive ranks at a time (core.BATCH_RECORDS), each rank's calls views of its batch's."""
+    consecutive ranks at a time (trace.batches), each rank's calls views of its batch's."""
     ranks = sorted(logs)
     gathered = comm.allgather((clock.samples_of(logs), _first_ends([logs[r] for r in ranks])))
     samples = np.sort(np.concatenate([s for s, _ in gathered]), order="rank")   # one small row per trace rank
@@ -82,7 +82,7 @@ def aligned_calls(comm, logs, method):
         origin = 0
     calls = {}
     sizes = [logs[r].n_records for r in ranks]
-    for first, stop in arrays.batches(sizes, core.BATCH_RECORDS):
+    for first, stop in owned_batches(sizes):
         calls.update(_batch_calls([logs[r] for r in ranks[first:stop]], lines, origin))
     return {rank: calls[rank] for rank in logs}, ClockInfo(method, samples, lines, origin)
 
@@ -119,7 +119,7 @@ def _batch_calls(logs, lines, origin):
 @dataclasses.dataclass
 class Owned:
     """What the match reads of the owned ranks' records (no times but the members' first ones):
-    made in one pass over them, a RecordBatch at a time (core.record_batches)."""
+    made in one pass over them, a core.CallBatch at a time (trace.batches)."""
 
     ops: dict                    # the operation table (p2p.OP_DTYPES), in rank order
     orphans: dict                # owned trace rank -> completion records with no post (ranks with any)
@@ -130,7 +130,7 @@ class Owned:
     @classmethod
     def of(cls, calls, world_size):
         ops, orphans, member_parts, probe_rows, neighbours = [], {}, [], [], []
-        for batch in record_batches(calls):
+        for batch in of_ranks(calls, CallBatch):
             batch_ops, batch_orphans = p2p.operations(batch)
             ops.append(batch_ops)
             orphans.update(batch_orphans)

@@ -25,13 +25,14 @@ import numpy as np
 
 from mpigraph.match import releases
 from mpigraph.match.collectives import pattern_of
-from mpigraph.match.core import COLLECTIVE_NEIGHBOR, kind_is, packed_keys, record_batches
+from mpigraph.match.core import COLLECTIVE_NEIGHBOR, CallBatch, kind_is, packed_keys
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
+from mpigraph.trace.batches import of_ranks
 
 
 def in_neighbours(batch):
-    """(trace rank, comm id, world rank) of the recorded in-neighbours of a RecordBatch's ranks,
+    """(trace rank, comm id, world rank) of the recorded in-neighbours of a CallBatch's ranks,
     one int64 row per neighbour, rank after rank."""
     records, flags, func = batch.records, batch.flags, batch.func
     # Functions are looked up for the collective part records only (none in most runs).
@@ -44,7 +45,7 @@ def in_neighbours(batch):
 
 def owned_in_neighbours(calls):
     """in_neighbours of every owned rank (a {rank: RankCalls}), one table in rank order."""
-    tables = [in_neighbours(batch) for batch in record_batches(calls)]
+    tables = [in_neighbours(batch) for batch in of_ranks(calls, CallBatch)]
     return tuple(np.concatenate([t[i] for t in tables]) if tables else np.zeros(0, np.int64) for i in range(3))
 
 

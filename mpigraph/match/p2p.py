@@ -24,7 +24,7 @@ OP_DTYPES = {"side": np.int8, "rank": np.int32, "comm": np.int64, "peer": np.int
 
 
 def request_pairs(batch, moves, part, func):
-    """(post record, completion record or -1) of the nonblocking operations of a RecordBatch
+    """(post record, completion record or -1) of the nonblocking operations of a CallBatch
     (rows of the batch), and the completion records with no post (requests from before
     recording, or unknown).  On each rank the k-th post of a request id pairs with the k-th
     completion of that id (request ids are the rank's own: the key is (rank, request)).
@@ -46,7 +46,7 @@ def request_pairs(batch, moves, part, func):
 
 
 def operations(batch):
-    """The operation table of a RecordBatch (columns OP_DTYPES; rank after rank, each rank's
+    """The operation table of a CallBatch (columns OP_DTYPES; rank after rank, each rank's
     blocking operations and then its nonblocking ones, each in record order) and its orphan
     completion records ({trace rank: records of its log}, the ranks that have any)."""
     records, flags, func = batch.records, batch.flags, batch.func

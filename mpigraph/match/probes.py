@@ -53,7 +53,7 @@ PROBE_DTYPES = {"rank": np.int32, "call": np.int64, "record": np.int64, "comm": 
 
 
 def probe_rows(batch):
-    """The probe calls of a RecordBatch, rank after rank (PROBE_DTYPES): found = the probe found a
+    """The probe calls of a CallBatch, rank after rank (PROBE_DTYPES): found = the probe found a
     message, whose source and tag are then `peer` and `tag` (world rank, >= 0)."""
     rows = np.flatnonzero(kind_is(batch.func, mf.PROBE) & ((batch.flags & record.PART) == 0))
     records = batch.records

@@ -1,7 +1,7 @@
 """Profile tables: one row per MPI function (mpiP style) and one row per rank.
 
 Each analysis rank computes partial tables from the logs it owns (vectorised
-over records, consecutive logs a batch at a time: ``Batch``), then
+over records, consecutive logs a batch at a time: ``ProfileBatch``), then
 ``gather_tables`` combines them on analysis rank 0.  A table is a dict of
 equal-length numpy arrays, column name -> values, in the order of its schema
 below; times are int64 ns.
@@ -38,6 +38,7 @@ from mpigraph.schema import FUNCTION_COLUMNS, RANK_COLUMNS  # noqa: F401  (the t
 from mpigraph.util import arrays
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
+from mpigraph.trace.batches import RecordBatch, owned_batches
 
 
 # ---- which records count where, by function id ---------------------------------
@@ -111,41 +112,25 @@ def _byte_class_table():
 BYTE_CLASS = _byte_class_table()
 
 
-class Batch:
-    """The records of consecutive logs end to end (``local_tables``): func, flags, part (a PART
-    record) and start_ns, end_ns of every record; `bounds` (log i's records are rows
-    bounds[i]:bounds[i + 1]).  What several steps read is made once, when first asked for (the
-    owner of each record, the call records, their durations, the Init and Finalize records);
-    other fields of the records are read only where asked (``field``): each pass over a field
-    of the 64-byte records reads all of them.  A batch of one log holds its columns, not copies."""
+class ProfileBatch(RecordBatch):
+    """The records of consecutive logs end to end (trace.batches.RecordBatch, ``local_tables``)
+    with their start_ns, end_ns, and what several steps of the profile read, made once, when first
+    asked for (the part records, the call records, their durations, the Init and Finalize
+    records).  A batch of one log holds its columns, not copies."""
 
     def __init__(self, logs, times=None):
         """`logs`: RankLogs (or anything with ``records`` and ``column``); `times`: (start_ns,
         end_ns) per record of each (None: no times)."""
         self.logs = list(logs)
-        self.func = _joined([log.column("func") for log in self.logs], np.uint16)
-        self.flags = _joined([log.column("flags") for log in self.logs], np.uint16)
-        sizes = [len(log.column("func")) for log in self.logs]
-        self.bounds = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64))).astype(np.int64)
-        self.start_ns = _joined([start for start, _ in times], np.int64) if times is not None else None
-        self.end_ns = _joined([end for _, end in times], np.int64) if times is not None else None
-
-    def __len__(self):
-        return len(self.bounds) - 1
+        super().__init__([log.records for log in self.logs], [log.column("func") for log in self.logs],
+                         [log.column("flags") for log in self.logs])
+        self.start_ns = arrays.end_to_end([start for start, _ in times], np.int64) if times is not None else None
+        self.end_ns = arrays.end_to_end([end for _, end in times], np.int64) if times is not None else None
 
     @functools.cached_property
     def part(self):
         """Of every record: it is a part record (PART), not a call."""
         return (self.flags & record.PART) != 0
-
-    @functools.cached_property
-    def owner(self):
-        """The position of each record's log in the batch."""
-        return np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.bounds))
-
-    def owner_of(self, rows):
-        """The position of the logs of records `rows` (a few: no owner of every record made)."""
-        return np.searchsorted(self.bounds, rows, "right") - 1
 
     @functools.cached_property
     def calls(self):
@@ -155,7 +140,7 @@ class Batch:
     @functools.cached_property
     def call_bounds(self):
         """Log i's calls are calls call_bounds[i]:call_bounds[i + 1]."""
-        per_log = arrays.run_sums(~self.part, self.bounds)
+        per_log = arrays.run_sums(~self.part, self.first_record)
         return np.concatenate(([0], np.cumsum(per_log))).astype(np.int64)
 
     @functools.cached_property
@@ -198,22 +183,6 @@ class Batch:
         if isinstance(self.calls, slice):
             return rows - self.calls.start
         return np.searchsorted(self.calls, rows)
-
-    def field(self, name, rows=None):
-        """A field of the records at `rows` (ascending row numbers of the batch; None: every
-        row), read from the logs that hold any of them."""
-        if rows is None:
-            return _joined([log.records[name] for log in self.logs], np.int64)
-        cut = np.searchsorted(rows, self.bounds)
-        return _joined([self.logs[i].records[name][rows[cut[i]:cut[i + 1]] - self.bounds[i]]
-                        for i in np.flatnonzero(np.diff(cut)).tolist()], np.int64)
-
-
-def _joined(parts, dtype):
-    """The arrays end to end; one array itself (no copy)."""
-    if len(parts) == 1:
-        return np.asarray(parts[0])
-    return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
 def batch_partials(batch, waits=None):
@@ -270,10 +239,10 @@ def log_sums(batch):
     mpi_time (Init and Finalize left out), bytes_sent, bytes_received, bytes_collective}, int64."""
     repeated_call = ~batch.part[batch.repeated]
     per_log_calls = np.diff(batch.call_bounds)
-    np.add.at(per_log_calls, batch.owner_of(batch.repeated[repeated_call]), batch.more[repeated_call])
-    by_class = np.zeros(len(batch) * 4, np.int64)
-    np.add.at(by_class, batch.owner * 4 + BYTE_CLASS[batch.key], batch.record_bytes)
-    by_class = by_class.reshape(len(batch), 4)
+    np.add.at(per_log_calls, batch.positions(batch.repeated[repeated_call]), batch.more[repeated_call])
+    by_class = np.zeros(batch.n_ranks * 4, np.int64)
+    np.add.at(by_class, batch.position * 4 + BYTE_CLASS[batch.key], batch.record_bytes)
+    by_class = by_class.reshape(batch.n_ranks, 4)
     return {"calls": per_log_calls, "mpi_time": _without_init_finalize(batch, batch.duration),
             "bytes_sent": by_class[:, SENT], "bytes_received": by_class[:, RECEIVED],
             "bytes_collective": by_class[:, COLLECTIVE_BYTES]}
@@ -284,7 +253,7 @@ def _without_init_finalize(batch, per_call):
     MPI_Finalize left out (a sum over every call less those few)."""
     sums = arrays.run_sums(per_call, batch.call_bounds)
     rows = batch.init_or_finalize[~batch.part[batch.init_or_finalize]]
-    np.subtract.at(sums, batch.owner_of(rows), per_call[batch.call_index(rows)])
+    np.subtract.at(sums, batch.positions(rows), per_call[batch.call_index(rows)])
     return sums
 
 
@@ -293,13 +262,14 @@ def _callers(batch):
     call record of it, a merged run of polls of seq 0 left out (it counts no call).  A table of
     (log, function) pairs where it is small against the calls, else their sort."""
     # (A batch of one log: every call's log is 0, no array of them.)
-    call_owner = np.repeat(np.arange(len(batch), dtype=np.int64), np.diff(batch.call_bounds)) if len(batch) > 1 else 0
+    n_logs = batch.n_ranks
+    call_owner = np.repeat(np.arange(n_logs, dtype=np.int64), np.diff(batch.call_bounds)) if n_logs > 1 else 0
     pairs = call_owner * N_IDS + batch.call_func
     uncounted = batch.repeated[~batch.part[batch.repeated] & (batch.more < 0)]
     if len(uncounted):
         pairs = np.delete(pairs, batch.call_index(uncounted))
-    if len(batch) * N_IDS <= 4 * len(pairs) + (1 << 16):
-        called = np.zeros((len(batch), N_IDS), bool)
+    if n_logs * N_IDS <= 4 * len(pairs) + (1 << 16):
+        called = np.zeros((n_logs, N_IDS), bool)
         called.reshape(-1)[pairs] = True
         return called.sum(axis=0, dtype=np.int64)
     return np.bincount(arrays.unique(pairs) % N_IDS, minlength=N_IDS).astype(np.int64)
@@ -308,7 +278,7 @@ def _callers(batch):
 def function_partials(log, start_ns, end_ns, waits=None):
     """Dense per-function sums of one log (``batch_partials``): {column: int64 array indexed by
     function id}.  `waits` (owned_waits' columns of the log's calls) adds the wait columns."""
-    return batch_partials(Batch([log], [(start_ns, end_ns)]), waits)
+    return batch_partials(ProfileBatch([log], [(start_ns, end_ns)]), waits)
 
 
 def program_spans(batch):
@@ -319,11 +289,11 @@ def program_spans(batch):
     its last record; without an Init, the start is the start of its first; (0, 0) for a
     log without records.
     """
-    n_logs, special = len(batch), batch.init_or_finalize
-    func, owner = batch.func[special], batch.owner_of(special)
+    n_logs, special = batch.n_ranks, batch.init_or_finalize
+    func, owner = batch.func[special], batch.positions(special)
     inits = special[IS_INIT[func] & ((batch.flags[special] & record.PART) == 0)]
     first_init = np.full(n_logs, len(batch.func), np.int64)
-    np.minimum.at(first_init, batch.owner_of(inits), inits)
+    np.minimum.at(first_init, batch.positions(inits), inits)
     finals = special[IS_FINALIZE[func]]
     last_final = np.full(n_logs, -1, np.int64)
     np.maximum.at(last_final, owner[IS_FINALIZE[func]], finals)
@@ -331,9 +301,9 @@ def program_spans(batch):
     init, final = first_init < len(batch.func), last_final >= 0
     start[init] = batch.end_ns[first_init[init]]
     end[final] = batch.start_ns[last_final[final]]
-    has = np.diff(batch.bounds) > 0
+    has = np.diff(batch.first_record) > 0
     if (has & ~(init & final)).any():       # a log cut short: its first start, its last end
-        firsts = batch.bounds[:-1][has]
+        firsts = batch.first_record[:-1][has]
         start[has & ~init] = np.minimum.reduceat(batch.start_ns, firsts)[~init[has]]
         end[has & ~final] = np.maximum.reduceat(batch.end_ns, firsts)[~final[has]]
     return start, end
@@ -343,16 +313,16 @@ def owned_program_spans(logs, times):
     """{trace rank: (start, end) ns of its program} (``program_spans``) of the owned `logs`
     ({rank: RankLog}, `times` {rank: (start_ns, end_ns) per record}), a batch at a time."""
     owned, spans = sorted(logs), {}
-    for first, stop in run_tables.owned_batches([logs[rank].n_records for rank in owned]):
+    for first, stop in owned_batches([logs[rank].n_records for rank in owned]):
         ranks = owned[first:stop]
-        start, end = program_spans(Batch([logs[rank] for rank in ranks], [times[rank] for rank in ranks]))
+        start, end = program_spans(ProfileBatch([logs[rank] for rank in ranks], [times[rank] for rank in ranks]))
         spans.update(zip(ranks, zip(start.tolist(), end.tolist())))
     return spans
 
 
 def program_span(log, start_ns, end_ns):
     """(start, end) ns of one log's program (``program_spans``)."""
-    start, end = program_spans(Batch([log], [(np.asarray(start_ns), np.asarray(end_ns))]))
+    start, end = program_spans(ProfileBatch([log], [(np.asarray(start_ns), np.asarray(end_ns))]))
     return int(start[0]), int(end[0])
 
 
@@ -409,14 +379,14 @@ def reached_finalize(log):
 
     (A log that could not grow on a full disk is closed without its Finalize record.)
     """
-    return bool(batch_reached_finalize(Batch([log]))[0])
+    return bool(batch_reached_finalize(ProfileBatch([log]))[0])
 
 
 def batch_reached_finalize(batch):
     """``reached_finalize`` of each log of a batch."""
     special = batch.init_or_finalize
-    finals = batch.owner_of(special[IS_FINALIZE[batch.func[special]]])
-    return np.array([log.finalized for log in batch.logs], bool) | (np.bincount(finals, minlength=len(batch)) > 0)
+    finals = batch.positions(special[IS_FINALIZE[batch.func[special]]])
+    return np.array([log.finalized for log in batch.logs], bool) | (np.bincount(finals, minlength=batch.n_ranks) > 0)
 
 
 def incomplete_requests(log):
@@ -425,7 +395,7 @@ def incomplete_requests(log):
     Counted per request id (persistent requests start many times): starts minus
     completions, 0 for a freed request.
     """
-    return int(batch_incomplete_requests(Batch([log]))[0])
+    return int(batch_incomplete_requests(ProfileBatch([log]))[0])
 
 
 def batch_incomplete_requests(batch):
@@ -433,7 +403,7 @@ def batch_incomplete_requests(batch):
     so an operation is known by (log, request id)."""
     # Only the records of request functions are looked at: one strided pass for their ids.
     maybe = np.flatnonzero(OF_REQUESTS[batch.func])
-    func, owner = batch.func[maybe], batch.owner_of(maybe)
+    func, owner = batch.func[maybe], batch.positions(maybe)
     part = (batch.flags[maybe] & record.PART) != 0
     request = batch.field("request", maybe)
     has_request = request != 0
@@ -448,7 +418,7 @@ def batch_incomplete_requests(batch):
                   - np.bincount(op[ended[kept]], minlength=len(ids))).astype(np.int64)
     # An id never started (only completed or freed) counts nothing: 0 - ends is clipped below.
     open_count[np.bincount(op[freed[kept]], minlength=len(ids)) > 0] = 0
-    per_log = np.zeros(len(batch), np.int64)
+    per_log = np.zeros(batch.n_ranks, np.int64)
     np.add.at(per_log, ids // width, np.clip(open_count, 0, None))
     return per_log
 
@@ -470,7 +440,7 @@ def batch_rows(batch, ranks, linked=None, by_state=None):
         "program_start": program_start,
         "program_end": program_end,
         **{name: sums[name] for name in ("mpi_time", "calls")},
-        "records": np.diff(batch.bounds),
+        "records": np.diff(batch.first_record),
         **{name: sums[name] for name in ("bytes_sent", "bytes_received", "bytes_collective")},
         "finalized": batch_reached_finalize(batch),
         "log_closed": np.array([log.finalized for log in logs], bool),
@@ -491,16 +461,16 @@ def local_tables(logs, times, linked=None, waitstates=None):
     per record; `linked` (link.Linked, whose calls' record_times are `times`) adds the wait and
     clock columns, the wait states' sums taken from `waitstates`, its
     metrics.run_tables.waitstate_rows (made from it when not given).  Consecutive owned logs
-    are taken a batch at a time (run_tables.owned_batches).
+    are taken a batch at a time (trace.batches.owned_batches).
     """
     owned = sorted(logs)
     by_state = None
     if linked is not None:
         by_state = state_sums(run_tables.waitstate_rows(linked) if waitstates is None else waitstates, owned)
     blocks, partials = [], []
-    for first, stop in run_tables.owned_batches([logs[rank].n_records for rank in owned]):
+    for first, stop in owned_batches([logs[rank].n_records for rank in owned]):
         ranks = owned[first:stop]
-        batch = Batch([logs[rank] for rank in ranks], [times[rank] for rank in ranks])
+        batch = ProfileBatch([logs[rank] for rank in ranks], [times[rank] for rank in ranks])
         block, partial = batch_rows(batch, ranks, linked, by_state[first:stop] if by_state is not None else None)
         blocks.append(block)
         partials.append(partial)
@@ -563,7 +533,7 @@ def rank_table(blocks):
             continue
         dtype = {"str": object, "bool": bool, "float": np.float64}.get(column.kind, np.int64)
         missing = np.nan if column.kind == "float" else 0     # runs analysed without the match stage
-        table[column.name] = _joined([np.asarray(block[column.name], dtype) if column.name in block
+        table[column.name] = arrays.end_to_end([np.asarray(block[column.name], dtype) if column.name in block
                                       else np.full(len(block["rank"]), missing, dtype) for block in blocks], dtype)
     order = np.argsort(table["rank"], kind="stable")
     table = {name: values[order] for name, values in table.items()}

@@ -15,6 +15,7 @@ from mpigraph.util import arrays
 from mpigraph.trace import functions as mf
 from mpigraph.match import p2p
 from mpigraph.trace import record
+from mpigraph.trace.batches import owned_batches
 from mpigraph.comm import owner_exchange as exchange, parallel, shuffle
 from mpigraph.metrics import waits
 from mpigraph.util.names import Labels
@@ -26,17 +27,6 @@ UNMATCHED_REASON = ("no matching receive", "no matching send", "completes no kno
 
 
 # ---- per analysis rank ---------------------------------------------------------------------
-
-# Consecutive owned ranks are taken together, their calls one after another, up to this many
-# rows (a bigger rank alone): thousands of small ranks cost a few dozen numpy calls per batch,
-# not per rank, and a batch's temporaries stay bounded however many calls the ranks have.
-BATCH_ROWS = 1 << 18
-
-
-def owned_batches(sizes):
-    """[(first, stop)] bounds of the owned ranks' batches (``BATCH_ROWS``), `sizes` their rows."""
-    return arrays.batches(sizes, BATCH_ROWS)
-
 
 def call_rows(linked, ranks=None, piece=slice(None)):
     """CALL_COLUMNS rows of the owned `ranks` (default: all; function and wait_state as ids), the

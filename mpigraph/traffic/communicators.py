@@ -22,7 +22,7 @@ CREATION_DTYPES = {"comm": np.int64, "rank": np.int64, "comm_rank": np.int64, "s
 
 
 def creation_rows(batch):
-    """One row per communicator each rank of a batch of owned ranks (traffic.batch.Batch) joined
+    """One row per communicator each rank of a batch of owned ranks (match.core.CallBatch) joined
     (CREATION_DTYPES), from its creation parts, rank after rank."""
     flags, func = batch.flags, batch.func
     parts = np.flatnonzero(((flags & record.PART) != 0) & kind_is(func, mf.COMM_CREATE)

@@ -110,7 +110,7 @@ def p2p_pairs(messages):
 
 def collective_calls(batch):
     """The columns the tables read of the collective calls that move message data (a RULE_CODE;
-    not a part record, not failed) of a batch of owned ranks (traffic.batch.Batch): per call
+    not a part record, not failed) of a batch of owned ranks (match.core.CallBatch): per call
     its rank's "position" in the batch and trace "rank", "func", "rule", "comm", "root", "bytes",
     "site", "seq"; "ranks": the batch's trace ranks."""
     flags, func = batch.flags, batch.func

@@ -3,7 +3,8 @@ analysis rank 0 (each is small: rank pairs, size bins, communicators).
 
 The point-to-point pairs and sizes come from the match stage (``Linked.traffic``: the messages
 each analysis rank matched, on the owner of their receivers, and its operation table);
-collectives from the owned ranks' records, a batch of ranks at a time (traffic.batch);
+collectives from the owned ranks' records, a batch of ranks at a time (trace.batches: the
+collective calls' records gathered, not all copied);
 the communicators from every rank's creation records, gathered to every analysis rank (a
 spreading collective's members are needed to apportion it: its calls wait for them summed per
 rank and communicator, matrix.spreading).
@@ -12,10 +13,11 @@ rank and communicator, matrix.spreading).
 import numpy as np
 
 from mpigraph import schema
-from mpigraph.traffic import batch
 from mpigraph.traffic import communicators as comms
 from mpigraph.traffic import matrix, sizes
+from mpigraph.match.core import CallBatch
 from mpigraph.trace import functions as mf
+from mpigraph.trace.batches import of_ranks
 
 
 def from_match(ops, messages, calls=None):
@@ -52,10 +54,10 @@ def _rows(table, piece):
 def traffic(comm, linked, world_size, max_records=None):
     """{"matrix", "sizes", "communicators": tables (schema columns)} on analysis rank 0, with
     "names" ({comm id: name}); None elsewhere.  Collective over comm.  The owned ranks are read a
-    batch of at most max_records records at a time (traffic.batch)."""
+    batch of at most max_records records at a time (trace.batches)."""
     matched = linked.traffic or {"pairs": matrix.empty(), "sizes": sizes.empty()}
     mine, pairs, spreading, collective = [], [matched["pairs"]], [], []
-    for b in batch.batches(linked.calls, max_records):
+    for b in of_ranks(linked.calls, CallBatch, max_records):
         mine.append(comms.creation_rows(b))
         calls = matrix.collective_calls(b)
         pairs.append(matrix.collective_pairs(calls))

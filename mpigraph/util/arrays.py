@@ -114,6 +114,13 @@ def batches(sizes, max_rows):
     return bounds
 
 
+def end_to_end(parts, dtype):
+    """The 1-d arrays `parts` end to end: one array itself (no copy), none an empty one of `dtype`."""
+    if len(parts) == 1:
+        return np.asarray(parts[0])
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+
 def stacked(columns, dtype=None):
     """(the 1-d arrays of `columns` end to end, the position in `columns` of each row's array, the
     first row of each array): one array of a batch's columns, and whose each row is."""
