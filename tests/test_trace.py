@@ -1,5 +1,6 @@
 """Reading and validating raw logs (mpigraph.trace.logs), ticks to ns (mpigraph.clock.models), ownership."""
 
+import mmap
 import os
 
 import numpy as np
@@ -19,8 +20,8 @@ def test_open_log_maps_exactly_n_records(tmp_path):
             rec("MPI_Finalize", 900, 900)]
     path = write_rank(tmp_path, 1, 2, rows, job_id="j42", host="nodeA")
     log = trace.open_log(path)
-    # Mapped, not read into memory: a plain ndarray view of the file's map.
-    assert type(log.records) is np.ndarray and isinstance(log.records.base, np.memmap)
+    # Mapped, not read into memory: a plain ndarray over the file's map.
+    assert type(log.records) is np.ndarray and isinstance(log.records.base.obj, mmap.mmap)
     assert not log.records.flags.writeable
     assert log.n_records == 3 and len(log.records) == 3
     assert log.records["t_start"].tolist() == [0, 200, 900]

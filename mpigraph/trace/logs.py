@@ -1,7 +1,7 @@
 """Read and validate the shim's raw logs (``<run>/raw/rank-<r>.log``).
 
 The records are never copied: ``RankLog.records`` is a read-only numpy
-memmap of exactly ``n_records`` records of ``record.RECORD_DTYPE``.  Every
+array over a map of the file, exactly ``n_records`` records of ``record.RECORD_DTYPE``.  Every
 problem a damaged, foreign or incomplete log can have becomes a TraceError
 whose message names the file and, for a bad record, its index; validation is
 vectorised (one pass of numpy over the records, no Python loop per record).
@@ -11,6 +11,7 @@ opens the logs of some ranks, ``open_run`` does both for all ranks.  The
 analysis splits them so each analysis rank opens only the logs it owns.
 """
 
+import mmap
 import os
 import re
 from collections import namedtuple
@@ -40,10 +41,10 @@ def log_path(run_dir, rank):
 
 
 class RankLog:
-    """One rank's log: its header and a memmap of its records.
+    """One rank's log: its header and its records (a map of the file).
 
     Attributes: path, header (a numpy record of HEADER_DTYPE: ``header["pid"]``),
-    records (memmap of RECORD_DTYPE, length n_records), rank, world_size,
+    records (read-only array of RECORD_DTYPE over the map, length n_records), rank, world_size,
     job_id, hostname, finalized (reached MPI_Finalize and closed the log),
     recording_dropped (the shim stopped recording early: disk full), log_helper
     (a helper thread prepared the log's pages: MPIGRAPH_LOG_HELPER), clock (a
@@ -106,10 +107,25 @@ def _text(value):
 
 def read_header(path):
     """(header, file size) of a log, the header checked for magic, version and sizes."""
+    fd = _open(path)
     try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            head = f.read(record.HEADER_DTYPE.itemsize)
+        return _header(path, fd)
+    finally:
+        os.close(fd)
+
+
+def _open(path):
+    try:
+        return os.open(path, os.O_RDONLY)
+    except OSError as e:
+        raise TraceError("%s: cannot read: %s" % (path, e.strerror or e)) from None
+
+
+def _header(path, fd):
+    """(header, file size) of the log open as `fd`."""
+    try:
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, record.HEADER_DTYPE.itemsize, 0)
     except OSError as e:
         raise TraceError("%s: cannot read: %s" % (path, e.strerror or e)) from None
     if size == 0:
@@ -144,7 +160,8 @@ def _check_header(path, header):
 
 # ---- the records -----------------------------------------------------------
 
-def _map_records(path, size, n_records):
+def _map_records(path, fd, size, n_records):
+    """The log's records, a read-only array over a map of the file open as `fd`."""
     complete = (size - record.HEADER_SIZE) // record.RECORD_SIZE
     if complete < n_records:
         raise TraceError(
@@ -154,10 +171,14 @@ def _map_records(path, size, n_records):
                record.HEADER_SIZE + n_records * record.RECORD_SIZE))
     if n_records == 0:
         return np.zeros(0, record.RECORD_DTYPE)
-    # A plain ndarray view of the map (which it keeps alive): a memmap subclass costs every
-    # indexing of it a Python-level __getitem__ and __array_finalize__, thousands per rank.
-    return np.memmap(path, dtype=record.RECORD_DTYPE, mode="r", offset=record.HEADER_SIZE,
-                     shape=(n_records,)).view(np.ndarray)
+    # The map's own buffer as a plain ndarray (which keeps the map alive): np.memmap costs a
+    # second open of the file and, as a subclass, a Python-level __getitem__ at every indexing;
+    # at thousands of small logs both count.
+    try:
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except OSError as e:
+        raise TraceError("%s: cannot map: %s" % (path, e.strerror or e)) from None
+    return np.frombuffer(mapped, record.RECORD_DTYPE, count=n_records, offset=record.HEADER_SIZE)
 
 
 def _known_functions():
@@ -222,11 +243,17 @@ def validate_records(path, records, func=None, flags=None):
 
 def open_log(path, validate=True):
     """Open one log: header checked, records mapped (not copied) and validated."""
-    header, size = read_header(path)
-    match = LOG_NAME.match(os.path.basename(path))
-    if match and int(match.group(1)) != header["world_rank"]:
-        raise TraceError("%s: the header says rank %d, the file name another rank" % (path, header["world_rank"]))
-    log = RankLog(path, header, _map_records(path, size, int(header["n_records"])))
+    fd = _open(path)       # one open for the header and the map
+    try:
+        header, size = _header(path, fd)
+        match = LOG_NAME.match(os.path.basename(path))
+        if match and int(match.group(1)) != header["world_rank"]:
+            raise TraceError("%s: the header says rank %d, the file name another rank"
+                             % (path, header["world_rank"]))
+        records = _map_records(path, fd, size, int(header["n_records"]))
+    finally:
+        os.close(fd)
+    log = RankLog(path, header, records)
     if validate:
         validate_records(path, log.records, log.column("func"), log.column("flags"))
     return log
