@@ -43,6 +43,7 @@ from mpigraph.match import releases
 from mpigraph.match.core import ordinal_within, pair_occurrences
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
+from mpigraph.util import arrays
 
 POST, START, COMPLETE, WAIT, TEST = (mf.BY_NAME[n].id for n in ("MPI_Win_post", "MPI_Win_start", "MPI_Win_complete",
                                                                  "MPI_Win_wait", "MPI_Win_test"))
@@ -160,8 +161,7 @@ def _first_ended_after(calls, rank, first, last, t, ends=None):
     `ends`: {rank: end times} to read instead of the calls' own (polling_ends)."""
     out = np.asarray(last, np.int64).copy()
     ends_of = ends or {}
-    for r in np.unique(rank):
-        rows = np.flatnonzero(rank == r)
+    for r, rows in arrays.groups(rank):
         ends = np.maximum.accumulate(ends_of.get(int(r), calls[int(r)].end_ns))   # nondecreasing: a search
         at = np.searchsorted(ends, t[rows], "left")
         out[rows] = np.clip(at, first[rows], last[rows])
@@ -202,9 +202,9 @@ def member_rows(comm, epochs, calls, template, codec=None):
     start = _times(calls, rank, call, "start_ns")
     end = _times(calls, rank, done, "end_ns")
     # a polling test's end for the path (polling_ends): the release's edge must not end before it starts
-    for r, ends in polling.items():
-        rows = np.flatnonzero(rank == r)
-        end[rows] = ends[done[rows]]
+    for r, rows in arrays.groups(rank):
+        if int(r) in polling:
+            end[rows] = polling[int(r)][done[rows]]
     release = [np.concatenate([late[i][a], early[i][e]]) for i in range(3)]
     values = {"rank": rank, "comm_rank": np.full(len(rank), -1), "call": call, "func": func,
               "root": np.full(len(rank), -1), "start": start, "end": end, "done_call": done,
@@ -236,7 +236,6 @@ def polling_ends(calls, epochs):
 def _times(calls, rank, call, name):
     """calls[rank].<name>[call] for rows of (rank, call), one gather per rank."""
     out = np.zeros(len(rank), np.int64)
-    for r in np.unique(rank):
-        rows = np.flatnonzero(rank == r)
+    for r, rows in arrays.groups(rank):
         out[rows] = getattr(calls[int(r)], name)[call[rows]]
     return out

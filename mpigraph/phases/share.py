@@ -16,6 +16,8 @@ pieces.
 
 import numpy as np
 
+from mpigraph.util import arrays
+
 
 def pieces(bounds, start, end):
     """The pieces of segments [start, end) cut at the sorted `bounds`: (segment index, interval
@@ -39,11 +41,10 @@ def path_share(intervals, path, run_start, n_phases):
     rank = np.asarray(path["rank"], np.int64)
     start = np.asarray(path["start"], np.int64) + run_start
     end = np.asarray(path["end"], np.int64) + run_start
-    for r in np.unique(rank).tolist():
-        if r not in intervals:
+    for r, mine in arrays.groups(rank):       # one sort, not a pass over the path per rank
+        if int(r) not in intervals:
             continue
-        bounds, segment_phase = intervals[r]
-        mine = np.flatnonzero(rank == r)
+        bounds, segment_phase = intervals[int(r)]
         _, interval, length = pieces(np.asarray(bounds, np.int64), start[mine], end[mine])
         np.add.at(share, segment_phase[interval], length)
     return share

@@ -57,6 +57,7 @@ from mpigraph.match import link
 from mpigraph.match.core import COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, SCAN
 from mpigraph.metrics import profile as metrics
 from mpigraph.trace import logs as trace
+from mpigraph.util import arrays
 from mpigraph.whatif import build as model
 from mpigraph.whatif.build import (CALL, COMPUTE, END, HUB_IN, HUB_OUT, LATE_RECEIVER, MESSAGE, RELEASE)
 from mpigraph.whatif.envelope import REL_EPS, Edges
@@ -649,8 +650,8 @@ def recording_cost(comm, rows_built, spec):
         return ns
     compute = rows_built["kind"] == COMPUTE
     gap, rank = rows_built["c"][compute], rows_built["src_rank"][compute]
-    least = min((np.percentile(gap[rank == r], recording.QUANTILE) for r in np.unique(rank)), default=np.inf)
-    least = comm.allreduce(float(least), op=_min())           # a loop over owned ranks above
+    least = min((np.percentile(gap[rows], recording.QUANTILE) for _, rows in arrays.groups(rank)), default=np.inf)
+    least = comm.allreduce(float(least), op=_min())           # a loop over owned ranks above (one sort)
     if not np.isfinite(least):
         return 0.0
     cost = max(least, 0.0)
