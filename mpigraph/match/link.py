@@ -21,7 +21,7 @@ from mpigraph.match.core import (COLLECTIVE_N_TO_N, MESSAGE_LATE_RECEIVER, MESSA
                                  CallBatch, Dependencies, rank_calls_of)
 from mpigraph.metrics.waits import waits_and_member_totals
 from mpigraph.traffic import stage as traffic_stage
-from mpigraph.trace.batches import of_ranks, owned_batches
+from mpigraph.trace.batches import RecordBatch, of_ranks, owned_batches
 from mpigraph.util import arrays
 
 
@@ -83,7 +83,8 @@ def aligned_calls(comm, logs, method):
     calls = {}
     sizes = [logs[r].n_records for r in ranks]
     for first, stop in owned_batches(sizes):
-        calls.update(_batch_calls([logs[r] for r in ranks[first:stop]], lines, origin))
+        part = [logs[r] for r in ranks[first:stop]]
+        calls.update(_batch_calls(part, RecordBatch.of_logs(part), lines, origin))
     return {rank: calls[rank] for rank in logs}, ClockInfo(method, samples, lines, origin)
 
 
@@ -94,24 +95,20 @@ def _first_ends(logs):
     return np.array([log.rank for log in logs], np.int64), clock.RowConversions(logs, 1).to_ns(ticks)
 
 
-def _batch_calls(logs, lines, origin):
-    """{rank: RankCalls} of consecutive logs from one pass over their records end to end (core.rank_calls' rows)."""
-    lengths = np.array([log.n_records for log in logs], np.int64)
-    first = np.concatenate([[0], np.cumsum(lengths)])
+def _batch_calls(logs, batch, lines, origin):
+    """{rank: RankCalls} of consecutive logs (`batch`: their RecordBatch) from one pass over their
+    records end to end (core.rank_calls' rows)."""
+    lengths = np.diff(batch.first_record)
     conversions = clock.RowConversions(logs, lengths)
-    ranks = np.array([log.rank for log in logs], np.int64)
     times = []
     for field in ("t_start", "t_end"):
-        ticks = np.concatenate([log.records[field] for log in logs]) if len(logs) > 1 else logs[0].records[field]
-        ns = lines.rows_to_global(ranks, lengths, conversions.to_ns(ticks))
-        if len(logs) == 1 and np.may_share_memory(ns, logs[0].records):     # the log's own field: not written
+        ns = lines.rows_to_global(batch.ranks, lengths, conversions.to_ns(batch.field(field)))
+        if batch.one_rank and np.may_share_memory(ns, logs[0].records):     # the log's own field: not written
             ns = np.subtract(ns, origin, dtype=np.int64)
         else:       # an array of this batch's own: in place, no second array of the rows
             ns -= origin
         times.append(ns)
-    flags = np.concatenate([log.column("flags") for log in logs])
-    func = np.concatenate([log.column("func") for log in logs])
-    return rank_calls_of(logs, first, func, flags, *times)
+    return rank_calls_of(logs, batch.first_record, batch.func, batch.flags, *times)
 
 
 # ---- match ------------------------------------------------------------------------------------

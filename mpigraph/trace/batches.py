@@ -65,6 +65,12 @@ class RecordBatch:
         self.ranks = None if ranks is None else np.array(ranks, np.int64)
         self.first_record = np.concatenate(([0], np.cumsum([len(r) for r in records], dtype=np.int64))).astype(np.int64)
 
+    @classmethod
+    def of_logs(cls, logs):
+        """The batch of consecutive RankLogs, in rank order."""
+        return cls([log.records for log in logs], [log.column("func") for log in logs],
+                   [log.column("flags") for log in logs], [log.rank for log in logs])
+
     @property
     def n_ranks(self):
         return len(self.first_record) - 1
