@@ -111,6 +111,8 @@ MESSAGE_TIME_COLUMNS = ("post_start", "done_start", "done_end")
 
 def with_times(ops, calls_by_rank):
     """ops plus post_start, done_start, done_end (int64 ns; done_* = -1 without completion)."""
+    if not len(ops["rank"]):     # a run of collectives: no times of every call to put together
+        return dict(ops, **{name: np.zeros(0, np.int64) for name in MESSAGE_TIME_COLUMNS})
     index = CallIndex(calls_by_rank)
     start_ns, end_ns = index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns")
     post = index.of(ops["rank"], ops["post_call"])
@@ -198,6 +200,8 @@ def to_senders(comm, ownership, messages, calls_by_rank, codec=None):
     and s_done_start, s_done_end (-1 without completion) from the owned ranks' calls."""
     back = route(comm, {name: messages[name] for name in FROM_RECEIVER_COLUMNS},
                  ownership.owner_of(messages["s_rank"]), codec)
+    if not len(back["s_rank"]):
+        return dict(back, s_done_start=np.zeros(0, np.int64), s_done_end=np.zeros(0, np.int64))
     index = CallIndex(calls_by_rank)
     has = back["s_done_call"] >= 0
     done = index.of(back["s_rank"], np.maximum(back["s_done_call"], 0))
