@@ -415,20 +415,11 @@ def pair_occurrences(a, b):
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     ia, ib = np.argsort(a, kind="stable"), np.argsort(b, kind="stable")
     sa, sb = a[ia], b[ib]
-    if not len(sa) or not len(sb):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    # Each side's runs of one value: the values are looked up run by run, not row by row (a rank
-    # reuses few request ids: runs of thousands of posts and completions each).
-    heads_a, lengths_a = arrays.runs(sa)
-    heads_b, lengths_b = arrays.runs(sb)
-    values_b = sb[heads_b]
-    run_b = np.minimum(np.searchsorted(values_b, sa[heads_a]), len(heads_b) - 1)
-    partners = np.where(values_b[run_b] == sa[heads_a], lengths_b[run_b], 0)     # rows of that value in b
-    # The k-th row of a run of `a` pairs with the k-th row of its value's run in `b`, if that has one.
-    k = np.arange(len(sa)) - np.repeat(heads_a, lengths_a)
-    paired = k < np.repeat(partners, lengths_a)
-    j = np.repeat(heads_b[run_b], lengths_a)
-    j += k
+    if len(sa) == len(sb) and np.array_equal(sa, sb):     # every row has its partner (most runs' requests)
+        return ia, ib
+    k = np.arange(len(sa)) - np.searchsorted(sa, sa, "left")
+    j = np.searchsorted(sb, sa, "left") + k
+    paired = j < np.searchsorted(sb, sa, "right")
     return ia[paired], ib[j[paired]]
 
 
