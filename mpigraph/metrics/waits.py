@@ -197,7 +197,7 @@ def _wait_after_table():
     return (PATTERN_OF_FUNC == COLLECTIVE_N_TO_N) & ~NONBLOCKING[:len(PATTERN_OF_FUNC)]
 
 
-_HAS_WAIT_AFTER = _wait_after_table()
+_NO_WAIT_AFTER = ~_wait_after_table()
 
 
 def member_waits(index, start_ns, end_ns, members):
@@ -225,10 +225,15 @@ def member_waits(index, start_ns, end_ns, members):
     before = _clip(members["release_start"] - start, duration)       # duration clamped at 0 in place
     before[members["release_rank"] < 0] = 0
     func = members["func"]
-    # The seed's wait after, for blocking N-to-N members only, within what the wait before left.
+    # The seed's wait after, for blocking N-to-N members only, within what the wait before left:
+    # min(max(after, 0), duration - before), as min(max(after, 0) + before, duration) - before
+    # in place (0 <= before <= duration), with no temporary of every member.
     after = end - members["min_end"]
-    np.clip(after, 0, duration - before, out=after)     # 0 <= before <= duration: one pass, not _clip's three
-    after[~_HAS_WAIT_AFTER.take(func)] = 0
+    np.maximum(after, 0, out=after)
+    after += before
+    np.minimum(after, duration, out=after)
+    after -= before
+    after[_NO_WAIT_AFTER.take(func)] = 0
     state = collective_state(func, members["rank"] == members["root"])
     state[before == 0] = NO_STATE
     return {"done": done, "wait_before": before, "wait_after": after, "duration": duration, "state": state,
