@@ -388,8 +388,8 @@ def pair_by_key(keys_a, keys_b):
         key = _dense_key([np.concatenate([np.asarray(a), np.asarray(b)]) for a, b in zip(keys_a, keys_b)])
         keys = key[:na], key[na:]
     (order_a, sorted_a), (order_b, sorted_b) = (_sorted(key) for key in keys)
-    if na == nb and np.array_equal(sorted_a, sorted_b):      # every row has its partner (most runs)
-        return order_a, order_b
+    if na == nb and np.array_equal(sorted_a, sorted_b) and (sorted_a[1:] > sorted_a[:-1]).all():
+        return order_a, order_b             # every row has its partner (most runs)
     at = np.searchsorted(sorted_b, sorted_a)
     hit = at < nb
     hit[hit] = sorted_b[at[hit]] == sorted_a[hit]
