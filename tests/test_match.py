@@ -419,6 +419,45 @@ def test_pair_occurrences_is_pair_by_key_of_ordinals(seed):
     assert all(len(x) == 0 for x in match.pair_occurrences(a[:0], b))
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_pair_occurrences_of_alike_sides_pairs_the_kth_with_the_kth(seed):
+    """Every post with its completion (both sides' values alike, in other orders): paired without a search."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 30, 2000)
+    b = rng.permutation(a)
+    want = match.pair_by_key([a, match.ordinal_within([a], np.arange(len(a)))],
+                             [b, match.ordinal_within([b], np.arange(len(b)))])
+    got = match.pair_occurrences(a, b)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want)) and len(got[0]) == len(a)
+
+
+def test_pair_by_key_of_alike_sides_pairs_every_row_and_keeps_duplicates_as_the_search_does():
+    keys = [np.array([3, 1, 2, 0]), np.array([0, 0, 1, 1])]
+    ia, ib = match.pair_by_key(keys, [k[::-1] for k in keys])
+    assert ia.tolist() == [3, 1, 2, 0] and ib.tolist() == [0, 2, 1, 3]
+    # Equal keys on both sides (unresolved receives' ordinal -1 would be): each finds the first
+    dup = [np.array([5, 5]), np.array([-1, -1])]
+    ia, ib = match.pair_by_key(dup, dup)
+    assert ia.tolist() == [0, 1] and ib.tolist() == [0, 0]
+
+
+def test_ordinal_within_groups_in_order_in_several_runs():
+    """Rank after rank, each rank's groups its own and in order (the operations' streams): the
+    one sort by group is the whole sort; a group whose rows are out of order is sorted by order."""
+    rng = np.random.default_rng(5)
+    # Each rank's records counted from a later start than the next rank's: four runs, distinct
+    per_rank = [np.sort(rng.permutation(1000)[:600]) + 1000 * (3 - r) for r in range(4)]
+    order = np.concatenate(per_rank)
+    keys = [np.repeat(np.arange(4), 600), rng.integers(0, 7, len(order))]
+    for k in (keys, [keys[1]]):           # groups within a rank, or across the ranks' runs
+        rows = list(zip(*[c.tolist() for c in k]))
+        seen, expected = {}, np.empty(len(order), np.int64)
+        for i in np.argsort(order):
+            expected[i] = seen.get(rows[i], 0)
+            seen[rows[i]] = expected[i] + 1
+        assert np.array_equal(match.ordinal_within(k, order), expected)
+
+
 @pytest.mark.parametrize("wide", [False, True])
 def test_ordinal_within_and_pair_by_key_match_python(wide):
     rng = np.random.default_rng(3)

@@ -40,6 +40,12 @@ def test_a_members_rank_and_size_in_its_communicator():
     rank, size = collectives.comm_ranks(plain, 8, np.zeros(0, np.int64), np.array([0, 0, 1, 1]),
                                         np.array([0, (1 << 32) | 4, (1 << 32) | 4, 5], np.int64))
     assert rank.tolist() == [3, -1, 0, -1] and size.tolist() == [8, -1, 1, -1]
+    # MPI_COMM_WORLD alone: the trace ranks (the caller's, when it passes them) and the world's size
+    for given in (None, np.array([3, 3, 4], collectives.MEMBER_DTYPES["rank"])):
+        rank, size = collectives.comm_ranks(plain, 8, np.zeros(0, np.int64), np.array([0, 0, 1]),
+                                            np.zeros(3, np.int64), given)
+        assert rank.tolist() == [3, 3, 4] and size.tolist() == [8, 8, 8]
+        assert rank.dtype == collectives.MEMBER_DTYPES["comm_rank"] and size.dtype == collectives.MEMBER_DTYPES["comm_size"]
 
 
 def part(comm, seq):

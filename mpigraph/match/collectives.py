@@ -52,21 +52,24 @@ def pattern_of(func):
     return PATTERN_OF_FUNC[np.asarray(func)]
 
 
-def comm_ranks(batch, world_size, part_rows, position, comm):
+def comm_ranks(batch, world_size, part_rows, position, comm, rank=None):
     """(each member's rank in its communicator, the communicator's size), in MEMBER_DTYPES, of
     members of a CallBatch: on the rank at `position` (in batch.ranks), on communicator `comm`;
     -1 for a communicator its rank does not know.  Communicator ids are each rank's own to
     look up: MPI_COMM_WORLD (0), MPI_COMM_SELF ((1 << 32) | rank, csrc/comms.c) and those its
     comm-creation parts (`part_rows`: the batch's part records) created, the first creation of an
-    id seen twice."""
+    id seen twice.  `rank`: the members' trace ranks where the caller has them (batch.ranks[position]),
+    which the answer may share (read it, never write to it)."""
     records = batch.records
-    rank = batch.ranks[position]
+    rank = batch.ranks[position] if rank is None else rank
     # A topology communicator's in-neighbours follow its creation part, flagged COLLECTIVE (match.neighbors).
     neighbour = (batch.flags[part_rows] & record.COLLECTIVE) != 0
     created = part_rows[kind_is(batch.func[part_rows], mf.COMM_CREATE) & ~neighbour]
     rank_type, size_type = MEMBER_DTYPES["comm_rank"], MEMBER_DTYPES["comm_size"]
+    if not len(created) and not comm.any():     # MPI_COMM_WORLD only (a bulk-synchronous run)
+        return rank.astype(rank_type, copy=False), np.full(len(rank), world_size, size_type)
     if not len(created):           # world and self only (most runs): no table to search
-        world, itself = comm == 0, comm == ((1 << 32) | rank)
+        world, itself = comm == 0, comm == ((1 << 32) | rank.astype(np.int64))
         return (np.where(world, rank, np.where(itself, 0, -1)).astype(rank_type),
                 np.where(world, world_size, np.where(itself, 1, -1)).astype(size_type))
     n = len(batch.ranks)
@@ -134,7 +137,9 @@ def members(batch, world_size):
         pick = rows
     comm = np.ascontiguousarray(records["comm"][pick])
     position = batch.positions(rows)
-    comm_rank, comm_size = comm_ranks(batch, world_size, part_rows, position, comm)
+    rank = np.full(len(rows), batch.ranks[0], MEMBER_DTYPES["rank"]) if batch.one_rank else \
+        batch.ranks.astype(MEMBER_DTYPES["rank"])[position]
+    comm_rank, comm_size = comm_ranks(batch, world_size, part_rows, position, comm, rank)
     call = batch.record_call[pick]
     done_call = completing_calls(batch, rows, call, is_part, member_func)
     if batch.one_rank:
@@ -147,7 +152,7 @@ def members(batch, world_size):
                                                                      np.where(done_call >= 0, done_call, call))
     columns = {
         "comm": comm, "seq": seq,
-        "rank": batch.rank_of(rows),
+        "rank": rank,
         "comm_rank": comm_rank, "comm_size": comm_size,
         "call": call, "func": member_func, "root": root,
         "start": batch.times("start_ns")[start_at], "end": batch.times("end_ns")[end_at], "done_call": done_call,
@@ -681,7 +686,7 @@ def combine_partials(parts):
 def _released_by_table():
     """[function id, member is the root]: who releases the member (see _member_results)."""
     # [pattern + 1, is root]; neighbourhood collectives: released by match.neighbors instead
-    by_pattern = np.zeros((max(PATTERN_OF_FUNC) + 2, 2), np.int64)
+    by_pattern = np.zeros((max(PATTERN_OF_FUNC) + 2, 2), np.int8)
     by_pattern[COLLECTIVE_N_TO_N + 1, :] = 1            # the last arriver, root or not
     by_pattern[COLLECTIVE_N_TO_ONE + 1, 1] = 1          # the root waits for the last arriver
     by_pattern[COLLECTIVE_ONE_TO_N + 1, 0] = 2          # the others wait for the root
@@ -699,17 +704,26 @@ def _member_results(m, group, start_idx, reply):
     for name in r:
         r[name][reply["group"]] = reply[name]
     # Who releases each member: nobody (0), the last arriver (1) or the root (2) of its instance,
-    # looked up by (function, is root); one gather per result column from a small (3, groups)
-    # table of the candidates.
+    # looked up by (function, is root), 2 * function + is root in the flat table.
     is_root = (m["rank"] == m["root"]).view(np.uint8)       # an index (0, 1), not a mask
-    at = _RELEASED_BY[m["func"], is_root]
-    at *= n_groups
-    at += group                                                # in place: members are millions
+    by = _RELEASED_BY.reshape(-1)[(m["func"] << 1) | is_root]
     none = np.full(n_groups, -1, np.int64)
-    rel_rank = np.concatenate([none, r["last_rank"], r["root_rank"]]).astype(m["rank"].dtype)[at]
-    rel_call = np.concatenate([none, r["last_call"], r["root_call"]])[at]
-    rel_start = np.concatenate([none, r["max_start"], r["root_start"]])[at]
-    g = {name: r[name][group] for name in ("max_start", "min_end")}
+    candidates = ((none, none, none), (r["last_rank"], r["last_call"], r["max_start"]),
+                  (r["root_rank"], r["root_call"], r["root_start"]))
+    count = np.diff(np.r_[start_idx, n])        # each instance's members (sorted by instance)
+    if n and by.min() == by.max():
+        # One kind of release for every member (a run of N-to-N collectives: the last arriver):
+        # each instance's answer repeated over its members, no gather in the members' order.
+        rel_rank, rel_call, rel_start = (np.repeat(c, count) for c in candidates[int(by[0])])
+        rel_rank = rel_rank.astype(m["rank"].dtype)
+    else:
+        # One gather per result column from a small (3, groups) table of the candidates.
+        at = by.astype(np.int64)
+        at *= n_groups
+        at += group                                                # in place: members are millions
+        rel_rank, rel_call, rel_start = (np.concatenate(c)[at] for c in zip(*candidates))
+        rel_rank = rel_rank.astype(m["rank"].dtype)
+    g = {name: np.repeat(r[name], count) for name in ("max_start", "min_end")}
     itself = np.flatnonzero((rel_rank == m["rank"]) & (rel_call == m["call"]))     # nobody waits for itself
     rel_rank[itself], rel_call[itself], rel_start[itself] = -1, -1, -1
     return dict(m, max_start=g["max_start"], min_end=g["min_end"], release_rank=rel_rank, release_call=rel_call,

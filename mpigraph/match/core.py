@@ -342,23 +342,34 @@ def ordinal_within(keys, order):
         return np.zeros(0, np.int64)
     group = group_key(keys)
     if np.count_nonzero(order[1:] < order[:-1]) * FEW_RUNS < n:
-        # `order` in a few increasing runs (posts in log order, rank after rank): a stable sort
-        # by it and then by group, each close to one pass, instead of one sort of both together.
-        # Groups numbered 0..g-1 with g <= 65536 sort as 16-bit ints: numpy's stable sort of those
-        # is a radix sort, one pass (a pipeline's streams: tens of thousands among millions).
+        # `order` in a few increasing runs (posts in log order, rank after rank): stable sorts,
+        # each close to one pass, instead of one sort of both together.  Groups numbered 0..g-1
+        # with g <= 65536 sort as 16-bit ints: numpy's stable sort of those is a radix sort, one
+        # pass (a pipeline's streams: tens of thousands among millions).
         codes, group = arrays.unique_codes(group)
         if len(codes) <= 1 << 16:
             group = group.astype(np.uint16)
-        idx = np.argsort(order, kind="stable")
-        idx = idx[np.argsort(group[idx], kind="stable")]
+        idx = np.argsort(group, kind="stable")
+        sorted_group = group[idx]
+        # Each group's rows in `order` already (a group is one rank's, and a rank's blocking or
+        # nonblocking operations alone are in log order): the sort by group is the whole sort.
+        # Else sort by `order` first, and then by group (the groups sorted alike).
+        if not _increasing_within(order[idx], sorted_group):
+            idx = np.argsort(order, kind="stable")
+            idx = idx[np.argsort(group[idx], kind="stable")]
     else:
         idx = sort_rows([group, order], unique=True)
-    sorted_group = group[idx]
+        sorted_group = group[idx]
     new_group = np.r_[True, sorted_group[1:] != sorted_group[:-1]]
     first = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
     out = np.empty(n, np.int64)
     out[idx] = np.arange(n) - first
     return out
+
+
+def _increasing_within(values, group):
+    """`values` increase within each run of equal `group` (rows sorted by group)."""
+    return not ((values[1:] <= values[:-1]) & (group[1:] == group[:-1])).any()
 
 
 def pair_by_key(keys_a, keys_b):
@@ -377,6 +388,8 @@ def pair_by_key(keys_a, keys_b):
         key = _dense_key([np.concatenate([np.asarray(a), np.asarray(b)]) for a, b in zip(keys_a, keys_b)])
         keys = key[:na], key[na:]
     (order_a, sorted_a), (order_b, sorted_b) = (_sorted(key) for key in keys)
+    if na == nb and np.array_equal(sorted_a, sorted_b) and (sorted_a[1:] > sorted_a[:-1]).all():
+        return order_a, order_b             # every row has its partner (most runs)
     at = np.searchsorted(sorted_b, sorted_a)
     hit = at < nb
     hit[hit] = sorted_b[at[hit]] == sorted_a[hit]
@@ -402,6 +415,8 @@ def pair_occurrences(a, b):
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     ia, ib = np.argsort(a, kind="stable"), np.argsort(b, kind="stable")
     sa, sb = a[ia], b[ib]
+    if len(sa) == len(sb) and np.array_equal(sa, sb):     # every row has its partner (most runs' requests)
+        return ia, ib
     k = np.arange(len(sa)) - np.searchsorted(sa, sa, "left")
     j = np.searchsorted(sb, sa, "left") + k
     paired = j < np.searchsorted(sb, sa, "right")

@@ -23,16 +23,32 @@ OP_DTYPES = {"side": np.int8, "rank": np.int32, "comm": np.int64, "peer": np.int
              "func": np.uint16}
 
 
-def request_pairs(batch, moves, part, func):
+# What a record that moves data (SEND or RECV) is to the operation table, by its function and
+# PART flag: one lookup per record (_ROLE, at 2 * function id + PART), not one per function kind.
+NO_ROLE, BLOCKING, BLOCKING_IF_RECV, POST, COMPLETES = range(5)
+
+
+def _role_table():
+    table = np.full(2 * (mf.MAX_ID + 1), NO_ROLE, np.uint8)
+    functions = np.arange(mf.MAX_ID + 1)
+    for role, part, kinds in ((BLOCKING, 0, (mf.SEND, mf.RECV, mf.SENDRECV)), (POST, 0, (mf.ISEND, mf.IRECV)),
+                              (BLOCKING_IF_RECV, 1, (mf.SENDRECV,)),     # a Sendrecv's receive half
+                              (POST, 1, (mf.START,)), (COMPLETES, 1, (mf.COMPLETION,))):
+        table[2 * functions[kind_is(functions, *kinds)] + part] = role
+    return table
+
+
+_ROLE = _role_table()
+
+
+def request_pairs(batch, posts, done):
     """(post record, completion record or -1) of the nonblocking operations of a CallBatch
     (rows of the batch), and the completion records with no post (requests from before
     recording, or unknown).  On each rank the k-th post of a request id pairs with the k-th
     completion of that id (request ids are the rank's own: the key is (rank, request)).
 
-    `moves`: the records that move data (SEND or RECV, no ERROR), in record order; `part` and
-    `func`: their PART flags and function ids, read from the log once by the caller."""
-    posts = moves[(~part & kind_is(func, mf.ISEND, mf.IRECV)) | (part & kind_is(func, mf.START))]
-    done = moves[part & kind_is(func, mf.COMPLETION)]
+    `posts`, `done`: the records that post a nonblocking operation (Isend, Irecv, a Start part)
+    and the completion parts that move data, each in record order."""
     post_request, done_request = batch.records["request"][posts], batch.records["request"][done]
     posts, post_request = posts[post_request != 0], post_request[post_request != 0]
     done, done_request = done[done_request != 0], done_request[done_request != 0]
@@ -50,14 +66,14 @@ def operations(batch):
     blocking operations and then its nonblocking ones, each in record order) and its orphan
     completion records ({trace rank: records of its log}, the ranks that have any)."""
     records, flags, func = batch.records, batch.flags, batch.func
-    part, ok = (flags & record.PART) != 0, (flags & record.ERROR) == 0
-    is_send, is_recv = (flags & record.SEND) != 0, (flags & record.RECV) != 0
-    # Functions are looked up for the records that move data only (none in a run of collectives).
-    moves = np.flatnonzero(ok & (is_send | is_recv))
-    moved_func, moved_part = func[moves], part[moves]
-    blocking = moves[(~moved_part & kind_is(moved_func, mf.SEND, mf.RECV, mf.SENDRECV))
-                     | (moved_part & kind_is(moved_func, mf.SENDRECV) & is_recv[moves])]
-    posts, completion, orphans = request_pairs(batch, moves, moved_part, moved_func)
+    # Functions are looked up for the records that move data only (none in a run of collectives):
+    # SEND or RECV and no ERROR, the highest of the three bits.
+    moving = flags & (record.SEND | record.RECV | record.ERROR)
+    moves = np.flatnonzero((moving != 0) & (moving < record.ERROR))
+    moved_flags = flags[moves]
+    role = _ROLE[(func[moves] << 1) | (moved_flags & record.PART)]
+    blocking = moves[(role == BLOCKING) | ((role == BLOCKING_IF_RECV) & ((moved_flags & record.RECV) != 0))]
+    posts, completion, orphans = request_pairs(batch, moves[role == POST], moves[role == COMPLETES])
     post = np.concatenate([blocking, posts])
     done = np.concatenate([blocking, completion])
     if not batch.one_rank and len(posts) and len(blocking):
@@ -66,20 +82,22 @@ def operations(batch):
         post, done = post[order], done[order]
     has_done = done >= 0
     # A receive's real source and tag are on the record that completed it (its status).
-    described = np.where(is_recv[post] & has_done, done, post)
+    post_flags = flags[post]
+    described = np.where(((post_flags & record.RECV) != 0) & has_done, done, post)
     # MPI_PROC_NULL moves no message; PEER_NONE cannot occur on a send or receive.  The rows
     # are dropped before the columns are gathered, not from each column after.
     peer = records["peer"][described]
     keep = (peer >= 0) | (peer == record.PEER_ANY)
     if not keep.all():            # no copy of each column where no operation is dropped
         post, done, has_done, described, peer = post[keep], done[keep], has_done[keep], described[keep], peer[keep]
+        post_flags = post_flags[keep]
     post_call = batch.call_of(post)
     if has_done.all():
         done_call = batch.call_of(done)
     else:
         done_call = np.where(has_done, batch.record_call[np.maximum(done, 0)], -1)
     ops = {
-        "side": np.where(is_send[post], SEND_SIDE, RECV_SIDE),
+        "side": np.where((post_flags & record.SEND) != 0, np.int8(SEND_SIDE), np.int8(RECV_SIDE)),
         "rank": batch.rank_of(post),
         "comm": records["comm"][post],
         "peer": peer,
@@ -111,6 +129,8 @@ MESSAGE_TIME_COLUMNS = ("post_start", "done_start", "done_end")
 
 def with_times(ops, calls_by_rank):
     """ops plus post_start, done_start, done_end (int64 ns; done_* = -1 without completion)."""
+    if not len(ops["rank"]):     # a run of collectives: no times of every call to put together
+        return dict(ops, **{name: np.zeros(0, np.int64) for name in MESSAGE_TIME_COLUMNS})
     index = CallIndex(calls_by_rank)
     start_ns, end_ns = index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns")
     post = index.of(ops["rank"], ops["post_call"])
@@ -198,6 +218,8 @@ def to_senders(comm, ownership, messages, calls_by_rank, codec=None):
     and s_done_start, s_done_end (-1 without completion) from the owned ranks' calls."""
     back = route(comm, {name: messages[name] for name in FROM_RECEIVER_COLUMNS},
                  ownership.owner_of(messages["s_rank"]), codec)
+    if not len(back["s_rank"]):
+        return dict(back, s_done_start=np.zeros(0, np.int64), s_done_end=np.zeros(0, np.int64))
     index = CallIndex(calls_by_rank)
     has = back["s_done_call"] >= 0
     done = index.of(back["s_rank"], np.maximum(back["s_done_call"], 0))

@@ -197,7 +197,7 @@ def _wait_after_table():
     return (PATTERN_OF_FUNC == COLLECTIVE_N_TO_N) & ~NONBLOCKING[:len(PATTERN_OF_FUNC)]
 
 
-_HAS_WAIT_AFTER = _wait_after_table()
+_NO_WAIT_AFTER = ~_wait_after_table()
 
 
 def member_waits(index, start_ns, end_ns, members):
@@ -225,10 +225,15 @@ def member_waits(index, start_ns, end_ns, members):
     before = _clip(members["release_start"] - start, duration)       # duration clamped at 0 in place
     before[members["release_rank"] < 0] = 0
     func = members["func"]
-    # The seed's wait after, for blocking N-to-N members only, within what the wait before left.
+    # The seed's wait after, for blocking N-to-N members only, within what the wait before left:
+    # min(max(after, 0), duration - before), as min(max(after, 0) + before, duration) - before
+    # in place (0 <= before <= duration), with no temporary of every member.
     after = end - members["min_end"]
-    np.clip(after, 0, duration - before, out=after)     # 0 <= before <= duration: one pass, not _clip's three
-    after[~_HAS_WAIT_AFTER.take(func)] = 0
+    np.maximum(after, 0, out=after)
+    after += before
+    np.minimum(after, duration, out=after)
+    after -= before
+    after[_NO_WAIT_AFTER.take(func)] = 0
     state = collective_state(func, members["rank"] == members["root"])
     state[before == 0] = NO_STATE
     return {"done": done, "wait_before": before, "wait_after": after, "duration": duration, "state": state,
@@ -266,14 +271,11 @@ def owned_waits(calls_by_rank, to_me, from_me, members, probe_waits=None):
     return waits_and_member_totals(calls_by_rank, to_me, from_me, members, probe_waits)[0]
 
 
-def waits_and_member_totals(calls_by_rank, to_me, from_me, members, probe_waits=None):
-    """(owned_waits, (wait, time) per collective member): the member's wait before + after, and
-    the duration of the call it is charged to (0, 0 when it never completed); an instance's sums
-    of them make its wait and imbalance (collectives.instance_waits)."""
-    index = CallIndex(calls_by_rank)
-    start_ns, end_ns = index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns")
+def _with_point_to_point(index, parts, collective, member_state):
+    """(wait_before, state, state_time, other_time) per call of `index` from the point-to-point
+    waits `parts` ((rank, call, ns) of each kind: late sender, late receiver, probes) charged by
+    kind (metrics.message_kinds) and the collectives' (`collective`, `member_state`: _per_call's)."""
     n = len(index)
-    parts = [late_sender(to_me), late_receiver(from_me)] + ([probe_waits] if probe_waits is not None else [])
     position = np.concatenate([index.of(rank, call) for rank, call, _ in parts])
     ns = np.concatenate([ns for _, _, ns in parts])
     is_receiver = np.repeat(np.arange(len(parts)) == 1, [len(ns) for _, _, ns in parts])
@@ -282,7 +284,21 @@ def waits_and_member_totals(calls_by_rank, to_me, from_me, members, probe_waits=
     # int8 codes; state_time and other_time are ls and lr, swapped in place where late receiver
     state, state_time, other_time = message_kinds.state_of(p2p, ls, lr, np.int8(LATE_SENDER),
                                                            np.int8(LATE_RECEIVER), np.int8(NO_STATE))
+    # Where a collective's wait is the call's (point-to-point wins a tie), its state and all its time.
+    top = collective > p2p
+    np.copyto(state, member_state, where=top)
+    np.copyto(state_time, collective, where=top)
+    np.copyto(other_time, 0, where=top)
+    return np.maximum(p2p, collective, out=p2p), state, state_time, other_time
 
+
+def waits_and_member_totals(calls_by_rank, to_me, from_me, members, probe_waits=None):
+    """(owned_waits, (wait, time) per collective member): the member's wait before + after, and
+    the duration of the call it is charged to (0, 0 when it never completed); an instance's sums
+    of them make its wait and imbalance (collectives.instance_waits)."""
+    index = CallIndex(calls_by_rank)
+    start_ns, end_ns = index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns")
+    n = len(index)
     m = member_waits(index, start_ns, end_ns, members)
     charged = m["done"] >= 0
     every = bool(charged.all())
@@ -290,13 +306,13 @@ def waits_and_member_totals(calls_by_rank, to_me, from_me, members, probe_waits=
     member_before = m["wait_before"] if every else m["wait_before"][charged]
     collective, member_state = _per_call(n, done, member_before,
                                          m["state"] if every else m["state"][charged], m["own"])
-    # Where a collective's wait is the call's (point-to-point wins a tie), its state and all its time.
-    top = collective > p2p
-    np.copyto(state, member_state, where=top)
-    np.copyto(state_time, collective, where=top)
-    np.copyto(other_time, 0, where=top)
-    wait_before = np.maximum(p2p, collective, out=p2p)
-    del p2p, collective, member_state, top
+    parts = [late_sender(to_me), late_receiver(from_me)] + ([probe_waits] if probe_waits is not None else [])
+    if any(len(ns) for _, _, ns in parts):
+        wait_before, state, state_time, other_time = _with_point_to_point(index, parts, collective, member_state)
+    else:
+        # No point-to-point waits (a run of collectives): the calls' waits are the collectives'.
+        # A call without one has member_state NO_STATE (member_waits' state of a zero wait).
+        wait_before, state, state_time, other_time = collective, member_state, collective.copy(), np.zeros(n, np.int64)
     wait_after = np.zeros(n, np.int64)
     wait_after[done] = m["wait_after"] if every else m["wait_after"][charged]   # blocking: one per call
     execution = np.subtract(end_ns, start_ns, out=end_ns)      # the duration, in the concatenated copy
