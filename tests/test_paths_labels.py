@@ -70,26 +70,26 @@ def assert_labels_match_the_heap(g):
     for split in (False, True):
         dist, nxt, nxt_w, hub_dist, hub_next = heap_dijkstra(g, split)
         has_next = np.flatnonzero(nxt[:g.n_rank_vertices] != NO_NEXT)
-        for chunk_edges in (labels_module.CHUNK_EDGES, 3):     # next[]'s pass in one chunk, and in many
-            for name, got in searches_in_chunks(g, split, chunk_edges).items():
+        # next[]'s pass in C (dag.next_from_dist), and by numpy in one chunk and in many.
+        for kernel, chunk_edges in (("c", labels_module.CHUNK_EDGES), ("off", labels_module.CHUNK_EDGES),
+                                    ("off", 3)):
+            for name, got in searches_in_chunks(g, split, chunk_edges, kernel).items():
                 # The slack of each rank vertex's edge to its next, as the walk takes it from dist.
                 weight = walk.path_weights(g, got.dist, got.next, np.append(has_next, 0))[:-1]
                 for what, a, b in zip(("dist", "next", "next's slack", "hub_dist", "hub_next"),
                                       (dist, nxt, nxt_w[has_next], hub_dist, hub_next),
                                       (got.dist, got.next, weight, got.hub_dist, got.hub_next)):
-                    np.testing.assert_array_equal(b, a, err_msg="%s, splits %s, chunks of %d edges: %s"
-                                                  % (name, split, chunk_edges, what))
+                    np.testing.assert_array_equal(b, a, err_msg="%s, splits %s, kernel %s, chunks of %d edges: %s"
+                                                  % (name, split, kernel, chunk_edges, what))
 
 
-def searches_in_chunks(g, split, chunk_edges):
-    """searches() with next_from_dist's pass in chunks of chunk_edges edges (hypothesis tests
-    cannot take pytest's monkeypatch)."""
-    default = labels_module.CHUNK_EDGES
-    labels_module.CHUNK_EDGES = chunk_edges
-    try:
+def searches_in_chunks(g, split, chunk_edges, kernel="c"):
+    """searches() with next_from_dist's pass in chunks of chunk_edges edges, the path kernel on
+    ("c") or off (hypothesis tests cannot take pytest's monkeypatch fixture)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(labels_module, "CHUNK_EDGES", chunk_edges)
+        patch.setenv("MPIGRAPH_PATH_KERNEL", kernel)
         return searches(g, split)
-    finally:
-        labels_module.CHUNK_EDGES = default
 
 
 @settings(max_examples=40, deadline=None)

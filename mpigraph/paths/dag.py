@@ -29,14 +29,51 @@ SOURCE = r"""
 #include <stdint.h>
 
 /* Least distances from the sources (dist holds their offsets, INF elsewhere) along the CSR
- * (indptr, indices, weight: row v lists the edges v -> indices[e]), over the part reached
- * from the sources.  reached: n bytes of 0; indeg: n int32 of 0; order: n int64.  Returns the
- * number of vertices reached, or -1 when that part has a cycle. */
-#define DAG_SEARCH(NAME, INDEX)                                                                 \
-int64_t NAME(int64_t n, const int64_t *indptr, const INDEX *indices, const int64_t *weight,   \
-             int64_t n_sources, const int64_t *sources, int64_t *dist, char *reached,         \
-             int32_t *indeg, int64_t *order)                                                  \
+ * (indptr, indices, weight: row v lists the edges v -> indices[e]), in Kahn's order, each
+ * vertex's edges relaxed as it is taken.  With whole, over every vertex: the in-degrees by one
+ * pass over the edges in order (a vertex the sources do not reach keeps INF: relaxing its
+ * edges lowers nothing), which costs less than finding the reached part when that is most of
+ * the graph; where the whole graph has a cycle, the reached part is searched instead.  Else
+ * over the part reached from the sources, found by a depth-first walk.  reached: n bytes of 0;
+ * indeg: n int32 of 0; order: n int64.  Returns the number of vertices searched, or -1 when
+ * the reached part has a cycle. */
+#define DAG_SEARCH(NAME, PTR, INDEX, WEIGHT)                                                    \
+static int64_t NAME##_kahn(int64_t n_start, const PTR *indptr, const INDEX *indices,            \
+                           const WEIGHT *weight, int64_t *dist, int32_t *indeg, int64_t *order) \
 {                                                                                             \
+    int64_t top = n_start, taken = 0;                                                         \
+    while (top) {                                                                             \
+        int64_t v = order[--top], d = dist[v];                                                \
+        taken++;                                                                              \
+        for (int64_t e = indptr[v]; e < indptr[v + 1]; e++) {                                 \
+            int64_t u = indices[e], c = d + (int64_t)weight[e];                               \
+            if (c < dist[u])                                                                  \
+                dist[u] = c;                                                                  \
+            if (--indeg[u] == 0)                                                              \
+                order[top++] = u;                                                             \
+        }                                                                                     \
+    }                                                                                         \
+    return taken;                                                                             \
+}                                                                                             \
+                                                                                              \
+int64_t NAME(int64_t n, const PTR *indptr, const INDEX *indices, const WEIGHT *weight,        \
+             int64_t n_sources, const int64_t *sources, int64_t *dist, char *reached,         \
+             int32_t *indeg, int64_t *order, int64_t whole)                                   \
+{                                                                                             \
+    if (whole) {                                                                              \
+        int64_t m = indptr[n], tail = 0;                                                      \
+        for (int64_t e = 0; e < m; e++)                                                       \
+            indeg[indices[e]]++;                                                              \
+        for (int64_t v = 0; v < n; v++)                                                       \
+            if (indeg[v] == 0)                                                                \
+                order[tail++] = v;                                                            \
+        if (NAME##_kahn(tail, indptr, indices, weight, dist, indeg, order) == n)              \
+            return n;                                                                         \
+        /* a cycle somewhere: the distances are unchanged where it cannot reach, and a walk   \
+         * from the sources below finds whether they reach it */                             \
+        for (int64_t v = 0; v < n; v++)                                                       \
+            indeg[v] = 0;                                                                     \
+    }                                                                                         \
     int64_t top = 0, n_reached = 0;                                                           \
     /* The reached part and each of its vertices' edges in from it: a depth-first walk with  \
      * order[] as its stack; each vertex is appended to the front of order[] once. */        \
@@ -59,27 +96,54 @@ int64_t NAME(int64_t n, const int64_t *indptr, const INDEX *indices, const int64
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
-    /* Kahn's order over the reached part, relaxing each vertex's edges as it is taken (its  \
-     * first vertices moved to the front: tail <= i, nothing unread is overwritten). */       \
-    int64_t head = 0, tail = 0;                                                               \
+    /* Kahn's order over the reached part (its first vertices moved to the front: tail <= i, \
+     * nothing unread is overwritten). */                                                     \
+    int64_t tail = 0;                                                                         \
     for (int64_t i = 0; i < n_reached; i++)                                                   \
         if (indeg[order[i]] == 0)                                                             \
             order[tail++] = order[i];                                                         \
-    while (head < tail) {                                                                     \
-        int64_t v = order[head++], d = dist[v];                                               \
-        for (int64_t e = indptr[v]; e < indptr[v + 1]; e++) {                                 \
-            int64_t u = indices[e], c = d + weight[e];                                        \
-            if (c < dist[u])                                                                  \
-                dist[u] = c;                                                                  \
-            if (--indeg[u] == 0)                                                              \
-                order[tail++] = u;                                                            \
-        }                                                                                     \
-    }                                                                                         \
+    tail = NAME##_kahn(tail, indptr, indices, weight, dist, indeg, order);                    \
     return tail == n_reached ? n_reached : -1;                                                \
 }
 
-DAG_SEARCH(dag_search32, int32_t)
-DAG_SEARCH(dag_search64, int64_t)
+/* next[] from the final distances on one analysis rank, where every edge is local (labels.py's
+ * tie-break): for each edge u -> v of the CSR (row v lists its edges in, from src[e]) with
+ * dist[v] < inf, the offer dist[v] + weight; u's next is the least v among the offers equal to
+ * dist[u].  With split, an edge out of a hub (u >= n_rank) is an offer to hub u - n_rank
+ * instead: its least, and the least v among equals, go to hub_best and hub_key. */
+#define NEXT_FROM_DIST(NAME, PTR, INDEX, WEIGHT)                                                \
+void NAME(int64_t n, const PTR *indptr, const INDEX *src, const WEIGHT *weight,              \
+          const int64_t *dist, int64_t inf, int64_t n_rank, int64_t split, int64_t *next,     \
+          int64_t *hub_best, int64_t *hub_key)                                                \
+{                                                                                             \
+    for (int64_t v = 0; v < n; v++) {                                                         \
+        int64_t d = dist[v];                                                                  \
+        if (d >= inf)                                                                         \
+            continue;                                                                         \
+        for (int64_t e = indptr[v]; e < indptr[v + 1]; e++) {                                 \
+            int64_t u = src[e], offer = d + (int64_t)weight[e];                               \
+            if (split && u >= n_rank) {                                                       \
+                int64_t h = u - n_rank;                                                       \
+                if (offer < hub_best[h] || (offer == hub_best[h] && v < hub_key[h])) {       \
+                    hub_best[h] = offer;                                                      \
+                    hub_key[h] = v;                                                           \
+                }                                                                             \
+            } else if (offer == dist[u] && v < next[u])                                       \
+                next[u] = v;                                                                  \
+        }                                                                                     \
+    }                                                                                         \
+}
+
+#define CSR_KERNELS(SUFFIX, PTR, INDEX, WEIGHT)                                                 \
+    DAG_SEARCH(dag_search_##SUFFIX, PTR, INDEX, WEIGHT)                                       \
+    NEXT_FROM_DIST(next_from_dist_##SUFFIX, PTR, INDEX, WEIGHT)
+
+CSR_KERNELS(i32_i32_u32, int32_t, int32_t, uint32_t)
+CSR_KERNELS(i32_i32_i64, int32_t, int32_t, int64_t)
+CSR_KERNELS(i64_i32_u32, int64_t, int32_t, uint32_t)
+CSR_KERNELS(i64_i32_i64, int64_t, int32_t, int64_t)
+CSR_KERNELS(i64_i64_u32, int64_t, int64_t, uint32_t)
+CSR_KERNELS(i64_i64_i64, int64_t, int64_t, int64_t)
 
 /* For each of the n vertices lo .. lo + n - 1 (next of v: nxt[v - lo], a global id), where its
  * run along next[] through them leaves them: a vertex out of the range, or no_next after the
@@ -184,13 +248,20 @@ int64_t chain_entries(int64_t n, const int64_t *entry, const int64_t *exit_, int
 }
 """
 
-CDEF = """
-int64_t dag_search32(int64_t n, const int64_t *indptr, const int32_t *indices, const int64_t *weight,
+# The CSR kernels' variants: (indptr, indices, weight) dtypes as the graph holds them
+# (``model.index_dtype``, ``model.slack_dtype``), read without a copy.
+CSR_VARIANTS = {("int32", "int32", "uint32"): "i32_i32_u32", ("int32", "int32", "int64"): "i32_i32_i64",
+                ("int64", "int32", "uint32"): "i64_i32_u32", ("int64", "int32", "int64"): "i64_i32_i64",
+                ("int64", "int64", "uint32"): "i64_i64_u32", ("int64", "int64", "int64"): "i64_i64_i64"}
+
+_SEARCH_DECL = """int64_t dag_search_%s(int64_t n, const void *indptr, const void *indices, const void *weight,
                      int64_t n_sources, const int64_t *sources, int64_t *dist, char *reached,
-                     int32_t *indeg, int64_t *order);
-int64_t dag_search64(int64_t n, const int64_t *indptr, const int64_t *indices, const int64_t *weight,
-                     int64_t n_sources, const int64_t *sources, int64_t *dist, char *reached,
-                     int32_t *indeg, int64_t *order);
+                     int32_t *indeg, int64_t *order, int64_t whole);"""
+_NEXT_DECL = """void next_from_dist_%s(int64_t n, const void *indptr, const void *src, const void *weight,
+                     const int64_t *dist, int64_t inf, int64_t n_rank, int64_t split, int64_t *next,
+                     int64_t *hub_best, int64_t *hub_key);"""
+
+CDEF = "\n".join(decl % suffix for suffix in CSR_VARIANTS.values() for decl in (_SEARCH_DECL, _NEXT_DECL)) + """
 void run_exits(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64_t *nxt, int64_t *exits,
                int64_t *stack);
 int64_t chain_entries(int64_t n, const int64_t *entry, const int64_t *exit_, int64_t start,
@@ -203,11 +274,13 @@ int64_t walk_runs(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const in
 _KERNEL = ckernel.Kernel("path-kernel", SOURCE, CDEF, "MPIGRAPH_PATH_KERNEL", "off")
 
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
-_SEARCH_ARGS = (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _PTR])
-_FUNCTIONS = {"dag_search32": _SEARCH_ARGS, "dag_search64": _SEARCH_ARGS,
-              "run_exits": (None, [_I64, _I64, _I64, _I64, _PTR, _PTR, _PTR]),
+_SEARCH_ARGS = (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _PTR, _I64])
+_NEXT_ARGS = (None, [_I64, _PTR, _PTR, _PTR, _PTR, _I64, _I64, _I64, _PTR, _PTR, _PTR])
+_FUNCTIONS = {"run_exits": (None, [_I64, _I64, _I64, _I64, _PTR, _PTR, _PTR]),
               "chain_entries": (_I64, [_I64, _PTR, _PTR, _I64, _PTR, _I64, _I64, _PTR]),
               "walk_runs": (_I64, [_I64, _I64, _I64, _I64, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _I64])}
+for _suffix in CSR_VARIANTS.values():
+    _FUNCTIONS["dag_search_" + _suffix], _FUNCTIONS["next_from_dist_" + _suffix] = _SEARCH_ARGS, _NEXT_ARGS
 
 
 def _library():
@@ -219,31 +292,63 @@ def _int64(*arrays):
     return [np.ascontiguousarray(a, np.int64) for a in arrays]
 
 
+def _csr(indptr, indices, weight):
+    """(variant suffix, indptr, indices, weight): the CSR as a kernel variant reads it, a copy
+    only of a column whose dtype none reads (as int64) or that is not C-contiguous."""
+    def kept(a, dtypes):
+        a = np.asarray(a)
+        return np.ascontiguousarray(a) if a.dtype.name in dtypes else np.ascontiguousarray(a, np.int64)
+
+    indices = kept(indices, ("int32", "int64"))
+    indptr = kept(indptr, ("int32",) if indices.dtype == np.int32 else ())
+    weight = kept(weight, ("uint32",))
+    return CSR_VARIANTS[indptr.dtype.name, indices.dtype.name, weight.dtype.name], indptr, indices, weight
+
+
 def available():
     """Whether search() can run here (the kernel compiled and not switched off)."""
     return _library() is not None
 
 
-def search(n, indptr, indices, weight, sources, offsets, inf):
+def search(n, indptr, indices, weight, sources, offsets, inf, whole=False):
     """int64 least distance of each of n vertices from the nearest source (each starting at its
     offset; `inf` where none reaches it), along the CSR (indptr, indices: int32 or int64,
-    weight: int64); None where the kernel cannot run or the reached part has a cycle."""
+    weight: uint32 or int64; other dtypes are copied); None where the kernel cannot run or the
+    reached part has a cycle.  `whole`: the sources reach most of the graph, which is then swept
+    whole, not found first (the same distances)."""
     lib = _library()
     if lib is None:
         return None
-    indptr, weight, sources = _int64(indptr, weight, sources)
-    if indices.dtype == np.int32:
-        kernel, indices = lib.dag_search32, np.ascontiguousarray(indices)
-    else:
-        kernel, (indices,) = lib.dag_search64, _int64(indices)
+    suffix, indptr, indices, weight = _csr(indptr, indices, weight)
+    (sources,) = _int64(sources)
     dist = np.full(n, inf, np.int64)
     np.minimum.at(dist, sources, np.asarray(offsets, np.int64))
     reached = np.zeros(n, np.int8)
     indeg = np.zeros(n, np.int32)
     order = np.empty(n, np.int64)
-    found = kernel(n, indptr.ctypes.data, indices.ctypes.data, weight.ctypes.data, len(sources),
-                   sources.ctypes.data, dist.ctypes.data, reached.ctypes.data, indeg.ctypes.data, order.ctypes.data)
+    found = getattr(lib, "dag_search_" + suffix)(
+        n, indptr.ctypes.data, indices.ctypes.data, weight.ctypes.data, len(sources), sources.ctypes.data,
+        dist.ctypes.data, reached.ctypes.data, indeg.ctypes.data, order.ctypes.data, int(whole))
     return dist if found >= 0 else None
+
+
+def next_from_dist(indptr, src, weight, dist, inf, n_rank, n_hubs, split, no_next):
+    """(next, hub_best, hub_key) of the whole graph on one analysis rank (``labels.next_from_dist``'s
+    pass in C): each vertex's least key among its tight edges, and with `split` each hub's least
+    offer and least key among those; None where the kernel cannot run."""
+    lib = _library()
+    if lib is None:
+        return None
+    suffix, indptr, src, weight = _csr(indptr, src, weight)
+    (dist,) = _int64(dist)
+    n = len(dist)
+    nxt = np.full(n, no_next, np.int64)
+    hub_best = np.full(n_hubs if split else 0, inf, np.int64)
+    hub_key = np.full(len(hub_best), no_next, np.int64)
+    getattr(lib, "next_from_dist_" + suffix)(
+        n, indptr.ctypes.data, src.ctypes.data, weight.ctypes.data, dist.ctypes.data, inf, n_rank, int(split),
+        nxt.ctypes.data, hub_best.ctypes.data, hub_key.ctypes.data)
+    return nxt, hub_best, hub_key
 
 
 def run_exits(nxt, lo, n, sink, no_next):
