@@ -64,6 +64,21 @@ def test_a_cycle_is_left_to_dijkstra():
         assert dag.search(4, indptr, indices, weight, [3], [5], INF, whole=whole).tolist() == [INF, INF, INF, 5]
 
 
+def test_the_whole_sweeps_stack_grows_past_its_first_room():
+    # Thousands of vertices ready at once: at the start (no edges into them) and after a star's
+    # centre (vertex 0: an edge from each of 1 .. n - 1, each of those one from n + i).
+    n = 3000
+    rows = np.concatenate(([n - 1], np.ones(n - 1, np.int64), np.zeros(n, np.int64)))
+    indptr = np.concatenate(([0], np.cumsum(rows)))
+    indices = np.concatenate((np.arange(1, n), np.arange(n + 1, 2 * n)))
+    weight = np.arange(len(indices), dtype=np.int64) % 7
+    sources = np.array([0, 2 * n - 1] + list(range(n // 2)))
+    offsets = np.arange(len(sources)) % 5
+    whole = dag.search(2 * n, indptr, indices, weight, sources, offsets, INF, whole=True)
+    assert whole.tolist() == dag.search(2 * n, indptr, indices, weight, sources, offsets, INF).tolist()
+    assert (whole < INF).sum() > n
+
+
 def test_distances_stay_float64_exact_like_csgraphs():
     # The sweep sums in int64, but every search keeps to the integers float64 holds exactly, so
     # that a run gives the same answer (or the same refusal) with or without a C compiler.

@@ -7,12 +7,16 @@ every edge into it has been relaxed (Kahn's algorithm).  That is linear in the e
 where Dijkstra pays a heap operation per vertex: a pipelined program's graph, tens of millions
 of vertices with hardly a vertex to bypass, is where that shows.  The distances are the same
 integers (int64 sums, exact, where csgraph sums in float64); next[] follows from them by the
-shared pass, so the path is the same too.
+shared pass, so the path is the same too.  That pass, on one analysis rank where every edge is
+local, is next_from_dist() here: one loop over the CSR, not numpy's chunks of gathers.
 
 run_exits() is the distributed walk's (``walk.local_exits``) in one pass: where each vertex's run
 along next[] leaves an analysis rank's vertices; walk_runs() its runs on the path, on each rank
 (``walk._Runs``); chain_entries() their entries' chain on rank 0 (``walk._chain_entries``): a
 run at a time, without Python's cost per run.
+
+The CSR's kernels read its columns in the dtypes the graph keeps (int32 indptr and ids, uint32
+slacks where they fit: ``model.index_dtype``, ``model.slack_dtype``), one variant per combination.
 
 Each returns None where the kernel cannot be used (no C compiler, or MPIGRAPH_PATH_KERNEL=off,
 a test setting), and search() also where the part of the graph it reaches has a cycle; the
@@ -27,53 +31,83 @@ from mpigraph.util import ckernel
 
 SOURCE = r"""
 #include <stdint.h>
+#include <stdlib.h>
+
+/* A stack twice as large (its old room: *room), or 0 where there is no memory for it. */
+static int grow(int64_t **stack, int64_t *room)
+{
+    int64_t *larger = realloc(*stack, 2 * *room * sizeof(int64_t));
+    if (!larger)
+        return 0;
+    *stack = larger;
+    *room *= 2;
+    return 1;
+}
 
 /* Least distances from the sources (dist holds their offsets, INF elsewhere) along the CSR
- * (indptr, indices, weight: row v lists the edges v -> indices[e]), in Kahn's order, each
- * vertex's edges relaxed as it is taken.  With whole, over every vertex: the in-degrees by one
- * pass over the edges in order (a vertex the sources do not reach keeps INF: relaxing its
- * edges lowers nothing), which costs less than finding the reached part when that is most of
- * the graph; where the whole graph has a cycle, the reached part is searched instead.  Else
- * over the part reached from the sources, found by a depth-first walk.  reached: n bytes of 0;
- * indeg: n int32 of 0; order: n int64.  Returns the number of vertices searched, or -1 when
- * the reached part has a cycle. */
+ * (indptr, indices, weight: row v lists the edges v -> indices[e]), in Kahn's order: a vertex's
+ * distance is final once every edge into it is relaxed; its ready vertices are taken from a
+ * stack (a rank's chain of calls is followed backwards while it is in cache).
+ *
+ * NAME, over the part reached from the sources (found by a depth-first walk): reached: n bytes
+ * of 0; indeg: n int32 of 0; order: n int64.  Returns the number of vertices reached, or -1
+ * when that part has a cycle.
+ *
+ * NAME_whole, over every vertex, where the sources reach most of the graph: the in-degrees by
+ * one pass over the edges in order, which costs less than finding the reached part, and a
+ * stack of its own (of the few ready vertices at a time, not n).  A vertex the sources do not
+ * reach keeps INF: relaxing its edges lowers nothing.  Returns n, or -1 where the graph has a
+ * cycle (reached or not: the caller then searches the reached part). */
 #define DAG_SEARCH(NAME, PTR, INDEX, WEIGHT)                                                    \
-static int64_t NAME##_kahn(int64_t n_start, const PTR *indptr, const INDEX *indices,            \
-                           const WEIGHT *weight, int64_t *dist, int32_t *indeg, int64_t *order) \
+static int64_t NAME##_kahn(int64_t top, const PTR *indptr, const INDEX *indices,               \
+                           const WEIGHT *weight, int64_t *dist, int32_t *indeg,               \
+                           int64_t **stack, int64_t *room)                                    \
 {                                                                                             \
-    int64_t top = n_start, taken = 0;                                                         \
+    int64_t taken = 0, *ready = *stack, limit = *room; /* locals: no alias of dist */         \
     while (top) {                                                                             \
-        int64_t v = order[--top], d = dist[v];                                                \
+        int64_t v = ready[--top], d = dist[v];                                                \
         taken++;                                                                              \
         for (int64_t e = indptr[v]; e < indptr[v + 1]; e++) {                                 \
             int64_t u = indices[e], c = d + (int64_t)weight[e];                               \
             if (c < dist[u])                                                                  \
                 dist[u] = c;                                                                  \
-            if (--indeg[u] == 0)                                                              \
-                order[top++] = u;                                                             \
+            if (--indeg[u] == 0) {                                                            \
+                if (top == limit) {                                                           \
+                    if (!grow(stack, room))                                                   \
+                        return -1;                                                            \
+                    ready = *stack;                                                           \
+                    limit = *room;                                                            \
+                }                                                                             \
+                ready[top++] = u;                                                             \
+            }                                                                                 \
         }                                                                                     \
     }                                                                                         \
     return taken;                                                                             \
 }                                                                                             \
                                                                                               \
+int64_t NAME##_whole(int64_t n, const PTR *indptr, const INDEX *indices, const WEIGHT *weight, \
+                     int64_t *dist, int32_t *indeg)                                           \
+{                                                                                             \
+    int64_t m = indptr[n], top = 0, room = 1024, taken = -1;                                  \
+    int64_t *stack = malloc(room * sizeof(int64_t));                                          \
+    for (int64_t e = 0; e < m; e++)                                                           \
+        indeg[indices[e]]++;                                                                  \
+    for (int64_t v = 0; v < n && stack; v++)                                                  \
+        if (indeg[v] == 0) {                                                                  \
+            if (top == room && !grow(&stack, &room))                                          \
+                break;                                                                        \
+            stack[top++] = v;                                                                 \
+        }                                                                                     \
+    if (stack)                                                                                \
+        taken = NAME##_kahn(top, indptr, indices, weight, dist, indeg, &stack, &room);       \
+    free(stack);                                                                              \
+    return taken == n ? n : -1;                                                               \
+}                                                                                             \
+                                                                                              \
 int64_t NAME(int64_t n, const PTR *indptr, const INDEX *indices, const WEIGHT *weight,        \
              int64_t n_sources, const int64_t *sources, int64_t *dist, char *reached,         \
-             int32_t *indeg, int64_t *order, int64_t whole)                                   \
+             int32_t *indeg, int64_t *order)                                                  \
 {                                                                                             \
-    if (whole) {                                                                              \
-        int64_t m = indptr[n], tail = 0;                                                      \
-        for (int64_t e = 0; e < m; e++)                                                       \
-            indeg[indices[e]]++;                                                              \
-        for (int64_t v = 0; v < n; v++)                                                       \
-            if (indeg[v] == 0)                                                                \
-                order[tail++] = v;                                                            \
-        if (NAME##_kahn(tail, indptr, indices, weight, dist, indeg, order) == n)              \
-            return n;                                                                         \
-        /* a cycle somewhere: the distances are unchanged where it cannot reach, and a walk   \
-         * from the sources below finds whether they reach it */                             \
-        for (int64_t v = 0; v < n; v++)                                                       \
-            indeg[v] = 0;                                                                     \
-    }                                                                                         \
     int64_t top = 0, n_reached = 0;                                                           \
     /* The reached part and each of its vertices' edges in from it: a depth-first walk with  \
      * order[] as its stack; each vertex is appended to the front of order[] once. */        \
@@ -96,13 +130,13 @@ int64_t NAME(int64_t n, const PTR *indptr, const INDEX *indices, const WEIGHT *w
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
-    /* Kahn's order over the reached part (its first vertices moved to the front: tail <= i, \
-     * nothing unread is overwritten). */                                                     \
-    int64_t tail = 0;                                                                         \
+    /* Kahn's order over the reached part, its first vertices moved to the front of order[]  \
+     * (tail <= i, nothing unread is overwritten), which is then the stack: room for all. */  \
+    int64_t tail = 0, room = n;                                                               \
     for (int64_t i = 0; i < n_reached; i++)                                                   \
         if (indeg[order[i]] == 0)                                                             \
             order[tail++] = order[i];                                                         \
-    tail = NAME##_kahn(tail, indptr, indices, weight, dist, indeg, order);                    \
+    tail = NAME##_kahn(tail, indptr, indices, weight, dist, indeg, &order, &room);            \
     return tail == n_reached ? n_reached : -1;                                                \
 }
 
@@ -256,12 +290,14 @@ CSR_VARIANTS = {("int32", "int32", "uint32"): "i32_i32_u32", ("int32", "int32", 
 
 _SEARCH_DECL = """int64_t dag_search_%s(int64_t n, const void *indptr, const void *indices, const void *weight,
                      int64_t n_sources, const int64_t *sources, int64_t *dist, char *reached,
-                     int32_t *indeg, int64_t *order, int64_t whole);"""
+                     int32_t *indeg, int64_t *order);"""
+_WHOLE_DECL = """int64_t dag_search_%s_whole(int64_t n, const void *indptr, const void *indices, const void *weight,
+                           int64_t *dist, int32_t *indeg);"""
 _NEXT_DECL = """void next_from_dist_%s(int64_t n, const void *indptr, const void *src, const void *weight,
                      const int64_t *dist, int64_t inf, int64_t n_rank, int64_t split, int64_t *next,
                      int64_t *hub_best, int64_t *hub_key);"""
 
-CDEF = "\n".join(decl % suffix for suffix in CSR_VARIANTS.values() for decl in (_SEARCH_DECL, _NEXT_DECL)) + """
+CDEF = "\n".join(decl % suffix for suffix in CSR_VARIANTS.values() for decl in (_SEARCH_DECL, _WHOLE_DECL, _NEXT_DECL)) + """
 void run_exits(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64_t *nxt, int64_t *exits,
                int64_t *stack);
 int64_t chain_entries(int64_t n, const int64_t *entry, const int64_t *exit_, int64_t start,
@@ -274,13 +310,15 @@ int64_t walk_runs(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const in
 _KERNEL = ckernel.Kernel("path-kernel", SOURCE, CDEF, "MPIGRAPH_PATH_KERNEL", "off")
 
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
-_SEARCH_ARGS = (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _PTR, _I64])
+_SEARCH_ARGS = (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _PTR])
+_WHOLE_ARGS = (_I64, [_I64, _PTR, _PTR, _PTR, _PTR, _PTR])
 _NEXT_ARGS = (None, [_I64, _PTR, _PTR, _PTR, _PTR, _I64, _I64, _I64, _PTR, _PTR, _PTR])
 _FUNCTIONS = {"run_exits": (None, [_I64, _I64, _I64, _I64, _PTR, _PTR, _PTR]),
               "chain_entries": (_I64, [_I64, _PTR, _PTR, _I64, _PTR, _I64, _I64, _PTR]),
               "walk_runs": (_I64, [_I64, _I64, _I64, _I64, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _I64])}
 for _suffix in CSR_VARIANTS.values():
-    _FUNCTIONS["dag_search_" + _suffix], _FUNCTIONS["next_from_dist_" + _suffix] = _SEARCH_ARGS, _NEXT_ARGS
+    _FUNCTIONS["dag_search_" + _suffix], _FUNCTIONS["dag_search_%s_whole" % _suffix] = _SEARCH_ARGS, _WHOLE_ARGS
+    _FUNCTIONS["next_from_dist_" + _suffix] = _NEXT_ARGS
 
 
 def _library():
@@ -321,15 +359,24 @@ def search(n, indptr, indices, weight, sources, offsets, inf, whole=False):
         return None
     suffix, indptr, indices, weight = _csr(indptr, indices, weight)
     (sources,) = _int64(sources)
+    columns = indptr.ctypes.data, indices.ctypes.data, weight.ctypes.data
+    if whole:
+        dist, indeg = _starts(n, sources, offsets, inf), np.zeros(n, np.int32)
+        if getattr(lib, "dag_search_%s_whole" % suffix)(n, *columns, dist.ctypes.data, indeg.ctypes.data) >= 0:
+            return dist
+    dist, indeg = _starts(n, sources, offsets, inf), np.zeros(n, np.int32)
+    reached = np.zeros(n, np.int8)
+    order = np.empty(n, np.int64)
+    found = getattr(lib, "dag_search_" + suffix)(n, *columns, len(sources), sources.ctypes.data, dist.ctypes.data,
+                                                 reached.ctypes.data, indeg.ctypes.data, order.ctypes.data)
+    return dist if found >= 0 else None
+
+
+def _starts(n, sources, offsets, inf):
+    """dist before a search: each source's least offset, inf elsewhere."""
     dist = np.full(n, inf, np.int64)
     np.minimum.at(dist, sources, np.asarray(offsets, np.int64))
-    reached = np.zeros(n, np.int8)
-    indeg = np.zeros(n, np.int32)
-    order = np.empty(n, np.int64)
-    found = getattr(lib, "dag_search_" + suffix)(
-        n, indptr.ctypes.data, indices.ctypes.data, weight.ctypes.data, len(sources), sources.ctypes.data,
-        dist.ctypes.data, reached.ctypes.data, indeg.ctypes.data, order.ctypes.data, int(whole))
-    return dist if found >= 0 else None
+    return dist
 
 
 def next_from_dist(indptr, src, weight, dist, inf, n_rank, n_hubs, split, no_next):
