@@ -12,7 +12,7 @@ from mpi4py import MPI
 from mpigraph.paths import graph
 from mpigraph.testing import synth
 from mpigraph.paths.graph import INF
-from mpigraph.paths import delta_stepping, dijkstra, labels as labels_module, parallel_dijkstra
+from mpigraph.paths import dag, delta_stepping, dijkstra, labels as labels_module, parallel_dijkstra
 from mpigraph.paths.labels import NO_NEXT, combine_hubs
 from pathbuild import random_input
 
@@ -262,11 +262,15 @@ def test_the_hub_offers_next_from_dist_keeps_give_each_hub_its_best_offer(seed, 
     assert {int(h): (int(b), int(k)) for h, b, k in zip(hub, best, key)} == expected
 
 
-@pytest.mark.parametrize("chunk", [graph.CSR_CHUNK, 3])
-def test_csr_places_edges_as_a_stable_sort_by_destination_would(monkeypatch, chunk):
-    """In one chunk and in chunks of 3 edges (a run of repeated rows across chunks); zero
-    weights given as _zeros (not written) and a broadcast non-zero weight (written)."""
+@pytest.mark.parametrize("kernel, chunk", [("off", graph.CSR_CHUNK), ("off", 3), ("c", graph.CSR_CHUNK)])
+@pytest.mark.parametrize("ids, slacks", [(np.int64, np.int64), (np.int32, np.uint32), (np.int32, np.int64)])
+def test_csr_places_edges_as_a_stable_sort_by_destination_would(monkeypatch, kernel, chunk, ids, slacks):
+    """By numpy in one chunk and in chunks of 3 edges (a run of repeated rows across chunks),
+    and by the C counting sort (dag.csr); zero weights given as _zeros (not written) and a
+    broadcast non-zero weight (written); ids and slacks in each dtype the graph keeps."""
     monkeypatch.setattr(graph, "CSR_CHUNK", chunk)
+    monkeypatch.setenv("MPIGRAPH_PATH_KERNEL", kernel)
+    assert (dag.csr(1, [], np.int64, ids, slacks, graph._is_zeros) is None) == (kernel == "off")
     rng = np.random.default_rng(5)
     n = 50
     groups = [(np.arange(0, n, 2), rng.integers(0, 99, 25), rng.integers(0, 9, 25)),       # increasing
@@ -277,7 +281,9 @@ def test_csr_places_edges_as_a_stable_sort_by_destination_would(monkeypatch, chu
               (np.arange(1, n, 2), rng.integers(0, 99, 25), graph._zeros(25)),           # zero weights
               (np.sort(rng.integers(0, n, 30)), rng.integers(0, 99, 30),                  # one run, repeats,
                np.broadcast_to(np.int64(5), (30,)))]                                       # one weight
-    indptr, src, weight = graph._csr(n, list(groups))
+    groups[0] = tuple(c.astype(ids) for c in groups[0][:2]) + groups[0][2:]
+    indptr, src, weight = graph._csr(n, list(groups), ids, slacks)
+    assert (src.dtype, weight.dtype) == (np.dtype(ids), np.dtype(slacks))
     dst = np.concatenate([d for d, _, _ in groups])
     order = np.argsort(dst, kind="stable")
     assert indptr.tolist() == np.searchsorted(dst[order], np.arange(n + 1)).tolist()
@@ -286,6 +292,8 @@ def test_csr_places_edges_as_a_stable_sort_by_destination_would(monkeypatch, chu
     given = list(groups)
     graph._csr(n, given)
     assert given == []          # let go of as placed: not held through the build's peak
+    with pytest.raises(IndexError):     # a dst that is no row: the kernel leaves it to numpy
+        graph._csr(n, [(np.array([n]), np.array([0]), np.array([0]))])
 
 
 def test_the_queue_drops_repeats_with_its_stamps_and_past_them():

@@ -179,6 +179,45 @@ CSR_KERNELS(i64_i32_i64, int64_t, int32_t, int64_t)
 CSR_KERNELS(i64_i64_u32, int64_t, int64_t, uint32_t)
 CSR_KERNELS(i64_i64_i64, int64_t, int64_t, int64_t)
 
+/* A CSR from groups of edges (dst, src, weight), as a stable sort of them all by dst would place
+ * them (graph._csr): a counting sort.  csr_count_D: each row's count of a group's edges into
+ * fill (n int64), or -1 where a dst is not a row.  csr_place_D_S_W: a group's edges at their
+ * rows' next free places (fill: each row's, moved on), weight NULL for zero weights (the output's
+ * start at zero). */
+#define CSR_COUNT(NAME, DST)                                                                    \
+int64_t NAME(int64_t m, const DST *dst, int64_t n, int64_t *fill)                              \
+{                                                                                             \
+    for (int64_t e = 0; e < m; e++) {                                                         \
+        if ((uint64_t)dst[e] >= (uint64_t)n)                                                  \
+            return -1;                                                                        \
+        fill[dst[e]]++;                                                                       \
+    }                                                                                         \
+    return m;                                                                                 \
+}
+
+#define CSR_PLACE(NAME, DST, SRC, WEIGHT)                                                       \
+void NAME(int64_t m, const DST *dst, const SRC *src, const int64_t *weight, int64_t *fill,    \
+          SRC *out_src, WEIGHT *out_weight)                                                   \
+{                                                                                             \
+    for (int64_t e = 0; e < m; e++) {                                                         \
+        int64_t place = fill[dst[e]]++;                                                       \
+        out_src[place] = src[e];                                                              \
+        if (weight)                                                                           \
+            out_weight[place] = (WEIGHT)weight[e];                                            \
+    }                                                                                         \
+}
+
+CSR_COUNT(csr_count_i32, int32_t)
+CSR_COUNT(csr_count_i64, int64_t)
+CSR_PLACE(csr_place_i32_i32_u32, int32_t, int32_t, uint32_t)
+CSR_PLACE(csr_place_i32_i32_i64, int32_t, int32_t, int64_t)
+CSR_PLACE(csr_place_i32_i64_u32, int32_t, int64_t, uint32_t)
+CSR_PLACE(csr_place_i32_i64_i64, int32_t, int64_t, int64_t)
+CSR_PLACE(csr_place_i64_i32_u32, int64_t, int32_t, uint32_t)
+CSR_PLACE(csr_place_i64_i32_i64, int64_t, int32_t, int64_t)
+CSR_PLACE(csr_place_i64_i64_u32, int64_t, int64_t, uint32_t)
+CSR_PLACE(csr_place_i64_i64_i64, int64_t, int64_t, int64_t)
+
 /* For each of the n vertices lo .. lo + n - 1 (next of v: nxt[v - lo], a global id), where its
  * run along next[] through them leaves them: a vertex out of the range, or no_next after the
  * sink or on a cycle.  exits: n int64 of -1; stack: n int64.  Each vertex is walked once: a
@@ -297,7 +336,16 @@ _NEXT_DECL = """void next_from_dist_%s(int64_t n, const void *indptr, const void
                      const int64_t *dist, int64_t inf, int64_t n_rank, int64_t split, int64_t *next,
                      int64_t *hub_best, int64_t *hub_key);"""
 
-CDEF = "\n".join(decl % suffix for suffix in CSR_VARIANTS.values() for decl in (_SEARCH_DECL, _WHOLE_DECL, _NEXT_DECL)) + """
+# The CSR building kernels' variants: (dst, src, output weight) dtypes.
+PLACE_VARIANTS = {(d, s_, w): "%s_%s_%s" % (d[0] + d[-2:], s_[0] + s_[-2:], w[0] + w[-2:])
+                  for d in ("int32", "int64") for s_ in ("int32", "int64") for w in ("uint32", "int64")}
+
+_COUNT_DECL = "int64_t csr_count_%s(int64_t m, const void *dst, int64_t n, int64_t *fill);"
+_PLACE_DECL = """void csr_place_%s(int64_t m, const void *dst, const void *src, const int64_t *weight, int64_t *fill,
+                    void *out_src, void *out_weight);"""
+
+CDEF = "\n".join(decl % suffix for suffix in CSR_VARIANTS.values() for decl in (_SEARCH_DECL, _WHOLE_DECL, _NEXT_DECL)) \
+    + "\n".join([_COUNT_DECL % "i32", _COUNT_DECL % "i64"] + [_PLACE_DECL % v for v in PLACE_VARIANTS.values()]) + """
 void run_exits(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64_t *nxt, int64_t *exits,
                int64_t *stack);
 int64_t chain_entries(int64_t n, const int64_t *entry, const int64_t *exit_, int64_t start,
@@ -316,6 +364,9 @@ _NEXT_ARGS = (None, [_I64, _PTR, _PTR, _PTR, _PTR, _I64, _I64, _I64, _PTR, _PTR,
 _FUNCTIONS = {"run_exits": (None, [_I64, _I64, _I64, _I64, _PTR, _PTR, _PTR]),
               "chain_entries": (_I64, [_I64, _PTR, _PTR, _I64, _PTR, _I64, _I64, _PTR]),
               "walk_runs": (_I64, [_I64, _I64, _I64, _I64, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _I64])}
+_FUNCTIONS["csr_count_i32"] = _FUNCTIONS["csr_count_i64"] = (_I64, [_I64, _PTR, _I64, _PTR])
+for _suffix in PLACE_VARIANTS.values():
+    _FUNCTIONS["csr_place_" + _suffix] = (None, [_I64, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR])
 for _suffix in CSR_VARIANTS.values():
     _FUNCTIONS["dag_search_" + _suffix], _FUNCTIONS["dag_search_%s_whole" % _suffix] = _SEARCH_ARGS, _WHOLE_ARGS
     _FUNCTIONS["next_from_dist_" + _suffix] = _NEXT_ARGS
@@ -396,6 +447,48 @@ def next_from_dist(indptr, src, weight, dist, inf, n_rank, n_hubs, split, no_nex
         n, indptr.ctypes.data, src.ctypes.data, weight.ctypes.data, dist.ctypes.data, inf, n_rank, int(split),
         nxt.ctypes.data, hub_best.ctypes.data, hub_key.ctypes.data)
     return nxt, hub_best, hub_key
+
+
+def csr(n, groups, index_dtype, src_dtype, weight_dtype, is_zeros):
+    """(indptr, src, weight): graph._csr's CSR of `groups` ((local dst, src, weight) columns,
+    emptied as they are placed) by a counting sort in C: the order of a stable sort by dst, with
+    no sort and no runs; indptr as index_dtype(edges), src as src_dtype (int32 or int64), weight
+    as weight_dtype (uint32 or int64), a group's weights not written where is_zeros(them).
+    None where the kernel cannot be used or a dst is no row (groups then untouched)."""
+    lib = _library()
+    if lib is None or np.dtype(src_dtype).name not in ("int32", "int64") or \
+            np.dtype(weight_dtype).name not in ("uint32", "int64"):
+        return None
+    fill = np.zeros(n, np.int64)
+    for dst, _, _ in groups:
+        dst = _index(dst)
+        if getattr(lib, "csr_count_" + _short(dst.dtype))(len(dst), dst.ctypes.data, n, fill.ctypes.data) < 0:
+            return None
+    indptr = np.zeros(n + 1, index_dtype(int(fill.sum())))
+    np.cumsum(fill, out=indptr[1:])
+    fill[:] = indptr[:-1]             # each row's next free place
+    src = np.empty(int(indptr[-1]), src_dtype)
+    weight = np.zeros(int(indptr[-1]), weight_dtype)
+    while groups:
+        dst, group_src, group_weight = groups.pop(0)
+        dst = _index(dst)
+        group_src = np.ascontiguousarray(group_src, src.dtype)
+        group_weight = None if is_zeros(group_weight) else np.ascontiguousarray(group_weight, np.int64)
+        place = getattr(lib, "csr_place_" + PLACE_VARIANTS[dst.dtype.name, src.dtype.name, weight.dtype.name])
+        place(len(dst), dst.ctypes.data, group_src.ctypes.data, None if group_weight is None else
+              group_weight.ctypes.data, fill.ctypes.data, src.ctypes.data, weight.ctypes.data)
+        del dst, group_src, group_weight
+    return indptr, src, weight
+
+
+def _index(ids):
+    """ids as the CSR kernels read them: int32 or int64, C-contiguous (a copy only where not)."""
+    ids = np.asarray(ids)
+    return np.ascontiguousarray(ids) if ids.dtype.name in ("int32", "int64") else np.ascontiguousarray(ids, np.int64)
+
+
+def _short(dtype):
+    return {"int32": "i32", "int64": "i64"}[np.dtype(dtype).name]
 
 
 def run_exits(nxt, lo, n, sink, no_next):
