@@ -24,6 +24,7 @@ callers then use csgraph's Dijkstra, numpy's pointer jumping and a Python loop.
 """
 
 import ctypes
+import itertools
 
 import numpy as np
 
@@ -172,12 +173,9 @@ void NAME(int64_t n, const PTR *indptr, const INDEX *src, const WEIGHT *weight, 
     DAG_SEARCH(dag_search_##SUFFIX, PTR, INDEX, WEIGHT)                                       \
     NEXT_FROM_DIST(next_from_dist_##SUFFIX, PTR, INDEX, WEIGHT)
 
-CSR_KERNELS(i32_i32_u32, int32_t, int32_t, uint32_t)
-CSR_KERNELS(i32_i32_i64, int32_t, int32_t, int64_t)
-CSR_KERNELS(i64_i32_u32, int64_t, int32_t, uint32_t)
-CSR_KERNELS(i64_i32_i64, int64_t, int32_t, int64_t)
-CSR_KERNELS(i64_i64_u32, int64_t, int64_t, uint32_t)
-CSR_KERNELS(i64_i64_i64, int64_t, int64_t, int64_t)
+/* (Their variants, and CSR_COUNT's and CSR_PLACE's, are instantiated after this text: one per
+ * entry of CSR_VARIANTS, PLACE_VARIANTS.) */
+
 
 /* A CSR from groups of edges (dst, src, weight), as a stable sort of them all by dst would place
  * them (graph._csr): a counting sort.  csr_count_D: each row's count of a group's edges into
@@ -207,16 +205,6 @@ void NAME(int64_t m, const DST *dst, const SRC *src, const int64_t *weight, int6
     }                                                                                         \
 }
 
-CSR_COUNT(csr_count_i32, int32_t)
-CSR_COUNT(csr_count_i64, int64_t)
-CSR_PLACE(csr_place_i32_i32_u32, int32_t, int32_t, uint32_t)
-CSR_PLACE(csr_place_i32_i32_i64, int32_t, int32_t, int64_t)
-CSR_PLACE(csr_place_i32_i64_u32, int32_t, int64_t, uint32_t)
-CSR_PLACE(csr_place_i32_i64_i64, int32_t, int64_t, int64_t)
-CSR_PLACE(csr_place_i64_i32_u32, int64_t, int32_t, uint32_t)
-CSR_PLACE(csr_place_i64_i32_i64, int64_t, int32_t, int64_t)
-CSR_PLACE(csr_place_i64_i64_u32, int64_t, int64_t, uint32_t)
-CSR_PLACE(csr_place_i64_i64_i64, int64_t, int64_t, int64_t)
 
 /* For each of the n vertices lo .. lo + n - 1 (next of v: nxt[v - lo], a global id), where its
  * run along next[] through them leaves them: a vertex out of the range, or no_next after the
@@ -323,9 +311,22 @@ int64_t chain_entries(int64_t n, const int64_t *entry, const int64_t *exit_, int
 
 # The CSR kernels' variants: (indptr, indices, weight) dtypes as the graph holds them
 # (``model.index_dtype``, ``model.slack_dtype``), read without a copy.
-CSR_VARIANTS = {("int32", "int32", "uint32"): "i32_i32_u32", ("int32", "int32", "int64"): "i32_i32_i64",
-                ("int64", "int32", "uint32"): "i64_i32_u32", ("int64", "int32", "int64"): "i64_i32_i64",
-                ("int64", "int64", "uint32"): "i64_i64_u32", ("int64", "int64", "int64"): "i64_i64_i64"}
+_C_TYPES = {"int32": "int32_t", "int64": "int64_t", "uint32": "uint32_t"}
+
+
+def _short(dtype):
+    """A dtype's name in a variant's: int32 i32, uint32 u32, int64 i64."""
+    name = np.dtype(dtype).name
+    return name[0] + name[-2:]
+
+
+def _variants(columns):
+    """{dtype names: variant suffix} of every combination of the columns' dtype names."""
+    return {names: "_".join(_short(name) for name in names) for names in itertools.product(*columns)}
+
+
+CSR_VARIANTS = {names: suffix for names, suffix in _variants((("int32", "int64"),) * 2 + (("uint32", "int64"),)).items()
+                if not (names[0] == "int32" and names[1] == "int64")}   # such an indptr is read as int64 (_csr)
 
 _SEARCH_DECL = """int64_t dag_search_%s(int64_t n, const void *indptr, const void *indices, const void *weight,
                      int64_t n_sources, const int64_t *sources, int64_t *dist, char *reached,
@@ -337,14 +338,19 @@ _NEXT_DECL = """void next_from_dist_%s(int64_t n, const void *indptr, const void
                      int64_t *hub_best, int64_t *hub_key);"""
 
 # The CSR building kernels' variants: (dst, src, output weight) dtypes.
-PLACE_VARIANTS = {(d, s_, w): "%s_%s_%s" % (d[0] + d[-2:], s_[0] + s_[-2:], w[0] + w[-2:])
-                  for d in ("int32", "int64") for s_ in ("int32", "int64") for w in ("uint32", "int64")}
+PLACE_VARIANTS = _variants((("int32", "int64"),) * 2 + (("uint32", "int64"),))
+
+SOURCE += "".join("CSR_KERNELS(%s, %s, %s, %s)\n" % ((suffix,) + tuple(_C_TYPES[name] for name in names))
+                  for names, suffix in CSR_VARIANTS.items()) \
+    + "".join("CSR_COUNT(csr_count_%s, %s)\n" % (_short(name), _C_TYPES[name]) for name in ("int32", "int64")) \
+    + "".join("CSR_PLACE(csr_place_%s, %s, %s, %s)\n" % ((suffix,) + tuple(_C_TYPES[name] for name in names))
+              for names, suffix in PLACE_VARIANTS.items())
 
 _COUNT_DECL = "int64_t csr_count_%s(int64_t m, const void *dst, int64_t n, int64_t *fill);"
 _PLACE_DECL = """void csr_place_%s(int64_t m, const void *dst, const void *src, const int64_t *weight, int64_t *fill,
                     void *out_src, void *out_weight);"""
 
-CDEF = "\n".join(decl % suffix for suffix in CSR_VARIANTS.values() for decl in (_SEARCH_DECL, _WHOLE_DECL, _NEXT_DECL)) \
+CDEF = "\n".join(decl % suffix for suffix in CSR_VARIANTS.values() for decl in (_SEARCH_DECL, _WHOLE_DECL, _NEXT_DECL)) + "\n" \
     + "\n".join([_COUNT_DECL % "i32", _COUNT_DECL % "i64"] + [_PLACE_DECL % v for v in PLACE_VARIANTS.values()]) + """
 void run_exits(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64_t *nxt, int64_t *exits,
                int64_t *stack);
@@ -485,10 +491,6 @@ def _index(ids):
     """ids as the CSR kernels read them: int32 or int64, C-contiguous (a copy only where not)."""
     ids = np.asarray(ids)
     return np.ascontiguousarray(ids) if ids.dtype.name in ("int32", "int64") else np.ascontiguousarray(ids, np.int64)
-
-
-def _short(dtype):
-    return {"int32": "i32", "int64": "i64"}[np.dtype(dtype).name]
 
 
 def run_exits(nxt, lo, n, sink, no_next):
