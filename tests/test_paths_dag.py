@@ -31,17 +31,21 @@ def test_the_kernel_compiles():
 
 @settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 80), m=st.integers(0, 300),
-       index=st.sampled_from([np.int32, np.int64]), with_offsets=st.booleans())
-def test_the_sweep_finds_dijkstras_distances(seed, n, m, index, with_offsets):
+       index=st.sampled_from([np.int32, np.int64]), pointer=st.sampled_from([np.int32, np.int64]),
+       slack=st.sampled_from([np.uint32, np.int64, np.int32]), with_offsets=st.booleans(), whole=st.booleans())
+def test_the_sweep_finds_dijkstras_distances(seed, n, m, index, pointer, slack, with_offsets, whole):
+    """Every dtype of the CSR's columns (int32 slacks are read as an int64 copy), the sweep of
+    the reached part and of the whole graph."""
     rng = np.random.default_rng(seed)
     indptr, indices, weight = random_dag(rng, n, m, index)
+    indptr, weight = indptr.astype(pointer), weight.astype(slack)
     k = int(rng.integers(1, 5))
     sources = rng.integers(0, n, k)
     offsets = rng.integers(0, 30, k) if with_offsets else np.zeros(k, np.int64)
-    swept = dag.search(n, indptr, indices, weight, sources, offsets, INF)
+    swept = dag.search(n, indptr, indices, weight, sources, offsets, INF, whole=whole)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MPIGRAPH_PATH_KERNEL", "off")
-        assert dag.search(n, indptr, indices, weight, sources, offsets, INF) is None
+        assert dag.search(n, indptr, indices, weight, sources, offsets, INF, whole=whole) is None
         reference = dijkstra.Reversed(n, indptr, indices, weight).search(sources, offsets)
     assert swept.tolist() == reference.tolist()
     assert dijkstra.Reversed(n, indptr, indices, weight).search(sources, offsets).tolist() == reference.tolist()
@@ -53,8 +57,26 @@ def test_a_cycle_is_left_to_dijkstra():
     indptr, indices, weight = np.array([0, 1, 2, 4, 4]), np.array([1, 2, 0, 3]), np.array([1, 2, 3, 4])
     assert dag.search(4, indptr, indices, weight, [0], [0], INF) is None
     assert dijkstra.Reversed(4, indptr, indices, weight).search([0]).tolist() == [0, 1, 3, 7]
-    # A cycle the sources do not reach does not matter.
-    assert dag.search(4, indptr, indices, weight, [3], [5], INF).tolist() == [INF, INF, INF, 5]
+    # A cycle the sources do not reach does not matter, whether the sweep looks for the reached
+    # part first or takes the whole graph (which has the cycle: it then sweeps the reached part).
+    for whole in (False, True):
+        assert dag.search(4, indptr, indices, weight, [0], [0], INF, whole=whole) is None
+        assert dag.search(4, indptr, indices, weight, [3], [5], INF, whole=whole).tolist() == [INF, INF, INF, 5]
+
+
+def test_the_whole_sweeps_stack_grows_past_its_first_room():
+    # Thousands of vertices ready at once: at the start (no edges into them) and after a star's
+    # centre (vertex 0: an edge from each of 1 .. n - 1, each of those one from n + i).
+    n = 3000
+    rows = np.concatenate(([n - 1], np.ones(n - 1, np.int64), np.zeros(n, np.int64)))
+    indptr = np.concatenate(([0], np.cumsum(rows)))
+    indices = np.concatenate((np.arange(1, n), np.arange(n + 1, 2 * n)))
+    weight = np.arange(len(indices), dtype=np.int64) % 7
+    sources = np.array([0, 2 * n - 1] + list(range(n // 2)))
+    offsets = np.arange(len(sources)) % 5
+    whole = dag.search(2 * n, indptr, indices, weight, sources, offsets, INF, whole=True)
+    assert whole.tolist() == dag.search(2 * n, indptr, indices, weight, sources, offsets, INF).tolist()
+    assert (whole < INF).sum() > n
 
 
 def test_distances_stay_float64_exact_like_csgraphs():

@@ -12,7 +12,7 @@ from mpi4py import MPI
 from mpigraph.paths import graph
 from mpigraph.testing import synth
 from mpigraph.paths.graph import INF
-from mpigraph.paths import delta_stepping, dijkstra, labels as labels_module, parallel_dijkstra
+from mpigraph.paths import dag, delta_stepping, dijkstra, labels as labels_module, parallel_dijkstra
 from mpigraph.paths.labels import NO_NEXT, combine_hubs
 from pathbuild import random_input
 
@@ -70,26 +70,26 @@ def assert_labels_match_the_heap(g):
     for split in (False, True):
         dist, nxt, nxt_w, hub_dist, hub_next = heap_dijkstra(g, split)
         has_next = np.flatnonzero(nxt[:g.n_rank_vertices] != NO_NEXT)
-        for chunk_edges in (labels_module.CHUNK_EDGES, 3):     # next[]'s pass in one chunk, and in many
-            for name, got in searches_in_chunks(g, split, chunk_edges).items():
+        # next[]'s pass in C (dag.next_from_dist), and by numpy in one chunk and in many.
+        for kernel, chunk_edges in (("c", labels_module.CHUNK_EDGES), ("off", labels_module.CHUNK_EDGES),
+                                    ("off", 3)):
+            for name, got in searches_in_chunks(g, split, chunk_edges, kernel).items():
                 # The slack of each rank vertex's edge to its next, as the walk takes it from dist.
                 weight = walk.path_weights(g, got.dist, got.next, np.append(has_next, 0))[:-1]
                 for what, a, b in zip(("dist", "next", "next's slack", "hub_dist", "hub_next"),
                                       (dist, nxt, nxt_w[has_next], hub_dist, hub_next),
                                       (got.dist, got.next, weight, got.hub_dist, got.hub_next)):
-                    np.testing.assert_array_equal(b, a, err_msg="%s, splits %s, chunks of %d edges: %s"
-                                                  % (name, split, chunk_edges, what))
+                    np.testing.assert_array_equal(b, a, err_msg="%s, splits %s, kernel %s, chunks of %d edges: %s"
+                                                  % (name, split, kernel, chunk_edges, what))
 
 
-def searches_in_chunks(g, split, chunk_edges):
-    """searches() with next_from_dist's pass in chunks of chunk_edges edges (hypothesis tests
-    cannot take pytest's monkeypatch)."""
-    default = labels_module.CHUNK_EDGES
-    labels_module.CHUNK_EDGES = chunk_edges
-    try:
+def searches_in_chunks(g, split, chunk_edges, kernel="c"):
+    """searches() with next_from_dist's pass in chunks of chunk_edges edges, the path kernel on
+    ("c") or off (hypothesis tests cannot take pytest's monkeypatch fixture)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(labels_module, "CHUNK_EDGES", chunk_edges)
+        patch.setenv("MPIGRAPH_PATH_KERNEL", kernel)
         return searches(g, split)
-    finally:
-        labels_module.CHUNK_EDGES = default
 
 
 @settings(max_examples=40, deadline=None)
@@ -262,11 +262,15 @@ def test_the_hub_offers_next_from_dist_keeps_give_each_hub_its_best_offer(seed, 
     assert {int(h): (int(b), int(k)) for h, b, k in zip(hub, best, key)} == expected
 
 
-@pytest.mark.parametrize("chunk", [graph.CSR_CHUNK, 3])
-def test_csr_places_edges_as_a_stable_sort_by_destination_would(monkeypatch, chunk):
-    """In one chunk and in chunks of 3 edges (a run of repeated rows across chunks); zero
-    weights given as _zeros (not written) and a broadcast non-zero weight (written)."""
+@pytest.mark.parametrize("kernel, chunk", [("off", graph.CSR_CHUNK), ("off", 3), ("c", graph.CSR_CHUNK)])
+@pytest.mark.parametrize("ids, slacks", [(np.int64, np.int64), (np.int32, np.uint32), (np.int32, np.int64)])
+def test_csr_places_edges_as_a_stable_sort_by_destination_would(monkeypatch, kernel, chunk, ids, slacks):
+    """By numpy in one chunk and in chunks of 3 edges (a run of repeated rows across chunks),
+    and by the C counting sort (dag.csr); zero weights given as _zeros (not written) and a
+    broadcast non-zero weight (written); ids and slacks in each dtype the graph keeps."""
     monkeypatch.setattr(graph, "CSR_CHUNK", chunk)
+    monkeypatch.setenv("MPIGRAPH_PATH_KERNEL", kernel)
+    assert (dag.csr(1, [], np.int64, ids, slacks, graph._is_zeros) is None) == (kernel == "off")
     rng = np.random.default_rng(5)
     n = 50
     groups = [(np.arange(0, n, 2), rng.integers(0, 99, 25), rng.integers(0, 9, 25)),       # increasing
@@ -277,7 +281,9 @@ def test_csr_places_edges_as_a_stable_sort_by_destination_would(monkeypatch, chu
               (np.arange(1, n, 2), rng.integers(0, 99, 25), graph._zeros(25)),           # zero weights
               (np.sort(rng.integers(0, n, 30)), rng.integers(0, 99, 30),                  # one run, repeats,
                np.broadcast_to(np.int64(5), (30,)))]                                       # one weight
-    indptr, src, weight = graph._csr(n, list(groups))
+    groups[0] = tuple(c.astype(ids) for c in groups[0][:2]) + groups[0][2:]
+    indptr, src, weight = graph._csr(n, list(groups), ids, slacks)
+    assert (src.dtype, weight.dtype) == (np.dtype(ids), np.dtype(slacks))
     dst = np.concatenate([d for d, _, _ in groups])
     order = np.argsort(dst, kind="stable")
     assert indptr.tolist() == np.searchsorted(dst[order], np.arange(n + 1)).tolist()
@@ -286,6 +292,8 @@ def test_csr_places_edges_as_a_stable_sort_by_destination_would(monkeypatch, chu
     given = list(groups)
     graph._csr(n, given)
     assert given == []          # let go of as placed: not held through the build's peak
+    with pytest.raises(IndexError):     # a dst that is no row: the kernel leaves it to numpy
+        graph._csr(n, [(np.array([n]), np.array([0]), np.array([0]))])
 
 
 def test_the_queue_drops_repeats_with_its_stamps_and_past_them():

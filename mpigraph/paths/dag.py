@@ -7,12 +7,16 @@ every edge into it has been relaxed (Kahn's algorithm).  That is linear in the e
 where Dijkstra pays a heap operation per vertex: a pipelined program's graph, tens of millions
 of vertices with hardly a vertex to bypass, is where that shows.  The distances are the same
 integers (int64 sums, exact, where csgraph sums in float64); next[] follows from them by the
-shared pass, so the path is the same too.
+shared pass, so the path is the same too.  That pass, on one analysis rank where every edge is
+local, is next_from_dist() here: one loop over the CSR, not numpy's chunks of gathers.
 
 run_exits() is the distributed walk's (``walk.local_exits``) in one pass: where each vertex's run
 along next[] leaves an analysis rank's vertices; walk_runs() its runs on the path, on each rank
 (``walk._Runs``); chain_entries() their entries' chain on rank 0 (``walk._chain_entries``): a
 run at a time, without Python's cost per run.
+
+The CSR's kernels read its columns in the dtypes the graph keeps (int32 indptr and ids, uint32
+slacks where they fit: ``model.index_dtype``, ``model.slack_dtype``), one variant per combination.
 
 Each returns None where the kernel cannot be used (no C compiler, or MPIGRAPH_PATH_KERNEL=off,
 a test setting), and search() also where the part of the graph it reaches has a cycle; the
@@ -20,6 +24,7 @@ callers then use csgraph's Dijkstra, numpy's pointer jumping and a Python loop.
 """
 
 import ctypes
+import itertools
 
 import numpy as np
 
@@ -27,13 +32,80 @@ from mpigraph.util import ckernel
 
 SOURCE = r"""
 #include <stdint.h>
+#include <stdlib.h>
+
+/* A stack twice as large (its old room: *room), or 0 where there is no memory for it. */
+static int grow(int64_t **stack, int64_t *room)
+{
+    int64_t *larger = realloc(*stack, 2 * *room * sizeof(int64_t));
+    if (!larger)
+        return 0;
+    *stack = larger;
+    *room *= 2;
+    return 1;
+}
 
 /* Least distances from the sources (dist holds their offsets, INF elsewhere) along the CSR
- * (indptr, indices, weight: row v lists the edges v -> indices[e]), over the part reached
- * from the sources.  reached: n bytes of 0; indeg: n int32 of 0; order: n int64.  Returns the
- * number of vertices reached, or -1 when that part has a cycle. */
-#define DAG_SEARCH(NAME, INDEX)                                                                 \
-int64_t NAME(int64_t n, const int64_t *indptr, const INDEX *indices, const int64_t *weight,   \
+ * (indptr, indices, weight: row v lists the edges v -> indices[e]), in Kahn's order: a vertex's
+ * distance is final once every edge into it is relaxed; its ready vertices are taken from a
+ * stack (a rank's chain of calls is followed backwards while it is in cache).
+ *
+ * NAME, over the part reached from the sources (found by a depth-first walk): reached: n bytes
+ * of 0; indeg: n int32 of 0; order: n int64.  Returns the number of vertices reached, or -1
+ * when that part has a cycle.
+ *
+ * NAME_whole, over every vertex, where the sources reach most of the graph: the in-degrees by
+ * one pass over the edges in order, which costs less than finding the reached part, and a
+ * stack of its own (of the few ready vertices at a time, not n).  A vertex the sources do not
+ * reach keeps INF: relaxing its edges lowers nothing.  Returns n, or -1 where the graph has a
+ * cycle (reached or not: the caller then searches the reached part). */
+#define DAG_SEARCH(NAME, PTR, INDEX, WEIGHT)                                                    \
+static int64_t NAME##_kahn(int64_t top, const PTR *indptr, const INDEX *indices,               \
+                           const WEIGHT *weight, int64_t *dist, int32_t *indeg,               \
+                           int64_t **stack, int64_t *room)                                    \
+{                                                                                             \
+    int64_t taken = 0, *ready = *stack, limit = *room; /* locals: no alias of dist */         \
+    while (top) {                                                                             \
+        int64_t v = ready[--top], d = dist[v];                                                \
+        taken++;                                                                              \
+        for (int64_t e = indptr[v]; e < indptr[v + 1]; e++) {                                 \
+            int64_t u = indices[e], c = d + (int64_t)weight[e];                               \
+            if (c < dist[u])                                                                  \
+                dist[u] = c;                                                                  \
+            if (--indeg[u] == 0) {                                                            \
+                if (top == limit) {                                                           \
+                    if (!grow(stack, room))                                                   \
+                        return -1;                                                            \
+                    ready = *stack;                                                           \
+                    limit = *room;                                                            \
+                }                                                                             \
+                ready[top++] = u;                                                             \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    return taken;                                                                             \
+}                                                                                             \
+                                                                                              \
+int64_t NAME##_whole(int64_t n, const PTR *indptr, const INDEX *indices, const WEIGHT *weight, \
+                     int64_t *dist, int32_t *indeg)                                           \
+{                                                                                             \
+    int64_t m = indptr[n], top = 0, room = 1024, taken = -1;                                  \
+    int64_t *stack = malloc(room * sizeof(int64_t));                                          \
+    for (int64_t e = 0; e < m; e++)                                                           \
+        indeg[indices[e]]++;                                                                  \
+    for (int64_t v = 0; v < n && stack; v++)                                                  \
+        if (indeg[v] == 0) {                                                                  \
+            if (top == room && !grow(&stack, &room))                                          \
+                break;                                                                        \
+            stack[top++] = v;                                                                 \
+        }                                                                                     \
+    if (stack)                                                                                \
+        taken = NAME##_kahn(top, indptr, indices, weight, dist, indeg, &stack, &room);       \
+    free(stack);                                                                              \
+    return taken == n ? n : -1;                                                               \
+}                                                                                             \
+                                                                                              \
+int64_t NAME(int64_t n, const PTR *indptr, const INDEX *indices, const WEIGHT *weight,        \
              int64_t n_sources, const int64_t *sources, int64_t *dist, char *reached,         \
              int32_t *indeg, int64_t *order)                                                  \
 {                                                                                             \
@@ -59,27 +131,80 @@ int64_t NAME(int64_t n, const int64_t *indptr, const INDEX *indices, const int64
             }                                                                                 \
         }                                                                                     \
     }                                                                                         \
-    /* Kahn's order over the reached part, relaxing each vertex's edges as it is taken (its  \
-     * first vertices moved to the front: tail <= i, nothing unread is overwritten). */       \
-    int64_t head = 0, tail = 0;                                                               \
+    /* Kahn's order over the reached part, its first vertices moved to the front of order[]  \
+     * (tail <= i, nothing unread is overwritten), which is then the stack: room for all. */  \
+    int64_t tail = 0, room = n;                                                               \
     for (int64_t i = 0; i < n_reached; i++)                                                   \
         if (indeg[order[i]] == 0)                                                             \
             order[tail++] = order[i];                                                         \
-    while (head < tail) {                                                                     \
-        int64_t v = order[head++], d = dist[v];                                               \
-        for (int64_t e = indptr[v]; e < indptr[v + 1]; e++) {                                 \
-            int64_t u = indices[e], c = d + weight[e];                                        \
-            if (c < dist[u])                                                                  \
-                dist[u] = c;                                                                  \
-            if (--indeg[u] == 0)                                                              \
-                order[tail++] = u;                                                            \
-        }                                                                                     \
-    }                                                                                         \
+    tail = NAME##_kahn(tail, indptr, indices, weight, dist, indeg, &order, &room);            \
     return tail == n_reached ? n_reached : -1;                                                \
 }
 
-DAG_SEARCH(dag_search32, int32_t)
-DAG_SEARCH(dag_search64, int64_t)
+/* next[] from the final distances on one analysis rank, where every edge is local (labels.py's
+ * tie-break): for each edge u -> v of the CSR (row v lists its edges in, from src[e]) with
+ * dist[v] < inf, the offer dist[v] + weight; u's next is the least v among the offers equal to
+ * dist[u].  With split, an edge out of a hub (u >= n_rank) is an offer to hub u - n_rank
+ * instead: its least, and the least v among equals, go to hub_best and hub_key. */
+#define NEXT_FROM_DIST(NAME, PTR, INDEX, WEIGHT)                                                \
+void NAME(int64_t n, const PTR *indptr, const INDEX *src, const WEIGHT *weight,              \
+          const int64_t *dist, int64_t inf, int64_t n_rank, int64_t split, int64_t *next,     \
+          int64_t *hub_best, int64_t *hub_key)                                                \
+{                                                                                             \
+    for (int64_t v = 0; v < n; v++) {                                                         \
+        int64_t d = dist[v];                                                                  \
+        if (d >= inf)                                                                         \
+            continue;                                                                         \
+        for (int64_t e = indptr[v]; e < indptr[v + 1]; e++) {                                 \
+            int64_t u = src[e], offer = d + (int64_t)weight[e];                               \
+            if (split && u >= n_rank) {                                                       \
+                int64_t h = u - n_rank;                                                       \
+                if (offer < hub_best[h] || (offer == hub_best[h] && v < hub_key[h])) {       \
+                    hub_best[h] = offer;                                                      \
+                    hub_key[h] = v;                                                           \
+                }                                                                             \
+            } else if (offer == dist[u] && v < next[u])                                       \
+                next[u] = v;                                                                  \
+        }                                                                                     \
+    }                                                                                         \
+}
+
+#define CSR_KERNELS(SUFFIX, PTR, INDEX, WEIGHT)                                                 \
+    DAG_SEARCH(dag_search_##SUFFIX, PTR, INDEX, WEIGHT)                                       \
+    NEXT_FROM_DIST(next_from_dist_##SUFFIX, PTR, INDEX, WEIGHT)
+
+/* (Their variants, and CSR_COUNT's and CSR_PLACE's, are instantiated after this text: one per
+ * entry of CSR_VARIANTS, PLACE_VARIANTS.) */
+
+
+/* A CSR from groups of edges (dst, src, weight), as a stable sort of them all by dst would place
+ * them (graph._csr): a counting sort.  csr_count_D: each row's count of a group's edges into
+ * fill (n int64), or -1 where a dst is not a row.  csr_place_D_S_W: a group's edges at their
+ * rows' next free places (fill: each row's, moved on), weight NULL for zero weights (the output's
+ * start at zero). */
+#define CSR_COUNT(NAME, DST)                                                                    \
+int64_t NAME(int64_t m, const DST *dst, int64_t n, int64_t *fill)                              \
+{                                                                                             \
+    for (int64_t e = 0; e < m; e++) {                                                         \
+        if ((uint64_t)dst[e] >= (uint64_t)n)                                                  \
+            return -1;                                                                        \
+        fill[dst[e]]++;                                                                       \
+    }                                                                                         \
+    return m;                                                                                 \
+}
+
+#define CSR_PLACE(NAME, DST, SRC, WEIGHT)                                                       \
+void NAME(int64_t m, const DST *dst, const SRC *src, const int64_t *weight, int64_t *fill,    \
+          SRC *out_src, WEIGHT *out_weight)                                                   \
+{                                                                                             \
+    for (int64_t e = 0; e < m; e++) {                                                         \
+        int64_t place = fill[dst[e]]++;                                                       \
+        out_src[place] = src[e];                                                              \
+        if (weight)                                                                           \
+            out_weight[place] = (WEIGHT)weight[e];                                            \
+    }                                                                                         \
+}
+
 
 /* For each of the n vertices lo .. lo + n - 1 (next of v: nxt[v - lo], a global id), where its
  * run along next[] through them leaves them: a vertex out of the range, or no_next after the
@@ -184,13 +309,49 @@ int64_t chain_entries(int64_t n, const int64_t *entry, const int64_t *exit_, int
 }
 """
 
-CDEF = """
-int64_t dag_search32(int64_t n, const int64_t *indptr, const int32_t *indices, const int64_t *weight,
+# The CSR kernels' variants: (indptr, indices, weight) dtypes as the graph holds them
+# (``model.index_dtype``, ``model.slack_dtype``), read without a copy.
+_C_TYPES = {"int32": "int32_t", "int64": "int64_t", "uint32": "uint32_t"}
+
+
+def _short(dtype):
+    """A dtype's name in a variant's: int32 i32, uint32 u32, int64 i64."""
+    name = np.dtype(dtype).name
+    return name[0] + name[-2:]
+
+
+def _variants(columns):
+    """{dtype names: variant suffix} of every combination of the columns' dtype names."""
+    return {names: "_".join(_short(name) for name in names) for names in itertools.product(*columns)}
+
+
+CSR_VARIANTS = {names: suffix for names, suffix in _variants((("int32", "int64"),) * 2 + (("uint32", "int64"),)).items()
+                if not (names[0] == "int32" and names[1] == "int64")}   # such an indptr is read as int64 (_csr)
+
+_SEARCH_DECL = """int64_t dag_search_%s(int64_t n, const void *indptr, const void *indices, const void *weight,
                      int64_t n_sources, const int64_t *sources, int64_t *dist, char *reached,
-                     int32_t *indeg, int64_t *order);
-int64_t dag_search64(int64_t n, const int64_t *indptr, const int64_t *indices, const int64_t *weight,
-                     int64_t n_sources, const int64_t *sources, int64_t *dist, char *reached,
-                     int32_t *indeg, int64_t *order);
+                     int32_t *indeg, int64_t *order);"""
+_WHOLE_DECL = """int64_t dag_search_%s_whole(int64_t n, const void *indptr, const void *indices, const void *weight,
+                           int64_t *dist, int32_t *indeg);"""
+_NEXT_DECL = """void next_from_dist_%s(int64_t n, const void *indptr, const void *src, const void *weight,
+                     const int64_t *dist, int64_t inf, int64_t n_rank, int64_t split, int64_t *next,
+                     int64_t *hub_best, int64_t *hub_key);"""
+
+# The CSR building kernels' variants: (dst, src, output weight) dtypes.
+PLACE_VARIANTS = _variants((("int32", "int64"),) * 2 + (("uint32", "int64"),))
+
+SOURCE += "".join("CSR_KERNELS(%s, %s, %s, %s)\n" % ((suffix,) + tuple(_C_TYPES[name] for name in names))
+                  for names, suffix in CSR_VARIANTS.items()) \
+    + "".join("CSR_COUNT(csr_count_%s, %s)\n" % (_short(name), _C_TYPES[name]) for name in ("int32", "int64")) \
+    + "".join("CSR_PLACE(csr_place_%s, %s, %s, %s)\n" % ((suffix,) + tuple(_C_TYPES[name] for name in names))
+              for names, suffix in PLACE_VARIANTS.items())
+
+_COUNT_DECL = "int64_t csr_count_%s(int64_t m, const void *dst, int64_t n, int64_t *fill);"
+_PLACE_DECL = """void csr_place_%s(int64_t m, const void *dst, const void *src, const int64_t *weight, int64_t *fill,
+                    void *out_src, void *out_weight);"""
+
+CDEF = "\n".join(decl % suffix for suffix in CSR_VARIANTS.values() for decl in (_SEARCH_DECL, _WHOLE_DECL, _NEXT_DECL)) + "\n" \
+    + "\n".join([_COUNT_DECL % "i32", _COUNT_DECL % "i64"] + [_PLACE_DECL % v for v in PLACE_VARIANTS.values()]) + """
 void run_exits(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64_t *nxt, int64_t *exits,
                int64_t *stack);
 int64_t chain_entries(int64_t n, const int64_t *entry, const int64_t *exit_, int64_t start,
@@ -204,10 +365,17 @@ _KERNEL = ckernel.Kernel("path-kernel", SOURCE, CDEF, "MPIGRAPH_PATH_KERNEL", "o
 
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
 _SEARCH_ARGS = (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _PTR])
-_FUNCTIONS = {"dag_search32": _SEARCH_ARGS, "dag_search64": _SEARCH_ARGS,
-              "run_exits": (None, [_I64, _I64, _I64, _I64, _PTR, _PTR, _PTR]),
+_WHOLE_ARGS = (_I64, [_I64, _PTR, _PTR, _PTR, _PTR, _PTR])
+_NEXT_ARGS = (None, [_I64, _PTR, _PTR, _PTR, _PTR, _I64, _I64, _I64, _PTR, _PTR, _PTR])
+_FUNCTIONS = {"run_exits": (None, [_I64, _I64, _I64, _I64, _PTR, _PTR, _PTR]),
               "chain_entries": (_I64, [_I64, _PTR, _PTR, _I64, _PTR, _I64, _I64, _PTR]),
               "walk_runs": (_I64, [_I64, _I64, _I64, _I64, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _I64])}
+_FUNCTIONS["csr_count_i32"] = _FUNCTIONS["csr_count_i64"] = (_I64, [_I64, _PTR, _I64, _PTR])
+for _suffix in PLACE_VARIANTS.values():
+    _FUNCTIONS["csr_place_" + _suffix] = (None, [_I64, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR])
+for _suffix in CSR_VARIANTS.values():
+    _FUNCTIONS["dag_search_" + _suffix], _FUNCTIONS["dag_search_%s_whole" % _suffix] = _SEARCH_ARGS, _WHOLE_ARGS
+    _FUNCTIONS["next_from_dist_" + _suffix] = _NEXT_ARGS
 
 
 def _library():
@@ -219,31 +387,110 @@ def _int64(*arrays):
     return [np.ascontiguousarray(a, np.int64) for a in arrays]
 
 
+def _csr(indptr, indices, weight):
+    """(variant suffix, indptr, indices, weight): the CSR as a kernel variant reads it, a copy
+    only of a column whose dtype none reads (as int64) or that is not C-contiguous."""
+    def kept(a, dtypes):
+        a = np.asarray(a)
+        return np.ascontiguousarray(a) if a.dtype.name in dtypes else np.ascontiguousarray(a, np.int64)
+
+    indices = kept(indices, ("int32", "int64"))
+    indptr = kept(indptr, ("int32",) if indices.dtype == np.int32 else ())
+    weight = kept(weight, ("uint32",))
+    return CSR_VARIANTS[indptr.dtype.name, indices.dtype.name, weight.dtype.name], indptr, indices, weight
+
+
 def available():
     """Whether search() can run here (the kernel compiled and not switched off)."""
     return _library() is not None
 
 
-def search(n, indptr, indices, weight, sources, offsets, inf):
+def search(n, indptr, indices, weight, sources, offsets, inf, whole=False):
     """int64 least distance of each of n vertices from the nearest source (each starting at its
     offset; `inf` where none reaches it), along the CSR (indptr, indices: int32 or int64,
-    weight: int64); None where the kernel cannot run or the reached part has a cycle."""
+    weight: uint32 or int64; other dtypes are copied); None where the kernel cannot run or the
+    reached part has a cycle.  `whole`: the sources reach most of the graph, which is then swept
+    whole, not found first (the same distances)."""
     lib = _library()
     if lib is None:
         return None
-    indptr, weight, sources = _int64(indptr, weight, sources)
-    if indices.dtype == np.int32:
-        kernel, indices = lib.dag_search32, np.ascontiguousarray(indices)
-    else:
-        kernel, (indices,) = lib.dag_search64, _int64(indices)
+    suffix, indptr, indices, weight = _csr(indptr, indices, weight)
+    (sources,) = _int64(sources)
+    columns = indptr.ctypes.data, indices.ctypes.data, weight.ctypes.data
+    if whole:
+        dist, indeg = _starts(n, sources, offsets, inf), np.zeros(n, np.int32)
+        if getattr(lib, "dag_search_%s_whole" % suffix)(n, *columns, dist.ctypes.data, indeg.ctypes.data) >= 0:
+            return dist
+    dist, indeg = _starts(n, sources, offsets, inf), np.zeros(n, np.int32)
+    reached = np.zeros(n, np.int8)
+    order = np.empty(n, np.int64)
+    found = getattr(lib, "dag_search_" + suffix)(n, *columns, len(sources), sources.ctypes.data, dist.ctypes.data,
+                                                 reached.ctypes.data, indeg.ctypes.data, order.ctypes.data)
+    return dist if found >= 0 else None
+
+
+def _starts(n, sources, offsets, inf):
+    """dist before a search: each source's least offset, inf elsewhere."""
     dist = np.full(n, inf, np.int64)
     np.minimum.at(dist, sources, np.asarray(offsets, np.int64))
-    reached = np.zeros(n, np.int8)
-    indeg = np.zeros(n, np.int32)
-    order = np.empty(n, np.int64)
-    found = kernel(n, indptr.ctypes.data, indices.ctypes.data, weight.ctypes.data, len(sources),
-                   sources.ctypes.data, dist.ctypes.data, reached.ctypes.data, indeg.ctypes.data, order.ctypes.data)
-    return dist if found >= 0 else None
+    return dist
+
+
+def next_from_dist(indptr, src, weight, dist, inf, n_rank, n_hubs, split, no_next):
+    """(next, hub_best, hub_key) of the whole graph on one analysis rank (``labels.next_from_dist``'s
+    pass in C): each vertex's least key among its tight edges, and with `split` each hub's least
+    offer and least key among those; None where the kernel cannot run."""
+    lib = _library()
+    if lib is None:
+        return None
+    suffix, indptr, src, weight = _csr(indptr, src, weight)
+    (dist,) = _int64(dist)
+    n = len(dist)
+    nxt = np.full(n, no_next, np.int64)
+    hub_best = np.full(n_hubs if split else 0, inf, np.int64)
+    hub_key = np.full(len(hub_best), no_next, np.int64)
+    getattr(lib, "next_from_dist_" + suffix)(
+        n, indptr.ctypes.data, src.ctypes.data, weight.ctypes.data, dist.ctypes.data, inf, n_rank, int(split),
+        nxt.ctypes.data, hub_best.ctypes.data, hub_key.ctypes.data)
+    return nxt, hub_best, hub_key
+
+
+def csr(n, groups, index_dtype, src_dtype, weight_dtype, is_zeros):
+    """(indptr, src, weight): graph._csr's CSR of `groups` ((local dst, src, weight) columns,
+    emptied as they are placed) by a counting sort in C: the order of a stable sort by dst, with
+    no sort and no runs; indptr as index_dtype(edges), src as src_dtype (int32 or int64), weight
+    as weight_dtype (uint32 or int64), a group's weights not written where is_zeros(them).
+    None where the kernel cannot be used or a dst is no row (groups then untouched)."""
+    lib = _library()
+    if lib is None or np.dtype(src_dtype).name not in ("int32", "int64") or \
+            np.dtype(weight_dtype).name not in ("uint32", "int64"):
+        return None
+    fill = np.zeros(n, np.int64)
+    for dst, _, _ in groups:
+        dst = _index(dst)
+        if getattr(lib, "csr_count_" + _short(dst.dtype))(len(dst), dst.ctypes.data, n, fill.ctypes.data) < 0:
+            return None
+    indptr = np.zeros(n + 1, index_dtype(int(fill.sum())))
+    np.cumsum(fill, out=indptr[1:])
+    fill[:] = indptr[:-1]             # each row's next free place
+    src = np.empty(int(indptr[-1]), src_dtype)
+    weight = np.zeros(int(indptr[-1]), weight_dtype)
+    while groups:
+        dst, group_src, group_weight = groups.pop(0)
+        dst = _index(dst)
+        group_src = np.ascontiguousarray(group_src, src.dtype)
+        group_weight = None if is_zeros(group_weight) else np.ascontiguousarray(group_weight, np.int64)
+        place = getattr(lib, "csr_place_" + PLACE_VARIANTS[dst.dtype.name, src.dtype.name, weight.dtype.name])
+        place(len(dst), dst.ctypes.data, group_src.ctypes.data, None if group_weight is None else
+              group_weight.ctypes.data, fill.ctypes.data, src.ctypes.data, weight.ctypes.data)
+        del dst, group_src, group_weight
+    return indptr, src, weight
+
+
+def _index(ids):
+    """ids as the CSR kernels read them: int32 or int64, C-contiguous (a copy only where not)."""
+    ids = np.asarray(ids)
+    return np.ascontiguousarray(ids) if ids.dtype.name in ("int32", "int64") else np.ascontiguousarray(ids, np.int64)
 
 
 def run_exits(nxt, lo, n, sink, no_next):

@@ -45,11 +45,12 @@ def distances(n, indptr, src, weight, sources):
     The graph is the CSR of incoming edges (indptr, src local indices, weight).  One sweep in
     topological order (``paths.dag``) where it can run; else Dijkstra on the graph with its
     one-way vertices bypassed (``Bypass``), which gives every distance exactly: bypassing costs
-    more than the sweep saves.
+    more than the sweep saves.  The sources (the sink, the hubs) reach most of the graph: the
+    sweep takes it whole (``dag.search``).
     """
     _check_exact(weight, "a slack")      # every search keeps to float64's exact integers
     sources = np.asarray(sources, np.int64)
-    dist = dag.search(n, indptr, src, weight, sources, np.zeros(len(sources), np.int64), INF)
+    dist = dag.search(n, indptr, src, weight, sources, np.zeros(len(sources), np.int64), INF, whole=True)
     if dist is not None:
         _check_exact(dist, "a distance", dist < INF)
         return dist

@@ -34,7 +34,7 @@ import dataclasses
 import numpy as np
 
 from mpigraph.metrics import profile as metrics
-from mpigraph.paths import splits, threshold
+from mpigraph.paths import dag, splits, threshold
 from mpigraph.match.core import Dependencies, RankCalls, group_key  # noqa: F401  (Dependencies, RankCalls: the input)
 from mpigraph.comm.parallel import Ownership
 from mpigraph.util import arrays
@@ -269,7 +269,13 @@ def _csr(n, groups, src_dtype=np.int64, weight_dtype=np.int64):
     `groups` is emptied: a run's edges are let go of once placed, so the output's pages are
     written as the input's are freed, not on top of all of them (``_csr`` is the build's peak,
     and every page by which a peak grows is memory new to the process, dear to write).
+
+    Where the path kernel runs, a counting sort in C places them instead (``dag.csr``: the same
+    CSR, a group at a time, with no runs and no sort of a group out of order).
     """
+    placed = dag.csr(n, groups, index_dtype, src_dtype, weight_dtype, _is_zeros)
+    if placed is not None:
+        return placed
     runs = []
     while groups:
         runs += _sorted_runs(*groups.pop(0))

@@ -31,6 +31,7 @@ import numpy as np
 
 from mpigraph.util import arrays
 from mpigraph.comm import owner_exchange as exchange
+from mpigraph.paths import dag
 from mpigraph.paths.model import INF, as_index
 
 NO_NEXT = np.iinfo(np.int64).max
@@ -83,6 +84,10 @@ def next_from_dist(comm, g, dist, split):
     chunk is dropped at once: the offers kept are the few that may be their hub's
     best, not one per hub edge (a bulk-synchronous run has a hub edge per call).
     """
+    if g.n_analysis == 1:
+        done = _next_in_c(g, dist, split)
+        if done is not None:
+            return done
     n = len(dist)
     nxt = _Next(n, dist)
     remote_hubs = split and g.n_analysis > 1 and g.remote_hub_ids is not None
@@ -134,6 +139,18 @@ def next_from_dist(comm, g, dist, split):
         nxt.offer(*_remote_hub_edges(g))
     offers = [np.concatenate(c) for c in zip(*offers)] if offers else [np.zeros(0, np.int64)] * 3
     return nxt.next, offers
+
+
+def _next_in_c(g, dist, split):
+    """next_from_dist on one analysis rank, where every edge is local, in one C pass over the
+    CSR (``dag.next_from_dist``): (next, offers), the offers each hub's best only (what
+    ``hub_offers`` keeps of them); None where the kernel cannot run."""
+    found = dag.next_from_dist(g.indptr, g.src, g.weight, dist, INF, g.n_rank_vertices, g.n_hubs, split, NO_NEXT)
+    if found is None:
+        return None
+    nxt, hub_best, hub_key = found
+    hub = np.flatnonzero(hub_best < INF)
+    return nxt, [hub, hub_best[hub], hub_key[hub]]
 
 
 def _remote_hub_edges(g):
