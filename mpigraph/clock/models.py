@@ -138,14 +138,15 @@ SAMPLES_DTYPE = np.dtype([("rank", "<i4"), ("parent", "<i4"), ("init", record.SY
 
 def samples_of(logs):
     """SAMPLES_DTYPE rows of the logs (a {rank: RankLog}), in rank order."""
-    rows = np.zeros(len(logs), SAMPLES_DTYPE)
-    for i, (rank, log) in enumerate(sorted(logs.items())):
-        rows[i]["rank"] = rank
-        rows[i]["parent"] = log.header["sync_parent"]
-        rows[i]["init"] = log.header["sync_init"]
-        rows[i]["final"] = log.header["sync_final"]
-        rows[i]["hostname"] = log.header["hostname"]
-        rows[i]["boot_id"] = log.header["boot_id"] if "boot_id" in log.header.dtype.names else b""
+    ranks = sorted(logs)
+    # The headers side by side, each field taken once for all: a field of one header read at a
+    # time costs microseconds, and a run has thousands of ranks.
+    headers = np.array([logs[rank].header for rank in ranks], record.HEADER_DTYPE)
+    rows = np.zeros(len(ranks), SAMPLES_DTYPE)
+    rows["rank"] = ranks
+    rows["parent"] = headers["sync_parent"]
+    rows["init"], rows["final"] = headers["sync_init"], headers["sync_final"]
+    rows["hostname"], rows["boot_id"] = headers["hostname"], headers["boot_id"]
     return rows
 
 
