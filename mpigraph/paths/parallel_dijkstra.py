@@ -27,8 +27,8 @@ the number of searches is the most rank-crossings on a shortest path (not
 counting edges into sinks), plus one.  With splits on (the default) a path crosses ranks only inside its
 piece, so few rounds; with splits off, hubs (owned round robin) are crossed
 once per piece, and a pipelined program's path (a message per row) crosses
-thousands of times, each round searching everything upstream again.  So after
-``rounds_before_joining`` rounds, after a round that lowered most vertices' distances
+thousands of times, each round searching everything upstream again.  So where offers
+remain after ``rounds_before_joining`` rounds, after a round that lowered most vertices' distances
 again (``RESEARCHED_SHARE``), or once the rounds have taken as long as that search
 would (``seconds_before_joining``), the rest is one search of the parts' searched
 graphs joined by the crossing edges (``_JoinedSearch``): cut into slabs of time that
@@ -88,15 +88,6 @@ def _distances(comm, g, split, heartbeat=None):
     n_all = comm.allreduce(n)
     started, asked, researched = time.perf_counter(), False, False
     while True:
-        # After join_at rounds, after a round that searched most of the graph again, or once the
-        # rounds have taken as long as the joined search would (the slowest rank's clock, so
-        # that all decide alike), it takes over if it fits.
-        if not asked and (rounds == join_at or researched or (rounds and comm.allreduce(
-                time.perf_counter() - started, op=MPI.MAX) >= join_after_s)):
-            asked = True
-            found = joined.distances(heartbeat, rounds)
-            if found is not None:
-                return found, rounds + 1
         send = changed[cross_dst]
         target, offer = exchange.send_rows(comm, cross_owner[send],
                                            [cross_src[send], dist[cross_dst[send]] + cross_w[send]])
@@ -104,7 +95,18 @@ def _distances(comm, g, split, heartbeat=None):
         target = np.flatnonzero(offered)
         sources, offsets = np.concatenate((sources, target)), np.concatenate((offsets, dist[target]))
         if not comm.allreduce(len(sources), op=MPI.SUM):
-            break
+            break           # no offer improved any distance: the rounds are done
+        # Rounds are still to come.  After join_at rounds, after a round that searched most of the
+        # graph again, or once the rounds have taken as long as the joined search would (the
+        # slowest rank's clock, so that all decide alike), it takes over if it fits: only then,
+        # so a search whose rounds are over (a run with a synchronisation point every few
+        # calls, whose pieces are done in a round or two) is never done again.
+        if not asked and (rounds == join_at or researched or (rounds and comm.allreduce(
+                time.perf_counter() - started, op=MPI.MAX) >= join_after_s)):
+            asked = True
+            found = joined.distances(heartbeat, rounds)
+            if found is not None:
+                return found, rounds + 1
         changed = offered
         if len(sources):
             changed |= bypass.lower(dist, part.search(bypass.index_of(sources), offsets))
