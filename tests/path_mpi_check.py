@@ -4,7 +4,7 @@ serial reference computed on rank 0 alone.  Started by test_paths_mpi.py; exits 
     mpiexec -n 3 python tests/path_mpi_check.py [--gather-after ROUNDS] [--delta-stepping-joins]
                                                 [--distances-only] [--small-chunks]
                                                 [--researched-joins-only] [--researched-share S]
-                                                [--times-reversed]
+                                                [--times-reversed] [--join-when-done]
 
 --gather-after sets parallel-dijkstra's rounds before its search of the parts joined
 (parallel_dijkstra.rounds_before_joining): 0 at once, 1 after one round of offers.
@@ -12,6 +12,10 @@ serial reference computed on rank 0 alone.  Started by test_paths_mpi.py; exits 
 slabs goes back in time, so the relay (paths.relay) declines and the parts are joined on rank 0.
 --researched-joins-only leaves parallel-dijkstra one reason to join: a round after the first
 that lowered more than parallel_dijkstra.RESEARCHED_SHARE of the distances (--researched-share).
+--join-when-done finds, for each case, the rounds parallel-dijkstra's offers take to end with
+the joined search off, then solves again with the join due at exactly that round: a search
+whose offers are over is not joined (the count of joined searches stays 0), and its rounds
+and path are the same.
 --delta-stepping-joins makes the delta-stepping algorithms give up their light phases at once
 for that joined search (delta_stepping.seconds_before_joining: 0 s).
 --small-chunks makes next[]'s pass take 3 edges a chunk (labels.CHUNK_EDGES) and exchange the
@@ -33,6 +37,7 @@ from pathbuild import SETTINGS, random_input, rows, share, solve_all  # noqa: E4
 from mpigraph import paths
 from mpigraph.testing import synth  # noqa: E402
 from mpigraph.paths import delta_stepping, labels, parallel_dijkstra, splits, walk  # noqa: E402
+from mpigraph.paths import segments as critical_path  # noqa: E402
 
 
 def cases():
@@ -141,6 +146,28 @@ def _counter(owner, name):
     return count
 
 
+def join_when_done_mismatches(comm, inp, options, joined):
+    """``--join-when-done`` for one case, splits on and off: what differs, [] when nothing does."""
+    bad = []
+    part = share(inp, comm.size, comm.rank)
+    for split in (True, False):
+        never = {}
+        parallel_dijkstra.rounds_before_joining = lambda n_analysis: 10**9
+        parallel_dijkstra.seconds_before_joining = lambda n_elements: float("inf")
+        parallel_dijkstra.RESEARCHED_SHARE = 2.0
+        alone = critical_path.whole(comm, paths.critical_path(comm, part, "parallel-dijkstra", split, stats=never,
+                                                               **options))
+        parallel_dijkstra.rounds_before_joining = lambda n_analysis: never["rounds"]
+        before, due = joined[0], {}
+        at_end = critical_path.whole(comm, paths.critical_path(comm, part, "parallel-dijkstra", split, stats=due,
+                                                                **options))
+        if joined[0] != before:
+            bad.append("splits %s: joined after its %d rounds were over" % (split, never["rounds"]))
+        if due["rounds"] != never["rounds"] or (comm.rank == 0 and rows(at_end) != rows(alone)):
+            bad.append("splits %s: %d rounds and a path against %d rounds" % (split, due["rounds"], never["rounds"]))
+    return bad
+
+
 def main():
     comm = MPI.COMM_WORLD
     if "--gather-after" in sys.argv:
@@ -168,6 +195,12 @@ def main():
     run_walks = _counter(walk._Runs, "walk")        # once per distributed walk: no round per rank change
     failures = 0
     for name, inp, options in cases():
+        if "--join-when-done" in sys.argv:
+            bad = join_when_done_mismatches(comm, inp, options, joined)
+            failures += len(bad)
+            if comm.rank == 0:
+                print("%-18s %s" % (name, "MISMATCH %s" % bad if bad else "not joined once done"))
+            continue
         if "--distances-only" in sys.argv:
             bad = distance_mismatches(comm, inp, options)
             failures += len(bad)

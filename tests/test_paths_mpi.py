@@ -79,6 +79,16 @@ def test_joined_search_with_times_out_of_order_goes_to_rank_0(ranks):
     assert gathered >= 40 and joined >= gathered, stdout
 
 
+def test_parallel_dijkstra_does_not_join_a_search_whose_rounds_are_over():
+    """A search whose offers end at the round the join was due (a run with a synchronisation
+    point every few calls: its pieces are done in a round or two) is not searched again joined:
+    the same rounds and path as with no join at all, on every case, splits on and off."""
+    returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, CHECK, "--join-when-done"], 3)
+    assert returncode == 0, stdout + stderr
+    assert "path_mpi_check on 3 ranks: OK" in stdout, stdout
+    assert _joined(stdout) == (0, 0), stdout
+
+
 @pytest.mark.parametrize("share, joins", [("0.5", True), ("1.0", False)])
 def test_parallel_dijkstra_joins_after_a_round_that_searched_most_of_the_graph_again(share, joins):
     """Without the join by rounds or time: a round after the first that lowered more than half

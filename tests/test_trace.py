@@ -198,6 +198,55 @@ def test_first_bad_record_wins(tmp_path):
     assert "record 4: ends before it starts" in _error(write_rank(tmp_path, 0, 1, rows))
 
 
+# Logs of a run checked together (open_logs: a batch of small logs at a time) give each bad
+# log's own message, for the first bad log in rank order, and a bad log is found whatever
+# the logs beside it hold.
+
+def _run_of(tmp_path, rows_of_rank):
+    for rank, rows in enumerate(rows_of_rank):
+        write_rank(tmp_path, rank, len(rows_of_rank), rows, job_id="job-1")
+    return trace.find_run(str(tmp_path))
+
+
+def _batch_error(tmp_path, rows_of_rank):
+    info = _run_of(tmp_path, rows_of_rank)
+    with pytest.raises(trace.TraceError) as error:
+        trace.open_logs(info, range(info.world_size))
+    return str(error.value)
+
+
+@pytest.mark.parametrize("bad_rank", [0, 2, 4])
+def test_batched_logs_name_the_first_bad_log(tmp_path, bad_rank):
+    ranks = [_good_rows() for _ in range(5)]
+    ranks[bad_rank][2]["func"] = 999
+    ranks[4][1]["t_end"] = 150                   # a later log's problem: not the one named
+    message = _batch_error(tmp_path, ranks)
+    expected = ("record 2: unknown function id 999" if bad_rank < 4
+                else "record 1: ends before it starts (t_start 200, t_end 150 ticks)")
+    assert message == "%s: %s" % (trace.log_path(str(tmp_path), bad_rank), expected)
+
+
+def test_batched_part_record_first_in_its_log(tmp_path):
+    # Rank 1's first record is a part of the same call as rank 0's last record: still a part
+    # with no call record before it in its own log.
+    wait = rec("MPI_Waitall", 500, 600)
+    ranks = [[rec("MPI_Init", 0, 100), wait], [part(wait)] + _good_rows(), _good_rows(), []]
+    assert _batch_error(tmp_path, ranks) == "%s: record 0: a part record (flag PART) with no call record before it" % (
+        trace.log_path(str(tmp_path), 1))
+
+
+def test_batched_part_records_checked_within_their_log(tmp_path):
+    ranks = [_good_rows(), [], _good_rows(), _good_rows()]
+    ranks[2][5]["t_end"] = 601
+    assert "rank-2.log: record 5: part record of MPI_Waitall does not share" in _batch_error(tmp_path, ranks)
+
+
+def test_batched_good_logs_open(tmp_path):
+    info = _run_of(tmp_path, [_good_rows(), [], _good_rows()])
+    opened = trace.open_logs(info, range(3))
+    assert [log.n_records for log in opened.values()] == [7, 0, 7]
+
+
 # ---- the run directory ----------------------------------------------------------------
 
 

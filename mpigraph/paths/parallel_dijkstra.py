@@ -14,8 +14,8 @@ delta = 1).  Here instead:
   start;
 - each round sends, for each crossing edge u -> v whose v got a smaller
   distance (first: the sinks), the offer dist[v] + w to u's owner (one
-  Alltoallv); each rank then runs Dijkstra (scipy.sparse.csgraph, backwards)
-  on its local edges, its one-way vertices bypassed (``dijkstra.Bypass``),
+  Alltoallv); each rank then searches its local edges backwards (one sweep in
+  topological order in C, ``paths.dag``; csgraph's Dijkstra where that cannot run)
   from its vertices with better offers (and in the first
   round its sinks), each starting at its offer (a virtual source with an
   edge of that weight to each), and keeps the smaller distances;
@@ -27,8 +27,8 @@ the number of searches is the most rank-crossings on a shortest path (not
 counting edges into sinks), plus one.  With splits on (the default) a path crosses ranks only inside its
 piece, so few rounds; with splits off, hubs (owned round robin) are crossed
 once per piece, and a pipelined program's path (a message per row) crosses
-thousands of times, each round searching everything upstream again.  So after
-``rounds_before_joining`` rounds, after a round that lowered most vertices' distances
+thousands of times, each round searching everything upstream again.  So where offers
+remain after ``rounds_before_joining`` rounds, after a round that lowered most vertices' distances
 again (``RESEARCHED_SHARE``), or once the rounds have taken as long as that search
 would (``seconds_before_joining``), the rest is one search of the parts' searched
 graphs joined by the crossing edges (``_JoinedSearch``): cut into slabs of time that
@@ -71,32 +71,25 @@ def _distances(comm, g, split, heartbeat=None):
         return dist, 1
     n = len(g.time)
     joined = _JoinedSearch.of(comm, g, split)
-    bypass, sinks = joined.bypass, joined.sinks
+    sinks = joined.sinks
     cross_dst, cross_src, cross_w, cross_owner = joined.cross
-    part = Reversed(len(bypass.vertices), bypass.indptr, bypass.src, bypass.weight)
+    part = Reversed(*joined.part)
     # The sinks' distances (0) are known before any search: their crossing edges make offers
     # at once, and the first search starts from the sinks (the other ranks' hubs' vertex too,
     # when the part has one: _local_part) and those offers together.
     dist = np.full(n, INF, np.int64)
     dist[sinks] = 0
     changed = dist < INF
-    sources = np.append(sinks, np.arange(n, len(bypass.target), dtype=np.int64))
+    sources = joined.sources()
     offsets = np.zeros(len(sources), np.int64)
     rounds = 0
     join_at = rounds_before_joining(comm.Get_size())
-    join_after_s = seconds_before_joining(joined.n_vertices + joined.n_edges)
+    # The joined search's size is known once its parts are bypassed, which only a join does:
+    # the parts' own size, which is larger, stands for it.
+    join_after_s = seconds_before_joining(comm.allreduce(joined.part[0] + len(joined.part[2]) + len(cross_dst)))
     n_all = comm.allreduce(n)
     started, asked, researched = time.perf_counter(), False, False
     while True:
-        # After join_at rounds, after a round that searched most of the graph again, or once the
-        # rounds have taken as long as the joined search would (the slowest rank's clock, so
-        # that all decide alike), it takes over if it fits.
-        if not asked and (rounds == join_at or researched or (rounds and comm.allreduce(
-                time.perf_counter() - started, op=MPI.MAX) >= join_after_s)):
-            asked = True
-            found = joined.distances(heartbeat, rounds)
-            if found is not None:
-                return found, rounds + 1
         send = changed[cross_dst]
         target, offer = exchange.send_rows(comm, cross_owner[send],
                                            [cross_src[send], dist[cross_dst[send]] + cross_w[send]])
@@ -104,10 +97,21 @@ def _distances(comm, g, split, heartbeat=None):
         target = np.flatnonzero(offered)
         sources, offsets = np.concatenate((sources, target)), np.concatenate((offsets, dist[target]))
         if not comm.allreduce(len(sources), op=MPI.SUM):
-            break
+            break           # no offer improved any distance: the rounds are done
+        # Rounds are still to come.  After join_at rounds, after a round that searched most of the
+        # graph again, or once the rounds have taken as long as the joined search would (the
+        # slowest rank's clock, so that all decide alike), it takes over if it fits: only then,
+        # so a search whose rounds are over (a run with a synchronisation point every few
+        # calls, whose pieces are done in a round or two) is never done again.
+        if not asked and (rounds == join_at or researched or (rounds and comm.allreduce(
+                time.perf_counter() - started, op=MPI.MAX) >= join_after_s)):
+            asked = True
+            found = joined.distances(heartbeat, rounds)
+            if found is not None:
+                return found, rounds + 1
         changed = offered
         if len(sources):
-            changed |= bypass.lower(dist, part.search(bypass.index_of(sources), offsets))
+            changed |= _lowered(dist, part.search(sources, offsets))
         if rounds == 0:
             changed[sinks] = False      # their offers went out before the search
         sources, offsets = sources[:0], offsets[:0]
@@ -117,6 +121,15 @@ def _distances(comm, g, split, heartbeat=None):
         if heartbeat is not None and heartbeat.due():
             heartbeat.tick(rounds, "rounds", "%d vertices improved on analysis rank 0" % int(changed.sum()))
     return dist, rounds
+
+
+def _lowered(dist, found):
+    """Lower `dist` in place to a round's search's distances (`found`: of the part's vertices,
+    the local ones first); returns where it improved, as a mask."""
+    found = found[:len(dist)]
+    improved = found < dist
+    np.minimum(dist, found, out=dist)
+    return improved
 
 
 def _take_offers(dist, vertex, offer):
@@ -140,13 +153,15 @@ def joined_distances(comm, g, split):
     return _JoinedSearch.of(comm, g, split).distances()
 
 
-def _local_part(g, local, sinks, keep, to_hubs):
-    """What each round searches: this rank's local edges with its one-way vertices bypassed
-    (``dijkstra.Bypass``, exact; `keep`: those with edges to other ranks' vertices).
+def _local_part(g, local, to_hubs):
+    """(n, indptr, src, weight): the CSR of what each round searches, this rank's local edges.
+    Searched whole: a round's search is one sweep in C of what its sources reach (``paths.dag``),
+    and a bulk-synchronous run or a halo exchange with a synchronisation point every few calls is
+    done in a round or two; only a join bypasses its one-way vertices (``_JoinedSearch.bypass``).
 
     `to_hubs` (with splits: Graph.remote_hub_edges, or None) become edges into one more vertex,
-    n, a sink standing for the other ranks' hubs (all sinks): a member call's S then is one-way
-    here, its distance its edge's slack, and no offer comes for it from the hub's owner.
+    n, a sink standing for the other ranks' hubs (all sinks): a member call's S then gets its
+    edge's slack, and no offer comes for it from the hub's owner.
     """
     kept = np.zeros(len(local) + 1, g.indptr.dtype)      # local edges before each edge
     np.cumsum(local, out=kept[1:])
@@ -155,10 +170,10 @@ def _local_part(g, local, sinks, keep, to_hubs):
     src, weight = g.local_index(g.src[local]), g.weight[local]
     n = len(g.time)
     if to_hubs is None or not len(to_hubs[0]):
-        return Bypass(n, indptr, src, weight, sinks, keep)
+        return n, indptr, src, weight
     indptr = np.append(indptr, indptr[-1])         # vertex n's row, last
     src, weight = add_hub_edges(indptr, src, weight, to_hubs)
-    return Bypass(n + 1, indptr, src, weight, np.append(sinks, n), keep)
+    return n + 1, indptr, src, weight
 
 
 # Seconds per vertex and edge of the joined search: its parts made, moved, searched in one
@@ -212,10 +227,9 @@ class _JoinedSearch:
     Rank 0 holds only the joined graph, not the whole one (``dijkstra`` gathers that).
     """
 
-    def __init__(self, comm, g, sinks, bypass, cross):
-        self.comm, self.g, self.sinks, self.bypass, self.cross = comm, g, sinks, bypass, cross
-        self.n_vertices = comm.allreduce(len(bypass.vertices))
-        self.n_edges = comm.allreduce(len(bypass.src) + len(cross[0]))
+    def __init__(self, comm, g, sinks, part, keep, cross):
+        self.comm, self.g, self.sinks, self.part, self.keep, self.cross = comm, g, sinks, part, keep, cross
+        self._bypass = self.n_vertices = self.n_edges = None
 
     @classmethod
     def of(cls, comm, g, split):
@@ -234,12 +248,32 @@ class _JoinedSearch:
         cross_dst = (arrays.sorted_positions(g.indptr, cross, "right") - 1).astype(g.src.dtype)
         # Local ids in the graph's id dtype and owners in int32: four bytes an edge each, not eight.
         cross = cross_dst, cross_src, g.weight[cross], g.owner_of(cross_src).astype(np.int32)
-        sinks = local_sinks(g, split)
-        bypass = _local_part(g, local, sinks, with_remote_edges(comm, g, cross_src, cross[3]), to_hubs)
-        return cls(comm, g, sinks, bypass, cross)
+        keep = with_remote_edges(comm, g, cross_src, cross[3])
+        return cls(comm, g, local_sinks(g, split), _local_part(g, local, to_hubs), keep, cross)
+
+    def sources(self):
+        """The part's vertices at distance 0: the sinks, and the vertex standing for the other
+        ranks' hubs where the part has one."""
+        return np.append(self.sinks, np.arange(len(self.g.time), self.part[0], dtype=np.int64))
+
+    @property
+    def bypass(self):
+        """The part without its one-way vertices (``dijkstra.Bypass``, exact; kept: those with
+        edges to other ranks' vertices): what the joined search joins.  Made on first use."""
+        if self._bypass is None:
+            self._bypass = Bypass(*self.part, self.sources(), self.keep)
+        return self._bypass
+
+    def _count(self):
+        """Collective: the joined graph's vertices and edges over all ranks."""
+        if self.n_vertices is None:
+            bypass, comm = self.bypass, self.comm
+            self.n_vertices = comm.allreduce(len(bypass.vertices))
+            self.n_edges = comm.allreduce(len(bypass.src) + len(self.cross[0]))
 
     def fits(self):
         """Collective: whether the joined graph fits analysis rank 0's node."""
+        self._count()
         return gather.graph_fits_on_root(self.comm, self.n_vertices, self.n_edges)
 
     def describe(self, rounds, how):
@@ -250,6 +284,7 @@ class _JoinedSearch:
         """Collective: dist of this rank's vertices, by the relay over slabs of time; where an
         edge goes back in time across slabs, by one search on analysis rank 0 when the joined
         graph fits there (else None).  `heartbeat` hears which, after `rounds` rounds."""
+        self._count()
         comm, bypass = self.comm, self.bypass
         n_here = len(bypass.vertices)
         first = comm.exscan(n_here) or 0            # this rank's first vertex in the joined numbering

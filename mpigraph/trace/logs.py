@@ -20,7 +20,7 @@ import numpy as np
 
 from mpigraph.clock import models as clock
 from mpigraph.trace import functions as mpi_functions
-from mpigraph.trace import record
+from mpigraph.trace import batches, record
 
 
 class TraceError(Exception):
@@ -241,6 +241,37 @@ def validate_records(path, records, func=None, flags=None):
         raise TraceError("%s: record %d: %s" % (path, index, describe(index)))
 
 
+def validate_logs(logs):
+    """validate_records of each of `logs` (RankLogs), raising its TraceError for the first bad
+    log in their order.  Small logs are checked a batch at a time (``batches.owned_batches``), the
+    same rules over their records end to end: thousands of logs of a few hundred records cost a
+    few numpy calls per batch, not a dozen per log.  Only a log found bad there, and a log that
+    is a batch by itself, goes through validate_records, which names the record."""
+    for first, stop in batches.owned_batches([log.n_records for log in logs]):
+        batch = logs[first:stop]
+        for log in batch if len(batch) == 1 else _breaking(batch):
+            validate_records(log.path, log.records, log.column("func"), log.column("flags"))
+
+
+def _breaking(logs):
+    """The logs among `logs` with a record that breaks a rule of validate_records, in order."""
+    n = np.array([log.n_records for log in logs], np.int64)
+    func = np.concatenate([log.column("func") for log in logs])
+    flags = np.concatenate([log.column("flags") for log in logs])
+    t_start = np.concatenate([log.records["t_start"] for log in logs])
+    t_end = np.concatenate([log.records["t_end"] for log in logs])
+    bad = ~_KNOWN[func] | (t_end < t_start)
+    part = (flags & record.PART) != 0
+    first = np.zeros(len(func), bool)
+    first[(np.cumsum(n) - n)[n > 0]] = True
+    bad |= part & first                # a log's first record a part: no call record before it
+    after = np.flatnonzero(part & ~first)
+    before = after - 1
+    bad[after] |= (func[after] != func[before]) | (t_start[after] != t_start[before]) | (t_end[after] != t_end[before])
+    owner = np.repeat(np.arange(len(logs)), n)
+    return [logs[i] for i in np.unique(owner[bad])]
+
+
 def open_log(path, validate=True):
     """Open one log: header checked, records mapped (not copied) and validated."""
     fd = _open(path)       # one open for the header and the map
@@ -315,10 +346,12 @@ def find_run(run_dir):
 
 
 def open_logs(info, ranks):
-    """{rank: RankLog} for `ranks` of the run `info`, each validated and checked to belong to the run."""
+    """{rank: RankLog} for `ranks` of the run `info`, each validated and checked to belong to the run.
+
+    Every log's header is checked before any log's records (``validate_logs``)."""
     logs = {}
     for rank in ranks:
-        log = open_log(log_path(info.run_dir, rank))
+        log = open_log(log_path(info.run_dir, rank), validate=False)
         if log.world_size != info.world_size:
             raise TraceError("%s: world size %d, but rank-0.log says %d: logs of two runs are mixed"
                              % (log.path, log.world_size, info.world_size))
@@ -326,6 +359,7 @@ def open_logs(info, ranks):
             raise TraceError("%s: job id %r, but rank-0.log says %r: logs of two runs are mixed"
                              % (log.path, log.job_id, info.job_id))
         logs[rank] = log
+    validate_logs(list(logs.values()))
     return logs
 
 
