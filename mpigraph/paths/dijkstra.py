@@ -412,7 +412,8 @@ class Reversed:
         self.index_type = np.int32 if len(src) < 2 ** 31 - 1 and n < 2 ** 31 - 1 else np.int64
         self.indptr = indptr.astype(self.index_type, copy=False)
         self.indices = src.astype(self.index_type, copy=False)     # Bypass's are int32 already
-        self.weight = weight.astype(np.int64, copy=False)
+        # uint32 slacks as they are (the search reads them so): no int64 copy of a part's edges.
+        self.weight = weight if weight.dtype == np.uint32 else weight.astype(np.int64, copy=False)
         self.spreads = np.diff(self.indptr) > 0        # vertices with edges to follow (a byte each)
 
     def search(self, sources, offsets=None):
