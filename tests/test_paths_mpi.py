@@ -37,11 +37,14 @@ def test_distributed_paths_without_the_c_kernel():
     assert stdout.count("all 8 equal") == N_CASES, stdout
 
 
+@pytest.mark.parametrize("kernel", ["c", "off"])
 @pytest.mark.parametrize("ranks", [2, 3])
-def test_next_in_many_chunks_equals_the_serial_reference(ranks):
-    """next[]'s pass over the edges in chunks of 3 edges, each with its exchange of the edges
-    whose sources other ranks own: the same paths and distances."""
-    returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, CHECK, "--small-chunks"], ranks)
+def test_next_in_many_chunks_equals_the_serial_reference(ranks, kernel):
+    """next[]'s pass over the edges in C (one pass, then one exchange of the edges whose sources
+    other ranks own) and, without the kernel, in numpy chunks of 3 edges, each with its
+    exchange: the same paths and distances."""
+    returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, CHECK, "--small-chunks"], ranks,
+                                                     extra_env={"MPIGRAPH_PATH_KERNEL": kernel})
     assert returncode == 0, stdout[-4000:] + stderr[-4000:]
     assert stdout.count("all 8 equal") == N_CASES, stdout
 

@@ -141,32 +141,55 @@ int64_t NAME(int64_t n, const PTR *indptr, const INDEX *indices, const WEIGHT *w
     return tail == n_reached ? n_reached : -1;                                                \
 }
 
-/* next[] from the final distances on one analysis rank, where every edge is local (labels.py's
- * tie-break): for each edge u -> v of the CSR (row v lists its edges in, from src[e]) with
- * dist[v] < inf, the offer dist[v] + weight; u's next is the least v among the offers equal to
- * dist[u].  With split, an edge out of a hub (u >= n_rank) is an offer to hub u - n_rank
- * instead: its least, and the least v among equals, go to hub_best and hub_key. */
+/* next[] from the final distances (labels.py's tie-break): for each edge u -> v of the CSR (row v
+ * lists its edges in, from src[e]) with dist[v] < inf, the offer dist[v] + weight; u's next is
+ * the least key of v (its global id) among the offers equal to dist[u].  With split, an edge out
+ * of a hub (u >= n_rank) is an offer to hub u - n_rank instead: its least, and the least key
+ * among equals, go to hub_best and hub_key.
+ *
+ * The rows are analysis rank me's of k: rows 0 .. hi - lo - 1 are the rank vertices lo .. hi - 1,
+ * the rows after them its hubs (hub h at row hi - lo + h / k, h % k == me); src are global ids.
+ * An edge out of a vertex another rank owns is decided there: its (u, offer, key) go to away_*
+ * (room for every edge), unless its row is remote_from or later (an edge into a hub from another
+ * rank's member, decided there without being sent).  Returns the count of edges sent away. */
 #define NEXT_FROM_DIST(NAME, PTR, INDEX, WEIGHT)                                                \
-void NAME(int64_t n, const PTR *indptr, const INDEX *src, const WEIGHT *weight,              \
-          const int64_t *dist, int64_t inf, int64_t n_rank, int64_t split, int64_t *next,     \
-          int64_t *hub_best, int64_t *hub_key)                                                \
+int64_t NAME(int64_t n, const PTR *indptr, const INDEX *src, const WEIGHT *weight,           \
+             const int64_t *dist, int64_t inf, int64_t n_rank, int64_t split, int64_t lo,     \
+             int64_t hi, int64_t me, int64_t k, int64_t remote_from, int64_t *next,           \
+             int64_t *hub_best, int64_t *hub_key, int64_t *away_src, int64_t *away_offer,     \
+             int64_t *away_key)                                                               \
 {                                                                                             \
+    int64_t n_rows = hi - lo, away = 0;                                                       \
     for (int64_t v = 0; v < n; v++) {                                                         \
-        int64_t d = dist[v];                                                                  \
+        int64_t d = dist[v], key = v < n_rows ? lo + v : n_rank + me + k * (v - n_rows);      \
         if (d >= inf)                                                                         \
             continue;                                                                         \
         for (int64_t e = indptr[v]; e < indptr[v + 1]; e++) {                                 \
-            int64_t u = src[e], offer = d + (int64_t)weight[e];                               \
+            int64_t u = src[e], offer = d + (int64_t)weight[e], local = -1;                   \
             if (split && u >= n_rank) {                                                       \
                 int64_t h = u - n_rank;                                                       \
-                if (offer < hub_best[h] || (offer == hub_best[h] && v < hub_key[h])) {       \
+                if (offer < hub_best[h] || (offer == hub_best[h] && key < hub_key[h])) {     \
                     hub_best[h] = offer;                                                      \
-                    hub_key[h] = v;                                                           \
+                    hub_key[h] = key;                                                         \
                 }                                                                             \
-            } else if (offer == dist[u] && v < next[u])                                       \
-                next[u] = v;                                                                  \
+                continue;                                                                     \
+            }                                                                                 \
+            if (u < n_rank) {                                                                 \
+                if (u >= lo && u < hi)                                                        \
+                    local = u - lo;                                                           \
+            } else if ((u - n_rank) % k == me)                                                \
+                local = n_rows + (u - n_rank) / k;                                            \
+            if (local >= 0) {                                                                 \
+                if (offer == dist[local] && key < next[local])                                \
+                    next[local] = key;                                                        \
+            } else if (v < remote_from) {                                                     \
+                away_src[away] = u;                                                           \
+                away_offer[away] = offer;                                                     \
+                away_key[away++] = key;                                                       \
+            }                                                                                 \
         }                                                                                     \
     }                                                                                         \
+    return away;                                                                              \
 }
 
 #define CSR_KERNELS(SUFFIX, PTR, INDEX, WEIGHT)                                                 \
@@ -333,9 +356,11 @@ _SEARCH_DECL = """int64_t dag_search_%s(int64_t n, const void *indptr, const voi
                      int32_t *indeg, int64_t *order);"""
 _WHOLE_DECL = """int64_t dag_search_%s_whole(int64_t n, const void *indptr, const void *indices, const void *weight,
                            int64_t *dist, int32_t *indeg);"""
-_NEXT_DECL = """void next_from_dist_%s(int64_t n, const void *indptr, const void *src, const void *weight,
-                     const int64_t *dist, int64_t inf, int64_t n_rank, int64_t split, int64_t *next,
-                     int64_t *hub_best, int64_t *hub_key);"""
+_NEXT_DECL = """int64_t next_from_dist_%s(int64_t n, const void *indptr, const void *src, const void *weight,
+                     const int64_t *dist, int64_t inf, int64_t n_rank, int64_t split, int64_t lo,
+                     int64_t hi, int64_t me, int64_t k, int64_t remote_from, int64_t *next,
+                     int64_t *hub_best, int64_t *hub_key, int64_t *away_src, int64_t *away_offer,
+                     int64_t *away_key);"""
 
 # The CSR building kernels' variants: (dst, src, output weight) dtypes.
 PLACE_VARIANTS = _variants((("int32", "int64"),) * 2 + (("uint32", "int64"),))
@@ -366,7 +391,7 @@ _KERNEL = ckernel.Kernel("path-kernel", SOURCE, CDEF, "MPIGRAPH_PATH_KERNEL", "o
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
 _SEARCH_ARGS = (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _PTR])
 _WHOLE_ARGS = (_I64, [_I64, _PTR, _PTR, _PTR, _PTR, _PTR])
-_NEXT_ARGS = (None, [_I64, _PTR, _PTR, _PTR, _PTR, _I64, _I64, _I64, _PTR, _PTR, _PTR])
+_NEXT_ARGS = (_I64, [_I64, _PTR, _PTR, _PTR, _PTR] + [_I64] * 8 + [_PTR] * 6)
 _FUNCTIONS = {"run_exits": (None, [_I64, _I64, _I64, _I64, _PTR, _PTR, _PTR]),
               "chain_entries": (_I64, [_I64, _PTR, _PTR, _I64, _PTR, _I64, _I64, _PTR]),
               "walk_runs": (_I64, [_I64, _I64, _I64, _I64, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _I64])}
@@ -436,23 +461,31 @@ def _starts(n, sources, offsets, inf):
     return dist
 
 
-def next_from_dist(indptr, src, weight, dist, inf, n_rank, n_hubs, split, no_next):
-    """(next, hub_best, hub_key) of the whole graph on one analysis rank (``labels.next_from_dist``'s
-    pass in C): each vertex's least key among its tight edges, and with `split` each hub's least
-    offer and least key among those; None where the kernel cannot run."""
+def next_from_dist(indptr, src, weight, dist, inf, n_rank, n_hubs, split, no_next, owner=(0, None, 0, 1, None)):
+    """(next, hub_best, hub_key, (src, offer, key) of the edges sent away): ``labels.next_from_dist``'s
+    pass in C over an analysis rank's CSR, each vertex's least key among its tight edges, and with
+    `split` each hub's least offer and least key among those; None where the kernel cannot run.
+    `owner`: (lo, hi, me, k, remote_from) of the analysis rank (the kernel's comment; default: the
+    whole graph on one rank, hi n_rank, remote_from every row)."""
     lib = _library()
     if lib is None:
         return None
     suffix, indptr, src, weight = _csr(indptr, src, weight)
     (dist,) = _int64(dist)
     n = len(dist)
+    lo, hi, me, k, remote_from = owner
+    hi = n_rank if hi is None else hi
+    remote_from = n if remote_from is None else remote_from
     nxt = np.full(n, no_next, np.int64)
     hub_best = np.full(n_hubs if split else 0, inf, np.int64)
     hub_key = np.full(len(hub_best), no_next, np.int64)
-    getattr(lib, "next_from_dist_" + suffix)(
+    # Room for every edge, untouched (no page written) but for the edges sent away.
+    away = [np.empty(len(src) if k > 1 else 0, np.int64) for _ in range(3)]
+    count = getattr(lib, "next_from_dist_" + suffix)(
         n, indptr.ctypes.data, src.ctypes.data, weight.ctypes.data, dist.ctypes.data, inf, n_rank, int(split),
-        nxt.ctypes.data, hub_best.ctypes.data, hub_key.ctypes.data)
-    return nxt, hub_best, hub_key
+        lo, hi, me, k, remote_from, nxt.ctypes.data, hub_best.ctypes.data, hub_key.ctypes.data,
+        *(a.ctypes.data for a in away))
+    return nxt, hub_best, hub_key, [a[:count].copy() for a in away]
 
 
 def csr(n, groups, index_dtype, src_dtype, weight_dtype, is_zeros):

@@ -84,12 +84,11 @@ def next_from_dist(comm, g, dist, split):
     chunk is dropped at once: the offers kept are the few that may be their hub's
     best, not one per hub edge (a bulk-synchronous run has a hub edge per call).
     """
-    if g.n_analysis == 1:
-        done = _next_in_c(g, dist, split)
-        if done is not None:
-            return done
+    done = _next_in_c(comm, g, dist, split)
+    if done is not None:
+        return done
     n = len(dist)
-    nxt = _Next(n, dist)
+    nxt = _Next(dist)
     remote_hubs = split and g.n_analysis > 1 and g.remote_hub_ids is not None
     offers = []
     hub_best = np.full(g.n_hubs if split else 0, INF, np.int64)   # each hub's best offer so far
@@ -141,14 +140,27 @@ def next_from_dist(comm, g, dist, split):
     return nxt.next, offers
 
 
-def _next_in_c(g, dist, split):
-    """next_from_dist on one analysis rank, where every edge is local, in one C pass over the
-    CSR (``dag.next_from_dist``): (next, offers), the offers each hub's best only (what
-    ``hub_offers`` keeps of them); None where the kernel cannot run."""
-    found = dag.next_from_dist(g.indptr, g.src, g.weight, dist, INF, g.n_rank_vertices, g.n_hubs, split, NO_NEXT)
+def _next_in_c(comm, g, dist, split):
+    """next_from_dist in one C pass over the CSR (``dag.next_from_dist``), the edges out of other
+    ranks' vertices then sent to their owners in one exchange: (next, offers), the offers each
+    hub's best only (what ``hub_offers`` keeps of them).  None where the kernel cannot run on
+    every analysis rank (the numpy pass's exchanges are not this one's)."""
+    if g.n_analysis > 1 and not comm.allreduce(dag.available(), op=_land()):
+        return None
+    remote_hubs = split and g.n_analysis > 1 and g.remote_hub_ids is not None
+    # With remote hub edges, the hubs' rows' edges from other ranks' members are decided there.
+    owner = (g.lo, g.hi, g.me, g.n_analysis, g.hi - g.lo if remote_hubs else None)
+    found = dag.next_from_dist(g.indptr, g.src, g.weight, dist, INF, g.n_rank_vertices, g.n_hubs, split, NO_NEXT,
+                               owner)
     if found is None:
         return None
-    nxt, hub_best, hub_key = found
+    nxt, hub_best, hub_key, away = found
+    if g.n_analysis > 1:
+        tight = _Next(dist, nxt)
+        src, offer, key = exchange.send_rows(comm, g.owner_of(away[0]), away)
+        tight.offer(g.local_index(src), offer, key)
+        if remote_hubs:
+            tight.offer(*_remote_hub_edges(g))
     hub = np.flatnonzero(hub_best < INF)
     return nxt, [hub, hub_best[hub], hub_key[hub]]
 
@@ -167,9 +179,9 @@ class _Next:
     """next[] as next_from_dist's edges come in: each vertex's least key (the edge's target, a
     global id) among its tight edges."""
 
-    def __init__(self, n, dist):
+    def __init__(self, dist, nxt=None):
         self.dist = dist
-        self.next = np.full(n, NO_NEXT, np.int64)
+        self.next = np.full(len(dist), NO_NEXT, np.int64) if nxt is None else nxt
 
     def offer(self, vertex, offer, key):
         """Edges out of local vertices, each with dist[its target] + its slack: the tight ones taken."""
@@ -196,6 +208,12 @@ def _max():
     from mpi4py import MPI
 
     return MPI.MAX
+
+
+def _land():
+    from mpi4py import MPI
+
+    return MPI.LAND
 
 
 def hub_offers(comm, g, offers):
