@@ -241,13 +241,20 @@ def validate_records(path, records, func=None, flags=None):
         raise TraceError("%s: record %d: %s" % (path, index, describe(index)))
 
 
+# Logs of fewer records than this are checked a batch at a time (``validate_logs``), a larger
+# log alone: a batch's records are copied end to end, which for logs of thousands of records costs
+# more than the dozen numpy calls per log it saves.
+SMALL_LOG_RECORDS = 1 << 12
+
+
 def validate_logs(logs):
     """validate_records of each of `logs` (RankLogs), raising its TraceError for the first bad
-    log in their order.  Small logs are checked a batch at a time (``batches.owned_batches``), the
-    same rules over their records end to end: thousands of logs of a few hundred records cost a
-    few numpy calls per batch, not a dozen per log.  Only a log found bad there, and a log that
-    is a batch by itself, goes through validate_records, which names the record."""
-    for first, stop in batches.owned_batches([log.n_records for log in logs]):
+    log in their order.  Small logs are checked a batch at a time (``batches.owned_batches`` of
+    at most SMALL_LOG_RECORDS records), the same rules over their records end to end: thousands
+    of logs of a few hundred records cost a few numpy calls per batch, not a dozen per log.  Only
+    a log found bad there, and a log that is a batch by itself, goes through validate_records,
+    which names the record."""
+    for first, stop in batches.owned_batches([log.n_records for log in logs], SMALL_LOG_RECORDS):
         batch = logs[first:stop]
         for log in batch if len(batch) == 1 else _breaking(batch):
             validate_records(log.path, log.records, log.column("func"), log.column("flags"))
