@@ -200,8 +200,23 @@ def call_index(records):
     return np.maximum.accumulate(np.where(is_part, -1, index)) if len(records) else index
 
 
+def _broken_rules(func, flags, t_start, t_end, starts):
+    """The records (indices, in order) that break each rule of the format: an unknown function;
+    an end before the start; a part record first in its log (`starts`: the logs' first records),
+    with no call record before it; a part record whose function or times differ from the record
+    just before it (its call record or an earlier part of the same call, which shares them in
+    turn: neighbours only are compared)."""
+    parts = np.flatnonzero((flags & record.PART) != 0)
+    first = np.zeros(len(func), bool)
+    first[starts] = True
+    after = parts[~first[parts]]
+    before = after - 1
+    unlike = (func[after] != func[before]) | (t_start[after] != t_start[before]) | (t_end[after] != t_end[before])
+    return np.flatnonzero(~_KNOWN[func]), np.flatnonzero(t_end < t_start), parts[first[parts]], after[unlike]
+
+
 def validate_records(path, records, func=None, flags=None):
-    """Raise TraceError for the first record that breaks the format's rules.
+    """Raise TraceError for the first record that breaks the format's rules (``_broken_rules``).
 
     `func` and `flags` may be contiguous copies of those fields (RankLog.column).
     """
@@ -210,35 +225,22 @@ def validate_records(path, records, func=None, flags=None):
     func = records["func"] if func is None else func
     flags = records["flags"] if flags is None else flags
     t_start, t_end = records["t_start"], records["t_end"]
-    problems = []   # (first bad index, message for it)
 
-    def first(bad, describe, where=None):
-        """Note the first True of `bad`; `where` maps positions in `bad` to record indices."""
-        hits = np.flatnonzero(bad)
-        if len(hits):
-            index = int(hits[0] if where is None else where[hits[0]])
-            problems.append((index, describe))
+    def describe_part(i):
+        call = int(call_index(records[: i + 1])[i])
+        return ("part record of %s does not share the function and times of its call record %d (%s)"
+                % (mpi_functions.name_of(func[i]), call, mpi_functions.name_of(func[call])))
 
-    first(~_KNOWN[func], lambda i: "unknown function id %d" % func[i])
-    first(t_end < t_start, lambda i: "ends before it starts (t_start %d, t_end %d ticks)" % (t_start[i], t_end[i]))
-    # A part record must share func and times with the record just before it (its call record or
-    # an earlier part of the same call, which shares them in turn): compare neighbours only.
-    parts = np.flatnonzero((flags & record.PART) != 0)
-    if len(parts):
-        first(parts[:1] == 0, lambda i: "a part record (flag PART) with no call record before it", parts[:1])
-        after = parts[parts > 0]
-        before = after - 1
-
-        def describe_part(i):
-            call = int(call_index(records[: i + 1])[i])
-            return ("part record of %s does not share the function and times of its call record %d (%s)"
-                    % (mpi_functions.name_of(func[i]), call, mpi_functions.name_of(func[call])))
-
-        first((func[after] != func[before]) | (t_start[after] != t_start[before])
-              | (t_end[after] != t_end[before]), describe_part, after)
+    describe = (lambda i: "unknown function id %d" % func[i],
+                lambda i: "ends before it starts (t_start %d, t_end %d ticks)" % (t_start[i], t_end[i]),
+                lambda i: "a part record (flag PART) with no call record before it",
+                describe_part)
+    # (first bad index, message for it) of each rule broken
+    problems = [(int(bad[0]), say) for bad, say in zip(_broken_rules(func, flags, t_start, t_end, [0]), describe)
+                if len(bad)]
     if problems:
-        index, describe = min(problems, key=lambda p: p[0])
-        raise TraceError("%s: record %d: %s" % (path, index, describe(index)))
+        index, say = min(problems, key=lambda p: p[0])
+        raise TraceError("%s: record %d: %s" % (path, index, say(index)))
 
 
 # Logs of fewer records than this are checked a batch at a time (``validate_logs``), a larger
@@ -261,22 +263,14 @@ def validate_logs(logs):
 
 
 def _breaking(logs):
-    """The logs among `logs` with a record that breaks a rule of validate_records, in order."""
+    """The logs among `logs` with a record that breaks a rule of ``_broken_rules``, in order."""
     n = np.array([log.n_records for log in logs], np.int64)
-    func = np.concatenate([log.column("func") for log in logs])
-    flags = np.concatenate([log.column("flags") for log in logs])
-    t_start = np.concatenate([log.records["t_start"] for log in logs])
-    t_end = np.concatenate([log.records["t_end"] for log in logs])
-    bad = ~_KNOWN[func] | (t_end < t_start)
-    part = (flags & record.PART) != 0
-    first = np.zeros(len(func), bool)
-    first[(np.cumsum(n) - n)[n > 0]] = True
-    bad |= part & first                # a log's first record a part: no call record before it
-    after = np.flatnonzero(part & ~first)
-    before = after - 1
-    bad[after] |= (func[after] != func[before]) | (t_start[after] != t_start[before]) | (t_end[after] != t_end[before])
-    owner = np.repeat(np.arange(len(logs)), n)
-    return [logs[i] for i in np.unique(owner[bad])]
+    columns = [np.concatenate([log.column(name) for log in logs]) for name in ("func", "flags")] + \
+        [np.concatenate([log.records[name] for log in logs]) for name in ("t_start", "t_end")]
+    holding = np.flatnonzero(n)              # the logs with records, and where each one starts
+    starts = (np.cumsum(n) - n)[holding]
+    bad = np.concatenate(_broken_rules(*columns, starts))
+    return [logs[i] for i in holding[np.unique(np.searchsorted(starts, bad, "right") - 1)]]
 
 
 def open_log(path, validate=True):
