@@ -7,8 +7,8 @@ every edge into it has been relaxed (Kahn's algorithm).  That is linear in the e
 where Dijkstra pays a heap operation per vertex: a pipelined program's graph, tens of millions
 of vertices with hardly a vertex to bypass, is where that shows.  The distances are the same
 integers (int64 sums, exact, where csgraph sums in float64); next[] follows from them by the
-shared pass, so the path is the same too.  That pass, on one analysis rank where every edge is
-local, is next_from_dist() here: one loop over the CSR, not numpy's chunks of gathers.
+shared pass, so the path is the same too.  That pass is next_from_dist() here, on every
+analysis rank: one loop over the CSR, not numpy's chunks of gathers.
 
 run_exits() is the distributed walk's (``walk.local_exits``) in one pass: where each vertex's run
 along next[] leaves an analysis rank's vertices; walk_runs() its runs on the path, on each rank
@@ -412,16 +412,23 @@ def _int64(*arrays):
     return [np.ascontiguousarray(a, np.int64) for a in arrays]
 
 
+# The id dtypes the CSR kernels read (indices, a group's dst).
+_IDS = ("int32", "int64")
+
+
+def _kept(a, dtypes):
+    """`a` C-contiguous in its own dtype where a kernel reads that one (`dtypes`), else as int64:
+    a copy only where needed."""
+    a = np.asarray(a)
+    return np.ascontiguousarray(a) if a.dtype.name in dtypes else np.ascontiguousarray(a, np.int64)
+
+
 def _csr(indptr, indices, weight):
     """(variant suffix, indptr, indices, weight): the CSR as a kernel variant reads it, a copy
     only of a column whose dtype none reads (as int64) or that is not C-contiguous."""
-    def kept(a, dtypes):
-        a = np.asarray(a)
-        return np.ascontiguousarray(a) if a.dtype.name in dtypes else np.ascontiguousarray(a, np.int64)
-
-    indices = kept(indices, ("int32", "int64"))
-    indptr = kept(indptr, ("int32",) if indices.dtype == np.int32 else ())
-    weight = kept(weight, ("uint32",))
+    indices = _kept(indices, _IDS)
+    indptr = _kept(indptr, ("int32",) if indices.dtype == np.int32 else ())
+    weight = _kept(weight, ("uint32",))
     return CSR_VARIANTS[indptr.dtype.name, indices.dtype.name, weight.dtype.name], indptr, indices, weight
 
 
@@ -500,7 +507,7 @@ def csr(n, groups, index_dtype, src_dtype, weight_dtype, is_zeros):
         return None
     fill = np.zeros(n, np.int64)
     for dst, _, _ in groups:
-        dst = _index(dst)
+        dst = _kept(dst, _IDS)
         if getattr(lib, "csr_count_" + _short(dst.dtype))(len(dst), dst.ctypes.data, n, fill.ctypes.data) < 0:
             return None
     indptr = np.zeros(n + 1, index_dtype(int(fill.sum())))
@@ -510,7 +517,7 @@ def csr(n, groups, index_dtype, src_dtype, weight_dtype, is_zeros):
     weight = np.zeros(int(indptr[-1]), weight_dtype)
     while groups:
         dst, group_src, group_weight = groups.pop(0)
-        dst = _index(dst)
+        dst = _kept(dst, _IDS)
         group_src = np.ascontiguousarray(group_src, src.dtype)
         group_weight = None if is_zeros(group_weight) else np.ascontiguousarray(group_weight, np.int64)
         place = getattr(lib, "csr_place_" + PLACE_VARIANTS[dst.dtype.name, src.dtype.name, weight.dtype.name])
@@ -518,12 +525,6 @@ def csr(n, groups, index_dtype, src_dtype, weight_dtype, is_zeros):
               group_weight.ctypes.data, fill.ctypes.data, src.ctypes.data, weight.ctypes.data)
         del dst, group_src, group_weight
     return indptr, src, weight
-
-
-def _index(ids):
-    """ids as the CSR kernels read them: int32 or int64, C-contiguous (a copy only where not)."""
-    ids = np.asarray(ids)
-    return np.ascontiguousarray(ids) if ids.dtype.name in ("int32", "int64") else np.ascontiguousarray(ids, np.int64)
 
 
 def run_exits(nxt, lo, n, sink, no_next):

@@ -14,8 +14,8 @@ non-final distance is strictly worse, so keeping the lexicographic minimum of
 relaxations: the same path from every algorithm.
 
 Since next[] depends only on the final distances, ``next_from_dist`` computes
-it in one vectorised pass over the edges once a search has
-its distances: next[u] = the smallest v among the edges u -> v with
+it in one pass over the edges (in C, ``dag.next_from_dist``; numpy's chunks without the
+kernel) once a search has its distances: next[u] = the smallest v among the edges u -> v with
 dist[v] < INF and dist[u] == weight + dist[v].  Every search uses it, so
 every algorithm's next[] is the same by construction; a search need only get
 the distances right.
@@ -76,8 +76,8 @@ def next_from_dist(comm, g, dist, split):
 
     Collective over comm (the analysis ranks holding g).  Each edge u -> v is
     looked at where it is stored, with v's owner; u's owner decides whether
-    it is tight (the edges out of other ranks' vertices go there every
-    CHUNKS_PER_EXCHANGE chunks).  With `split`, edges out of hubs are not relaxed and give no
+    it is tight (the edges out of other ranks' vertices go there: after the C pass
+    (``_next_in_c``) in one exchange, in numpy's chunks every CHUNKS_PER_EXCHANGE chunks).  With `split`, edges out of hubs are not relaxed and give no
     next: each H -> v into a reached vertex offers dist[v] + w to H, with key v
     (global id), picked up in the same pass (``hub_offers`` takes them); else
     the offers are empty.  An offer worse than one made to its hub in an earlier
