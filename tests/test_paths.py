@@ -174,6 +174,22 @@ def test_the_piece_of_a_few_vertices_is_the_piece_of_them_among_all(monkeypatch)
     assert g.source_piece.tolist() == pieces[g.sources].tolist()     # what the graph keeps of them
 
 
+def test_the_piece_looked_up_per_call_is_the_piece_found_by_binary_search(monkeypatch):
+    inp = synth.path_input(synth.ring_run(5, 9, sync_every=3, seed=4))
+    points, g = sync_points(monkeypatch, inp), graph.build(SELF, inp)
+    assert g.n_hubs > 2
+    every = np.random.default_rng(0).permutation(g.n_rank_vertices).astype(np.int64)
+    looked_up = splits.piece_of(g.base, points.calls, every)
+    monkeypatch.setattr(splits, "LOOKUP_CALLS_PER_VERTEX", 0)
+    searched = splits.piece_of(g.base, points.calls, every)
+    assert looked_up.tolist() == searched.tolist() and looked_up.max() == g.n_hubs
+    # The columns of trace ranks 2..4 only, as an analysis rank owning them holds them.
+    theirs = every[every >= g.base[2]]
+    monkeypatch.setattr(splits, "LOOKUP_CALLS_PER_VERTEX", 4)
+    assert (splits.piece_of(g.base, points.calls[:, 2:], theirs, first=2).tolist()
+            == searched[every >= g.base[2]].tolist())
+
+
 @pytest.mark.parametrize("missing_rank", [2, 0])
 def test_a_collective_without_all_ranks_is_no_sync_point(missing_rank):
     # Rank 0 missing: the candidates come from rank 0's edges (splits._candidate_keys).

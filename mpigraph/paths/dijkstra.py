@@ -416,8 +416,9 @@ class Reversed:
         self.weight = weight if weight.dtype == np.uint32 else weight.astype(np.int64, copy=False)
         self.spreads = np.diff(self.indptr) > 0        # vertices with edges to follow (a byte each)
 
-    def search(self, sources, offsets=None):
-        """int64 distances to the nearest source, each source starting at its offset (default 0).
+    def search(self, sources, offsets=None, whole=False):
+        """int64 distances to the nearest source, each source starting at its offset (default 0);
+        `whole`: the sources reach most of the graph, which is swept whole (``dag.search``).
 
         With offsets, a virtual vertex n has an edge of that weight to each
         source, and the search starts there.  A source with no edges of its own
@@ -430,20 +431,20 @@ class Reversed:
         # Where all or none spread, no copies of the sources and offsets (millions of them in a
         # round of a distributed search, where the bypassed part often has no edges left).
         if spreads.all():
-            return self._search(sources, offsets)
+            return self._search(sources, offsets, whole)
         if spreads.any():
-            dist = self._search(sources[spreads], offsets[spreads])
+            dist = self._search(sources[spreads], offsets[spreads], whole)
             sources, offsets = sources[~spreads], offsets[~spreads]
         else:
             dist = self._search(sources[:0], offsets[:0])
         np.minimum.at(dist, sources, offsets)
         return dist
 
-    def _search(self, sources, offsets):
+    def _search(self, sources, offsets, whole=False):
         n = self.n
         if not len(sources):      # nothing to search: scipy is not even imported (its import is slow)
             return np.full(n, INF, np.int64)
-        dist = dag.search(n, self.indptr, self.indices, self.weight, sources, offsets, INF)
+        dist = dag.search(n, self.indptr, self.indices, self.weight, sources, offsets, INF, whole)
         if dist is not None:
             _check_exact(dist, "a distance", dist < INF)
             return dist

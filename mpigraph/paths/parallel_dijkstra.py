@@ -111,7 +111,9 @@ def _distances(comm, g, split, heartbeat=None):
                 return found, rounds + 1
         changed = offered
         if len(sources):
-            changed |= _lowered(dist, part.search(sources, offsets))
+            # The first round starts from the sinks, which reach most of the part: it is swept
+            # whole; a later round's offers reach a few vertices near the crossings.
+            changed |= _lowered(dist, part.search(sources, offsets, whole=rounds == 0))
         if rounds == 0:
             changed[sinks] = False      # their offers went out before the search
         sources, offsets = sources[:0], offsets[:0]
