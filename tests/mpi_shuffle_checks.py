@@ -241,3 +241,26 @@ def test_send_rows_refuses_a_rank_outside_the_communicator():
     for bad in (world.Get_size(), -1):
         with pytest.raises(ValueError, match="not a rank of the communicator"):
             owner_exchange.send_rows(world, np.array([0, bad], np.int32), [np.arange(2)])
+
+
+def test_ask_owners_answers_each_row_on_its_owner_in_the_order_asked():
+    """owner_exchange.ask_owners: every row, its owner's (this rank's own rows too, which do
+    not travel), answered there and put back in the order of the queries, in one call of
+    `answer` per rank."""
+    from mpi4py import MPI
+    from mpigraph.comm import owner_exchange
+    world = MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    n = 11 + 4 * rank
+    value = np.arange(n, dtype=np.int32) * 3 + 100 * rank
+    owner = (np.arange(n) * 5 + rank) % size          # rows of every rank, own ones among them
+    calls = []
+
+    def answer(query):
+        calls.append(len(query[0]))
+        return [query[0].astype(np.int64) * 2, np.full(len(query[0]), rank, np.int64)]
+
+    doubled, answered_by = owner_exchange.ask_owners(world, owner, [value], answer)
+    assert doubled.tolist() == (value.astype(np.int64) * 2).tolist()
+    assert answered_by.tolist() == owner.tolist()
+    assert len(calls) == 1

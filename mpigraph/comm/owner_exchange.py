@@ -81,12 +81,19 @@ def ask_owners(comm, owner, queries, answer):
     owner = np.asarray(owner, np.int64)
     if comm.Get_size() == 1:
         return answer([np.asarray(q, np.int64) for q in queries])
-    # Tag each query with its position so the answers can be put back in order.
-    position = np.arange(len(owner), dtype=np.int64)
-    received, source = send_rows(comm, owner, [position] + list(queries), with_source=True)
-    answers = answer(received[1:])
-    back = send_rows(comm, source, [received[0]] + list(answers))
+    # The rows this rank owns (most, where each asks about its own trace ranks' calls) do not
+    # travel: they are answered here, in the same call as the received ones.  The others are
+    # tagged with their position, so that the answers can be put back in order.
+    here = owner == comm.Get_rank()
+    mine, away = np.flatnonzero(here), np.flatnonzero(~here)
+    del here
+    received, source = send_rows(comm, owner[away], [away] + [np.asarray(q)[away] for q in queries],
+                                 with_source=True)
+    answers = answer([np.concatenate((np.asarray(q)[mine], r))
+                      for q, r in zip(queries, received[1:])])
+    back = send_rows(comm, source, [received[0]] + [a[len(mine):] for a in answers])
     result = [np.empty(len(owner), np.int64) for _ in answers]
-    for column, values in zip(result, back[1:]):
-        column[back[0]] = values
+    for column, values, back_values in zip(result, answers, back[1:]):
+        column[mine] = values[:len(mine)]
+        column[back[0]] = back_values
     return result
