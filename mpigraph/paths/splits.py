@@ -224,17 +224,24 @@ def pieces(comm, n_trace_ranks, base, points, vertices):
         whole = np.concatenate(comm.allgather(points.calls), axis=1)     # columns in trace rank order
         return piece_of(base, whole, vertices)
     ownership = Ownership(n_trace_ranks, comm.Get_size())
-    owner = ownership.owner_of(np.searchsorted(base, vertices, "right") - 1)
-    here = owner == comm.Get_rank()
-    result = np.empty(len(vertices), np.int64)
-    result[here] = piece_of(base, points.calls, vertices[here], points.first)
+    mine = ownership.ranks_of(comm.Get_rank())
+    # This rank's trace ranks' vertices are the ids base[first] .. base[stop] - 1: two
+    # comparisons, and only the other vertices' owners are looked up.
+    here = (vertices >= base[mine.start]) & (vertices < base[mine.stop])
+    if here.all():
+        result = piece_of(base, points.calls, vertices, points.first)
+    else:
+        result = np.empty(len(vertices), np.int64)
+        result[here] = piece_of(base, points.calls, vertices[here], points.first)
     away = np.flatnonzero(~here)
-    asked, first, inverse = arrays.unique_inverse(vertices[away])
+    del here
+    asked, _, inverse = arrays.unique_inverse(vertices[away])
+    owner = ownership.owner_of(np.searchsorted(base, asked, "right") - 1)
 
     def answer(query):
         return [piece_of(base, points.calls, query[0], points.first)]
 
-    (found,) = exchange.ask_owners(comm, owner[away[first]], [asked], answer)
+    (found,) = exchange.ask_owners(comm, owner, [asked], answer)
     result[away] = found[inverse]
     return result
 
