@@ -308,15 +308,32 @@ def test_the_queue_drops_repeats_with_its_stamps_and_past_them():
 def test_distinct_rows():
     a = np.array([1, 1, 1, 2, 2, 1, 3, 1], np.int64)
     b = np.array([0, 0, 0, 5, 5, 0, 1, 1], np.int64)
-    rows, inverse = graph._distinct_rows(a, b)
+    everywhere = np.ones(len(a), bool)
+    rows, inverse = graph._distinct_rows((a, b), everywhere)
     assert [(a[r], b[r]) for r in rows[inverse]] == list(zip(a.tolist(), b.tolist()))
     assert len(rows) == len(set(zip(a.tolist(), b.tolist())))
-    assert [len(x) for x in graph._distinct_rows(a[:0], b[:0])] == [0, 0]
+    assert [len(x) for x in graph._distinct_rows((a[:0], b[:0]), everywhere[:0])] == [0, 0]
     # Ranges too wide for one int64 key: the same answer by rows.
     wide = b * (2 ** 59) - 7
-    rows, inverse = graph._distinct_rows(a, wide, a)
+    rows, inverse = graph._distinct_rows((a, wide, a), everywhere)
     assert [(a[r], wide[r]) for r in rows[inverse]] == list(zip(a.tolist(), wide.tolist()))
     assert len(rows) == len(set(zip(a.tolist(), b.tolist())))
+
+
+def test_distinct_rows_sorts_only_the_rows_asked_of_other_ranks():
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(0, 4, 200), rng.integers(0, 3, 200)
+    away = a >= 2                      # rows of trace ranks 2 and 3: another analysis rank's
+    rows, inverse = graph._distinct_rows((a, b), away)
+    assert [(a[r], b[r]) for r in rows[inverse]] == list(zip(a.tolist(), b.tolist()))
+    asked = [(a[r], b[r]) for r in rows if away[r]]
+    assert len(asked) == len(set(asked)) == len(set(zip(a[away].tolist(), b[away].tolist())))
+    # The own rows are not sorted: only repeats next to each other are one row.
+    own = ~away
+    runs = 1 + np.count_nonzero((a[1:] != a[:-1]) | (b[1:] != b[:-1]))
+    assert len(rows) - len(asked) == np.count_nonzero(own[np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])])])
+    assert runs >= len(rows)
+    assert [len(x) for x in graph._distinct_rows((a, b), np.zeros(200, bool))] == [runs, 200]
 
 
 def test_a_search_with_nothing_to_search_does_not_import_scipy(tmp_path):

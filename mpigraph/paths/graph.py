@@ -425,8 +425,12 @@ def _dependency_edges(comm, ownership, deps, blocks, base, lo, time):
 
     if ((deps.src_vertex != START) & (deps.src_vertex != END)).any():
         raise ValueError("dependency src_vertex must be 0 (start) or 1 (end)")
-    # Ask once per distinct source event: the members of a collective share theirs.
-    rows, inverse = _distinct_rows(deps.src_rank, deps.src_call, deps.src_vertex)
+    # Ask once per distinct source event that another rank answers: the members of a
+    # collective share theirs.  This rank's own are looked up here, however often they repeat.
+    mine = ownership.ranks_of(comm.Get_rank())
+    away = (deps.src_rank < mine.start) | (deps.src_rank >= mine.stop)
+    rows, inverse = _distinct_rows((deps.src_rank, deps.src_call, deps.src_vertex), away)
+    del away
     src_rank, src_call, src_vertex = deps.src_rank[rows], deps.src_call[rows], deps.src_vertex[rows]
     src, t_src = exchange.ask_owners(comm, ownership.owner_of(src_rank), [src_rank, src_call, src_vertex], answer)
     src, t_src = src[inverse], t_src[inverse]
@@ -437,11 +441,13 @@ def _dependency_edges(comm, ownership, deps, blocks, base, lo, time):
                            dst_call[keep])
 
 
-def _distinct_rows(*columns):
-    """(a row of each distinct row of the int64 columns, each row's index among those).
+def _distinct_rows(columns, away):
+    """(a row of each distinct row of the int64 columns, each row's index among those), where
+    rows not `away` (a mask) may repeat among those.
 
-    Repeats next to each other (a collective's members in a row) cost one
-    comparison; only the rest is sorted, as one int64 key per row (``match.core.group_key``).
+    Repeats next to each other (a collective's members in a row) cost one comparison; of the
+    rest, only the rows `away` (answered by another rank: each distinct one travels once) are
+    sorted, as one int64 key per row (``match.core.group_key``).
     """
     n = len(columns[0])
     if not n:
@@ -452,8 +458,16 @@ def _distinct_rows(*columns):
         change[1:] |= c[1:] != c[:-1]
     first = np.flatnonzero(change)
     run = np.cumsum(change) - 1
-    _, pick, inverse = arrays.unique_inverse(group_key([c[first] for c in columns]))
-    return first[pick], inverse.reshape(-1)[run]
+    del change
+    sorted_heads = np.flatnonzero(away[first])
+    if not len(sorted_heads):
+        return first, run
+    _, pick, inverse = arrays.unique_inverse(group_key([c[first[sorted_heads]] for c in columns]))
+    kept = ~away[first]                          # the heads that stand for their rows
+    kept[sorted_heads[pick]] = True
+    head_id = np.cumsum(kept) - 1
+    head_id[sorted_heads] = head_id[sorted_heads[pick]][inverse.reshape(-1)]
+    return first[kept], head_id[run]
 
 
 def _not_replaced_by_hubs(deps, hubs):
