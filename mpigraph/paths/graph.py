@@ -476,7 +476,7 @@ def _not_replaced_by_hubs(deps, hubs):
     They end in the members' calls, whose call edges the hubs replace too: the calls' waits
     that they give are not read.  A bulk-synchronous run has one per member call, the graph
     none of them."""
-    keep = ~(arrays.isin_few(deps.src, hubs.keys) & (deps.kind == N_TO_N))
+    keep = ~splits.edges_of(deps, hubs.keys)
     if keep.all():
         return deps
     return DependencyEdges(*(getattr(deps, f.name)[keep] for f in dataclasses.fields(DependencyEdges)))

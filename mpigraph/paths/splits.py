@@ -246,12 +246,22 @@ def pieces(comm, n_trace_ranks, base, points, vertices):
     return result
 
 
+def edges_of(deps, keys):
+    """Mask of the N-to-N dependency edges of the points `keys`: those out of a key.  Only the
+    N-to-N edges are looked up (a halo exchange's message edges come between them, and would
+    cut their runs of one source into runs of one edge: ``arrays.isin_few``)."""
+    mask = deps.kind == graph_module.N_TO_N
+    edges = arrays.block_or_positions(mask)
+    mask[edges] = arrays.isin_few(deps.src[edges], keys)
+    return mask
+
+
 def _crossed(comm, n_trace_ranks, base, deps, points):
     """Points crossed by a dependency edge other than their own N-to-N edges."""
     n = len(points.keys)
     if not n:                        # the same on every rank: no rank asks another
         return np.zeros(0, bool)
-    own = (deps.kind == graph_module.N_TO_N) & arrays.isin_few(deps.src, points.keys)
+    own = edges_of(deps, points.keys)
     a, b = np.split(pieces(comm, n_trace_ranks, base, points, np.concatenate((deps.src[~own], deps.dst[~own]))), 2)
     first, last = np.minimum(a, b), np.maximum(a, b)
     count = np.zeros(n + 1, np.int64)
