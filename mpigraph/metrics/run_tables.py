@@ -17,7 +17,7 @@ from mpigraph.match import p2p
 from mpigraph.trace import record
 from mpigraph.trace.batches import owned_batches
 from mpigraph.comm import owner_exchange as exchange, parallel, shuffle
-from mpigraph.metrics import waits
+from mpigraph.metrics import call_kernel, waits
 from mpigraph.util.names import Labels
 
 
@@ -44,19 +44,8 @@ def call_rows(linked, ranks=None, piece=slice(None)):
     else:                           # a piece of a big rank: only its records are read
         records, calls_among = [np.asarray(c.records)[_call_records(c, piece)] for c in calls], slice(None)
 
-    def field(name, dtype=np.int64):
-        return _joined([r[name] for r in records], dtype)[calls_among]
-
     out = {"rank": np.repeat(np.asarray(ranks, np.int64), count), "call": arrays.ranges(first, first + count - 1)}
-    for name in ("peer", "tag", "comm", "bytes", "root"):
-        out[name] = field(name)
-    out["callsite"] = field("site")      # the shim's id: the report numbers the run's
-    flags, seq = field("flags", None), field("seq")
-    out["device_buffer"] = (flags & record.DEVICE) != 0
-    # A merged run of polls keeps its count in seq (trace/record.py): no collective number.
-    repeated = (flags & record.REPEAT) != 0
-    out["calls"] = np.where(repeated, seq, 1)
-    out["seq"] = np.where(repeated, 0, seq)
+    out.update(_record_fields(records, calls_among))
     out["function"] = _joined([c.func[piece] for c in calls], np.int64)
     out["start"] = _joined([c.start_ns[piece] for c in calls], np.int64)
     out["end"] = _joined([c.end_ns[piece] for c in calls], np.int64)
@@ -68,6 +57,28 @@ def call_rows(linked, ranks=None, piece=slice(None)):
         out[name] = w[name][rows]       # whole ranks: views (the report only reads a chunk's columns)
     return {c.name: np.asarray(out[c.name], bool if c.kind == "bool" else np.int64)
             for c in CALL_COLUMNS if c.name != "on_path"}
+
+
+def _record_fields(records, among):
+    """The columns read from the records (call_kernel.FIELDS) of the calls `among` (a slice(None)
+    or ascending indices) the arrays `records` end to end: each record read once by the kernel,
+    else a field at a time."""
+    fields = call_kernel.call_fields(records, None if isinstance(among, slice) else among)
+    if fields is not None:
+        return fields
+
+    def field(name, dtype=np.int64):
+        return _joined([r[name] for r in records], dtype)[among]
+
+    out = {name: field(name) for name in ("peer", "tag", "comm", "bytes", "root")}
+    out["callsite"] = field("site")      # the shim's id: the report numbers the run's
+    flags, seq = field("flags", None), field("seq")
+    out["device_buffer"] = (flags & record.DEVICE) != 0
+    # A merged run of polls keeps its count in seq (trace/record.py): no collective number.
+    repeated = (flags & record.REPEAT) != 0
+    out["calls"] = np.where(repeated, seq, 1)
+    out["seq"] = np.where(repeated, 0, seq)
+    return out
 
 
 def _joined(parts, dtype=None):
@@ -396,15 +407,21 @@ def calls_on_path(queries, ranks, firsts, starts, ends):
         return np.zeros(n, bool)
     firsts = np.asarray(firsts, np.int64)
     stops = np.append(firsts[1:], n)
+    by_rank = np.argsort(ranks, kind="stable")
+    asked = [(how,) + _queries_of(q_rank, lo, hi, np.asarray(ranks)[by_rank], by_rank)
+             for q_rank, lo, hi, how in queries]
+    kernel = call_kernel.PathMarks.open(starts, ends, firsts, stops)
+    if kernel is not None:      # a binary search per query within its run's calls, in C
+        for how, q_run, lo, hi in asked:
+            kernel.mark(marked, QUERY_KINDS.index(how), q_run, lo, hi)
+        _mark_unordered(marked, kernel.unordered, asked, starts, ends, firsts, stops)
+        return kernel.rows(marked)
     # A rank's calls follow each other (starts and ends both in order) unless threads overlapped them.
     disorder = np.flatnonzero((starts[1:] < starts[:-1]) | (ends[1:] < ends[:-1]))
     unordered = np.zeros(len(firsts), bool)
     run = np.searchsorted(firsts, disorder, "right") - 1
     unordered[run[run == np.searchsorted(firsts, disorder + 1, "right") - 1]] = True
     bands = _Bands(starts, ends)
-    by_rank = np.argsort(ranks, kind="stable")
-    asked = [(how,) + _queries_of(q_rank, lo, hi, np.asarray(ranks)[by_rank], by_rank)
-             for q_rank, lo, hi, how in queries]
     for g0, g1 in bands.groups(len(firsts)):
         group = None
         for how, q_run, lo, hi in asked:
@@ -413,12 +430,17 @@ def calls_on_path(queries, ranks, firsts, starts, ends):
                 group = group or bands.group(starts, ends, firsts[g0:g1], stops[g0:g1])
                 _mark_ordered(marked, group, q_run[mine] - g0, lo[mine], hi[mine], firsts[q_run[mine]],
                               stops[q_run[mine]], how)
+    _mark_unordered(marked, unordered, asked, starts, ends, firsts, stops)
+    return np.cumsum(marked[:-1]) > 0
+
+
+def _mark_unordered(marked, unordered, asked, starts, ends, firsts, stops):
+    """Add the calls that the `asked` queries of the `unordered` runs hold to `marked`."""
     for how, q_run, lo, hi in asked:
         for k in np.unique(q_run[unordered[q_run]]).tolist():
             mine = q_run == k
             a, b = firsts[k], stops[k]
             _mark_rows_unordered(marked[a:b + 1], starts[a:b], ends[a:b], lo[mine], hi[mine], how)
-    return np.cumsum(marked[:-1]) > 0
 
 
 def _queries_of(q_rank, lo, hi, sorted_ranks, by_rank):
