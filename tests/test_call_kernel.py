@@ -150,3 +150,30 @@ def test_the_reports_tables_are_the_same_without_the_kernel(tmp_path, structure)
             in_numpy = tables("numpy", chunk_rows)
         assert all(a.equals(b) for a, b in zip(in_c, in_numpy))
         assert any(in_c[0].column("on_path").to_pylist())
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), sizes=st.lists(st.integers(1, 200), min_size=1, max_size=4),
+       n_queries=st.integers(0, 300), ordered=st.sampled_from(["time", "reversed", "any"]))
+def test_on_path_searches_from_the_query_before_in_any_order(seed, sizes, n_queries, ordered):
+    """The kernel searches each query's rows from those of the query before it: queries of a rank
+    in time order (a path's), in reverse, or in any order, of every kind, points and spans,
+    before, among and after the rank's calls; as numpy's searches."""
+    rng = np.random.default_rng(seed)
+    firsts = np.cumsum([0] + sizes[:-1]).astype(np.int64)
+    gaps = rng.integers(0, 4, (2, sum(sizes)))
+    starts = np.cumsum(gaps[0] + gaps[1]).astype(np.int64)      # calls in order, some touching
+    ends = starts + gaps[1]
+    ranks = np.arange(len(sizes), dtype=np.int64)
+    span = int(ends.max(initial=0)) + 5
+    queries = []
+    for how in run_tables.QUERY_KINDS:
+        q_rank = np.sort(rng.integers(0, len(sizes) + 1, n_queries))    # a rank with no calls too
+        lo = rng.integers(-5, span, n_queries)
+        hi = lo + (rng.integers(0, 20, n_queries) * (rng.random(n_queries) < 0.7) if how == "overlap" else 0)
+        order = np.lexsort((lo, q_rank)) if ordered != "any" else np.arange(n_queries)
+        if ordered == "reversed":
+            order = np.lexsort((-lo, q_rank))
+        queries.append((q_rank[order], lo[order], hi[order], how))
+    in_c, in_numpy = both(lambda: run_tables.calls_on_path(queries, ranks, firsts, starts, ends))
+    assert in_c.tolist() == in_numpy.tolist()

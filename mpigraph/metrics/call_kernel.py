@@ -202,7 +202,7 @@ void runs_unordered(const int64_t *starts, const int64_t *ends, int64_t n_runs, 
     }
 }
 
-/* The first row of [a, b) whose x is >= v (after: > v), b where none. */
+/* The first row of [a, b) whose x is >= v (after: > v), b where none (x ascending there). */
 static inline int64_t search(const int64_t *x, int64_t a, int64_t b, int64_t v, int after)
 {
     while (a < b) {
@@ -215,6 +215,36 @@ static inline int64_t search(const int64_t *x, int64_t a, int64_t b, int64_t v, 
     return a;
 }
 
+#define BEFORE(m) (x[m] < v || (after && x[m] == v))
+
+/* search's row, found from `near` (the row of the query before): steps of 1, 2, 4, ... from
+ * there to a range holding it, then a binary search in that range.  A path's queries of a rank
+ * come in time order: each is a few rows from the one before, not a search over all the rank's
+ * calls (which at a million calls misses the caches at most of its steps). */
+static inline int64_t search_near(const int64_t *x, int64_t a, int64_t b, int64_t v, int after, int64_t near)
+{
+    int64_t lo, hi, step = 1;
+    if (near < a || near > b)
+        return search(x, a, b, v, after);
+    if (near < b && BEFORE(near)) {     /* the row is after near */
+        lo = hi = near + 1;
+        while (hi < b && BEFORE(hi)) {
+            lo = hi + 1;
+            hi = lo + step;
+            step <<= 1;
+        }
+        return search(x, lo, hi < b ? hi : b, v, after);
+    }
+    hi = near;                          /* the row is near or before it */
+    lo = hi - 1;
+    while (lo >= a && !BEFORE(lo)) {
+        hi = lo;
+        lo = hi - step;
+        step <<= 1;
+    }
+    return search(x, lo < a ? a : lo + 1, hi, v, after);
+}
+
 /* The rows [first, last) each query holds added to marked (+1 at first, -1 at last): query q of
  * run q_run[q] (rows firsts[r] to stops[r], in order: skipped where unordered), times lo[q]
  * and hi[q], `how` 0 overlap (start < hi and end > lo; where lo == hi, start <= lo <= end),
@@ -224,21 +254,23 @@ void mark_ordered(const int64_t *starts, const int64_t *ends, const int64_t *fir
                   const uint8_t *unordered, int64_t n_q, const int64_t *q_run, const int64_t *lo,
                   const int64_t *hi, int64_t how, int64_t *marked)
 {
+    int64_t near_end = -1, near_start = -1;     /* the rows the query before found */
     for (int64_t q = 0; q < n_q; q++) {
         int64_t r = q_run[q], a = firsts[r], b = stops[r], first, last;
         if (unordered[r])
             continue;
         if (how == 0) {
             int point = lo[q] == hi[q];
-            first = search(ends, a, b, lo[q], !point);
-            last = search(starts, a, b, hi[q], point);
+            first = near_end = search_near(ends, a, b, lo[q], !point, near_end);
+            last = near_start = search_near(starts, a, b, hi[q], point, near_start);
         } else if (how == 1) {
-            first = search(ends, a, b, lo[q], 0);
+            first = near_end = search_near(ends, a, b, lo[q], 0, near_end);
             last = first + 1;
             if (first >= b || starts[first] > lo[q])
                 continue;
         } else {
-            first = search(starts, a, b, lo[q], 1) - 1;
+            near_start = search_near(starts, a, b, lo[q], 1, near_start);
+            first = near_start - 1;
             last = first + 1;
             if (first < a || ends[first] < lo[q])
                 continue;

@@ -52,7 +52,12 @@ def call_rows(linked, ranks=None, piece=slice(None)):
     w = linked.waits.of_ranks(ranks)
     # The pieces' rows among the ranks' waits (all of them when the piece is every call).
     at = np.concatenate(([0], np.cumsum([c.n_calls for c in calls])))[:-1].astype(np.int64) + first
-    rows = slice(None) if piece == slice(None) else arrays.ranges(at, at + count - 1)
+    if piece == slice(None):
+        rows = slice(None)
+    elif len(ranks) == 1:         # a piece of one rank: a slice of its waits, read without a copy
+        rows = slice(int(at[0]), int(at[0] + count[0]))
+    else:
+        rows = arrays.ranges(at, at + count - 1)
     for name in ("wait_before", "wait_after", "execution", "wait_state", "wait_state_time", "other_state_time"):
         out[name] = w[name][rows]       # whole ranks: views (the report only reads a chunk's columns)
     return {c.name: np.asarray(out[c.name], bool if c.kind == "bool" else np.int64)
