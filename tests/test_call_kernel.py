@@ -177,3 +177,27 @@ def test_on_path_searches_from_the_query_before_in_any_order(seed, sizes, n_quer
         queries.append((q_rank[order], lo[order], hi[order], how))
     in_c, in_numpy = both(lambda: run_tables.calls_on_path(queries, ranks, firsts, starts, ends))
     assert in_c.tolist() == in_numpy.tolist()
+
+
+@pytest.mark.parametrize("names, codes", [
+    (["MPI_Send", "", "é≠", "MPI_Allreduce"], [0, 3, 3, 1, 2, 0]),
+    (["a"], []),
+    (["", ""], [1, 0, 1]),
+])
+def test_label_text_in_c_is_takes(names, codes):
+    """A Labels column's text made from its codes: the array pyarrow's take gives."""
+    import pyarrow as pa
+
+    codes = np.array(codes, np.int64)
+    text = call_kernel.label_strings(codes, names)
+    assert text.equals(pa.array(names, pa.string()).take(pa.array(codes)))
+    assert text.null_count == 0
+
+
+def test_label_text_leaves_nulls_and_bad_codes_to_take():
+    assert call_kernel.label_strings(np.array([0]), ["a", None]) is None
+    assert call_kernel.label_strings(np.array([2]), ["a", "b"]) is None
+    assert call_kernel.label_strings(np.array([-1]), ["a", "b"]) is None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(*OFF)
+        assert call_kernel.label_strings(np.array([0]), ["a"]) is None

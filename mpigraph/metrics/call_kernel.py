@@ -33,6 +33,7 @@ def _record_struct(dtype):
 SOURCE = r"""
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 """ + _record_struct(record.RECORD_DTYPE) + r"""
 
 /* The columns of the records take[0..n) (ascending indices into n_parts arrays of records end to
@@ -291,6 +292,33 @@ void marked_rows(int64_t n, const int64_t *marked, uint8_t *on_path)
         on_path[i] = depth > 0;
     }
 }
+
+/* The text of labels as an Arrow string array: row i is name codes[i], name k the bytes
+ * [name_start[k], name_start[k + 1]) of the names' text.  label_offsets: the n + 1 offsets;
+ * returns the text's length, -1 where a code is no name's or the text passes 2^31 - 1 bytes. */
+int64_t label_offsets(int64_t n, const int64_t *codes, int64_t n_names, const int64_t *name_start, int32_t *offsets)
+{
+    int64_t at = 0;
+    offsets[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t c = codes[i];
+        if (c < 0 || c >= n_names)
+            return -1;
+        at += name_start[c + 1] - name_start[c];
+        if (at > INT32_MAX)
+            return -1;
+        offsets[i + 1] = (int32_t)at;
+    }
+    return at;
+}
+
+/* label_offsets' text: each row's name copied to its offset. */
+void label_text(int64_t n, const int64_t *codes, const int64_t *name_start, const uint8_t *names,
+                const int32_t *offsets, uint8_t *text)
+{
+    for (int64_t i = 0; i < n; i++)
+        memcpy(text + offsets[i], names + name_start[codes[i]], offsets[i + 1] - offsets[i]);
+}
 """
 
 CDEF = """
@@ -309,6 +337,9 @@ void mark_ordered(const int64_t *starts, const int64_t *ends, const int64_t *fir
                   const uint8_t *unordered, int64_t n_q, const int64_t *q_run, const int64_t *lo,
                   const int64_t *hi, int64_t how, int64_t *marked);
 void marked_rows(int64_t n, const int64_t *marked, uint8_t *on_path);
+int64_t label_offsets(int64_t n, const int64_t *codes, int64_t n_names, const int64_t *name_start, int32_t *offsets);
+void label_text(int64_t n, const int64_t *codes, const int64_t *name_start, const uint8_t *names,
+                const int32_t *offsets, uint8_t *text);
 """
 
 _KERNEL = ckernel.Kernel("calls-kernel", SOURCE, CDEF, "MPIGRAPH_CALLS_KERNEL", "off")
@@ -319,7 +350,9 @@ _FUNCTIONS = {"call_fields": (None, [_I64, _PTR, _PTR, _PTR, _I64, _I64, _I64] +
               "charge_sums": (_I64, [_I64, _PTR, _PTR, _I64, _PTR, _PTR, _I64, _I64, _I64, _I64, _PTR, _PTR]),
               "runs_unordered": (None, [_PTR, _PTR, _I64, _PTR, _PTR, _PTR]),
               "mark_ordered": (None, [_PTR] * 5 + [_I64] + [_PTR] * 3 + [_I64, _PTR]),
-              "marked_rows": (None, [_I64, _PTR, _PTR])}
+              "marked_rows": (None, [_I64, _PTR, _PTR]),
+              "label_offsets": (_I64, [_I64, _PTR, _I64, _PTR, _PTR]),
+              "label_text": (None, [_I64] + [_PTR] * 5)}
 
 
 def _library():
@@ -437,3 +470,27 @@ class PathMarks:
         on_path = np.empty(len(marked) - 1, bool)
         self._lib.marked_rows(len(on_path), marked.ctypes.data, on_path.ctypes.data)
         return on_path
+
+
+def label_strings(codes, names):
+    """A pyarrow string array of names[codes] (a names.Labels' codes and names: str), made from
+    the text's offsets and bytes without a take; None where the kernel does not run, a name is
+    not a str (None: a null) or a code is no name's."""
+    lib = _library()
+    if lib is None or not all(isinstance(name, str) for name in names):
+        return None
+    import pyarrow as pa
+
+    encoded = [name.encode("utf-8") for name in names]
+    name_start = np.zeros(len(encoded) + 1, np.int64)
+    np.cumsum([len(b) for b in encoded], out=name_start[1:])
+    text_of_names = np.frombuffer(b"".join(encoded) or b"\0", np.uint8)
+    codes = np.ascontiguousarray(codes, np.int64)
+    offsets = np.empty(len(codes) + 1, np.int32)
+    size = lib.label_offsets(len(codes), codes.ctypes.data, len(encoded), name_start.ctypes.data, offsets.ctypes.data)
+    if size < 0:
+        return None
+    text = np.empty(max(size, 1), np.uint8)
+    lib.label_text(len(codes), codes.ctypes.data, name_start.ctypes.data, text_of_names.ctypes.data,
+                   offsets.ctypes.data, text.ctypes.data)
+    return pa.StringArray.from_buffers(len(codes), pa.py_buffer(offsets), pa.py_buffer(text[:size]))
