@@ -1,16 +1,19 @@
-"""The calls table's two passes per row in C: a block's record fields, and its sums per key.
+"""The calls table's passes per row in C: a block's record fields, its sums per key, its on_path
+searches, and the text of its function and wait-state names.
 
 The report makes the calls table a block of rows at a time (run_tables.call_chunks) and sums
-each block per call site as it passes (callsites.stats).  With numpy both are many passes over
+each block per call site as it passes (callsites.stats).  With numpy these are many passes over
 the block: a field of the 64-byte records is a pass that reads all of them (eight fields: eight
 passes), and each of the five sums per key is a bincount, which converts its int64 weights to
 float64 first.  Here each is one pass: ``call_fields`` reads each record once and writes every
 column the table takes from it; ``call_sums`` and ``charge_sums`` add a block's columns into a
-small hash table of its keys (a few thousand in a block of 2^18 rows), in int64.
+small hash table of its keys (a few thousand in a block of 2^18 rows), in int64; ``PathMarks``
+finds the calls each path query holds by a search within its rank's calls, from the row the
+query before found; ``label_strings`` writes a names.Labels column's Arrow text from its codes.
 
 Compiled on first use (``util.ckernel``); where it cannot be (no compiler), or with
 MPIGRAPH_CALLS_KERNEL=off (a test setting), every function here returns None and the caller
-does the same work with numpy: the same numbers (the numpy sums are exact below 2^53).
+does the same work with numpy or pyarrow: the same numbers (the numpy sums are exact below 2^53).
 """
 
 import ctypes
@@ -392,7 +395,7 @@ def call_fields(parts, take=None):
 # per row where a block has more.
 FEW_KEYS = 1 << 14
 
-CALL_SUMS = ("count", "time", "wait", "bytes", "path_time")
+CALL_SUMS = ("count", "time", "wait", "bytes", "path_time")     # callsites.stats.SUMS
 
 
 def call_sums(keys, block):

@@ -401,10 +401,12 @@ def calls_on_path(queries, ranks, firsts, starts, ends):
     """on_path (``mark_on_path``) of calls that are several ranks' calls one rank after another:
     `ranks` (distinct) from rows `firsts` on, each rank's in call order; all false without queries.
 
-    Every rank's calls are searched at once: a call's key is its time within a band of keys of
-    its own rank (rank after rank), so the ranks' calls in order are one sorted array of keys
-    and a query, its time in its rank's band, is one binary search in it.  A rank whose calls
-    are not in order (threads overlapped them) has each query checked against every call.
+    With the kernel (metrics.call_kernel.PathMarks) each query is searched for in its rank's
+    calls, from the row the query before found.  With numpy every rank's calls are searched at
+    once: a call's key is its time within a band of keys of its own rank (rank after rank), so
+    the ranks' calls in order are one sorted array of keys and a query, its time in its rank's
+    band, is one binary search in it.  A rank whose calls are not in order (threads overlapped
+    them) has each query checked against every call.
     """
     n = len(starts)
     marked = np.zeros(n + 1, np.int64)    # +1 at a range's first row, -1 after its last
@@ -416,7 +418,7 @@ def calls_on_path(queries, ranks, firsts, starts, ends):
     asked = [(how,) + _queries_of(q_rank, lo, hi, np.asarray(ranks)[by_rank], by_rank)
              for q_rank, lo, hi, how in queries]
     kernel = call_kernel.PathMarks.open(starts, ends, firsts, stops)
-    if kernel is not None:      # a binary search per query within its run's calls, in C
+    if kernel is not None:
         for how, q_run, lo, hi in asked:
             kernel.mark(marked, QUERY_KINDS.index(how), q_run, lo, hi)
         _mark_unordered(marked, kernel.unordered, asked, starts, ends, firsts, stops)
