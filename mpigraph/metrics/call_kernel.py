@@ -384,6 +384,8 @@ def call_fields(parts, take=None):
     addresses = np.array([p.ctypes.data for p in parts], np.int64)
     if take is not None:
         take = np.ascontiguousarray(take, np.int64)
+        if len(take) and (take[0] < 0 or take[-1] >= lengths.sum()):
+            return None         # not the records' (numpy raises)
     n = int(lengths.sum()) if take is None else len(take)
     out = {name: np.empty(n, bool if name == "device_buffer" else np.int64) for name in FIELDS}
     lib.call_fields(len(parts), addresses.ctypes.data, lengths.ctypes.data, None if take is None else take.ctypes.data,
@@ -412,7 +414,7 @@ def call_sums(keys, block):
     found = _summed(lambda cap, out_key, out: lib.call_sums(len(columns[0]), *(c.ctypes.data for c in columns), cap,
                                                             out_key.ctypes.data, out.ctypes.data),
                     len(columns[0]), len(CALL_SUMS))
-    return found[0], dict(zip(CALL_SUMS, found[1]))
+    return None if found is None else (found[0], dict(zip(CALL_SUMS, found[1])))
 
 
 def charge_sums(keys, state, shift, state_time, other_time, kinds):
@@ -433,14 +435,14 @@ def charge_sums(keys, state, shift, state_time, other_time, kinds):
 def _summed(run, most, n_sums):
     """(keys, n_sums x keys sums) from a kernel `run(cap, out_key, out)` that returns how many
     keys it found, -1 past cap: first for FEW_KEYS, then where more, for `most` (as many as
-    the rows can have)."""
+    the rows can have); None where even that fails (no memory for the table: numpy's turn)."""
     for cap in sorted({min(FEW_KEYS, most), most}):
         cap = max(cap, 1)
         out_key, out = np.empty(cap, np.int64), np.empty((n_sums, cap), np.int64)
         n = run(cap, out_key, out)
         if n >= 0:
             return out_key[:n].copy(), out[:, :n].copy()
-    raise RuntimeError("call kernel: a table of one key per row overflowed")
+    return None
 
 
 class PathMarks:
