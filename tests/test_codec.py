@@ -89,6 +89,15 @@ def test_float64_bit_patterns_exact(payload):
         round_trip({"f": values}, Codec(3), hints={"f": hint})
 
 
+@pytest.mark.parametrize("span, width", [(1 << 9, 2), (1 << 17, 4), (1 << 40, 8)])
+def test_byte_shuffled_streams_of_every_width(span, width):
+    """Values packed into 2, 4 and 8 bytes, each stream's bytes shuffled into planes: exact."""
+    rng = np.random.default_rng(width)
+    values = rng.integers(-span // 2, span // 2, 1000)
+    data = round_trip({"x": values}, Codec(1), hints={"x": "plain"})
+    assert codec.read_header(data).columns[0].streams[0][2:] == (width, 1)
+
+
 # -- explicit edge cases ------------------------------------------------------
 
 def test_empty_batch_and_zero_rows():

@@ -137,12 +137,12 @@ CALLS = st.lists(st.tuples(st.integers(0, 40), st.integers(0, 8)), min_size=1, m
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(CALLS, st.booleans(), st.sampled_from([0, 2**61])), min_size=1, max_size=4),
        st.lists(st.tuples(st.integers(0, 5), st.integers(-5, 50), st.integers(0, 10), st.sampled_from([0, 2**61])),
-                max_size=30), st.randoms())
-def test_on_path_of_a_block_of_ranks_is_the_rule_query_by_query(runs, query_rows, random):
+                max_size=30), st.randoms(), st.sampled_from(["c", "off"]))
+def test_on_path_of_a_block_of_ranks_is_the_rule_query_by_query(runs, query_rows, random, kernel):
     """calls_on_path marks several ranks' calls at once, rank after rank in any order: as the rule
     query by query.  A rank's calls in order (starts and ends increasing) or overlapping (threads);
     times near 2^61 make ranks' bands too wide for one group; queries of ranks without calls
-    mark nothing."""
+    mark nothing.  A binary search per query in C (metrics.call_kernel), and numpy's (kernel off)."""
     ranks = random.sample(range(6), len(runs))
     starts, ends, firsts = [], [], []
     for (calls, ordered, base), rank in zip(runs, ranks):
@@ -164,5 +164,8 @@ def test_on_path_of_a_block_of_ranks_is_the_rule_query_by_query(runs, query_rows
                       for r, lo, length, base in query_rows)
         q_rank, lo, hi = (np.array([row[i] for row in rows], np.int64) for i in range(3))
         queries.append((q_rank, lo, hi, how))
-    got = linked_tables.calls_on_path(queries, np.array(ranks, np.int64), np.array(firsts, np.int64), starts, ends)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MPIGRAPH_CALLS_KERNEL", kernel)
+        got = linked_tables.calls_on_path(queries, np.array(ranks, np.int64), np.array(firsts, np.int64), starts,
+                                          ends)
     assert set(np.flatnonzero(got).tolist()) == _on_path_one_query_at_a_time(ranks, firsts, starts, ends, queries)

@@ -90,8 +90,12 @@ def _rank_sites(calls, sites, rank, asked):
     if (np.diff(ends) < 0).any():        # threads overlapped the rank's calls: ordered by end
         order = np.argsort(ends, kind="stable")
         starts, ends = starts[order], ends[order]
-    call = np.where(asked["message"], _holding(starts, ends, asked["end"]),
-                    _longest_overlapping(starts, ends, asked["start"], asked["end"]))
+    # Each kind's rule on its own segments only (a pipelined program's path: a million of each).
+    message = np.asarray(asked["message"], bool)
+    mpi = ~message
+    call = np.empty(len(message), np.int64)
+    call[message] = _holding(starts, ends, asked["end"][message])
+    call[mpi] = _longest_overlapping(starts, ends, asked["start"][mpi], asked["end"][mpi])
     found = call >= 0
     # Only the calls found are looked up (a rank has few segments of a bulk-synchronous path).
     index = call[found] if order is None else order[call[found]]

@@ -25,6 +25,7 @@ import os
 import numpy as np
 
 from mpigraph.callsites import files, resolve
+from mpigraph.metrics import call_kernel
 from mpigraph.trace import functions as mf
 from mpigraph.util import arrays
 
@@ -168,6 +169,10 @@ class KeyedSums:
 
     def add(self, block: dict, keys) -> None:
         """Sums a calls-table block's rows per key (`keys`: one per row)."""
+        summed = call_kernel.call_sums(keys, block) if self.names == SUMS else None
+        if summed is not None:      # one pass in C, int64
+            self.add_summed(*summed)
+            return
         duration = np.asarray(block["end"], np.int64) - np.asarray(block["start"], np.int64)
         self.add_values(keys, {"count": np.asarray(block["calls"], np.int64), "time": duration,
                                "wait": np.asarray(block["wait_before"], np.int64)
@@ -179,6 +184,10 @@ class KeyedSums:
         """Sums values[name] (one per key; None: 1 each, a count) per key, for every name."""
         uniq, inverse = arrays.unique_codes(keys)
         self._parts.append((uniq, {n: np.bincount(inverse, values[n], len(uniq)).astype(np.int64) for n in self.names}))
+
+    def add_summed(self, keys, sums: dict) -> None:
+        """Adds sums made elsewhere: {name: int64 sums} per key of `keys` (distinct)."""
+        self._parts.append((keys, sums))
 
     def totals(self):
         """(sorted unique keys, {name: int64 sums}) over every block added."""
@@ -227,8 +236,9 @@ class Accumulator:
         for a, n in zip(*(x.tolist() for x in arrays.runs(rank))) if len(rank) else ():
             ids[a:a + n] = self.sites.run_ids(rank[a], local[a:a + n])
         block["callsite"] = ids
-        self.sums.add(block, (ids * self.n_functions + func) * self.n_ranks + rank)
-        self._sum_waits(block, ids * self.n_functions + func)
+        site_function = ids * self.n_functions + func
+        self.sums.add(block, site_function * self.n_ranks + rank)
+        self._sum_waits(block, site_function)
         for twin in self.twins:
             twin.add(block)
         return block
@@ -241,6 +251,12 @@ class Accumulator:
         from mpigraph.metrics import waits
 
         state = block["wait_state"]       # run_tables.call_block's Labels: code 0 is "no state"
+        summed = call_kernel.charge_sums(site_function, *((state.codes, 1) if hasattr(state, "codes") else (state, 0)),
+                                         block["wait_state_time"], block["other_state_time"],
+                                         (len(waits.WAIT_STATES), waits.LATE_SENDER, waits.LATE_RECEIVER))
+        if summed is not None:      # one pass in C
+            self.wait_sums.add_summed(summed[0], dict(zip(WAIT_SUMS, summed[1])))
+            return
         kind, time = waits.charged_states({"wait_state": state.codes - 1 if hasattr(state, "codes") else state,
                                            "wait_state_time": block["wait_state_time"],
                                            "other_state_time": block["other_state_time"]})

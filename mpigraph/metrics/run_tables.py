@@ -17,7 +17,7 @@ from mpigraph.match import p2p
 from mpigraph.trace import record
 from mpigraph.trace.batches import owned_batches
 from mpigraph.comm import owner_exchange as exchange, parallel, shuffle
-from mpigraph.metrics import waits
+from mpigraph.metrics import call_kernel, waits
 from mpigraph.util.names import Labels
 
 
@@ -44,12 +44,38 @@ def call_rows(linked, ranks=None, piece=slice(None)):
     else:                           # a piece of a big rank: only its records are read
         records, calls_among = [np.asarray(c.records)[_call_records(c, piece)] for c in calls], slice(None)
 
-    def field(name, dtype=np.int64):
-        return _joined([r[name] for r in records], dtype)[calls_among]
-
     out = {"rank": np.repeat(np.asarray(ranks, np.int64), count), "call": arrays.ranges(first, first + count - 1)}
-    for name in ("peer", "tag", "comm", "bytes", "root"):
-        out[name] = field(name)
+    out.update(_record_fields(records, calls_among))
+    out["function"] = _joined([c.func[piece] for c in calls], np.int64)
+    out["start"] = _joined([c.start_ns[piece] for c in calls], np.int64)
+    out["end"] = _joined([c.end_ns[piece] for c in calls], np.int64)
+    w = linked.waits.of_ranks(ranks)
+    # The pieces' rows among the ranks' waits (all of them when the piece is every call).
+    at = np.concatenate(([0], np.cumsum([c.n_calls for c in calls])))[:-1].astype(np.int64) + first
+    if piece == slice(None):
+        rows = slice(None)
+    elif len(ranks) == 1:         # a piece of one rank: a slice of its waits, read without a copy
+        rows = slice(int(at[0]), int(at[0] + count[0]))
+    else:
+        rows = arrays.ranges(at, at + count - 1)
+    for name in ("wait_before", "wait_after", "execution", "wait_state", "wait_state_time", "other_state_time"):
+        out[name] = w[name][rows]       # whole ranks: views (the report only reads a chunk's columns)
+    return {c.name: np.asarray(out[c.name], bool if c.kind == "bool" else np.int64)
+            for c in CALL_COLUMNS if c.name != "on_path"}
+
+
+def _record_fields(records, among):
+    """The columns read from the records (call_kernel.FIELDS) of the calls `among` (a slice(None)
+    or ascending indices) the arrays `records` end to end: each record read once by the kernel,
+    else a field at a time."""
+    fields = call_kernel.call_fields(records, None if isinstance(among, slice) else among)
+    if fields is not None:
+        return fields
+
+    def field(name, dtype=np.int64):
+        return _joined([r[name] for r in records], dtype)[among]
+
+    out = {name: field(name) for name in ("peer", "tag", "comm", "bytes", "root")}
     out["callsite"] = field("site")      # the shim's id: the report numbers the run's
     flags, seq = field("flags", None), field("seq")
     out["device_buffer"] = (flags & record.DEVICE) != 0
@@ -57,17 +83,7 @@ def call_rows(linked, ranks=None, piece=slice(None)):
     repeated = (flags & record.REPEAT) != 0
     out["calls"] = np.where(repeated, seq, 1)
     out["seq"] = np.where(repeated, 0, seq)
-    out["function"] = _joined([c.func[piece] for c in calls], np.int64)
-    out["start"] = _joined([c.start_ns[piece] for c in calls], np.int64)
-    out["end"] = _joined([c.end_ns[piece] for c in calls], np.int64)
-    w = linked.waits.of_ranks(ranks)
-    # The pieces' rows among the ranks' waits (all of them when the piece is every call).
-    at = np.concatenate(([0], np.cumsum([c.n_calls for c in calls])))[:-1].astype(np.int64) + first
-    rows = slice(None) if piece == slice(None) else arrays.ranges(at, at + count - 1)
-    for name in ("wait_before", "wait_after", "execution", "wait_state", "wait_state_time", "other_state_time"):
-        out[name] = w[name][rows]       # whole ranks: views (the report only reads a chunk's columns)
-    return {c.name: np.asarray(out[c.name], bool if c.kind == "bool" else np.int64)
-            for c in CALL_COLUMNS if c.name != "on_path"}
+    return out
 
 
 def _joined(parts, dtype=None):
@@ -385,10 +401,12 @@ def calls_on_path(queries, ranks, firsts, starts, ends):
     """on_path (``mark_on_path``) of calls that are several ranks' calls one rank after another:
     `ranks` (distinct) from rows `firsts` on, each rank's in call order; all false without queries.
 
-    Every rank's calls are searched at once: a call's key is its time within a band of keys of
-    its own rank (rank after rank), so the ranks' calls in order are one sorted array of keys
-    and a query, its time in its rank's band, is one binary search in it.  A rank whose calls
-    are not in order (threads overlapped them) has each query checked against every call.
+    With the kernel (metrics.call_kernel.PathMarks) each query is searched for in its rank's
+    calls, from the row the query before found.  With numpy every rank's calls are searched at
+    once: a call's key is its time within a band of keys of its own rank (rank after rank), so
+    the ranks' calls in order are one sorted array of keys and a query, its time in its rank's
+    band, is one binary search in it.  A rank whose calls are not in order (threads overlapped
+    them) has each query checked against every call.
     """
     n = len(starts)
     marked = np.zeros(n + 1, np.int64)    # +1 at a range's first row, -1 after its last
@@ -396,15 +414,21 @@ def calls_on_path(queries, ranks, firsts, starts, ends):
         return np.zeros(n, bool)
     firsts = np.asarray(firsts, np.int64)
     stops = np.append(firsts[1:], n)
+    by_rank = np.argsort(ranks, kind="stable")
+    asked = [(how,) + _queries_of(q_rank, lo, hi, np.asarray(ranks)[by_rank], by_rank)
+             for q_rank, lo, hi, how in queries]
+    kernel = call_kernel.PathMarks.open(starts, ends, firsts, stops)
+    if kernel is not None:
+        for how, q_run, lo, hi in asked:
+            kernel.mark(marked, QUERY_KINDS.index(how), q_run, lo, hi)
+        _mark_unordered(marked, kernel.unordered, asked, starts, ends, firsts, stops)
+        return kernel.rows(marked)
     # A rank's calls follow each other (starts and ends both in order) unless threads overlapped them.
     disorder = np.flatnonzero((starts[1:] < starts[:-1]) | (ends[1:] < ends[:-1]))
     unordered = np.zeros(len(firsts), bool)
     run = np.searchsorted(firsts, disorder, "right") - 1
     unordered[run[run == np.searchsorted(firsts, disorder + 1, "right") - 1]] = True
     bands = _Bands(starts, ends)
-    by_rank = np.argsort(ranks, kind="stable")
-    asked = [(how,) + _queries_of(q_rank, lo, hi, np.asarray(ranks)[by_rank], by_rank)
-             for q_rank, lo, hi, how in queries]
     for g0, g1 in bands.groups(len(firsts)):
         group = None
         for how, q_run, lo, hi in asked:
@@ -413,12 +437,17 @@ def calls_on_path(queries, ranks, firsts, starts, ends):
                 group = group or bands.group(starts, ends, firsts[g0:g1], stops[g0:g1])
                 _mark_ordered(marked, group, q_run[mine] - g0, lo[mine], hi[mine], firsts[q_run[mine]],
                               stops[q_run[mine]], how)
+    _mark_unordered(marked, unordered, asked, starts, ends, firsts, stops)
+    return np.cumsum(marked[:-1]) > 0
+
+
+def _mark_unordered(marked, unordered, asked, starts, ends, firsts, stops):
+    """Add the calls that the `asked` queries of the `unordered` runs hold to `marked`."""
     for how, q_run, lo, hi in asked:
         for k in np.unique(q_run[unordered[q_run]]).tolist():
             mine = q_run == k
             a, b = firsts[k], stops[k]
             _mark_rows_unordered(marked[a:b + 1], starts[a:b], ends[a:b], lo[mine], hi[mine], how)
-    return np.cumsum(marked[:-1]) > 0
 
 
 def _queries_of(q_rank, lo, hi, sorted_ranks, by_rank):

@@ -108,7 +108,7 @@ import sys
 import numpy as np
 
 from mpigraph import __version__
-from mpigraph.metrics import run_tables as linked_tables
+from mpigraph.metrics import call_kernel, run_tables as linked_tables
 from mpigraph.metrics import profile as metrics
 from mpigraph.util import threads
 from mpigraph.util.atomic import atomic_write
@@ -365,6 +365,10 @@ def arrow_table(table, columns):
 def _arrow_array(values, kind, arrow_type):
     import pyarrow as pa
 
+    if isinstance(values, Labels) and arrow_type == pa.string():     # the text made from the codes in C
+        text = call_kernel.label_strings(values.codes, np.asarray(values.names).tolist())
+        if text is not None:
+            return text
     if isinstance(values, Labels):      # a few names, taken by code in C++
         return pa.array(np.asarray(values.names).tolist(), arrow_type).take(pa.array(values.codes))
     values = np.asarray(values, object if kind == "str" else None)
