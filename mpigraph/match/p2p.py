@@ -65,11 +65,14 @@ def operations(batch):
     """The operation table of a CallBatch (columns OP_DTYPES; rank after rank, each rank's
     blocking operations and then its nonblocking ones, each in record order) and its orphan
     completion records ({trace rank: records of its log}, the ranks that have any)."""
-    records, flags, func = batch.records, batch.flags, batch.func
+    flags, func = batch.flags, batch.func
     # Functions are looked up for the records that move data only (none in a run of collectives):
     # SEND or RECV and no ERROR, the highest of the three bits.
     moving = flags & (record.SEND | record.RECV | record.ERROR)
     moves = np.flatnonzero((moving != 0) & (moving < record.ERROR))
+    if not len(moves):      # no copy of the batch's records (batch.records) for nothing
+        return {name: np.zeros(0, dtype) for name, dtype in OP_DTYPES.items()}, {}
+    records = batch.records
     moved_flags = flags[moves]
     role = _ROLE[(func[moves] << 1) | (moved_flags & record.PART)]
     blocking = moves[(role == BLOCKING) | ((role == BLOCKING_IF_RECV) & ((moved_flags & record.RECV) != 0))]
