@@ -537,18 +537,37 @@ def _place_alike(places, block, n_ranks, key):
         return
     at = free[key]
     free[key] += total
+    step = _even_step(at)
     for name, column in members.items():
         if total == 1:
             column[at] = block[0][name]
-            continue
-        side_by_side = [p[name].reshape(r, m) for p, r in zip(block, n_ranks) if r]
-        side_by_side = side_by_side[0] if len(side_by_side) == 1 else np.concatenate(side_by_side)
-        window = np.lib.stride_tricks.sliding_window_view(column, total, writeable=True)
-        window[at] = side_by_side.T
+        elif step:
+            # Evenly spaced places (instances of as many members each, in key order): the rows
+            # are a strided view of the column, written part by part with no gather of `at`
+            # and no copy of the parts side by side.
+            places_of = np.lib.stride_tricks.as_strided(column[at[0]:], (m, total),
+                                                        (step * column.itemsize, column.itemsize))
+            b = 0
+            for p, r in zip(block, n_ranks):
+                places_of[:, b:b + r] = p[name].reshape(r, m).T
+                b += r
+        else:
+            side_by_side = [p[name].reshape(r, m) for p, r in zip(block, n_ranks) if r]
+            side_by_side = side_by_side[0] if len(side_by_side) == 1 else np.concatenate(side_by_side)
+            window = np.lib.stride_tricks.sliding_window_view(column, total, writeable=True)
+            window[at] = side_by_side.T
     first = at == start[key]     # the block's first rank is the first member of these instances
     owner = next(p for p, r in zip(block, n_ranks) if r)
     for name, column in instance.items():
         column[group_of_key[key[first]]] = owner[name][:m][first]
+
+
+def _even_step(at):
+    """The step between consecutive places `at` where they increase by one step (> 0), else 0."""
+    if len(at) < 2:
+        return 1
+    step = int(at[1] - at[0])
+    return step if step > 0 and (at[1:] - at[:-1] == step).all() else 0
 
 
 def _place_sorted(places, part, key, order):
