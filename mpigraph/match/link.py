@@ -157,7 +157,7 @@ def _repair_loop(comm, ownership, calls, owned, codec):
     groups = collectives.LocalGroups.of_parts(owned.member_parts)
     releases = _Releases(comm, calls, owned.neighbours)
     while True:
-        messages = pairs.messages(comm, p2p.with_times(ops, calls), codec)
+        messages = pairs.messages(comm, calls, codec)
         groups = groups.retimed(calls) if repair.rounds else groups
         instances, members = collectives.match_collectives(comm, groups, codec)
         members = releases.applied(comm, calls, groups, members, codec)

@@ -130,17 +130,19 @@ def message_keys(ops):
 MESSAGE_TIME_COLUMNS = ("post_start", "done_start", "done_end")
 
 
-def with_times(ops, calls_by_rank):
-    """ops plus post_start, done_start, done_end (int64 ns; done_* = -1 without completion)."""
-    if not len(ops["rank"]):     # a run of collectives: no times of every call to put together
-        return dict(ops, **{name: np.zeros(0, np.int64) for name in MESSAGE_TIME_COLUMNS})
-    index = CallIndex(calls_by_rank)
-    start_ns, end_ns = index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns")
-    post = index.of(ops["rank"], ops["post_call"])
-    has = ops["done_call"] >= 0
-    done = index.of(ops["rank"], np.maximum(ops["done_call"], 0))
-    return dict(ops, post_start=start_ns[post], done_start=np.where(has, start_ns[done], -1),
-                done_end=np.where(has, end_ns[done], -1))
+def op_times(index, start_ns, end_ns, rank, post_call, done_call):
+    """{post_start, done_start, done_end} (int64 ns; done_* = -1 without completion) of the
+    operations of owned ranks `rank` posted in calls `post_call` and completed in `done_call`
+    (-1: never); `start_ns`, `end_ns`: index.column of the calls' times (index a CallIndex)."""
+    has = done_call >= 0
+    every = bool(has.all())
+    done = index.of(rank, done_call if every else np.maximum(done_call, 0))
+    times = {"post_start": start_ns[index.of(rank, post_call)], "done_start": start_ns[done],
+             "done_end": end_ns[done]}
+    if not every:
+        for name in ("done_start", "done_end"):
+            times[name][~has] = -1
+    return times
 
 
 # What a send's row takes to the receiver's owner: the pairing's keys (src and dst are the send's
@@ -190,21 +192,52 @@ class MessagePairs:
         for name in ("rank", "post_call", "done_call"):
             self.untimed["s_" + name] = sends[name][self.i_s]
             self.untimed["r_" + name] = ops[name][recv_index]
+        # The calls of the owned sends, whose times travel to the receivers' owners each round
+        # (on one analysis rank the matched sends' own columns above: no route, no second gather).
+        self.local = comm.Get_size() == 1
+        self.send_calls = None if self.local else {name: ops[name][self.send_rows]
+                                                   for name in ("rank", "post_call", "done_call")}
         self.unmatched = _unmatched(ops, sends, self.i_s, self.recv_rows, self.i_r)
 
-    def messages(self, comm, times, codec=None):
+    def messages(self, comm, calls_by_rank, codec=None):
         """One row per message whose receiver this analysis rank owns: the columns of both sides
-        prefixed s_ and r_ (and comm, tag, bytes), with the times of `times` (with_times of the ops).
+        prefixed s_ and r_ (and comm, tag, bytes), with the times of the calls (op_times).
 
         Collective over comm: the sends' times travel to the receivers' owners, in the same
-        order as the sends did, so the pairing found on construction still holds."""
-        sent = route(comm, {name: times[name][self.send_rows] for name in MESSAGE_TIME_COLUMNS},
-                     self.send_owner, codec)
+        order as the sends did, so the pairing found on construction still holds.  Only the
+        times of the matched operations are looked up."""
+        calls = _CallTimes(calls_by_rank)
         messages = dict(self.untimed)
-        for prefix, table, rows in (("s_", sent, self.i_s), ("r_", times, self.recv_rows[self.i_r])):
-            for name in MESSAGE_TIME_COLUMNS:
-                messages[prefix + name] = table[name][rows]
+        if self.local:          # every send is this rank's, and matched ones are untimed's
+            sent, rows = calls.of_ops(*(self.untimed["s_" + name] for name in _CALLS)), None
+        else:
+            sent = route(comm, calls.of_ops(*(self.send_calls[name] for name in _CALLS)), self.send_owner, codec)
+            rows = self.i_s
+        received = calls.of_ops(*(self.untimed["r_" + name] for name in _CALLS))
+        for name in MESSAGE_TIME_COLUMNS:
+            messages["s_" + name] = sent[name] if rows is None else sent[name][rows]
+            messages["r_" + name] = received[name]
         return {name: messages[name] for name in MESSAGE_COLUMNS}
+
+
+_CALLS = ("rank", "post_call", "done_call")     # an operation's columns that op_times reads
+
+
+class _CallTimes:
+    """op_times of some operations of the owned ranks, the calls' times put together on first
+    use: a run of collectives has no operation to look up."""
+
+    def __init__(self, calls_by_rank):
+        self.calls_by_rank, self.columns = calls_by_rank, None
+
+    def of_ops(self, rank, post_call, done_call):
+        if not len(rank):
+            return {name: np.zeros(0, np.int64) for name in MESSAGE_TIME_COLUMNS}
+        if self.columns is None:
+            index = CallIndex(self.calls_by_rank)
+            self.columns = (index, index.column(self.calls_by_rank, "start_ns"),
+                            index.column(self.calls_by_rank, "end_ns"))
+        return op_times(*self.columns, rank, post_call, done_call)
 
 
 MESSAGE_COLUMNS = ("comm", "tag", "bytes") + tuple(
@@ -218,7 +251,10 @@ FROM_RECEIVER_COLUMNS = ("s_rank", "s_done_call", "r_rank", "r_post_call", "r_po
 
 def to_senders(comm, ownership, messages, calls_by_rank, codec=None):
     """The matched messages again, on the owners of their sending ranks: FROM_RECEIVER_COLUMNS,
-    and s_done_start, s_done_end (-1 without completion) from the owned ranks' calls."""
+    and s_done_start, s_done_end (-1 without completion) from the owned ranks' calls.  On one
+    analysis rank these are the messages' own columns (the same calls' times): no lookup."""
+    if comm.Get_size() == 1:
+        return {name: messages[name] for name in FROM_RECEIVER_COLUMNS + ("s_done_start", "s_done_end")}
     back = route(comm, {name: messages[name] for name in FROM_RECEIVER_COLUMNS},
                  ownership.owner_of(messages["s_rank"]), codec)
     if not len(back["s_rank"]):
