@@ -11,8 +11,9 @@ import numpy as np
 
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
-from mpigraph.match.core import (CallIndex, joint_keys, kind_is, ordinal_within, pair_by_key, pair_occurrences,
-                                 route)
+from mpigraph.match.core import (CallIndex, group_key, joint_keys, kind_is, ordinal_in_groups, pair_by_ordinal,
+                                 pair_occurrences, route)
+from mpigraph.util import arrays
 
 SEND_SIDE, RECV_SIDE = 0, 1
 
@@ -115,16 +116,38 @@ def operations(batch):
 
 
 def message_keys(ops):
-    """(src, dst, ordinal) of each operation: its place in its (comm, src, dst, tag) stream.
+    """(src, dst, ordinal, stream) of each operation: its place in its (comm, src, dst, tag)
+    stream, and that stream as a code 0..streams-1 (in key order, a send's and its receive's
+    alike).
 
     Unresolved receives (wildcard source or tag never completed) get ordinal -1.
     """
     send = ops["side"] == SEND_SIDE
     src = np.where(send, ops["rank"], ops["peer"])
     dst = np.where(send, ops["peer"], ops["rank"])
-    n = ordinal_within([ops["side"], ops["comm"], src, dst, ops["tag"]], ops["post_record"])
+    stream, n_streams = _codes(group_key([ops["comm"], src, dst, ops["tag"]]))
+    # The sends and the receives of a stream are numbered apart.
+    side = stream * 2
+    side += ops["side"]
+    n = ordinal_in_groups(side, ops["post_record"], 2 * n_streams)
     resolved = (ops["peer"] >= 0) & (ops["tag"] >= 0)
-    return src, dst, np.where(resolved, n, -1)
+    return src, dst, np.where(resolved, n, -1), stream
+
+
+def _codes(*keys):
+    """(each of `keys` (int64 arrays of keys, comparable across them) as codes 0..n-1 in key order,
+    n): the keys less their least where they span a few times their rows (a pipeline's packed
+    streams), else their dense ranks among the distinct keys."""
+    n_rows = sum(len(k) for k in keys)
+    present = [k for k in keys if len(k)]
+    if not present:
+        return (*(np.zeros(0, np.int64) for _ in keys), 0)
+    low = min(int(k.min()) for k in present)
+    span = max(int(k.max()) for k in present) - low + 1
+    if span <= max(4 * n_rows, 1 << 16):
+        return (*(k - low for k in keys), span)
+    distinct, codes = arrays.unique_codes(np.concatenate(keys))
+    return (*np.split(codes, np.cumsum([len(k) for k in keys])[:-1]), len(distinct))
 
 
 MESSAGE_TIME_COLUMNS = ("post_start", "done_start", "done_end")
@@ -150,15 +173,16 @@ def op_times(index, start_ns, end_ns, rank, post_call, done_call):
 SENT_COLUMNS = tuple(name for name in OP_DTYPES if name != "side") + ("ordinal",)
 
 
-def _unmatched(ops, sends, i_s, recv_rows, i_r):
-    """The operations without partner (OP_DTYPES): the routed sends not in i_s, then this rank's
-    receives not in i_r."""
-    unmatched_s = np.ones(len(sends["rank"]), bool)
+def _unmatched(ops, sends, rows, i_s, recv_rows, i_r):
+    """The operations without partner (OP_DTYPES): the routed sends (rows `rows` of `sends`, None:
+    all of them) not in i_s, then this rank's receives not in i_r."""
+    unmatched_s = np.ones(len(sends["rank"]) if rows is None else len(rows), bool)
     unmatched_s[i_s] = False
     unmatched_r = np.ones(len(recv_rows), bool)
     unmatched_r[i_r] = False
-    n_lone, lone_recvs = int(unmatched_s.sum()), recv_rows[unmatched_r]
-    lone_sends = {name: np.full(n_lone, SEND_SIDE, dtype) if name == "side" else sends[name][unmatched_s]
+    lone = np.flatnonzero(unmatched_s)
+    lone, lone_recvs = lone if rows is None else rows[lone], recv_rows[unmatched_r]
+    lone_sends = {name: np.full(len(lone), SEND_SIDE, dtype) if name == "side" else sends[name][lone]
                   for name, dtype in OP_DTYPES.items()}
     return {name: np.concatenate([lone_sends[name], ops[name][lone_recvs]]) for name in OP_DTYPES}
 
@@ -173,31 +197,41 @@ class MessagePairs:
 
     def __init__(self, comm, ownership, ops, codec=None):
         """`ops`: the owned ranks' operation table (OP_DTYPES).  Collective over comm."""
-        src, dst, ordinal = message_keys(ops)
+        src, dst, ordinal, stream = message_keys(ops)
         send = ops["side"] == SEND_SIDE
         self.send_rows, self.recv_rows = np.flatnonzero(send), np.flatnonzero(~send)
         # A send's src and dst are its rank and peer, and its side is known: they do not travel.
         self.send_owner = ownership.owner_of(ops["peer"][self.send_rows])
-        sends = route(comm, {name: (ordinal if name == "ordinal" else ops[name])[self.send_rows]
-                             for name in SENT_COLUMNS}, self.send_owner, codec)
-        recvs = {"comm": ops["comm"][self.recv_rows], "src": src[self.recv_rows], "dst": dst[self.recv_rows],
-                 "tag": ops["tag"][self.recv_rows], "ordinal": ordinal[self.recv_rows]}
-        del src, dst, ordinal
-        self.i_s, self.i_r = pair_by_key([sends[k] for k in ("comm", "rank", "peer", "tag", "ordinal")],
-                                         [recvs[k] for k in ("comm", "src", "dst", "tag", "ordinal")])
-        del recvs
+        self.local = comm.Get_size() == 1
+        if self.local:
+            # The sends are this rank's: rows of ops, their streams numbered with the receives'.
+            sends, rows, send_ordinal = ops, self.send_rows, ordinal[self.send_rows]
+            send_stream, recv_stream = stream[self.send_rows], stream[self.recv_rows]
+            n_streams = int(stream.max()) + 1 if len(stream) else 0
+        else:
+            sends = route(comm, {name: (ordinal if name == "ordinal" else ops[name])[self.send_rows]
+                                 for name in SENT_COLUMNS}, self.send_owner, codec)
+            rows, send_ordinal = None, sends["ordinal"]
+            send_stream, recv_stream = joint_keys([[sends[k] for k in ("comm", "rank", "peer", "tag")],
+                                                   [ops["comm"][self.recv_rows], src[self.recv_rows],
+                                                    dst[self.recv_rows], ops["tag"][self.recv_rows]]])
+            send_stream, recv_stream, n_streams = _codes(send_stream, recv_stream)
+        del src, dst, stream
+        self.i_s, self.i_r = pair_by_ordinal(send_stream, send_ordinal, recv_stream, ordinal[self.recv_rows],
+                                             n_streams)
+        del send_stream, recv_stream, ordinal, send_ordinal
+        send_index = self.i_s if rows is None else rows[self.i_s]     # the matched sends' rows of `sends`
         recv_index = self.recv_rows[self.i_r]          # the matched receives' rows of ops
-        self.untimed = {"comm": sends["comm"][self.i_s], "tag": sends["tag"][self.i_s],
+        self.untimed = {"comm": sends["comm"][send_index], "tag": sends["tag"][send_index],
                         "bytes": ops["bytes"][recv_index]}
         for name in ("rank", "post_call", "done_call"):
-            self.untimed["s_" + name] = sends[name][self.i_s]
+            self.untimed["s_" + name] = sends[name][send_index]
             self.untimed["r_" + name] = ops[name][recv_index]
         # The calls of the owned sends, whose times travel to the receivers' owners each round
         # (on one analysis rank the matched sends' own columns above: no route, no second gather).
-        self.local = comm.Get_size() == 1
         self.send_calls = None if self.local else {name: ops[name][self.send_rows]
                                                    for name in ("rank", "post_call", "done_call")}
-        self.unmatched = _unmatched(ops, sends, self.i_s, self.recv_rows, self.i_r)
+        self.unmatched = _unmatched(ops, sends, rows, self.i_s, self.recv_rows, self.i_r)
 
     def messages(self, comm, calls_by_rank, codec=None):
         """One row per message whose receiver this analysis rank owns: the columns of both sides

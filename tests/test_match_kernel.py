@@ -1,0 +1,81 @@
+"""The match's counting kernel (match.kernel) and its numpy path give the same numbers, and the
+message pairing by counting gives pair_by_key's pairs in its order."""
+
+import numpy as np
+import pytest
+
+from mpigraph.match import core, kernel
+
+
+def _python_ordinals(groups, order):
+    seen, expected = {}, np.empty(len(order), np.int64)
+    for i in np.argsort(order, kind="stable"):
+        expected[i] = seen.get(groups[i], 0)
+        seen[groups[i]] = expected[i] + 1
+    return expected
+
+
+@pytest.mark.parametrize("runs", [1, 4, 2000])
+@pytest.mark.parametrize("groups", [1, 5, 70_000])
+def test_ordinals_of_the_kernel_and_of_numpy_are_the_same(monkeypatch, runs, groups):
+    """Rows in a few increasing runs of `order` or in many, few groups or more than 16 bits'
+    worth: the kernel's count per group, row by row (after a sort by order where a group's
+    rows are out of order), numpy's sorts, and a Python count all agree."""
+    rng = np.random.default_rng(runs * 7 + groups)
+    n = 4000
+    keys = [rng.integers(0, groups, n), rng.integers(0, 3, n)]
+    cuts = np.sort(rng.choice(np.arange(1, n), runs - 1, replace=False))
+    order = np.concatenate([np.sort(part) for part in np.split(rng.permutation(n), cuts)])
+    expected = _python_ordinals(list(zip(*[k.tolist() for k in keys])), order)
+    monkeypatch.setenv("MPIGRAPH_MATCH_KERNEL", "off")
+    assert not kernel.available()
+    assert np.array_equal(core.ordinal_within(keys, order), expected)
+    monkeypatch.delenv("MPIGRAPH_MATCH_KERNEL")
+    if not kernel.available():
+        pytest.skip("no C compiler")
+    assert np.array_equal(core.ordinal_within(keys, order), expected)
+
+
+def test_ordinals_of_given_codes_are_counted_without_numbering_them_again(monkeypatch):
+    rng = np.random.default_rng(1)
+    code = rng.integers(0, 50, 3000) * 2          # codes 0..99, half of them never used
+    order = np.arange(3000)
+    expected = _python_ordinals(code.tolist(), order)
+    for setting in ("off", ""):
+        monkeypatch.setenv("MPIGRAPH_MATCH_KERNEL", setting)
+        assert np.array_equal(core.ordinal_in_groups(code, order, 100), expected)
+
+
+def test_the_kernel_declines_an_order_repeated_within_a_group():
+    if not kernel.available():
+        pytest.skip("no C compiler")
+    assert kernel.ordinals(np.array([0, 0, 1]), 2, np.array([4, 4, 1])) is None
+    assert kernel.ordinals(np.array([0, 1, 0]), 2, np.array([4, 1, 2])).tolist() == [1, 0, 0]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pairing_by_ordinal_is_pair_by_key(seed):
+    """Sends numbered 0..k-1 in each stream, receives with some sends missing, some extra
+    ordinals and unresolved ones (-1): the same pairs as the sort, in the same (key) order."""
+    rng = np.random.default_rng(seed)
+    n_streams = 40
+    stream_a = rng.integers(0, n_streams, 3000)
+    ordinal_a = core.ordinal_within([stream_a], np.arange(len(stream_a)))
+    pick = rng.permutation(len(stream_a))[:2500]
+    stream_b = np.concatenate([stream_a[pick], rng.integers(0, n_streams, 300)])
+    ordinal_b = np.concatenate([ordinal_a[pick], rng.integers(-1, 200, 300)])
+    b = np.unique(np.stack([stream_b, ordinal_b], axis=1), axis=0)     # unique keys on b's side
+    b = b[rng.permutation(len(b))]
+    stream_b, ordinal_b = b[:, 0], b[:, 1]
+    want = core.pair_by_key([stream_a, ordinal_a], [stream_b, ordinal_b])
+    got = core.pair_by_ordinal(stream_a, ordinal_a, stream_b, ordinal_b, n_streams)
+    assert len(got[0]) >= 2500 and all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
+def test_pairing_by_ordinal_gives_way_to_the_sort_where_a_stream_skips_an_ordinal():
+    stream_a, ordinal_a = np.array([0, 0, 1]), np.array([0, 2, 0])
+    stream_b, ordinal_b = np.array([1, 0, 0]), np.array([0, 2, 1])
+    want = core.pair_by_key([stream_a, ordinal_a], [stream_b, ordinal_b])
+    got = core.pair_by_ordinal(stream_a, ordinal_a, stream_b, ordinal_b, 2)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    assert got[0].tolist() == [1, 2] and got[1].tolist() == [1, 0]
