@@ -79,3 +79,55 @@ def test_pairing_by_ordinal_gives_way_to_the_sort_where_a_stream_skips_an_ordina
     got = core.pair_by_ordinal(stream_a, ordinal_a, stream_b, ordinal_b, 2)
     assert all(np.array_equal(g, w) for g, w in zip(got, want))
     assert got[0].tolist() == [1, 2] and got[1].tolist() == [1, 0]
+
+
+def _members_and_calls(rng, own=True):
+    """Owned ranks' calls with random times and collective members of some of them (blocking:
+    each its own call's, or some completed in a later call), as the match gives them."""
+    from mpigraph.match.collectives import PATTERN_OF_FUNC
+    from mpigraph.match.core import RankCalls
+
+    calls = {}
+    for rank in (3, 4, 6):
+        n = int(rng.integers(50, 200))
+        start = np.cumsum(rng.integers(0, 100, n))
+        calls[rank] = RankCalls(np.zeros(n, np.uint16), start, start + rng.integers(-5, 80, n), rank)
+    rows = [(rank, call) for rank, c in calls.items() for call in rng.choice(c.n_calls, c.n_calls // 2, replace=False)]
+    rank = np.array([r for r, _ in rows], np.int32)
+    call = np.array([c for _, c in rows], np.int64)
+    done_call = call.copy()
+    if not own:
+        later = rng.random(len(call)) < 0.3
+        done_call[later] = np.minimum(call[later] + 1, [calls[int(r)].n_calls - 1 for r in rank[later]])
+    funcs = np.flatnonzero(PATTERN_OF_FUNC >= 0)
+    start = np.array([calls[int(r)].start_ns[c] for r, c in zip(rank, call)])
+    end = np.array([calls[int(r)].end_ns[c] for r, c in zip(rank, done_call)])
+    release_rank = np.where(rng.random(len(rank)) < 0.8, rng.integers(3, 7, len(rank)), -1).astype(np.int32)
+    members = {"rank": rank, "call": call, "done_call": done_call, "func": rng.choice(funcs, len(rank)).astype(np.uint16),
+               "root": rng.integers(3, 7, len(rank)).astype(np.int32), "start": start, "end": end,
+               "min_end": end - rng.integers(-20, 60, len(rank)), "release_rank": release_rank,
+               "release_start": start + rng.integers(-50, 100, len(rank))}
+    return calls, members
+
+
+@pytest.mark.parametrize("own", [True, False])
+@pytest.mark.parametrize("seed", range(3))
+def test_collective_waits_of_the_kernel_and_of_numpy_are_the_same(monkeypatch, own, seed):
+    """Every member its own call's (the kernel's one pass) or some completed later (numpy's
+    path either way): the calls' waits, states and the members' totals agree."""
+    from mpigraph.match.core import CallIndex
+    from mpigraph.metrics import waits
+
+    calls, members = _members_and_calls(np.random.default_rng(seed), own)
+    index = CallIndex(calls)
+    start_ns, end_ns = index.column(calls, "start_ns"), index.column(calls, "end_ns")
+    results = {}
+    for setting in ("off", ""):
+        monkeypatch.setenv("MPIGRAPH_MATCH_KERNEL", setting)
+        results[setting] = waits._collective_waits(index, start_ns, end_ns, members)
+    if own and kernel.available():
+        assert kernel.member_waits(members, 3, index.first_call_table, len(index), waits._COLLECTIVE_STATE,
+                                   waits._NO_WAIT_AFTER, waits.NO_STATE) is not None
+    for got, want in zip(results[""], results["off"]):
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+    assert (results["off"][0] > 0).any() and (results["off"][2] > 0).any()     # some waits before and after

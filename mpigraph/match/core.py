@@ -538,6 +538,12 @@ class CallIndex:
     def __len__(self):
         return int(self.offsets[-1])
 
+    @property
+    def first_call_table(self):
+        """The first call of each rank from the first owned rank to the last, by rank less the
+        first (None where the span is far wider than the owned ranks): the lookup ``of`` makes."""
+        return self._first_call
+
     def of(self, rank, call):
         """Position of call `call` of owned rank `rank` (arrays) in the numbering."""
         rank = np.asarray(rank)

@@ -4,6 +4,10 @@
 among its window's): a count per group, read and incremented row by row, where numpy sorts the
 rows by group and numbers the sorted runs (a sort, a gather and a scatter of every row).
 
+``member_waits`` is metrics.waits' member_waits and _per_call for blocking collective members
+(each its own call's): one pass over the members, where numpy makes a dozen passes and three
+scatters into the calls (a bulk-synchronous run has a member per call).
+
 Each function returns None where the kernel cannot be used (no C compiler, or
 MPIGRAPH_MATCH_KERNEL=off, a test setting); the callers then do the same with numpy.
 """
@@ -33,16 +37,71 @@ int64_t ordinals(int64_t n, const int64_t *code, const int64_t *order, int64_t *
     }
     return 0;
 }
+
+/* The waits of collective members each completed in its own call (blocking: done_call ==
+ * call), as metrics.waits.member_waits and _per_call compute them with numpy, in one pass:
+ * the member's call is first_call[rank - r0] + call (CallIndex.of); per call (zeros, NO_STATE
+ * and zeros on entry) its wait before, state and wait after; per member its wait before +
+ * after and the duration of its call (clamped at 0).  state_of: [2 * func + is root] the
+ * member's state; no_wait_after: per function.  Returns 0, or 1 (outputs undefined) at a
+ * member that is not its own call's or lies outside the tables: numpy then does it all. */
+int64_t member_waits(int64_t n, const int32_t *rank, const int64_t *call, const int64_t *done_call,
+                     const uint16_t *func, const int32_t *root, const int64_t *start, const int64_t *end,
+                     const int64_t *min_end, const int32_t *release_rank, const int64_t *release_start,
+                     int64_t r0, int64_t n_first, const int64_t *first_call, int64_t n_funcs,
+                     const int8_t *state_of, const uint8_t *no_wait_after, int64_t n_calls, int8_t no_state,
+                     int64_t *wait_call, int8_t *state_call, int64_t *after_call, int64_t *member_wait,
+                     int64_t *duration)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = (int64_t)rank[i] - r0, f = func[i];
+        if (done_call[i] != call[i] || r < 0 || r >= n_first || f >= n_funcs)
+            return 1;
+        int64_t at = first_call[r] + call[i];
+        if (at < 0 || at >= n_calls)
+            return 1;
+        int64_t d = end[i] - start[i];
+        if (d < 0)
+            d = 0;
+        int64_t before = 0;
+        if (release_rank[i] >= 0) {
+            before = release_start[i] - start[i];
+            before = before < 0 ? 0 : (before > d ? d : before);
+        }
+        int64_t after = 0;
+        if (!no_wait_after[f]) {
+            after = end[i] - min_end[i];
+            if (after < 0)
+                after = 0;
+            after = (after + before > d ? d : after + before) - before;
+        }
+        wait_call[at] = before;
+        state_call[at] = before == 0 ? no_state : state_of[2 * f + (rank[i] == root[i])];
+        after_call[at] = after;
+        member_wait[i] = before + after;
+        duration[i] = d;
+    }
+    return 0;
+}
 """
 
 CDEF = """
 int64_t ordinals(int64_t n, const int64_t *code, const int64_t *order, int64_t *count, int64_t *last,
                  int64_t *out);
+int64_t member_waits(int64_t n, const int32_t *rank, const int64_t *call, const int64_t *done_call,
+                     const uint16_t *func, const int32_t *root, const int64_t *start, const int64_t *end,
+                     const int64_t *min_end, const int32_t *release_rank, const int64_t *release_start,
+                     int64_t r0, int64_t n_first, const int64_t *first_call, int64_t n_funcs,
+                     const int8_t *state_of, const uint8_t *no_wait_after, int64_t n_calls, int8_t no_state,
+                     int64_t *wait_call, int8_t *state_call, int64_t *after_call, int64_t *member_wait,
+                     int64_t *duration);
 """
 
 _KERNEL = ckernel.Kernel("match-kernel", SOURCE, CDEF, "MPIGRAPH_MATCH_KERNEL", "off")
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
-_FUNCTIONS = {"ordinals": (_I64, [_I64, _PTR, _PTR, _PTR, _PTR, _PTR])}
+_FUNCTIONS = {"ordinals": (_I64, [_I64, _PTR, _PTR, _PTR, _PTR, _PTR]),
+              "member_waits": (_I64, [_I64] + [_PTR] * 10 + [_I64, _I64, _PTR, _I64, _PTR, _PTR, _I64, ctypes.c_int8]
+                               + [_PTR] * 5)}
 
 
 def _library():
@@ -79,3 +138,30 @@ def _ordinals(lib, code, order, n_codes, out):
     last = np.full(n_codes, np.iinfo(np.int64).min, np.int64)
     return lib.ordinals(len(code), code.ctypes.data, order.ctypes.data, count.ctypes.data, last.ctypes.data,
                         out.ctypes.data)
+
+
+# The member columns member_waits reads, in its dtypes.
+_MEMBER_COLUMNS = {"rank": np.int32, "call": np.int64, "done_call": np.int64, "func": np.uint16, "root": np.int32,
+                   "start": np.int64, "end": np.int64, "min_end": np.int64, "release_rank": np.int32,
+                   "release_start": np.int64}
+
+
+def member_waits(members, r0, first_call, n_calls, state_of, no_wait_after, no_state):
+    """(per call: wait before, state, wait after; per member: wait before + after, its call's
+    duration) of collective members each completed in its own call, `first_call[rank - r0]` the
+    first call of each rank in the calls' numbering; None without the kernel or where a member
+    is not its own call's (metrics.waits then uses numpy)."""
+    lib = _library()
+    if lib is None:
+        return None
+    columns = [np.ascontiguousarray(members[name], dtype) for name, dtype in _MEMBER_COLUMNS.items()]
+    n = len(columns[0])
+    first_call = np.ascontiguousarray(first_call, np.int64)
+    state_of = np.ascontiguousarray(state_of, np.int8).reshape(-1)
+    no_wait_after = np.ascontiguousarray(no_wait_after, np.uint8)
+    out = (np.zeros(n_calls, np.int64), np.full(n_calls, no_state, np.int8), np.zeros(n_calls, np.int64),
+           np.empty(n, np.int64), np.empty(n, np.int64))
+    failed = lib.member_waits(n, *(c.ctypes.data for c in columns), r0, len(first_call), first_call.ctypes.data,
+                              len(no_wait_after), state_of.ctypes.data, no_wait_after.ctypes.data, n_calls,
+                              no_state, *(o.ctypes.data for o in out))
+    return None if failed else out
