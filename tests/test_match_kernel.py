@@ -131,3 +131,24 @@ def test_collective_waits_of_the_kernel_and_of_numpy_are_the_same(monkeypatch, o
     for got, want in zip(results[""], results["off"]):
         assert got.dtype == want.dtype and np.array_equal(got, want)
     assert (results["off"][0] > 0).any() and (results["off"][2] > 0).any()     # some waits before and after
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_charged_kinds_of_the_kernel_and_of_numpy_are_the_same(monkeypatch, seed):
+    """Calls completing one message or several of either kind (some of both: the airport rule):
+    the largest wait per call and its split into the kinds agree with the kernel and without."""
+    from mpigraph.metrics import message_kinds
+
+    rng = np.random.default_rng(seed)
+    n_calls = 500
+    position = rng.integers(0, n_calls, 3000)
+    wait = np.where(rng.random(3000) < 0.3, 0, rng.integers(0, 10_000, 3000))
+    is_receiver = rng.random(3000) < 0.4
+    results = {}
+    for setting in ("off", ""):
+        monkeypatch.setenv("MPIGRAPH_MATCH_KERNEL", setting)
+        results[setting] = message_kinds.charged(position, wait, is_receiver, n_calls)
+    for got, want in zip(results[""], results["off"]):
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+    total, ls, lr = results["off"]
+    assert ((ls > 0) & (lr > 0)).any() and np.array_equal(ls + lr, total)

@@ -6,7 +6,9 @@ rows by group and numbers the sorted runs (a sort, a gather and a scatter of eve
 
 ``member_waits`` is metrics.waits' member_waits and _per_call for blocking collective members
 (each its own call's): one pass over the members, where numpy makes a dozen passes and three
-scatters into the calls (a bulk-synchronous run has a member per call).
+scatters into the calls (a bulk-synchronous run has a member per call).  ``largest_waits`` is
+metrics.message_kinds' np.maximum.at of the messages' waits into their calls, with the kinds
+that waited, in one pass.
 
 Each function returns None where the kernel cannot be used (no C compiler, or
 MPIGRAPH_MATCH_KERNEL=off, a test setting); the callers then do the same with numpy.
@@ -83,6 +85,24 @@ int64_t member_waits(int64_t n, const int32_t *rank, const int64_t *call, const 
     }
     return 0;
 }
+
+/* Per call 0..n_calls-1 (total: zeros, kinds: zeros on entry) the largest wait of its messages
+ * and the kinds of those that waited: bit 0 late sender, bit 1 late receiver (`is_receiver`).
+ * Returns 0, or 1 at a position outside the calls (numpy then does it). */
+int64_t largest_waits(int64_t n, const int64_t *position, const int64_t *wait, const uint8_t *is_receiver,
+                      int64_t n_calls, int64_t *total, uint8_t *kinds)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int64_t p = position[i], w = wait[i];
+        if (p < 0 || p >= n_calls)
+            return 1;
+        if (w > total[p])
+            total[p] = w;
+        if (w > 0)
+            kinds[p] |= is_receiver[i] ? 2 : 1;
+    }
+    return 0;
+}
 """
 
 CDEF = """
@@ -95,13 +115,16 @@ int64_t member_waits(int64_t n, const int32_t *rank, const int64_t *call, const 
                      const int8_t *state_of, const uint8_t *no_wait_after, int64_t n_calls, int8_t no_state,
                      int64_t *wait_call, int8_t *state_call, int64_t *after_call, int64_t *member_wait,
                      int64_t *duration);
+int64_t largest_waits(int64_t n, const int64_t *position, const int64_t *wait, const uint8_t *is_receiver,
+                      int64_t n_calls, int64_t *total, uint8_t *kinds);
 """
 
 _KERNEL = ckernel.Kernel("match-kernel", SOURCE, CDEF, "MPIGRAPH_MATCH_KERNEL", "off")
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
 _FUNCTIONS = {"ordinals": (_I64, [_I64, _PTR, _PTR, _PTR, _PTR, _PTR]),
               "member_waits": (_I64, [_I64] + [_PTR] * 10 + [_I64, _I64, _PTR, _I64, _PTR, _PTR, _I64, ctypes.c_int8]
-                               + [_PTR] * 5)}
+                               + [_PTR] * 5),
+              "largest_waits": (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR])}
 
 
 def _library():
@@ -165,3 +188,19 @@ def member_waits(members, r0, first_call, n_calls, state_of, no_wait_after, no_s
                               len(no_wait_after), state_of.ctypes.data, no_wait_after.ctypes.data, n_calls,
                               no_state, *(o.ctypes.data for o in out))
     return None if failed else out
+
+
+def largest_waits(position, wait, is_receiver, n_calls):
+    """(per call the largest wait of its messages, the kinds that waited: bit 0 late sender, bit 1
+    late receiver) of messages charged to calls `position` (metrics.message_kinds); None without
+    the kernel or where a position lies outside 0..n_calls-1."""
+    lib = _library()
+    if lib is None:
+        return None
+    position, wait = np.ascontiguousarray(position, np.int64), np.ascontiguousarray(wait, np.int64)
+    is_receiver = np.ascontiguousarray(is_receiver, bool).view(np.uint8)
+    total, kinds = np.zeros(n_calls, np.int64), np.zeros(n_calls, np.uint8)
+    if lib.largest_waits(len(position), position.ctypes.data, wait.ctypes.data, is_receiver.ctypes.data, n_calls,
+                         total.ctypes.data, kinds.ctypes.data):
+        return None
+    return total, kinds

@@ -188,8 +188,8 @@ class _Releases:
 
     def applied(self, comm, calls, groups, members, codec=None):
         if self.wants is None:
-            self.wants = neighbors.Wants.of(self.neighbours, members, groups.instance["comm"][groups.group],
-                                            groups.instance["seq"][groups.group])
+            self.wants = neighbors.Wants.of(self.neighbours, members, _OfInstance(groups, "comm"),
+                                            _OfInstance(groups, "seq"))
             self.any_neighbours = comm.allreduce(len(self.wants.rows)) > 0
         if self.any_neighbours:
             members = self.wants.released(comm, members, codec)
@@ -197,6 +197,17 @@ class _Releases:
             extra = rma.member_rows(comm, self.epochs, calls, members, codec)
             members = {name: np.concatenate([members[name], extra[name]]) for name in members}
         return members
+
+
+class _OfInstance:
+    """An instance column of the members of collectives.LocalGroups `groups` (of each member,
+    its instance's), looked up only for the rows asked (neighbourhood members: none in most runs)."""
+
+    def __init__(self, groups, name):
+        self.column, self.group = groups.instance[name], groups.group
+
+    def __getitem__(self, rows):
+        return self.column[self.group[rows]]
 
 
 def dependency_edges(to_me, from_me, members, probe_edges=None):
@@ -257,9 +268,10 @@ def _probe_links(calls, found, ops, pairs, messages):
 def _incomplete(ops):
     """{owned rank: its operations that never completed}, the ranks that have any (ops are in
     owned-rank order)."""
-    never = {name: col[ops["done_call"] < 0] for name, col in ops.items()}
-    if not len(never["rank"]):
+    never = np.flatnonzero(ops["done_call"] < 0)
+    if not len(never):          # most runs: no column is filtered
         return {}
+    never = {name: col[never] for name, col in ops.items()}
     starts, lengths = arrays.runs(never["rank"])
     return {int(never["rank"][a]): {name: col[a:a + n] for name, col in never.items()}
             for a, n in zip(starts.tolist(), lengths.tolist())}
