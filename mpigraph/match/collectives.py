@@ -145,6 +145,12 @@ def members(batch, world_size):
         # Consecutive records without part records between them are consecutive calls.
         start_at = _slice_if_consecutive(call) if isinstance(pick, slice) else call
         end_at = start_at if done_call is call else np.where(done_call >= 0, done_call, call)
+    elif not len(part_rows):
+        # Without part records the batch's calls are its records: a member's call in the batch
+        # is its row (batch_call's sum, without it).
+        start_at = rows
+        end_at = start_at if done_call is call else batch.batch_call(position,
+                                                                     np.where(done_call >= 0, done_call, call))
     else:
         start_at = batch.batch_call(position, call)
         end_at = start_at if done_call is call else batch.batch_call(position,

@@ -210,6 +210,10 @@ class _OfInstance:
         return self.column[self.group[rows]]
 
 
+# Per function id: a blocking N-to-N collective (one lookup per member, not two and a test).
+_BLOCKING_N_TO_N = (collectives.PATTERN_OF_FUNC == COLLECTIVE_N_TO_N) & ~NONBLOCKING[:len(collectives.PATTERN_OF_FUNC)]
+
+
 def dependency_edges(to_me, from_me, members, probe_edges=None):
     """The incoming edges of the owned ranks (match.py's Dependencies); `probe_edges`: (send rank,
     send call, probe rank, probe call) late-sender edges into probes (match.probes)."""
@@ -221,11 +225,13 @@ def dependency_edges(to_me, from_me, members, probe_edges=None):
     completed = members["done_call"] >= 0
     released = completed & (members["release_rank"] >= 0)
     pattern = collectives.pattern_of(members["func"])
-    assert (pattern[released] >= COLLECTIVE_N_TO_N).all()
+    assert ((pattern >= COLLECTIVE_N_TO_N) | ~released).all()
     # The last arriver of a blocking N-to-N instance releases itself too: with that edge the path
     # stage sees every member of the instance, which a global synchronisation point needs.  A
     # nonblocking one is no such point (its members' calls are not where they wait).
-    last = ~released & completed & (pattern == COLLECTIVE_N_TO_N) & ~NONBLOCKING[members["func"]]
+    last = _BLOCKING_N_TO_N[members["func"]]
+    last &= completed
+    last &= ~released
     return Dependencies.picked([
         (done, to_me["s_rank"], to_me["s_post_call"], to_me["r_rank"], to_me["r_done_call"], MESSAGE_LATE_SENDER),
         (waited, from_me["r_rank"], from_me["r_post_call"], from_me["s_rank"], from_me["s_done_call"],

@@ -201,8 +201,8 @@ class MessagePairs:
         send = ops["side"] == SEND_SIDE
         self.send_rows, self.recv_rows = np.flatnonzero(send), np.flatnonzero(~send)
         # A send's src and dst are its rank and peer, and its side is known: they do not travel.
-        self.send_owner = ownership.owner_of(ops["peer"][self.send_rows])
         self.local = comm.Get_size() == 1
+        self.send_owner = None if self.local else ownership.owner_of(ops["peer"][self.send_rows])
         if self.local:
             # The sends are this rank's: rows of ops, their streams numbered with the receives'.
             sends, rows, send_ordinal = ops, self.send_rows, ordinal[self.send_rows]
