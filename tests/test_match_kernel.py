@@ -152,3 +152,27 @@ def test_charged_kinds_of_the_kernel_and_of_numpy_are_the_same(monkeypatch, seed
         assert got.dtype == want.dtype and np.array_equal(got, want)
     total, ls, lr = results["off"]
     assert ((ls > 0) & (lr > 0)).any() and np.array_equal(ls + lr, total)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_operation_times_of_the_kernel_and_of_numpy_are_the_same(monkeypatch, seed):
+    """Operations posted and completed in owned ranks' calls, some never completed (-1): the
+    calls' times with the kernel and without."""
+    from mpigraph.match import p2p
+    from mpigraph.match.core import CallIndex
+
+    rng = np.random.default_rng(seed)
+    calls, _ = _members_and_calls(rng)
+    index = CallIndex(calls)
+    start_ns, end_ns = index.column(calls, "start_ns"), index.column(calls, "end_ns")
+    rank = rng.choice(sorted(calls), 400).astype(np.int32)
+    post_call = np.array([rng.integers(0, calls[int(r)].n_calls) for r in rank], np.int64)
+    done_call = np.where(rng.random(400) < 0.2, -1, np.minimum(post_call + rng.integers(0, 3, 400),
+                                                                [calls[int(r)].n_calls - 1 for r in rank]))
+    results = {}
+    for setting in ("off", ""):
+        monkeypatch.setenv("MPIGRAPH_MATCH_KERNEL", setting)
+        results[setting] = p2p.op_times(index, start_ns, end_ns, rank, post_call, done_call)
+    for name in p2p.MESSAGE_TIME_COLUMNS:
+        assert np.array_equal(results[""][name], results["off"][name])
+    assert (results["off"]["done_end"] == -1).any() and (results["off"]["done_end"] > 0).any()

@@ -8,7 +8,7 @@ rows by group and numbers the sorted runs (a sort, a gather and a scatter of eve
 (each its own call's): one pass over the members, where numpy makes a dozen passes and three
 scatters into the calls (a bulk-synchronous run has a member per call).  ``largest_waits`` is
 metrics.message_kinds' np.maximum.at of the messages' waits into their calls, with the kinds
-that waited, in one pass.
+that waited, in one pass; ``op_times`` the times of operations' posting and completing calls.
 
 Each function returns None where the kernel cannot be used (no C compiler, or
 MPIGRAPH_MATCH_KERNEL=off, a test setting); the callers then do the same with numpy.
@@ -103,6 +103,35 @@ int64_t largest_waits(int64_t n, const int64_t *position, const int64_t *wait, c
     }
     return 0;
 }
+
+/* post_start, done_start, done_end (-1 where done_call < 0) of operations of ranks `rank`
+ * posted in calls post_call and completed in done_call, a call's times start_ns[at],
+ * end_ns[at] at = first_call[rank - r0] + call (CallIndex.of).  Returns 0, or 1 at an
+ * operation outside the tables (numpy then does it). */
+int64_t op_times(int64_t n, const int32_t *rank, const int64_t *post_call, const int64_t *done_call, int64_t r0,
+                 int64_t n_first, const int64_t *first_call, int64_t n_calls, const int64_t *start_ns,
+                 const int64_t *end_ns, int64_t *post_start, int64_t *done_start, int64_t *done_end)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = (int64_t)rank[i] - r0;
+        if (r < 0 || r >= n_first)
+            return 1;
+        int64_t post = first_call[r] + post_call[i];
+        if (post < 0 || post >= n_calls)
+            return 1;
+        post_start[i] = start_ns[post];
+        if (done_call[i] < 0) {
+            done_start[i] = done_end[i] = -1;
+            continue;
+        }
+        int64_t done = first_call[r] + done_call[i];
+        if (done >= n_calls)
+            return 1;
+        done_start[i] = start_ns[done];
+        done_end[i] = end_ns[done];
+    }
+    return 0;
+}
 """
 
 CDEF = """
@@ -117,6 +146,9 @@ int64_t member_waits(int64_t n, const int32_t *rank, const int64_t *call, const 
                      int64_t *duration);
 int64_t largest_waits(int64_t n, const int64_t *position, const int64_t *wait, const uint8_t *is_receiver,
                       int64_t n_calls, int64_t *total, uint8_t *kinds);
+int64_t op_times(int64_t n, const int32_t *rank, const int64_t *post_call, const int64_t *done_call, int64_t r0,
+                 int64_t n_first, const int64_t *first_call, int64_t n_calls, const int64_t *start_ns,
+                 const int64_t *end_ns, int64_t *post_start, int64_t *done_start, int64_t *done_end);
 """
 
 _KERNEL = ckernel.Kernel("match-kernel", SOURCE, CDEF, "MPIGRAPH_MATCH_KERNEL", "off")
@@ -124,7 +156,8 @@ _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
 _FUNCTIONS = {"ordinals": (_I64, [_I64, _PTR, _PTR, _PTR, _PTR, _PTR]),
               "member_waits": (_I64, [_I64] + [_PTR] * 10 + [_I64, _I64, _PTR, _I64, _PTR, _PTR, _I64, ctypes.c_int8]
                                + [_PTR] * 5),
-              "largest_waits": (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR])}
+              "largest_waits": (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR]),
+              "op_times": (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _I64, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _PTR])}
 
 
 def _library():
@@ -204,3 +237,22 @@ def largest_waits(position, wait, is_receiver, n_calls):
                          total.ctypes.data, kinds.ctypes.data):
         return None
     return total, kinds
+
+
+def op_times(rank, post_call, done_call, r0, first_call, start_ns, end_ns):
+    """(post_start, done_start, done_end) of operations (match.p2p.op_times), the calls' times
+    `start_ns`, `end_ns` (CallIndex.column) at first_call[rank - r0] + call, in one pass; None
+    without the kernel or where an operation lies outside the tables."""
+    lib = _library()
+    if lib is None:
+        return None
+    rank = np.ascontiguousarray(rank, np.int32)
+    post_call, done_call = np.ascontiguousarray(post_call, np.int64), np.ascontiguousarray(done_call, np.int64)
+    first_call = np.ascontiguousarray(first_call, np.int64)
+    start_ns, end_ns = np.ascontiguousarray(start_ns, np.int64), np.ascontiguousarray(end_ns, np.int64)
+    out = tuple(np.empty(len(rank), np.int64) for _ in range(3))
+    if lib.op_times(len(rank), rank.ctypes.data, post_call.ctypes.data, done_call.ctypes.data, r0, len(first_call),
+                    first_call.ctypes.data, len(start_ns), start_ns.ctypes.data, end_ns.ctypes.data,
+                    *(o.ctypes.data for o in out)):
+        return None
+    return out

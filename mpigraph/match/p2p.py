@@ -13,6 +13,7 @@ from mpigraph.trace import functions as mf
 from mpigraph.trace import record
 from mpigraph.match.core import (CallIndex, group_key, joint_keys, kind_is, ordinal_in_groups, pair_by_ordinal,
                                  pair_occurrences, route)
+from mpigraph.match import kernel
 from mpigraph.util import arrays
 
 SEND_SIDE, RECV_SIDE = 0, 1
@@ -157,6 +158,11 @@ def op_times(index, start_ns, end_ns, rank, post_call, done_call):
     """{post_start, done_start, done_end} (int64 ns; done_* = -1 without completion) of the
     operations of owned ranks `rank` posted in calls `post_call` and completed in `done_call`
     (-1: never); `start_ns`, `end_ns`: index.column of the calls' times (index a CallIndex)."""
+    if index.first_call_table is not None and len(rank):      # in one pass where the kernel is at hand
+        found = kernel.op_times(rank, post_call, done_call, int(index.ranks[0]), index.first_call_table, start_ns,
+                                end_ns)
+        if found is not None:
+            return dict(zip(MESSAGE_TIME_COLUMNS, found))
     has = done_call >= 0
     every = bool(has.all())
     done = index.of(rank, done_call if every else np.maximum(done_call, 0))
