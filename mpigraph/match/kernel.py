@@ -1,4 +1,4 @@
-"""The match's counting passes in C: what a sort does in numpy, in one pass over the rows.
+"""The match stage's passes in C: what numpy does in a sort or in several passes, in one pass.
 
 ``ordinals`` numbers each row within its group (a message's place in its stream, an epoch's
 among its window's): a count per group, read and incremented row by row, where numpy sorts the
@@ -15,6 +15,7 @@ MPIGRAPH_MATCH_KERNEL=off, a test setting); the callers then do the same with nu
 """
 
 import ctypes
+import re
 
 import numpy as np
 
@@ -134,22 +135,8 @@ int64_t op_times(int64_t n, const int32_t *rank, const int64_t *post_call, const
 }
 """
 
-CDEF = """
-int64_t ordinals(int64_t n, const int64_t *code, const int64_t *order, int64_t *count, int64_t *last,
-                 int64_t *out);
-int64_t member_waits(int64_t n, const int32_t *rank, const int64_t *call, const int64_t *done_call,
-                     const uint16_t *func, const int32_t *root, const int64_t *start, const int64_t *end,
-                     const int64_t *min_end, const int32_t *release_rank, const int64_t *release_start,
-                     int64_t r0, int64_t n_first, const int64_t *first_call, int64_t n_funcs,
-                     const int8_t *state_of, const uint8_t *no_wait_after, int64_t n_calls, int8_t no_state,
-                     int64_t *wait_call, int8_t *state_call, int64_t *after_call, int64_t *member_wait,
-                     int64_t *duration);
-int64_t largest_waits(int64_t n, const int64_t *position, const int64_t *wait, const uint8_t *is_receiver,
-                      int64_t n_calls, int64_t *total, uint8_t *kinds);
-int64_t op_times(int64_t n, const int32_t *rank, const int64_t *post_call, const int64_t *done_call, int64_t r0,
-                 int64_t n_first, const int64_t *first_call, int64_t n_calls, const int64_t *start_ns,
-                 const int64_t *end_ns, int64_t *post_start, int64_t *done_start, int64_t *done_end);
-"""
+# The functions' declarations: their definitions' heads (ckernel hashes them with the source).
+CDEF = "\n".join(head + ";" for head in re.findall(r"^(?:int64_t|void) \w+\([^)]*\)", SOURCE, re.M))
 
 _KERNEL = ckernel.Kernel("match-kernel", SOURCE, CDEF, "MPIGRAPH_MATCH_KERNEL", "off")
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
