@@ -60,7 +60,6 @@ def comm_ranks(batch, world_size, part_rows, position, comm, rank=None):
     comm-creation parts (`part_rows`: the batch's part records) created, the first creation of an
     id seen twice.  `rank`: the members' trace ranks where the caller has them (batch.ranks[position]),
     which the answer may share (read it, never write to it)."""
-    records = batch.records
     rank = batch.ranks[position] if rank is None else rank
     # A topology communicator's in-neighbours follow its creation part, flagged COLLECTIVE (match.neighbors).
     neighbour = (batch.flags[part_rows] & record.COLLECTIVE) != 0
@@ -75,10 +74,10 @@ def comm_ranks(batch, world_size, part_rows, position, comm, rank=None):
     n = len(batch.ranks)
     # Per rank: world first, then the creations in record order, then self (the first of an id wins).
     table_position = np.concatenate([np.arange(n), batch.positions(created), np.arange(n)])
-    ids = np.concatenate([np.zeros(n, np.int64), records["comm"][created], (1 << 32) | batch.ranks])
-    ranks = np.concatenate([batch.ranks.astype(rank_type), records["tag"][created].astype(rank_type),
+    ids = np.concatenate([np.zeros(n, np.int64), batch.field_at("comm", created), (1 << 32) | batch.ranks])
+    ranks = np.concatenate([batch.ranks.astype(rank_type), batch.field_at("tag", created).astype(rank_type),
                             np.zeros(n, rank_type)])
-    sizes = np.concatenate([np.full(n, world_size, size_type), records["bytes"][created].astype(size_type),
+    sizes = np.concatenate([np.full(n, world_size, size_type), batch.field_at("bytes", created).astype(size_type),
                             np.ones(n, size_type)])
     table_key, member_key = joint_keys([[table_position, ids], [position, comm]])
     order = np.argsort(table_key, kind="stable")
@@ -111,14 +110,14 @@ def members(batch, world_size):
 
     Columns may be views of the log's and the calls' columns (consecutive members): read them,
     never write to them (LocalGroups.of_parts copies them where it places them)."""
-    records, flags, func = batch.records, batch.flags, batch.func
+    flags, func = batch.flags, batch.func
     is_part = (flags & record.PART) != 0
     part_rows = np.flatnonzero(is_part)       # the later tests read only these (none in many runs)
     rows = np.flatnonzero(_COLLECTIVE[func] & ~is_part)
     # Most ranks' members are all their records but MPI_Init's and MPI_Finalize's: a slice reads
     # those columns as views (copied once, where the grouping places them), not by a gather each.
     pick = _slice_if_consecutive(rows)
-    member_func, root = func[pick], records["root"][pick]
+    member_func, root = func[pick], batch.field_at("root", pick)
     starts = part_rows[((flags[part_rows] & record.COLLECTIVE) != 0) & _START[func[part_rows]]]
     if len(starts):       # persistent collectives: each start is a member (persistent_starts)
         init_func, init_root, found = persistent_starts(batch, is_part, starts)
@@ -130,12 +129,12 @@ def members(batch, world_size):
             rows, member_func, root = rows[order], member_func[order], root[order]
         pick = rows
     # The instance's keys are read several times while grouping (bounds, keys): copied out once.
-    seq = np.ascontiguousarray(records["seq"][pick])
+    seq = np.ascontiguousarray(batch.field_at("seq", pick))
     has = seq > 0
     if not has.all():     # collective calls without a sequence number are no members
         rows, seq, member_func, root = rows[has], seq[has], member_func[has], root[has]
         pick = rows
-    comm = np.ascontiguousarray(records["comm"][pick])
+    comm = np.ascontiguousarray(batch.field_at("comm", pick))
     position = batch.positions(rows)
     rank = np.full(len(rows), batch.ranks[0], MEMBER_DTYPES["rank"]) if batch.one_rank else \
         batch.ranks.astype(MEMBER_DTYPES["rank"])[position]
@@ -146,6 +145,12 @@ def members(batch, world_size):
         # Consecutive records without part records between them are consecutive calls.
         start_at = _slice_if_consecutive(call) if isinstance(pick, slice) else call
         end_at = start_at if done_call is call else np.where(done_call >= 0, done_call, call)
+    elif not len(part_rows):
+        # Without part records the batch's calls are its records: a member's call in the batch
+        # is its row (batch_call's sum, without it).
+        start_at = rows
+        end_at = start_at if done_call is call else batch.batch_call(position,
+                                                                     np.where(done_call >= 0, done_call, call))
     else:
         start_at = batch.batch_call(position, call)
         end_at = start_at if done_call is call else batch.batch_call(position,
@@ -538,18 +543,37 @@ def _place_alike(places, block, n_ranks, key):
         return
     at = free[key]
     free[key] += total
+    step = _even_step(at)
     for name, column in members.items():
         if total == 1:
             column[at] = block[0][name]
-            continue
-        side_by_side = [p[name].reshape(r, m) for p, r in zip(block, n_ranks) if r]
-        side_by_side = side_by_side[0] if len(side_by_side) == 1 else np.concatenate(side_by_side)
-        window = np.lib.stride_tricks.sliding_window_view(column, total, writeable=True)
-        window[at] = side_by_side.T
+        elif step:
+            # Evenly spaced places (instances of as many members each, in key order): the rows
+            # are a strided view of the column, written part by part with no gather of `at`
+            # and no copy of the parts side by side.
+            places_of = np.lib.stride_tricks.as_strided(column[at[0]:], (m, total),
+                                                        (step * column.itemsize, column.itemsize))
+            b = 0
+            for p, r in zip(block, n_ranks):
+                places_of[:, b:b + r] = p[name].reshape(r, m).T
+                b += r
+        else:
+            side_by_side = [p[name].reshape(r, m) for p, r in zip(block, n_ranks) if r]
+            side_by_side = side_by_side[0] if len(side_by_side) == 1 else np.concatenate(side_by_side)
+            window = np.lib.stride_tricks.sliding_window_view(column, total, writeable=True)
+            window[at] = side_by_side.T
     first = at == start[key]     # the block's first rank is the first member of these instances
     owner = next(p for p, r in zip(block, n_ranks) if r)
     for name, column in instance.items():
         column[group_of_key[key[first]]] = owner[name][:m][first]
+
+
+def _even_step(at):
+    """The step between consecutive places `at` where they increase by one step (> 0), else 0."""
+    if len(at) < 2:
+        return 1
+    step = int(at[1] - at[0])
+    return step if step > 0 and (at[1:] - at[:-1] == step).all() else 0
 
 
 def _place_sorted(places, part, key, order):

@@ -90,6 +90,7 @@ from mpigraph.trace import functions as mf
 from mpigraph.trace import record
 from mpigraph.trace.batches import RecordBatch
 from mpigraph.comm import shuffle
+from mpigraph.match import kernel
 
 # ---- the interface's names ---------------------------------------------------------
 
@@ -337,17 +338,32 @@ FEW_RUNS = 64
 def ordinal_within(keys, order):
     """Each row's position within its group of equal `keys` (a list of arrays), counted in `order`
     (distinct within a group)."""
+    if len(order) == 0:
+        return np.zeros(0, np.int64)
+    return ordinal_in_groups(group_key(keys), order)
+
+
+def ordinal_in_groups(group, order, n_groups=None):
+    """ordinal_within of the groups of equal values of `group` (an int array); `n_groups`: the
+    values are codes 0..n_groups-1 already (none is numbered again)."""
     n = len(order)
     if n == 0:
         return np.zeros(0, np.int64)
-    group = group_key(keys)
-    if np.count_nonzero(order[1:] < order[:-1]) * FEW_RUNS < n:
+    few_runs = np.count_nonzero(order[1:] < order[:-1]) * FEW_RUNS < n
+    if few_runs or kernel.available():
+        if n_groups is None:
+            codes, group = arrays.unique_codes(group)
+            n_groups = len(codes)
+        # In C: a count per group, row by row (match.kernel), where numpy sorts.
+        counted = kernel.ordinals(group, n_groups, order)
+        if counted is not None:
+            return counted
+    if few_runs:
         # `order` in a few increasing runs (posts in log order, rank after rank): stable sorts,
         # each close to one pass, instead of one sort of both together.  Groups numbered 0..g-1
         # with g <= 65536 sort as 16-bit ints: numpy's stable sort of those is a radix sort, one
         # pass (a pipeline's streams: tens of thousands among millions).
-        codes, group = arrays.unique_codes(group)
-        if len(codes) <= 1 << 16:
+        if n_groups <= 1 << 16:
             group = group.astype(np.uint16)
         idx = np.argsort(group, kind="stable")
         sorted_group = group[idx]
@@ -394,6 +410,38 @@ def pair_by_key(keys_a, keys_b):
     hit = at < nb
     hit[hit] = sorted_b[at[hit]] == sorted_a[hit]
     return order_a[hit], order_b[at[hit]]
+
+
+def pair_by_ordinal(stream_a, ordinal_a, stream_b, ordinal_b, n_streams):
+    """pair_by_key([stream_a, ordinal_a], [stream_b, ordinal_b]) where the streams are codes
+    0..n_streams-1 and each stream's rows of a have the ordinals 0..count-1 once each (a channel's
+    sends, numbered in posting order); rows of b with ordinal -1 pair with none.  By counting,
+    without a sort: a's rows are laid out stream after stream, each at its ordinal, and b's rows
+    look up their slot there.  Other ordinals of a take pair_by_key."""
+    na = len(ordinal_a)
+    if na == 0 or len(ordinal_b) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    count = np.bincount(stream_a, minlength=n_streams)
+    first = np.cumsum(count)
+    first -= count                                   # each stream's first slot
+    a_count = count[stream_a]
+    if not ((ordinal_a >= 0) & (ordinal_a < a_count)).all():
+        return pair_by_key([stream_a, ordinal_a], [stream_b, ordinal_b])
+    slot = first[stream_a]
+    slot += ordinal_a
+    a_of_slot = np.full(na, -1, np.int64)
+    a_of_slot[slot] = np.arange(na)
+    if (a_of_slot < 0).any():       # an ordinal twice in a stream
+        return pair_by_key([stream_a, ordinal_a], [stream_b, ordinal_b])
+    rows_b = np.flatnonzero((ordinal_b >= 0) & (ordinal_b < count[stream_b]))
+    slot = first[stream_b[rows_b]]
+    slot += ordinal_b[rows_b]
+    b_of_slot = np.full(na, -1, np.int64)
+    b_of_slot[slot] = rows_b
+    slots = np.flatnonzero(b_of_slot >= 0)
+    if len(slots) < len(rows_b):    # a key twice on b's side
+        return pair_by_key([stream_a, ordinal_a], [stream_b, ordinal_b])
+    return a_of_slot[slots], b_of_slot[slots]
 
 
 def _sorted(key):
@@ -490,6 +538,12 @@ class CallIndex:
     def __len__(self):
         return int(self.offsets[-1])
 
+    @property
+    def first_call_table(self):
+        """The first call of each rank from the first owned rank to the last, by rank less the
+        first (None where the span is far wider than the owned ranks): the lookup ``of`` makes."""
+        return self._first_call
+
     def of(self, rank, call):
         """Position of call `call` of owned rank `rank` (arrays) in the numbering."""
         rank = np.asarray(rank)
@@ -539,6 +593,17 @@ class CallBatch(RecordBatch):
         if self.one_rank and len(self.record_call) == int(self.first_call[-1]):
             return rows
         return self.record_call[rows]
+
+    def field_at(self, name, rows):
+        """records[name][rows] (`rows` an index array or a slice): gathered from the logs where
+        the rows ascend and the batch's copy of every record is not made, else read from that
+        copy (a lone rank's: its log's own).  A bulk-synchronous run's members read three fields
+        of almost every record and nothing else does: no copy of its 64-byte records."""
+        if isinstance(rows, slice) and not self.one_rank:
+            rows = np.arange(rows.start, rows.stop, dtype=np.int64)
+        if self.one_rank or "records" in self.__dict__ or (rows[1:] < rows[:-1]).any():
+            return self.records[name][rows]
+        return self.field(name, rows)
 
     def batch_call(self, position, call):
         """The call `call` of the rank at `position` numbered as the batch's calls end to end."""

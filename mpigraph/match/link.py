@@ -157,7 +157,7 @@ def _repair_loop(comm, ownership, calls, owned, codec):
     groups = collectives.LocalGroups.of_parts(owned.member_parts)
     releases = _Releases(comm, calls, owned.neighbours)
     while True:
-        messages = pairs.messages(comm, p2p.with_times(ops, calls), codec)
+        messages = pairs.messages(comm, calls, codec)
         groups = groups.retimed(calls) if repair.rounds else groups
         instances, members = collectives.match_collectives(comm, groups, codec)
         members = releases.applied(comm, calls, groups, members, codec)
@@ -188,8 +188,8 @@ class _Releases:
 
     def applied(self, comm, calls, groups, members, codec=None):
         if self.wants is None:
-            self.wants = neighbors.Wants.of(self.neighbours, members, groups.instance["comm"][groups.group],
-                                            groups.instance["seq"][groups.group])
+            self.wants = neighbors.Wants.of(self.neighbours, members, _OfInstance(groups, "comm"),
+                                            _OfInstance(groups, "seq"))
             self.any_neighbours = comm.allreduce(len(self.wants.rows)) > 0
         if self.any_neighbours:
             members = self.wants.released(comm, members, codec)
@@ -197,6 +197,21 @@ class _Releases:
             extra = rma.member_rows(comm, self.epochs, calls, members, codec)
             members = {name: np.concatenate([members[name], extra[name]]) for name in members}
         return members
+
+
+class _OfInstance:
+    """An instance column of the members of collectives.LocalGroups `groups` (of each member,
+    its instance's), looked up only for the rows asked (neighbourhood members: none in most runs)."""
+
+    def __init__(self, groups, name):
+        self.column, self.group = groups.instance[name], groups.group
+
+    def __getitem__(self, rows):
+        return self.column[self.group[rows]]
+
+
+# Per function id: a blocking N-to-N collective (one lookup per member, not two and a test).
+_BLOCKING_N_TO_N = (collectives.PATTERN_OF_FUNC == COLLECTIVE_N_TO_N) & ~NONBLOCKING[:len(collectives.PATTERN_OF_FUNC)]
 
 
 def dependency_edges(to_me, from_me, members, probe_edges=None):
@@ -210,11 +225,13 @@ def dependency_edges(to_me, from_me, members, probe_edges=None):
     completed = members["done_call"] >= 0
     released = completed & (members["release_rank"] >= 0)
     pattern = collectives.pattern_of(members["func"])
-    assert (pattern[released] >= COLLECTIVE_N_TO_N).all()
+    assert ((pattern >= COLLECTIVE_N_TO_N) | ~released).all()
     # The last arriver of a blocking N-to-N instance releases itself too: with that edge the path
     # stage sees every member of the instance, which a global synchronisation point needs.  A
     # nonblocking one is no such point (its members' calls are not where they wait).
-    last = ~released & completed & (pattern == COLLECTIVE_N_TO_N) & ~NONBLOCKING[members["func"]]
+    last = _BLOCKING_N_TO_N[members["func"]]
+    last &= completed
+    last &= ~released
     return Dependencies.picked([
         (done, to_me["s_rank"], to_me["s_post_call"], to_me["r_rank"], to_me["r_done_call"], MESSAGE_LATE_SENDER),
         (waited, from_me["r_rank"], from_me["r_post_call"], from_me["s_rank"], from_me["s_done_call"],
@@ -257,9 +274,10 @@ def _probe_links(calls, found, ops, pairs, messages):
 def _incomplete(ops):
     """{owned rank: its operations that never completed}, the ranks that have any (ops are in
     owned-rank order)."""
-    never = {name: col[ops["done_call"] < 0] for name, col in ops.items()}
-    if not len(never["rank"]):
+    never = np.flatnonzero(ops["done_call"] < 0)
+    if not len(never):          # most runs: no column is filtered
         return {}
+    never = {name: col[never] for name, col in ops.items()}
     starts, lengths = arrays.runs(never["rank"])
     return {int(never["rank"][a]): {name: col[a:a + n] for name, col in never.items()}
             for a, n in zip(starts.tolist(), lengths.tolist())}

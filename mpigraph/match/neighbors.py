@@ -34,13 +34,13 @@ from mpigraph.trace.batches import of_ranks
 def in_neighbours(batch):
     """(trace rank, comm id, world rank) of the recorded in-neighbours of a CallBatch's ranks,
     one int64 row per neighbour, rank after rank."""
-    records, flags, func = batch.records, batch.flags, batch.func
+    flags, func = batch.flags, batch.func
     # Functions are looked up for the collective part records only (none in most runs).
     collective_part = record.PART | record.COLLECTIVE
     parts = np.flatnonzero((flags & (collective_part | record.ERROR)) == collective_part)
     parts = parts[kind_is(func[parts], mf.COMM_CREATE)]
-    return batch.rank_of(parts).astype(np.int64), records["comm"][parts].astype(np.int64), \
-        records["peer"][parts].astype(np.int64)
+    return batch.rank_of(parts).astype(np.int64), batch.field_at("comm", parts).astype(np.int64), \
+        batch.field_at("peer", parts).astype(np.int64)
 
 
 def owned_in_neighbours(calls):

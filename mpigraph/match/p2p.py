@@ -11,8 +11,10 @@ import numpy as np
 
 from mpigraph.trace import functions as mf
 from mpigraph.trace import record
-from mpigraph.match.core import (CallIndex, joint_keys, kind_is, ordinal_within, pair_by_key, pair_occurrences,
-                                 route)
+from mpigraph.match.core import (CallIndex, group_key, joint_keys, kind_is, ordinal_in_groups, pair_by_ordinal,
+                                 pair_occurrences, route)
+from mpigraph.match import kernel
+from mpigraph.util import arrays
 
 SEND_SIDE, RECV_SIDE = 0, 1
 
@@ -65,11 +67,14 @@ def operations(batch):
     """The operation table of a CallBatch (columns OP_DTYPES; rank after rank, each rank's
     blocking operations and then its nonblocking ones, each in record order) and its orphan
     completion records ({trace rank: records of its log}, the ranks that have any)."""
-    records, flags, func = batch.records, batch.flags, batch.func
+    flags, func = batch.flags, batch.func
     # Functions are looked up for the records that move data only (none in a run of collectives):
     # SEND or RECV and no ERROR, the highest of the three bits.
     moving = flags & (record.SEND | record.RECV | record.ERROR)
     moves = np.flatnonzero((moving != 0) & (moving < record.ERROR))
+    if not len(moves):      # no copy of the batch's records (batch.records) for nothing
+        return {name: np.zeros(0, dtype) for name, dtype in OP_DTYPES.items()}, {}
+    records = batch.records
     moved_flags = flags[moves]
     role = _ROLE[(func[moves] << 1) | (moved_flags & record.PART)]
     blocking = moves[(role == BLOCKING) | ((role == BLOCKING_IF_RECV) & ((moved_flags & record.RECV) != 0))]
@@ -112,32 +117,61 @@ def operations(batch):
 
 
 def message_keys(ops):
-    """(src, dst, ordinal) of each operation: its place in its (comm, src, dst, tag) stream.
+    """(src, dst, ordinal, stream) of each operation: its place in its (comm, src, dst, tag)
+    stream, and that stream as a code 0..streams-1 (in key order, a send's and its receive's
+    alike).
 
     Unresolved receives (wildcard source or tag never completed) get ordinal -1.
     """
     send = ops["side"] == SEND_SIDE
     src = np.where(send, ops["rank"], ops["peer"])
     dst = np.where(send, ops["peer"], ops["rank"])
-    n = ordinal_within([ops["side"], ops["comm"], src, dst, ops["tag"]], ops["post_record"])
+    stream, n_streams = _codes(group_key([ops["comm"], src, dst, ops["tag"]]))
+    # The sends and the receives of a stream are numbered apart.
+    side = stream * 2
+    side += ops["side"]
+    n = ordinal_in_groups(side, ops["post_record"], 2 * n_streams)
     resolved = (ops["peer"] >= 0) & (ops["tag"] >= 0)
-    return src, dst, np.where(resolved, n, -1)
+    return src, dst, np.where(resolved, n, -1), stream
+
+
+def _codes(*keys):
+    """(each of `keys` (int64 arrays of keys, comparable across them) as codes 0..n-1 in key order,
+    n): the keys less their least where they span a few times their rows (a pipeline's packed
+    streams), else their dense ranks among the distinct keys."""
+    n_rows = sum(len(k) for k in keys)
+    present = [k for k in keys if len(k)]
+    if not present:
+        return (*(np.zeros(0, np.int64) for _ in keys), 0)
+    low = min(int(k.min()) for k in present)
+    span = max(int(k.max()) for k in present) - low + 1
+    if span <= max(4 * n_rows, 1 << 16):
+        return (*(k - low for k in keys), span)
+    distinct, codes = arrays.unique_codes(np.concatenate(keys))
+    return (*np.split(codes, np.cumsum([len(k) for k in keys])[:-1]), len(distinct))
 
 
 MESSAGE_TIME_COLUMNS = ("post_start", "done_start", "done_end")
 
 
-def with_times(ops, calls_by_rank):
-    """ops plus post_start, done_start, done_end (int64 ns; done_* = -1 without completion)."""
-    if not len(ops["rank"]):     # a run of collectives: no times of every call to put together
-        return dict(ops, **{name: np.zeros(0, np.int64) for name in MESSAGE_TIME_COLUMNS})
-    index = CallIndex(calls_by_rank)
-    start_ns, end_ns = index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns")
-    post = index.of(ops["rank"], ops["post_call"])
-    has = ops["done_call"] >= 0
-    done = index.of(ops["rank"], np.maximum(ops["done_call"], 0))
-    return dict(ops, post_start=start_ns[post], done_start=np.where(has, start_ns[done], -1),
-                done_end=np.where(has, end_ns[done], -1))
+def op_times(index, start_ns, end_ns, rank, post_call, done_call):
+    """{post_start, done_start, done_end} (int64 ns; done_* = -1 without completion) of the
+    operations of owned ranks `rank` posted in calls `post_call` and completed in `done_call`
+    (-1: never); `start_ns`, `end_ns`: index.column of the calls' times (index a CallIndex)."""
+    if index.first_call_table is not None and len(rank):      # in one pass where the kernel is at hand
+        found = kernel.op_times(rank, post_call, done_call, int(index.ranks[0]), index.first_call_table, start_ns,
+                                end_ns)
+        if found is not None:
+            return dict(zip(MESSAGE_TIME_COLUMNS, found))
+    has = done_call >= 0
+    every = bool(has.all())
+    done = index.of(rank, done_call if every else np.maximum(done_call, 0))
+    times = {"post_start": start_ns[index.of(rank, post_call)], "done_start": start_ns[done],
+             "done_end": end_ns[done]}
+    if not every:
+        for name in ("done_start", "done_end"):
+            times[name][~has] = -1
+    return times
 
 
 # What a send's row takes to the receiver's owner: the pairing's keys (src and dst are the send's
@@ -145,15 +179,16 @@ def with_times(ops, calls_by_rank):
 SENT_COLUMNS = tuple(name for name in OP_DTYPES if name != "side") + ("ordinal",)
 
 
-def _unmatched(ops, sends, i_s, recv_rows, i_r):
-    """The operations without partner (OP_DTYPES): the routed sends not in i_s, then this rank's
-    receives not in i_r."""
-    unmatched_s = np.ones(len(sends["rank"]), bool)
+def _unmatched(ops, sends, rows, i_s, recv_rows, i_r):
+    """The operations without partner (OP_DTYPES): the routed sends (rows `rows` of `sends`, None:
+    all of them) not in i_s, then this rank's receives not in i_r."""
+    unmatched_s = np.ones(len(sends["rank"]) if rows is None else len(rows), bool)
     unmatched_s[i_s] = False
     unmatched_r = np.ones(len(recv_rows), bool)
     unmatched_r[i_r] = False
-    n_lone, lone_recvs = int(unmatched_s.sum()), recv_rows[unmatched_r]
-    lone_sends = {name: np.full(n_lone, SEND_SIDE, dtype) if name == "side" else sends[name][unmatched_s]
+    lone = np.flatnonzero(unmatched_s)
+    lone, lone_recvs = lone if rows is None else rows[lone], recv_rows[unmatched_r]
+    lone_sends = {name: np.full(len(lone), SEND_SIDE, dtype) if name == "side" else sends[name][lone]
                   for name, dtype in OP_DTYPES.items()}
     return {name: np.concatenate([lone_sends[name], ops[name][lone_recvs]]) for name in OP_DTYPES}
 
@@ -168,40 +203,81 @@ class MessagePairs:
 
     def __init__(self, comm, ownership, ops, codec=None):
         """`ops`: the owned ranks' operation table (OP_DTYPES).  Collective over comm."""
-        src, dst, ordinal = message_keys(ops)
+        src, dst, ordinal, stream = message_keys(ops)
         send = ops["side"] == SEND_SIDE
         self.send_rows, self.recv_rows = np.flatnonzero(send), np.flatnonzero(~send)
         # A send's src and dst are its rank and peer, and its side is known: they do not travel.
-        self.send_owner = ownership.owner_of(ops["peer"][self.send_rows])
-        sends = route(comm, {name: (ordinal if name == "ordinal" else ops[name])[self.send_rows]
-                             for name in SENT_COLUMNS}, self.send_owner, codec)
-        recvs = {"comm": ops["comm"][self.recv_rows], "src": src[self.recv_rows], "dst": dst[self.recv_rows],
-                 "tag": ops["tag"][self.recv_rows], "ordinal": ordinal[self.recv_rows]}
-        del src, dst, ordinal
-        self.i_s, self.i_r = pair_by_key([sends[k] for k in ("comm", "rank", "peer", "tag", "ordinal")],
-                                         [recvs[k] for k in ("comm", "src", "dst", "tag", "ordinal")])
-        del recvs
+        self.local = comm.Get_size() == 1
+        self.send_owner = None if self.local else ownership.owner_of(ops["peer"][self.send_rows])
+        if self.local:
+            # The sends are this rank's: rows of ops, their streams numbered with the receives'.
+            sends, rows, send_ordinal = ops, self.send_rows, ordinal[self.send_rows]
+            send_stream, recv_stream = stream[self.send_rows], stream[self.recv_rows]
+            n_streams = int(stream.max()) + 1 if len(stream) else 0
+        else:
+            sends = route(comm, {name: (ordinal if name == "ordinal" else ops[name])[self.send_rows]
+                                 for name in SENT_COLUMNS}, self.send_owner, codec)
+            rows, send_ordinal = None, sends["ordinal"]
+            send_stream, recv_stream = joint_keys([[sends[k] for k in ("comm", "rank", "peer", "tag")],
+                                                   [ops["comm"][self.recv_rows], src[self.recv_rows],
+                                                    dst[self.recv_rows], ops["tag"][self.recv_rows]]])
+            send_stream, recv_stream, n_streams = _codes(send_stream, recv_stream)
+        del src, dst, stream
+        self.i_s, self.i_r = pair_by_ordinal(send_stream, send_ordinal, recv_stream, ordinal[self.recv_rows],
+                                             n_streams)
+        del send_stream, recv_stream, ordinal, send_ordinal
+        send_index = self.i_s if rows is None else rows[self.i_s]     # the matched sends' rows of `sends`
         recv_index = self.recv_rows[self.i_r]          # the matched receives' rows of ops
-        self.untimed = {"comm": sends["comm"][self.i_s], "tag": sends["tag"][self.i_s],
+        self.untimed = {"comm": sends["comm"][send_index], "tag": sends["tag"][send_index],
                         "bytes": ops["bytes"][recv_index]}
         for name in ("rank", "post_call", "done_call"):
-            self.untimed["s_" + name] = sends[name][self.i_s]
+            self.untimed["s_" + name] = sends[name][send_index]
             self.untimed["r_" + name] = ops[name][recv_index]
-        self.unmatched = _unmatched(ops, sends, self.i_s, self.recv_rows, self.i_r)
+        # The calls of the owned sends, whose times travel to the receivers' owners each round
+        # (on one analysis rank the matched sends' own columns above: no route, no second gather).
+        self.send_calls = None if self.local else {name: ops[name][self.send_rows]
+                                                   for name in ("rank", "post_call", "done_call")}
+        self.unmatched = _unmatched(ops, sends, rows, self.i_s, self.recv_rows, self.i_r)
 
-    def messages(self, comm, times, codec=None):
+    def messages(self, comm, calls_by_rank, codec=None):
         """One row per message whose receiver this analysis rank owns: the columns of both sides
-        prefixed s_ and r_ (and comm, tag, bytes), with the times of `times` (with_times of the ops).
+        prefixed s_ and r_ (and comm, tag, bytes), with the times of the calls (op_times).
 
         Collective over comm: the sends' times travel to the receivers' owners, in the same
-        order as the sends did, so the pairing found on construction still holds."""
-        sent = route(comm, {name: times[name][self.send_rows] for name in MESSAGE_TIME_COLUMNS},
-                     self.send_owner, codec)
+        order as the sends did, so the pairing found on construction still holds.  Only the
+        times of the matched operations are looked up."""
+        calls = _CallTimes(calls_by_rank)
         messages = dict(self.untimed)
-        for prefix, table, rows in (("s_", sent, self.i_s), ("r_", times, self.recv_rows[self.i_r])):
-            for name in MESSAGE_TIME_COLUMNS:
-                messages[prefix + name] = table[name][rows]
+        if self.local:          # every send is this rank's, and matched ones are untimed's
+            sent, rows = calls.of_ops(*(self.untimed["s_" + name] for name in _CALLS)), None
+        else:
+            sent = route(comm, calls.of_ops(*(self.send_calls[name] for name in _CALLS)), self.send_owner, codec)
+            rows = self.i_s
+        received = calls.of_ops(*(self.untimed["r_" + name] for name in _CALLS))
+        for name in MESSAGE_TIME_COLUMNS:
+            messages["s_" + name] = sent[name] if rows is None else sent[name][rows]
+            messages["r_" + name] = received[name]
         return {name: messages[name] for name in MESSAGE_COLUMNS}
+
+
+_CALLS = ("rank", "post_call", "done_call")     # an operation's columns that op_times reads
+
+
+class _CallTimes:
+    """op_times of some operations of the owned ranks, the calls' times put together on first
+    use: a run of collectives has no operation to look up."""
+
+    def __init__(self, calls_by_rank):
+        self.calls_by_rank, self.columns = calls_by_rank, None
+
+    def of_ops(self, rank, post_call, done_call):
+        if not len(rank):
+            return {name: np.zeros(0, np.int64) for name in MESSAGE_TIME_COLUMNS}
+        if self.columns is None:
+            index = CallIndex(self.calls_by_rank)
+            self.columns = (index, index.column(self.calls_by_rank, "start_ns"),
+                            index.column(self.calls_by_rank, "end_ns"))
+        return op_times(*self.columns, rank, post_call, done_call)
 
 
 MESSAGE_COLUMNS = ("comm", "tag", "bytes") + tuple(
@@ -215,7 +291,10 @@ FROM_RECEIVER_COLUMNS = ("s_rank", "s_done_call", "r_rank", "r_post_call", "r_po
 
 def to_senders(comm, ownership, messages, calls_by_rank, codec=None):
     """The matched messages again, on the owners of their sending ranks: FROM_RECEIVER_COLUMNS,
-    and s_done_start, s_done_end (-1 without completion) from the owned ranks' calls."""
+    and s_done_start, s_done_end (-1 without completion) from the owned ranks' calls.  On one
+    analysis rank these are the messages' own columns (the same calls' times): no lookup."""
+    if comm.Get_size() == 1:
+        return {name: messages[name] for name in FROM_RECEIVER_COLUMNS + ("s_done_start", "s_done_end")}
     back = route(comm, {name: messages[name] for name in FROM_RECEIVER_COLUMNS},
                  ownership.owner_of(messages["s_rank"]), codec)
     if not len(back["s_rank"]):

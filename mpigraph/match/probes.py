@@ -56,13 +56,12 @@ def probe_rows(batch):
     """The probe calls of a CallBatch, rank after rank (PROBE_DTYPES): found = the probe found a
     message, whose source and tag are then `peer` and `tag` (world rank, >= 0)."""
     rows = np.flatnonzero(kind_is(batch.func, mf.PROBE) & ((batch.flags & record.PART) == 0))
-    records = batch.records
     flags, func = batch.flags[rows], batch.func[rows]
-    peer, tag = records["peer"][rows], records["tag"][rows]
+    peer, tag = batch.field_at("peer", rows), batch.field_at("tag", rows)
     ok = (flags & record.ERROR) == 0
     found = ok & (((flags & record.MATCHED) != 0) | _BLOCKING[func]) & (peer >= 0) & (tag >= 0)
     out = {"rank": batch.rank_of(rows), "call": batch.record_call[rows], "record": batch.local_record(rows),
-           "comm": records["comm"][rows], "peer": peer, "tag": tag, "found": found}
+           "comm": batch.field_at("comm", rows), "peer": peer, "tag": tag, "found": found}
     return {name: np.asarray(out[name]).astype(dtype, copy=False) for name, dtype in PROBE_DTYPES.items()}
 
 

@@ -109,10 +109,10 @@ def _ranks_with_epochs(calls):
     funcs = [calls[r].func for r in ranks]
     if not funcs:
         return []
-    lengths = np.array([len(f) for f in funcs], np.int64)
-    seen = np.concatenate([[0], np.cumsum(_PSCW[np.concatenate(funcs)], dtype=np.int64)])    # before each call
-    ends = np.cumsum(lengths)
-    return [ranks[i] for i in np.flatnonzero(seen[ends] > seen[ends - lengths]).tolist()]
+    ends = np.cumsum([len(f) for f in funcs])
+    # The calls that are such functions (none in most runs), each found in its rank's span.
+    hits = np.flatnonzero(_PSCW[np.concatenate(funcs)])
+    return [ranks[i] for i in np.unique(np.searchsorted(ends, hits, "right")).tolist()]
 
 
 class Epochs:

@@ -28,6 +28,8 @@ called all of it late receiver, 25 s of it on one real run).
 
 import numpy as np
 
+from mpigraph.match import kernel
+
 
 def charged(position, wait, is_receiver, n):
     """(W, late-sender time, late-receiver time) per call position 0..n-1 (int64 ns).
@@ -39,15 +41,10 @@ def charged(position, wait, is_receiver, n):
     position = np.asarray(position, np.int64)
     wait = np.asarray(wait, np.int64)
     is_receiver = np.asarray(is_receiver, bool)
-    total = np.zeros(n, np.int64)
-    np.maximum.at(total, position, wait)
-    has_lr = np.zeros(n, bool)
-    has_ls = np.zeros(n, bool)
-    has_lr[position[is_receiver & (wait > 0)]] = True
-    has_ls[position[~is_receiver & (wait > 0)]] = True
-    lr = np.where(has_lr & ~has_ls, total, 0)
-    mixed = has_lr & has_ls
-    rows = np.flatnonzero(mixed[position])
+    total, kinds = _largest_and_kinds(position, wait, is_receiver, n)
+    lr = np.where(kinds == LATE_RECEIVER_ONLY, total, 0)
+    mixed = kinds == BOTH
+    rows = np.flatnonzero(mixed[position]) if mixed.any() else np.zeros(0, np.int64)
     if len(rows):
         sends = rows[is_receiver[rows]]
         calls = np.flatnonzero(mixed)        # only their late-receiver time is summed from shares
@@ -55,6 +52,26 @@ def charged(position, wait, is_receiver, n):
         np.add.at(lr, position[sends], airport_shares(position[rows], wait[rows])[is_receiver[rows]])
         lr[calls] = np.minimum(lr[calls], total[calls])
     return total, total - lr, lr
+
+
+# Which kinds of message made a call wait (``_largest_and_kinds``): bit 0 late sender, bit 1
+# late receiver.
+LATE_SENDER_ONLY, LATE_RECEIVER_ONLY, BOTH = 1, 2, 3
+
+
+def _largest_and_kinds(position, wait, is_receiver, n):
+    """(per call 0..n-1 the largest wait of its messages (0: none), the kinds of its messages that
+    waited (bits above)): in one pass of the match's kernel, or with numpy (np.maximum.at)."""
+    found = kernel.largest_waits(position, wait, is_receiver, n)
+    if found is not None:
+        return found
+    total = np.zeros(n, np.int64)
+    np.maximum.at(total, position, wait)
+    kinds = np.zeros(n, np.uint8)
+    waited = wait > 0
+    kinds[position[~is_receiver & waited]] = LATE_SENDER_ONLY
+    kinds[position[is_receiver & waited]] |= LATE_RECEIVER_ONLY
+    return total, kinds
 
 
 def airport_shares(group, cost):

@@ -61,6 +61,7 @@ import numpy as np
 
 from mpigraph.comm import codec as codec_module
 from mpigraph.metrics import message_kinds
+from mpigraph.match import kernel
 from mpigraph.match.collectives import PATTERN_OF_FUNC
 from mpigraph.match.core import (BARRIER_ID, COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_NEIGHBOR,
                                  COLLECTIVE_ONE_TO_N, NONBLOCKING, RMA_EARLY_WAIT, RMA_LATE_POST, SCAN, CallIndex)
@@ -299,13 +300,8 @@ def waits_and_member_totals(calls_by_rank, to_me, from_me, members, probe_waits=
     index = CallIndex(calls_by_rank)
     start_ns, end_ns = index.column(calls_by_rank, "start_ns"), index.column(calls_by_rank, "end_ns")
     n = len(index)
-    m = member_waits(index, start_ns, end_ns, members)
-    charged = m["done"] >= 0
-    every = bool(charged.all())
-    done = m["done"] if every else m["done"][charged]
-    member_before = m["wait_before"] if every else m["wait_before"][charged]
-    collective, member_state = _per_call(n, done, member_before,
-                                         m["state"] if every else m["state"][charged], m["own"])
+    collective, member_state, wait_after, member_wait, member_time = _collective_waits(index, start_ns, end_ns,
+                                                                                       members)
     parts = [late_sender(to_me), late_receiver(from_me)] + ([probe_waits] if probe_waits is not None else [])
     if any(len(ns) for _, _, ns in parts):
         wait_before, state, state_time, other_time = _with_point_to_point(index, parts, collective, member_state)
@@ -313,12 +309,33 @@ def waits_and_member_totals(calls_by_rank, to_me, from_me, members, probe_waits=
         # No point-to-point waits (a run of collectives): the calls' waits are the collectives'.
         # A call without one has member_state NO_STATE (member_waits' state of a zero wait).
         wait_before, state, state_time, other_time = collective, member_state, collective.copy(), np.zeros(n, np.int64)
-    wait_after = np.zeros(n, np.int64)
-    wait_after[done] = m["wait_after"] if every else m["wait_after"][charged]   # blocking: one per call
     execution = np.subtract(end_ns, start_ns, out=end_ns)      # the duration, in the concatenated copy
     execution -= wait_before
     execution -= wait_after
     waits = CallWaits(index, {"wait_before": wait_before, "wait_after": wait_after, "execution": execution,
                               "wait_state": state, "wait_state_time": state_time, "other_state_time": other_time})
+    return waits, (member_wait, member_time)
+
+
+def _collective_waits(index, start_ns, end_ns, members):
+    """(per call of `index`: its collective wait before, state and wait after; per member: its
+    wait before + after and the duration of the call it is charged to): member_waits and
+    _per_call, in one pass of the match's kernel where every member is its own call's."""
+    n = len(index)
+    if index.first_call_table is not None and len(members["rank"]):
+        found = kernel.member_waits(members, int(index.ranks[0]), index.first_call_table, n, _COLLECTIVE_STATE,
+                                    _NO_WAIT_AFTER, NO_STATE)
+        if found is not None:
+            return found
+    m = member_waits(index, start_ns, end_ns, members)
+    charged = m["done"] >= 0
+    every = bool(charged.all())
+    done = m["done"] if every else m["done"][charged]
+    member_before = m["wait_before"] if every else m["wait_before"][charged]
+    collective, member_state = _per_call(n, done, member_before,
+                                         m["state"] if every else m["state"][charged], m["own"])
+    wait_after = np.zeros(n, np.int64)
+    wait_after[done] = m["wait_after"] if every else m["wait_after"][charged]   # blocking: one per call
     # The members' wait before + after, in wait_before's array (read for the last time above).
-    return waits, (np.add(m["wait_before"], m["wait_after"], out=m["wait_before"]), m["duration"])
+    return collective, member_state, wait_after, np.add(m["wait_before"], m["wait_after"], out=m["wait_before"]), \
+        m["duration"]

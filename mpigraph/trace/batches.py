@@ -130,7 +130,16 @@ class RecordBatch:
         that hold any of them (each pass over a field of the 64-byte records reads all of them)."""
         if rows is None:
             return arrays.end_to_end([r[name] for r in self._records], np.int64)
-        return arrays.end_to_end([self._records[i][name][local] for i, local in self._split(rows)], np.int64)
+        return arrays.end_to_end([self._records[i][name][_slice_if_consecutive(local)]
+                                  for i, local in self._split(rows)], np.int64)
+
+
+def _slice_if_consecutive(rows):
+    """Ascending `rows` as the slice they span where they are all of its indices (a rank's
+    records but its first and last: a strided copy of the field, not a gather), else `rows`."""
+    if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
+        return slice(int(rows[0]), int(rows[-1]) + 1)
+    return rows
 
 
 # A record as 64 plain bytes (RecordBatch.records, records_at).
