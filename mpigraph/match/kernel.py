@@ -15,7 +15,6 @@ MPIGRAPH_MATCH_KERNEL=off, a test setting); the callers then do the same with nu
 """
 
 import ctypes
-import re
 
 import numpy as np
 
@@ -135,8 +134,7 @@ int64_t op_times(int64_t n, const int32_t *rank, const int64_t *post_call, const
 }
 """
 
-# The functions' declarations: their definitions' heads (ckernel hashes them with the source).
-CDEF = "\n".join(head + ";" for head in re.findall(r"^(?:int64_t|void) \w+\([^)]*\)", SOURCE, re.M))
+CDEF = ckernel.declarations(SOURCE)
 
 _KERNEL = ckernel.Kernel("match-kernel", SOURCE, CDEF, "MPIGRAPH_MATCH_KERNEL", "off")
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p

@@ -324,26 +324,7 @@ void label_text(int64_t n, const int64_t *codes, const int64_t *name_start, cons
 }
 """
 
-CDEF = """
-void call_fields(int64_t n_parts, const int64_t *part, const int64_t *len, const int64_t *take, int64_t n,
-                 int64_t device_flag, int64_t repeat_flag, int64_t *peer, int64_t *tag, int64_t *comm,
-                 int64_t *bytes, int64_t *root, int64_t *site, uint8_t *device, int64_t *calls, int64_t *seq);
-int64_t call_sums(int64_t n, const int64_t *key, const int64_t *calls, const int64_t *start, const int64_t *end,
-                  const int64_t *wait_before, const int64_t *wait_after, const int64_t *bytes,
-                  const uint8_t *on_path, int64_t cap, int64_t *out_key, int64_t *out);
-int64_t charge_sums(int64_t n, const int64_t *key, const int64_t *state, int64_t shift, const int64_t *state_time,
-                    const int64_t *other_time, int64_t n_states, int64_t late_sender, int64_t late_receiver,
-                    int64_t cap, int64_t *out_key, int64_t *out);
-void runs_unordered(const int64_t *starts, const int64_t *ends, int64_t n_runs, const int64_t *firsts,
-                    const int64_t *stops, uint8_t *unordered);
-void mark_ordered(const int64_t *starts, const int64_t *ends, const int64_t *firsts, const int64_t *stops,
-                  const uint8_t *unordered, int64_t n_q, const int64_t *q_run, const int64_t *lo,
-                  const int64_t *hi, int64_t how, int64_t *marked);
-void marked_rows(int64_t n, const int64_t *marked, uint8_t *on_path);
-int64_t label_offsets(int64_t n, const int64_t *codes, int64_t n_names, const int64_t *name_start, int32_t *offsets);
-void label_text(int64_t n, const int64_t *codes, const int64_t *name_start, const uint8_t *names,
-                const int32_t *offsets, uint8_t *text);
-"""
+CDEF = ckernel.declarations(SOURCE)
 
 _KERNEL = ckernel.Kernel("calls-kernel", SOURCE, CDEF, "MPIGRAPH_CALLS_KERNEL", "off")
 

@@ -14,8 +14,16 @@ about a millisecond from a table of its functions' argument types.
 import ctypes
 import hashlib
 import os
+import re
 import subprocess
 import tempfile
+
+
+def declarations(source):
+    """The declarations of `source`'s functions that are not static: their definitions' heads
+    (a function returning int64_t or void, its head at a line's start), so each signature is
+    written once."""
+    return "\n".join(head + ";" for head in re.findall(r"^(?:int64_t|void) \w+\([^)]*\)", source, re.M))
 
 
 class Kernel:
