@@ -529,10 +529,13 @@ def test_group_instances_releases_like_the_rules_say():
         func, root = int(rng.choice(funcs)), int(rng.integers(0, size))
         for rank in rng.permutation(size):            # rows arrive in any order
             start = int(rng.integers(0, 4)) * 100       # few values: many ties
+            end = start + int(rng.integers(0, 3)) * 100       # before, at or after the root's start
             comm_rank = rank if comm == 0 else size - 1 - rank      # a communicator that reverses them
+            call = 2 * seq + (comm != 0)
+            done_call = call + int(rng.random() < 0.2)         # now and then a nonblocking one's Wait
             for name, value in (("comm", comm), ("seq", seq), ("rank", rank), ("comm_rank", comm_rank),
-                                ("comm_size", size), ("call", 2 * seq + (comm != 0)), ("func", func), ("root", root),
-                                ("start", start), ("end", 1000 + rank), ("done_call", 2 * seq + (comm != 0))):
+                                ("comm_size", size), ("call", call), ("func", func), ("root", root),
+                                ("start", start), ("end", end), ("done_call", done_call)):
                 rows[name].append(value)
     rows = {name: np.array(v, dtype) for (name, v), dtype in zip(rows.items(), collectives.MEMBER_DTYPES.values())}
     _, m = collectives.group_instances(rows)
@@ -547,10 +550,14 @@ def test_group_instances_releases_like_the_rules_say():
         by_comm_rank = sorted(zip(m["comm_rank"][same].tolist(), m["rank"][same].tolist(), m["start"][same].tolist()))
         rank, func, root = int(m["rank"][i]), int(m["func"][i]), int(m["root"][i])
         name = mf.BY_ID[func].name
+        root_start = dict(members)[root]
         if func == funcs[0] or (func == funcs[2] and rank == root):
             release = last_arriver(members)
         elif func == funcs[1]:
             release = root
+        elif func == funcs[2]:      # a Reduce's non-root: the root, where it held the member in its own call
+            own = m["done_call"][i] == m["call"][i]
+            release = root if own and m["end"][i] >= root_start else -1
         elif func == funcs[3]:      # the ranks before it in the communicator, last among equals in that order
             earlier = [(r, s) for c, r, s in by_comm_rank if c < int(m["comm_rank"][i])]
             release = last_arriver(earlier) if earlier else -1
@@ -577,7 +584,7 @@ def _random_members(rng, n_instances=300):
             comm_rank = rank if comm == 0 else size - 1 - rank      # a communicator that reverses them
             for name, value in (("comm", comm), ("seq", seq), ("rank", rank), ("comm_rank", comm_rank),
                                 ("comm_size", size), ("call", 2 * seq + (comm != 0)), ("func", func), ("root", root),
-                                ("start", int(rng.integers(0, 4)) * 100), ("end", 1000 + int(rng.integers(0, 5)) * 10),
+                                ("start", int(rng.integers(0, 4)) * 100), ("end", int(rng.integers(0, 5)) * 100),
                                 ("done_call", 2 * seq + (comm != 0))):
                 rows[name].append(value)
     rows = {name: np.array(v, dtype) for (name, v), dtype in zip(rows.items(), collectives.MEMBER_DTYPES.values())}

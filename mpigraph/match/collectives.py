@@ -340,6 +340,9 @@ def group_instances(rows):
     release[one_to_n] = g_root[one_to_n]
     n_to_one = (pattern == COLLECTIVE_N_TO_ONE) & is_root
     release[n_to_one] = g_last[n_to_one]
+    held = (pattern == COLLECTIVE_N_TO_ONE) & ~is_root & (g_root >= 0)
+    release[held] = g_root[held]
+    release[held & ~_held_by_root(m, m["start"][np.maximum(release, 0)])] = -1
     release[release == np.arange(n)] = -1            # nobody waits for itself
     has = release >= 0
     at = np.maximum(release, 0)
@@ -713,11 +716,25 @@ def _released_by_table():
     by_pattern = np.zeros((max(PATTERN_OF_FUNC) + 2, 2), np.int8)
     by_pattern[COLLECTIVE_N_TO_N + 1, :] = 1            # the last arriver, root or not
     by_pattern[COLLECTIVE_N_TO_ONE + 1, 1] = 1          # the root waits for the last arriver
+    by_pattern[COLLECTIVE_N_TO_ONE + 1, 0] = 2          # the others for the root, where it held them
     by_pattern[COLLECTIVE_ONE_TO_N + 1, 0] = 2          # the others wait for the root
     return by_pattern[PATTERN_OF_FUNC + 1]
 
 
 _RELEASED_BY = _released_by_table()
+_IS_N_TO_ONE = PATTERN_OF_FUNC == COLLECTIVE_N_TO_ONE
+
+
+def _held_by_root(m, root_start):
+    """Of members `m` of N-to-1 collectives, given their root's start: those the root held.
+
+    A non-root of Reduce or Gather need not wait for the root: its data may leave eagerly.
+    But MPI implementations often hold it until the root arrives (a shared-memory
+    release-gather, a rendezvous), and then its call lasts until the root came.  As with a
+    late receiver (a send waits only where it ended after the receive was posted), a member
+    waits for its root only where it completed in its own call (a blocking one) and ended at
+    or after the root's start; otherwise its time is its own."""
+    return (m["done_call"] == m["call"]) & (m["end"] >= root_start)
 _IS_SCAN = PATTERN_OF_FUNC == SCAN
 
 
@@ -747,6 +764,10 @@ def _member_results(m, group, start_idx, reply):
         at += group                                                # in place: members are millions
         rel_rank, rel_call, rel_start = (np.concatenate(c)[at] for c in zip(*candidates))
         rel_rank = rel_rank.astype(m["rank"].dtype)
+    nonroots = np.flatnonzero(_IS_N_TO_ONE.take(m["func"]) & (is_root == 0) & (rel_rank >= 0))
+    if len(nonroots):
+        free = nonroots[~_held_by_root({k: m[k][nonroots] for k in ("done_call", "call", "end")}, rel_start[nonroots])]
+        rel_rank[free], rel_call[free], rel_start[free] = -1, -1, -1
     g = {name: np.repeat(r[name], count) for name in ("max_start", "min_end")}
     itself = np.flatnonzero((rel_rank == m["rank"]) & (rel_call == m["call"]))     # nobody waits for itself
     rel_rank[itself], rel_call[itself], rel_start[itself] = -1, -1, -1

@@ -13,7 +13,10 @@ Collectives, per member i of an instance, by the pattern of its function
     1-to-N (Bcast, Scatter(v)): a non-root member waits for the root (late broadcast),
         wait_before = clamp(root start - start_i); the root does not wait;
     N-to-1 (Reduce, Gather(v)): the root waits for the last other member (early
-        reduce), wait_before = clamp(max_j start_j - root start); the others do not;
+        reduce), wait_before = clamp(max_j start_j - root start); a non-root waits for the
+        root (late root) only where its MPI held it: it completed in its own call and
+        ended at or after the root's start (as a late receiver), then wait_before =
+        clamp(root start - start_i); else not (its data left without the root);
     Scan, Exscan: the member of rank i waits for the latest of the ranks < i (early
         scan), wait_before = clamp(max_{j<i} start_j - start_i), i and j ranks of the
         communicator (whose order may differ from MPI_COMM_WORLD's);
@@ -49,6 +52,7 @@ Wait states (Scalasca's names): the wait before of each call, by kind:
     wait_barrier  the same for MPI_Barrier (and MPI_Ibarrier);
     late_broadcast  1-to-N non-root members: until the root arrived;
     early_reduce    N-to-1 root: until the last member arrived;
+    late_root       N-to-1 non-root members the root held: until the root arrived;
     early_scan      Scan, Exscan: until the latest lower rank arrived;
     wait_neighbor   neighbourhood collectives: until the latest in-neighbour arrived;
     late_post       one-sided origin: until its target posted the exposure epoch;
@@ -70,7 +74,7 @@ from mpigraph.util import arrays
 from mpigraph.schema import WAIT_STATES  # noqa: F401  (the kinds, in the order of the codes below)
 
 (LATE_SENDER, LATE_RECEIVER, WAIT_NXN, WAIT_BARRIER, LATE_BROADCAST, EARLY_REDUCE, EARLY_SCAN, WAIT_NEIGHBOR,
- LATE_POST, EARLY_WAIT) = range(10)
+ LATE_POST, EARLY_WAIT, LATE_ROOT) = range(11)
 NO_STATE = -1
 
 
@@ -164,6 +168,7 @@ def _collective_state_table():
     table[PATTERN_OF_FUNC == RMA_EARLY_WAIT, :] = EARLY_WAIT
     table[PATTERN_OF_FUNC == COLLECTIVE_ONE_TO_N, 0] = LATE_BROADCAST
     table[PATTERN_OF_FUNC == COLLECTIVE_N_TO_ONE, 1] = EARLY_REDUCE
+    table[PATTERN_OF_FUNC == COLLECTIVE_N_TO_ONE, 0] = LATE_ROOT
     return table
 
 
