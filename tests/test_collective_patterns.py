@@ -12,7 +12,9 @@ the program, not from the trace: a member waits for the rank its pattern names,
                                            the root came, as MPICH's do) max(0, root call -
                                            own call), the others 0;
     Scan (rank 1 late): rank i waits max(0, latest call of ranks < i - own call), the ranks
-                        of the communicator (one that reverses the world ranks too);
+                        of the communicator (one that reverses the world ranks too), or
+                        for the latest call of all where its MPI held it until then (it
+                        left after that came: MPICH's recursive doubling holds rank 0);
     Iallreduce + compute + Wait (rank 2 late): the Wait of rank i waits max(0, latest
                                            Iallreduce call - own Wait call), the
                                            Iallreduce itself 0;
@@ -57,9 +59,10 @@ MODES = {
     # Rank 1 comes with the root: what it waits for the root is a little either way.
     "reduce": ("MPI_Reduce", 2, 0, ("early_reduce", "late_root"), [0], [2]),
     "gather": ("MPI_Gather", 2, 0, ("early_reduce", "late_root"), [0], [2]),
-    "scan": ("MPI_Scan", 1, -1, "early_scan", [2], [0, 1]),
+    # Scan: rank 0, by its pattern waiting for nobody, exchanges with the late rank 1 in MPICH.
+    "scan": ("MPI_Scan", 1, -1, "early_scan", [0, 2], [1]),
     # Scan on a communicator whose rank order is MPI_COMM_WORLD's reversed: its order counts.
-    "scan_reversed": ("MPI_Scan", 1, -1, "early_scan", [0], [1, 2]),
+    "scan_reversed": ("MPI_Scan", 1, -1, "early_scan", [0, 2], [1]),
     "iallreduce": ("MPI_Wait", 2, -1, "wait_nxn", [0, 1], [2]),
     "ibcast": ("MPI_Wait", 1, 1, "late_broadcast", [0, 2], [1]),
     # A late member of a 1-to-N collective: nobody waits about the delay (a barrier's rule, as
@@ -123,10 +126,18 @@ def traced(run_dir, function):
     return out
 
 
+def held_members(mode, t):
+    """(iterations, ranks): the members whose MPI held them (by the trace): N-to-1 those that left
+    after the root came, Scan those that left after the last member came."""
+    root = MODES[mode][2]
+    if MODES[mode][0] == "MPI_Scan":
+        return t["end_ns"] >= t["start_ns"].max(axis=1, keepdims=True)
+    return t["end_ns"] >= t["start_ns"][:, [max(root, 0)]]
+
+
 def expected_waits(mode, times, held, clamp=True):
     """Each member's wait by the pattern's rule, from the program's clock (ns; clamp=False: how
-    long after the rank it waits for a member came, negative).  `held`: of N-to-1 members, those
-    that left after the root came (by the trace)."""
+    long after the rank it waits for a member came, negative).  `held`: held_members."""
     call = times["call"]
     expect = np.zeros_like(call)
     function, late, root = MODES[mode][:3]
@@ -140,12 +151,13 @@ def expected_waits(mode, times, held, clamp=True):
     elif mode == "ibcast":      # the Wait of a non-root waits for the root's MPI_Ibcast
         expect = call[:, [root]] - times["wait"]
         expect[:, root] = 0
-    elif mode == "scan":
-        for i in range(1, RANKS):
-            expect[:, i] = call[:, :i].max(axis=1) - call[:, i]
-    elif mode == "scan_reversed":      # world rank r is rank RANKS - 1 - r there: the ranks after it go first
-        for i in range(RANKS - 1):
-            expect[:, i] = call[:, i + 1:].max(axis=1) - call[:, i]
+    elif mode in ("scan", "scan_reversed"):
+        for i in range(RANKS):
+            # world rank r is rank RANKS - 1 - r in the reversed one: the ranks after it go first
+            earlier = call[:, :i] if mode == "scan" else call[:, i + 1:]
+            expect[:, i] = earlier.max(axis=1) - call[:, i] if earlier.shape[1] else -np.inf
+        expect = np.where(held, np.maximum(expect, call.max(axis=1, keepdims=True) - call), expect)
+        expect[np.isinf(expect)] = 0
     else:       # the Wait of each rank waits for the last MPI_Iallreduce
         expect = call.max(axis=1, keepdims=True) - times["wait"]
     return np.maximum(expect, 0) if clamp else expect
@@ -161,7 +173,7 @@ def test_each_member_waits_for_whom_its_pattern_says(run):
     function, late, root, state, waiting, zero = MODES[mode]
     t = traced(run_dir, function)
     duration = t["end_ns"] - t["start_ns"]
-    held = t["end_ns"] >= t["start_ns"][:, [max(root, 0)]]
+    held = held_members(mode, t)
     want = np.minimum(expected_waits(mode, times, held), duration)
     # The members the pattern lets go without waiting: nothing at all (a barrier's rule
     # gave the early ones max start - start: the late rank's lead over them).  That is, the

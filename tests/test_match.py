@@ -561,6 +561,12 @@ def test_group_instances_releases_like_the_rules_say():
         elif func == funcs[3]:      # the ranks before it in the communicator, last among equals in that order
             earlier = [(r, s) for c, r, s in by_comm_rank if c < int(m["comm_rank"][i])]
             release = last_arriver(earlier) if earlier else -1
+            # ... or the last of all, where it held the member in its own call
+            own = m["done_call"][i] == m["call"][i]
+            latest = max(s for _, _, s in by_comm_rank)
+            last = last_arriver([(r, s) for _, r, s in by_comm_rank])
+            if own and m["end"][i] >= latest and last != rank and (release < 0 or dict(members)[release] < latest):
+                release = last
         else:
             release = -1
         release = -1 if release == rank else release

@@ -266,29 +266,43 @@ def _exclusive_prefix_argmax(values, group_of):
 # The communicator's order need not be MPI_COMM_WORLD's (a Comm_split's key may reverse it), so
 # unlike the other patterns a member's release is not combined from per-analysis-rank partials
 # in world-rank order: the scan members themselves go to their instance's owner (Scans are few).
+#
+# A Scan's data goes up the ranks, but its usual algorithm (recursive doubling) has the lower
+# ranks exchange with higher ones too, and keeps them in the call until those come: as an N-to-1
+# non-root held by its root (_held_by_root), a member that completed in its own call and ended at
+# or after the instance's last arrival waited for that last member.
 
 _SCAN_DTYPES = {"comm": np.int64, "seq": np.int64, "comm_rank": np.int64, "rank": np.int64, "call": np.int64,
-                "start": np.int64, "src": np.int64, "row": np.int64}
+                "done_call": np.int64, "start": np.int64, "end": np.int64, "src": np.int64, "row": np.int64}
 
 
 def scan_rows(comm_ids, seq, members, rows, src):
     """The scan members `rows` of `members` (MEMBER_COLUMNS) as rows for their instances' owners
     (columns _SCAN_DTYPES; `row`: their index in `members`, `src`: the analysis rank they come from)."""
     columns = {"comm": comm_ids, "seq": seq, "src": np.full(len(rows), src), "row": rows}
-    columns.update({name: members[name][rows] for name in ("comm_rank", "rank", "call", "start")})
+    columns.update({name: members[name][rows] for name in ("comm_rank", "rank", "call", "done_call", "start", "end")})
     return {name: np.asarray(columns[name], dtype) for name, dtype in _SCAN_DTYPES.items()}
 
 
 def scan_releases(rows):
     """Per scan member row (_SCAN_DTYPES, whole instances): the latest member before it in
-    communicator-rank order (the last among equal starts), as src, row, release_rank,
-    release_call, release_start (-1: the first member, nobody to wait for)."""
+    communicator-rank order (the last among equal starts), or the instance's last arrival where
+    that held it (see above), as src, row, release_rank, release_call, release_start (-1: the
+    first member, not held: nobody to wait for)."""
     instance = group_key([rows["comm"], rows["seq"]])
     order = sort_rows([instance, rows["comm_rank"], rows["rank"]])
     sorted_instance = instance[order]
     n = len(order)
-    group = np.cumsum(np.r_[True, sorted_instance[1:] != sorted_instance[:-1]]) - 1 if n else np.zeros(0, np.int64)
-    prev = _exclusive_prefix_argmax(rows["start"][order], group)
+    new = np.r_[True, sorted_instance[1:] != sorted_instance[:-1]] if n else np.zeros(0, bool)
+    group = np.cumsum(new) - 1
+    start = rows["start"][order]
+    prev = _exclusive_prefix_argmax(start, group)
+    if n:
+        group_max = np.maximum.reduceat(start, np.flatnonzero(new))
+        last, max_start = _segment_argmax(start, group_max, group)[group], group_max[group]
+        held = (rows["done_call"] == rows["call"])[order] & (rows["end"][order] >= max_start)
+        held &= (last != np.arange(n)) & ((prev < 0) | (start[np.maximum(prev, 0)] < max_start))
+        prev[held] = last[held]
     has = prev >= 0
     at = order[np.maximum(prev, 0)] if n else np.zeros(0, np.int64)
     out = {"src": rows["src"], "row": rows["row"]}

@@ -19,7 +19,9 @@ Collectives, per member i of an instance, by the pattern of its function
         clamp(root start - start_i); else not (its data left without the root);
     Scan, Exscan: the member of rank i waits for the latest of the ranks < i (early
         scan), wait_before = clamp(max_{j<i} start_j - start_i), i and j ranks of the
-        communicator (whose order may differ from MPI_COMM_WORLD's);
+        communicator (whose order may differ from MPI_COMM_WORLD's); or, where its MPI held
+        it until the last member came (it completed in its own call and ended at or after
+        that: recursive doubling exchanges with higher ranks too), for the last member;
     neighbourhood collectives (MPI_Neighbor_*, MPI_Ineighbor_*): the member waits for the
         latest of its in-neighbours, wait_before = clamp(max_{j in in(i)} start_j - start_i)
         (match.neighbors);

@@ -12,9 +12,11 @@
  *   reduce   MPI_Reduce, root 0, rank 2 late:     the root waits DELAY_MS, rank 2 0, rank 1
  *            (with the root) about 0
  *   gather   MPI_Gather, root 0, rank 2 late:     the same
- *   scan     MPI_Scan, rank 1 late:               rank 2 waits DELAY_MS, ranks 0 and 1 wait 0
+ *   scan     MPI_Scan, rank 1 late:               rank 2 waits DELAY_MS, rank 1 0, rank 0 DELAY_MS
+ *            where its MPI holds it until rank 1 comes (MPICH's recursive doubling does), else 0
  *   scan_reversed  MPI_Scan on a communicator that reverses the ranks (Comm_split, key
- *            size - 1 - rank), rank 1 late: rank 0, the last there, waits DELAY_MS, ranks 1 and 2 0
+ *            size - 1 - rank), rank 1 late: rank 0, the last there, waits DELAY_MS, rank 1 0,
+ *            rank 2 (the first there) as rank 0 of scan
  *   bcast_late_member   MPI_Bcast, root 1, rank 2 late: nobody waits (a barrier's rule
  *                       would have the root and rank 0 wait DELAY_MS)
  *   reduce_late_root    MPI_Reduce, root 0, the root late: the root waits 0; the non-roots
