@@ -9,7 +9,7 @@ Column = namedtuple("Column", "name kind help")
 
 # The wait-state kinds, in the order of their codes (mpigraph.metrics.waits).
 WAIT_STATES = ("late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce",
-               "early_scan", "wait_neighbor", "late_post", "early_wait", "late_root")
+               "early_scan", "wait_neighbor", "late_post", "early_wait", "held")
 
 RANK_COLUMNS = [
     Column("rank", "int", "MPI_COMM_WORLD rank"),
@@ -25,7 +25,7 @@ RANK_COLUMNS = [
                                 "negative: mpigraph.metrics.waits), Init and Finalize excluded"),
     Column("wait_before", "time", "summed wait before its calls (waiting for other ranks to arrive; a collective "
                                   "by its pattern: N-to-N the last member, 1-to-N the root, N-to-1 the root for "
-                                  "the last member and the non-roots it held for the root, Scan the lower ranks)"),
+                                  "the last member, Scan the lower ranks; and members the MPI held until a later member came)"),
     Column("wait_after", "time", "summed wait after its calls (collectives: others left earlier)"),
     Column("wait", "time", "wait_before + wait_after"),
     Column("compute", "time", "time between its MPI calls (compute edges of the graph)"),
@@ -44,8 +44,9 @@ RANK_COLUMNS = [
                                 "its target's MPI_Win_post"),
     Column("early_wait", "time", "wait state: one-sided target's MPI_Win_wait waiting for its origins' "
                                  "MPI_Win_complete"),
-    Column("late_root", "time", "wait state: N-to-1 non-root members (Reduce, Gather) that their MPI held until "
-                                "the root arrived"),
+    Column("held", "time", "wait state: collective members their MPI library held beyond their pattern, until "
+                           "the member they were held for arrived (Reduce/Gather non-roots for the root, a large "
+                           "Bcast's root for the last member)"),
     Column("clock_offset", "time", "clock correction applied: offset to rank 0 at MPI_Init"),
     Column("clock_drift_ppm", "float", "clock correction applied: drift against rank 0, parts per million"),
     Column("clock_shift", "time", "forward shift at its end from the receive-before-send repair"),

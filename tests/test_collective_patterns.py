@@ -57,8 +57,8 @@ MODES = {
     "bcast": ("MPI_Bcast", 1, 1, "late_broadcast", [0, 2], [1]),
     "scatter": ("MPI_Scatter", 1, 1, "late_broadcast", [0, 2], [1]),
     # Rank 1 comes with the root: what it waits for the root is a little either way.
-    "reduce": ("MPI_Reduce", 2, 0, ("early_reduce", "late_root"), [0], [2]),
-    "gather": ("MPI_Gather", 2, 0, ("early_reduce", "late_root"), [0], [2]),
+    "reduce": ("MPI_Reduce", 2, 0, ("early_reduce", "held"), [0], [2]),
+    "gather": ("MPI_Gather", 2, 0, ("early_reduce", "held"), [0], [2]),
     # Scan: rank 0, by its pattern waiting for nobody, exchanges with the late rank 1 in MPICH.
     "scan": ("MPI_Scan", 1, -1, "early_scan", [0, 2], [1]),
     # Scan on a communicator whose rank order is MPI_COMM_WORLD's reversed: its order counts.
@@ -69,7 +69,10 @@ MODES = {
     # before, had the others wait for the late rank).  A late root of an N-to-1: the non-roots
     # wait for it where their MPI held them until it came, as MPICH's shared-memory Reduce does.
     "bcast_late_member": ("MPI_Bcast", 2, 1, "late_broadcast", [], [1, 2]),
-    "reduce_late_root": ("MPI_Reduce", 0, 0, ("early_reduce", "late_root"), [1, 2], [0]),
+    "reduce_late_root": ("MPI_Reduce", 0, 0, ("early_reduce", "held"), [1, 2], [0]),
+    # 8 MiB: MPICH holds the root and rank 1 until the late rank 2 comes, beyond the pattern.
+    "bcast_big": ("MPI_Bcast", 2, 0, ("held", "held"), [0, 1], [2]),
+    "reduce_big": ("MPI_Reduce", 2, 0, ("early_reduce", "held"), [0, 1], [2]),
 }
 
 
@@ -126,26 +129,25 @@ def traced(run_dir, function):
     return out
 
 
-def held_members(mode, t):
-    """(iterations, ranks): the members whose MPI held them (by the trace): N-to-1 those that left
-    after the root came, Scan those that left after the last member came."""
-    root = MODES[mode][2]
-    if MODES[mode][0] == "MPI_Scan":
-        return t["end_ns"] >= t["start_ns"].max(axis=1, keepdims=True)
-    return t["end_ns"] >= t["start_ns"][:, [max(root, 0)]]
+def held_members(t, root):
+    """(by the root, by the last member): (iterations, ranks) masks of the members of traced calls
+    `t` that left after the root came, after the last member came: their MPI held them so long."""
+    return t["end_ns"] >= t["start_ns"][:, [max(root, 0)]], t["end_ns"] >= t["start_ns"].max(axis=1, keepdims=True)
 
 
 def expected_waits(mode, times, held, clamp=True):
     """Each member's wait by the pattern's rule, from the program's clock (ns; clamp=False: how
-    long after the rank it waits for a member came, negative).  `held`: held_members."""
+    long after the rank it waits for a member came, negative).  `held`: held_members; a blocking
+    member of a rooted collective or a Scan held until the last member came waits for it."""
     call = times["call"]
     expect = np.zeros_like(call)
     function, late, root = MODES[mode][:3]
-    if mode in ("bcast", "scatter", "bcast_late_member"):
+    by_root, by_last = held
+    if mode in ("bcast", "scatter", "bcast_late_member", "bcast_big"):
         expect = call[:, [root]] - call
         expect[:, root] = 0
-    elif mode in ("reduce", "gather", "reduce_late_root"):
-        expect = np.where(held, call[:, [root]] - call, 0)
+    elif mode in ("reduce", "gather", "reduce_late_root", "reduce_big"):
+        expect = np.where(by_root, call[:, [root]] - call, 0)
         others = np.delete(call, root, axis=1)
         expect[:, root] = others.max(axis=1) - call[:, root]
     elif mode == "ibcast":      # the Wait of a non-root waits for the root's MPI_Ibcast
@@ -156,10 +158,11 @@ def expected_waits(mode, times, held, clamp=True):
             # world rank r is rank RANKS - 1 - r in the reversed one: the ranks after it go first
             earlier = call[:, :i] if mode == "scan" else call[:, i + 1:]
             expect[:, i] = earlier.max(axis=1) - call[:, i] if earlier.shape[1] else -np.inf
-        expect = np.where(held, np.maximum(expect, call.max(axis=1, keepdims=True) - call), expect)
         expect[np.isinf(expect)] = 0
     else:       # the Wait of each rank waits for the last MPI_Iallreduce
         expect = call.max(axis=1, keepdims=True) - times["wait"]
+    if function in ("MPI_Bcast", "MPI_Scatter", "MPI_Reduce", "MPI_Gather", "MPI_Scan"):
+        expect = np.where(by_last, np.maximum(expect, call.max(axis=1, keepdims=True) - call), expect)
     return np.maximum(expect, 0) if clamp else expect
 
 
@@ -173,7 +176,7 @@ def test_each_member_waits_for_whom_its_pattern_says(run):
     function, late, root, state, waiting, zero = MODES[mode]
     t = traced(run_dir, function)
     duration = t["end_ns"] - t["start_ns"]
-    held = held_members(mode, t)
+    held = held_members(t, root)
     want = np.minimum(expected_waits(mode, times, held), duration)
     # The members the pattern lets go without waiting: nothing at all (a barrier's rule
     # gave the early ones max start - start: the late rank's lead over them).  That is, the
@@ -194,6 +197,9 @@ def test_each_member_waits_for_whom_its_pattern_says(run):
     # Wait states name the pattern; no wait after but for N-to-N; execution the rest, never negative.
     if isinstance(state, tuple):
         state = np.where(np.arange(RANKS) == root, *state)
+    if MODES[mode][0] in ("MPI_Bcast", "MPI_Scatter"):     # a non-root held for another member than the root
+        by_last = held[1] & (t["start_ns"][:, [root]] < t["start_ns"].max(axis=1, keepdims=True))
+        state = np.where(by_last, "held", state)
     assert ((t["wait_state"] == state) == (t["wait_before_ns"] > 0)).all(), t["wait_state"]
     assert (t["wait_after_ns"] == 0).all()
     assert (t["execution_ns"] == duration - t["wait_before_ns"]).all() and (t["execution_ns"] >= 0).all()
@@ -224,11 +230,18 @@ def test_the_critical_path_runs_through_the_late_rank(run):
     """The graph's edges follow the same rule: the path goes back from the waiting members to
     the late rank's arrival and through its long compute, which is nearly all of the run: of
     each iteration, the late rank computes the delay, the others at most BASE_MS (2 ms) or
-    COMPUTE_MS (1 ms) that overlaps it."""
+    COMPUTE_MS (1 ms) that overlaps it.  The big collectives take long themselves (8 MiB each):
+    there the path holds the late rank's compute, and the others only their calls' execution."""
     mode, run_dir, _ = run
     late = MODES[mode][1]
     ranks = read_csv(run_dir / "ranks.csv")
     on_path = np.array([float(r["time_on_path_s"]) for r in ranks])
+    if mode.endswith("_big"):
+        compute = np.array([float(r["compute_s"]) for r in ranks])
+        assert on_path[late] >= 0.9 * ITERATIONS * DELAY_NS / 1e9, on_path
+        execution = np.array([float(r["execution_s"]) for r in ranks])
+        assert (np.delete(on_path, late) <= np.delete(execution + compute, late)).all(), (on_path, execution)
+        return
     assert on_path.argmax() == late and on_path[late] >= 0.6 * on_path.sum(), on_path
 
 

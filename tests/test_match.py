@@ -550,20 +550,25 @@ def test_group_instances_releases_like_the_rules_say():
         by_comm_rank = sorted(zip(m["comm_rank"][same].tolist(), m["rank"][same].tolist(), m["start"][same].tolist()))
         rank, func, root = int(m["rank"][i]), int(m["func"][i]), int(m["root"][i])
         name = mf.BY_ID[func].name
-        root_start = dict(members)[root]
+        start_of = dict(members)
+        own, end = m["done_call"][i] == m["call"][i], m["end"][i]
+        latest = max(start_of.values())
         if func == funcs[0] or (func == funcs[2] and rank == root):
             release = last_arriver(members)
-        elif func == funcs[1]:
-            release = root
-        elif func == funcs[2]:      # a Reduce's non-root: the root, where it held the member in its own call
-            own = m["done_call"][i] == m["call"][i]
-            release = root if own and m["end"][i] >= root_start else -1
+        elif func in funcs[1:3]:
+            if func == funcs[1] and rank != root:
+                release = root
+            else:       # a Reduce's non-root: the root, where it held the member in its own call
+                release = root if func == funcs[2] and own and end >= start_of[root] else -1
+            release = -1 if release == rank else release
+            # A Bcast's or Reduce's member its MPI held until the last arrival came waited for it.
+            last = last_arriver(members)
+            if own and end >= latest and last != rank and (release < 0 or start_of[release] < latest):
+                release = last
         elif func == funcs[3]:      # the ranks before it in the communicator, last among equals in that order
             earlier = [(r, s) for c, r, s in by_comm_rank if c < int(m["comm_rank"][i])]
             release = last_arriver(earlier) if earlier else -1
             # ... or the last of all, where it held the member in its own call
-            own = m["done_call"][i] == m["call"][i]
-            latest = max(s for _, _, s in by_comm_rank)
             last = last_arriver([(r, s) for _, r, s in by_comm_rank])
             if own and m["end"][i] >= latest and last != rank and (release < 0 or dict(members)[release] < latest):
                 release = last

@@ -268,9 +268,9 @@ def _exclusive_prefix_argmax(values, group_of):
 # in world-rank order: the scan members themselves go to their instance's owner (Scans are few).
 #
 # A Scan's data goes up the ranks, but its usual algorithm (recursive doubling) has the lower
-# ranks exchange with higher ones too, and keeps them in the call until those come: as an N-to-1
-# non-root held by its root (_held_by_root), a member that completed in its own call and ended at
-# or after the instance's last arrival waited for that last member.
+# ranks exchange with higher ones too, and keeps them in the call until those come: as a member
+# of a rooted collective its MPI held (_with_holds), a member that completed in its own call and
+# ended at or after the instance's last arrival waited for that last member.
 
 _SCAN_DTYPES = {"comm": np.int64, "seq": np.int64, "comm_rank": np.int64, "rank": np.int64, "call": np.int64,
                 "done_call": np.int64, "start": np.int64, "end": np.int64, "src": np.int64, "row": np.int64}
@@ -354,15 +354,16 @@ def group_instances(rows):
     release[one_to_n] = g_root[one_to_n]
     n_to_one = (pattern == COLLECTIVE_N_TO_ONE) & is_root
     release[n_to_one] = g_last[n_to_one]
-    held = (pattern == COLLECTIVE_N_TO_ONE) & ~is_root & (g_root >= 0)
-    release[held] = g_root[held]
-    release[held & ~_held_by_root(m, m["start"][np.maximum(release, 0)])] = -1
+    n_to_one = (pattern == COLLECTIVE_N_TO_ONE) & ~is_root
+    release[n_to_one] = g_root[n_to_one]
     release[release == np.arange(n)] = -1            # nobody waits for itself
     has = release >= 0
     at = np.maximum(release, 0)
     m.update(max_start=max_start[group], min_end=min_end[group],
              release_rank=np.where(has, m["rank"][at], -1), release_call=np.where(has, m["call"][at], -1),
              release_start=np.where(has, m["start"][at], -1))
+    rooted = np.flatnonzero(_ROOTED.take(m["func"]))
+    _with_holds(m, rooted, (m["rank"][g_last[rooted]], m["call"][g_last[rooted]], max_start[group[rooted]]))
     # Scan members: the latest member before them in communicator-rank order.
     scan = np.flatnonzero(pattern == SCAN)
     _with_scan_releases(m, scan_releases(scan_rows(rows["comm"][order][scan], rows["seq"][order][scan], m, scan, 0)))
@@ -737,18 +738,35 @@ def _released_by_table():
 
 _RELEASED_BY = _released_by_table()
 _IS_N_TO_ONE = PATTERN_OF_FUNC == COLLECTIVE_N_TO_ONE
+_ROOTED = _IS_N_TO_ONE | (PATTERN_OF_FUNC == COLLECTIVE_ONE_TO_N)
 
 
-def _held_by_root(m, root_start):
-    """Of members `m` of N-to-1 collectives, given their root's start: those the root held.
+def _with_holds(m, rows, last):
+    """Members `m` (MEMBER_RESULTS) whose rows `rows` (of 1-to-N and N-to-1 collectives) their MPI
+    held, released by whom held them; `last`: (rank, call, start) of each row's last arriver.
 
-    A non-root of Reduce or Gather need not wait for the root: its data may leave eagerly.
-    But MPI implementations often hold it until the root arrives (a shared-memory
-    release-gather, a rendezvous), and then its call lasts until the root came.  As with a
-    late receiver (a send waits only where it ended after the receive was posted), a member
-    waits for its root only where it completed in its own call (a blocking one) and ended at
-    or after the root's start; otherwise its time is its own."""
-    return (m["done_call"] == m["call"]) & (m["end"] >= root_start)
+    A pattern says whom a member needs; the MPI library may hold it longer.  A non-root of
+    Reduce or Gather needs nobody, its data may leave eagerly, but MPICH's shared-memory
+    Reduce keeps it until the root comes; a large Bcast (scatter, then allgather) keeps the root
+    and the others until the last member comes.  As with a late receiver (a send waits only
+    where it ended after the receive was posted), a member completed in its own call (a blocking
+    one) that ended at or after a member's start waited for it: an N-to-1 non-root for its root
+    (its pattern's release here, dropped where the root did not hold it), and any member for the
+    last arriver where that came after its release (members completed in a Wait: their own)."""
+    if not len(rows):
+        return m
+    own = m["done_call"][rows] == m["call"][rows]
+    end = m["end"][rows]
+    free = _IS_N_TO_ONE.take(m["func"][rows]) & (m["rank"][rows] != m["root"][rows])
+    free &= ~own | (end < m["release_start"][rows])
+    last_rank, last_call, max_start = last
+    held = own & (end >= max_start) & (m["release_start"][rows] < max_start)
+    held &= (last_rank != m["rank"][rows]) | (last_call != m["call"][rows])       # nobody waits for itself
+    for name, value in (("release_rank", last_rank), ("release_call", last_call), ("release_start", max_start)):
+        column = m[name]
+        column[rows[free]] = -1
+        column[rows[held]] = value[held]
+    return m
 _IS_SCAN = PATTERN_OF_FUNC == SCAN
 
 
@@ -778,15 +796,14 @@ def _member_results(m, group, start_idx, reply):
         at += group                                                # in place: members are millions
         rel_rank, rel_call, rel_start = (np.concatenate(c)[at] for c in zip(*candidates))
         rel_rank = rel_rank.astype(m["rank"].dtype)
-    nonroots = np.flatnonzero(_IS_N_TO_ONE.take(m["func"]) & (is_root == 0) & (rel_rank >= 0))
-    if len(nonroots):
-        free = nonroots[~_held_by_root({k: m[k][nonroots] for k in ("done_call", "call", "end")}, rel_start[nonroots])]
-        rel_rank[free], rel_call[free], rel_start[free] = -1, -1, -1
     g = {name: np.repeat(r[name], count) for name in ("max_start", "min_end")}
     itself = np.flatnonzero((rel_rank == m["rank"]) & (rel_call == m["call"]))     # nobody waits for itself
     rel_rank[itself], rel_call[itself], rel_start[itself] = -1, -1, -1
-    return dict(m, max_start=g["max_start"], min_end=g["min_end"], release_rank=rel_rank, release_call=rel_call,
-                release_start=rel_start)
+    out = dict(m, max_start=g["max_start"], min_end=g["min_end"], release_rank=rel_rank, release_call=rel_call,
+               release_start=rel_start)
+    rooted = np.flatnonzero(_ROOTED.take(m["func"]))
+    at = group[rooted]
+    return _with_holds(out, rooted, (r["last_rank"][at], r["last_call"][at], r["max_start"][at]))
 
 
 # The codec of the per-instance rows (partials, replies, waits' sums): every analysis rank

@@ -44,8 +44,8 @@ int64_t ordinals(int64_t n, const int64_t *code, const int64_t *order, int64_t *
  * call), as metrics.waits.member_waits and _per_call compute them with numpy, in one pass:
  * the member's call is first_call[rank - r0] + call (CallIndex.of); per call (zeros, NO_STATE
  * and zeros on entry) its wait before, state and wait after; per member its wait before +
- * after and the duration of its call (clamped at 0).  state_of: [2 * func + is root] the
- * member's state; no_wait_after: per function.  Returns 0, or 1 (outputs undefined) at a
+ * after and the duration of its call (clamped at 0).  state_of: [3 * func + kind] the
+ * member's state, kind 1 the root, 2 a non-root released by another member, else 0; no_wait_after: per function.  Returns 0, or 1 (outputs undefined) at a
  * member that is not its own call's or lies outside the tables: numpy then does it all. */
 int64_t member_waits(int64_t n, const int32_t *rank, const int64_t *call, const int64_t *done_call,
                      const uint16_t *func, const int32_t *root, const int64_t *start, const int64_t *end,
@@ -77,8 +77,9 @@ int64_t member_waits(int64_t n, const int32_t *rank, const int64_t *call, const 
                 after = 0;
             after = (after + before > d ? d : after + before) - before;
         }
+        int64_t kind = rank[i] == root[i] ? 1 : (release_rank[i] >= 0 && release_rank[i] != root[i] ? 2 : 0);
         wait_call[at] = before;
-        state_call[at] = before == 0 ? no_state : state_of[2 * f + (rank[i] == root[i])];
+        state_call[at] = before == 0 ? no_state : state_of[3 * f + kind];
         after_call[at] = after;
         member_wait[i] = before + after;
         duration[i] = d;

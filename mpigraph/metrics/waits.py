@@ -13,10 +13,8 @@ Collectives, per member i of an instance, by the pattern of its function
     1-to-N (Bcast, Scatter(v)): a non-root member waits for the root (late broadcast),
         wait_before = clamp(root start - start_i); the root does not wait;
     N-to-1 (Reduce, Gather(v)): the root waits for the last other member (early
-        reduce), wait_before = clamp(max_j start_j - root start); a non-root waits for the
-        root (late root) only where its MPI held it: it completed in its own call and
-        ended at or after the root's start (as a late receiver), then wait_before =
-        clamp(root start - start_i); else not (its data left without the root);
+        reduce), wait_before = clamp(max_j start_j - root start); the others do not, but
+        where their MPI held them (below);
     Scan, Exscan: the member of rank i waits for the latest of the ranks < i (early
         scan), wait_before = clamp(max_{j<i} start_j - start_i), i and j ranks of the
         communicator (whose order may differ from MPI_COMM_WORLD's); or, where its MPI held
@@ -28,6 +26,11 @@ Collectives, per member i of an instance, by the pattern of its function
     post/start/complete/wait epochs (match.rma): an origin's access epoch waits for its
         targets' latest MPI_Win_post (late post), in the first call of the epoch that ended
         after it; a target's MPI_Win_wait for its origins' latest MPI_Win_complete (early wait);
+and, beyond the pattern, where the MPI library held a member of a 1-to-N or N-to-1 collective
+(match.collectives._with_holds; held): a blocking member that ended at or after a member's start
+waited for it, an N-to-1 non-root for its root (MPICH's shared-memory Reduce keeps them), any for
+the last arrival (a large Bcast keeps the root and the others until the last member came),
+wait_before = clamp(that start - start_i);
 where clamp(x) = min(max(x, 0), duration).  A nonblocking collective (MPI_Iallreduce,
 MPI_Ibarrier, ...) arrives when its call starts and waits in the Wait/Test call that
 completed its request: that call's wait_before is clamp(releasing start - its start)
@@ -54,7 +57,9 @@ Wait states (Scalasca's names): the wait before of each call, by kind:
     wait_barrier  the same for MPI_Barrier (and MPI_Ibarrier);
     late_broadcast  1-to-N non-root members: until the root arrived;
     early_reduce    N-to-1 root: until the last member arrived;
-    late_root       N-to-1 non-root members the root held: until the root arrived;
+    held            what the MPI held a member beyond its pattern: an N-to-1 non-root, a
+                    1-to-N root, a 1-to-N non-root for another than the root; until the
+                    member it was held for arrived;
     early_scan      Scan, Exscan: until the latest lower rank arrived;
     wait_neighbor   neighbourhood collectives: until the latest in-neighbour arrived;
     late_post       one-sided origin: until its target posted the exposure epoch;
@@ -76,7 +81,7 @@ from mpigraph.util import arrays
 from mpigraph.schema import WAIT_STATES  # noqa: F401  (the kinds, in the order of the codes below)
 
 (LATE_SENDER, LATE_RECEIVER, WAIT_NXN, WAIT_BARRIER, LATE_BROADCAST, EARLY_REDUCE, EARLY_SCAN, WAIT_NEIGHBOR,
- LATE_POST, EARLY_WAIT, LATE_ROOT) = range(11)
+ LATE_POST, EARLY_WAIT, HELD) = range(11)
 NO_STATE = -1
 
 
@@ -158,9 +163,10 @@ def late_receiver(messages):
 
 
 def _collective_state_table():
-    """[function id, member is the root]: the member's wait-state code (NO_STATE: none)."""
+    """[function id, 0: a non-root released by the root or nobody, 1: the root, 2: a non-root
+    released by another member]: the member's wait-state code (NO_STATE: none)."""
     funcs = np.arange(len(PATTERN_OF_FUNC))
-    table = np.full((len(funcs), 2), NO_STATE, np.int8)
+    table = np.full((len(funcs), 3), NO_STATE, np.int8)
     nxn = PATTERN_OF_FUNC == COLLECTIVE_N_TO_N
     barrier = np.isin(funcs, [BARRIER_ID, mf.BY_NAME["MPI_Ibarrier"].id, mf.BY_NAME["MPI_Barrier_init"].id])
     table[nxn, :] = np.where(barrier[nxn], WAIT_BARRIER, WAIT_NXN)[:, None]
@@ -170,19 +176,26 @@ def _collective_state_table():
     table[PATTERN_OF_FUNC == RMA_EARLY_WAIT, :] = EARLY_WAIT
     table[PATTERN_OF_FUNC == COLLECTIVE_ONE_TO_N, 0] = LATE_BROADCAST
     table[PATTERN_OF_FUNC == COLLECTIVE_N_TO_ONE, 1] = EARLY_REDUCE
-    table[PATTERN_OF_FUNC == COLLECTIVE_N_TO_ONE, 0] = LATE_ROOT
+    table[:, 2] = table[:, 0]
+    # What the MPI held beyond the pattern (match.collectives._with_holds): the N-to-1 non-roots'
+    # waits, the 1-to-N root's, a 1-to-N non-root's for another than the root.
+    table[PATTERN_OF_FUNC == COLLECTIVE_N_TO_ONE, 0] = HELD
+    table[PATTERN_OF_FUNC == COLLECTIVE_N_TO_ONE, 2] = HELD
+    table[PATTERN_OF_FUNC == COLLECTIVE_ONE_TO_N, 1:] = HELD
     return table
 
 
 _COLLECTIVE_STATE = _collective_state_table()
 
 
-def collective_state(func, is_root):
+def collective_state(func, rank, root, release_rank):
     """Wait-state code of each member call (a lookup by function, not a pass per state): every
-    member's as a non-root, then the roots' (one per instance at most) looked up again."""
+    member's as a non-root released by the root, then the others' (the roots, one per instance
+    at most, and the members a hold released) looked up again."""
     state = _COLLECTIVE_STATE[:, 0].take(func)
-    roots = np.flatnonzero(is_root)
-    state[roots] = _COLLECTIVE_STATE[func[roots], 1]
+    roots = rank == root
+    other = np.flatnonzero(roots | ((release_rank != root) & (release_rank >= 0)))
+    state[other] = _COLLECTIVE_STATE[func[other], np.where(roots[other], 1, 2)]
     return state
 
 
@@ -242,7 +255,7 @@ def member_waits(index, start_ns, end_ns, members):
     np.minimum(after, duration, out=after)
     after -= before
     after[_NO_WAIT_AFTER.take(func)] = 0
-    state = collective_state(func, members["rank"] == members["root"])
+    state = collective_state(func, members["rank"], members["root"], members["release_rank"])
     state[before == 0] = NO_STATE
     return {"done": done, "wait_before": before, "wait_after": after, "duration": duration, "state": state,
             "own": own_call}

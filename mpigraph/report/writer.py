@@ -32,10 +32,10 @@ ranks.csv, ranks.parquet: one row per rank, in rank order
     late_broadcast_s/_ns  time      Scan members waiting for the latest lower rank, neighbourhood
     early_reduce_s/_ns    time      collectives waiting for the latest in-neighbour, one-sided
     early_scan_s/_ns      time      origins waiting for a late MPI_Win_post, MPI_Win_wait waiting
-    wait_neighbor_s/_ns   time      for the last MPI_Win_complete, N-to-1 non-roots that their MPI
-    late_post_s/_ns       time      held until the root arrived
+    wait_neighbor_s/_ns   time      for the last MPI_Win_complete, members their MPI held beyond
+    late_post_s/_ns       time      their pattern until a later member arrived
     early_wait_s/_ns      time
-    late_root_s/_ns       time
+    held_s/_ns            time
     clock_offset_s/_ns    time    clock correction applied: offset to rank 0 at MPI_Init
     clock_drift_ppm       float   clock correction applied: drift against rank 0 (ppm)
     clock_shift_s/_ns     time    forward shift at its end from the receive-before-send repair
@@ -567,9 +567,9 @@ def _wait_section(ranks):
     """Per-process imbalance table (seed 004's example output) with totals and the program's imbalance."""
     header = ["rank", "program s", "MPI s", "execution s", "compute s", "wait s", "imbalance", "late sender",
               "late recv", "wait NxN", "barrier", "late bcast", "early red", "early scan", "neighbour", "late post",
-              "early wait", "late root", "calls"]
+              "early wait", "held", "calls"]
     kinds = ["late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce", "early_scan",
-             "wait_neighbor", "late_post", "early_wait", "late_root"]
+             "wait_neighbor", "late_post", "early_wait", "held"]
 
     def cells(label, values, imbalance):
         return ([label] + [_seconds(values[k]) for k in ("program_time", "mpi_time", "execution", "compute", "wait")]

@@ -22,6 +22,11 @@
  *   reduce_late_root    MPI_Reduce, root 0, the root late: the root waits 0; the non-roots
  *                       DELAY_MS where their MPI holds them until the root comes (MPICH's
  *                       shared-memory Reduce does), else 0
+ *   bcast_big   MPI_Bcast of BIG doubles (8 MiB), root 0, rank 2 late: MPICH sends it in
+ *               pieces (scatter, then allgather), which keeps the root and rank 1 in the call
+ *               until rank 2 comes: both wait DELAY_MS for it (held), rank 2 0
+ *   reduce_big  MPI_Reduce of BIG doubles, root 0, rank 2 late: the root waits DELAY_MS (early
+ *               reduce); rank 1, which MPICH keeps until rank 2 comes, DELAY_MS (held)
  *   ibcast   MPI_Ibcast then MPI_Wait at once, root 1, the root late: the non-roots'
  *            MPI_Wait waits DELAY_MS, the root's 0
  *
@@ -50,6 +55,7 @@
 #define IDELAY_MS 8.0
 #define COMPUTE_MS 1.0
 #define MAX_ITERATIONS 1000
+#define BIG (1 << 20)
 
 static int late_rank(const char *mode, int size)
 {
@@ -80,6 +86,7 @@ int main(int argc, char **argv)
     MPI_Comm_split(MPI_COMM_WORLD, 0, size - 1 - rank, &reversed);
     for (int i = 0; i < 64; i++)
         in[i] = rank + i;
+    double *big_in = calloc(BIG, sizeof(double)), *big_out = calloc(BIG, sizeof(double));
     MPI_Barrier(MPI_COMM_WORLD);
     for (int it = 0; it < iterations; it++) {
         double began;
@@ -104,7 +111,11 @@ int main(int argc, char **argv)
         late_ns[it] = rank == late ? (now() - began) * 1e9 : 0;
         wait_ns[it] = 0;
         call_ns[it] = now() * 1e9;
-        if (!strncmp(mode, "bcast", 5))
+        if (!strcmp(mode, "bcast_big"))
+            MPI_Bcast(big_in, BIG, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        else if (!strcmp(mode, "reduce_big"))
+            MPI_Reduce(big_in, big_out, BIG, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+        else if (!strncmp(mode, "bcast", 5))
             MPI_Bcast(in, 8, MPI_DOUBLE, 1, MPI_COMM_WORLD);
         else if (!strcmp(mode, "scatter"))
             MPI_Scatter(in, 1, MPI_DOUBLE, out, 1, MPI_DOUBLE, 1, MPI_COMM_WORLD);
@@ -135,6 +146,8 @@ int main(int argc, char **argv)
         printf("%f\n", x);      /* keep the compute */
     fflush(stdout);
     MPI_Comm_free(&reversed);
+    free(big_in);
+    free(big_out);
     MPI_Finalize();
     return 0;
 }
