@@ -767,6 +767,8 @@ def _with_holds(m, rows, last):
         column[rows[free]] = -1
         column[rows[held]] = value[held]
     return m
+
+
 _IS_SCAN = PATTERN_OF_FUNC == SCAN
 
 
