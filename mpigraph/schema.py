@@ -25,7 +25,8 @@ RANK_COLUMNS = [
                                 "negative: mpigraph.metrics.waits), Init and Finalize excluded"),
     Column("wait_before", "time", "summed wait before its calls (waiting for other ranks to arrive; a collective "
                                   "by its pattern: N-to-N the last member, 1-to-N the root, N-to-1 the root for "
-                                  "the last member, Scan the lower ranks; and members the MPI held until a later member came)"),
+                                  "the last member, Scan the lower ranks; and members the MPI held until a later "
+                                  "member came)"),
     Column("wait_after", "time", "summed wait after its calls (collectives: others left earlier)"),
     Column("wait", "time", "wait_before + wait_after"),
     Column("compute", "time", "time between its MPI calls (compute edges of the graph)"),

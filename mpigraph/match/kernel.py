@@ -45,8 +45,9 @@ int64_t ordinals(int64_t n, const int64_t *code, const int64_t *order, int64_t *
  * the member's call is first_call[rank - r0] + call (CallIndex.of); per call (zeros, NO_STATE
  * and zeros on entry) its wait before, state and wait after; per member its wait before +
  * after and the duration of its call (clamped at 0).  state_of: [3 * func + kind] the
- * member's state, kind 1 the root, 2 a non-root released by another member, else 0; no_wait_after: per function.  Returns 0, or 1 (outputs undefined) at a
- * member that is not its own call's or lies outside the tables: numpy then does it all. */
+ * member's state, kind 1 the root, 2 a non-root released by another member, else 0;
+ * no_wait_after: per function.  Returns 0, or 1 (outputs undefined) at a member that is not
+ * its own call's or lies outside the tables: numpy then does it all. */
 int64_t member_waits(int64_t n, const int32_t *rank, const int64_t *call, const int64_t *done_call,
                      const uint16_t *func, const int32_t *root, const int64_t *start, const int64_t *end,
                      const int64_t *min_end, const int32_t *release_rank, const int64_t *release_start,

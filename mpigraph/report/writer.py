@@ -568,8 +568,7 @@ def _wait_section(ranks):
     header = ["rank", "program s", "MPI s", "execution s", "compute s", "wait s", "imbalance", "late sender",
               "late recv", "wait NxN", "barrier", "late bcast", "early red", "early scan", "neighbour", "late post",
               "early wait", "held", "calls"]
-    kinds = ["late_sender", "late_receiver", "wait_nxn", "wait_barrier", "late_broadcast", "early_reduce", "early_scan",
-             "wait_neighbor", "late_post", "early_wait", "held"]
+    kinds = schema.WAIT_STATES          # in the order of the header's short names above
 
     def cells(label, values, imbalance):
         return ([label] + [_seconds(values[k]) for k in ("program_time", "mpi_time", "execution", "compute", "wait")]
