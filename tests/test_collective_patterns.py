@@ -20,6 +20,8 @@ the program, not from the trace: a member waits for the rank its pattern names,
                                            Iallreduce itself 0;
     Ibcast + Wait (root 1 late): the Wait of a non-root waits max(0, root's Ibcast call -
                                            own Wait call), the root's 0;
+    Ireduce/Ibcast of 8 MiB + Wait: a Wait the MPI held until a member came waits for it as
+                                           a blocking member does, from the Wait's call;
 each within the call's duration.  The program's clock reading and the shim's differ by
 the shim's overhead (microseconds) unless a rank is descheduled in between, which a loaded
 machine does now and then: the waits must agree within TOLERANCE (a tenth of the delay) for
@@ -73,7 +75,20 @@ MODES = {
     # 8 MiB: MPICH holds the root and rank 1 until the late rank 2 comes, beyond the pattern.
     "bcast_big": ("MPI_Bcast", 2, 0, ("held", "held"), [0, 1], [2]),
     "reduce_big": ("MPI_Reduce", 2, 0, ("early_reduce", "held"), [0, 1], [2]),
+    # The same in a Wait: MPICH keeps an 8 MiB MPI_Ireduce's non-roots in their MPI_Wait until
+    # the late root comes, and an 8 MiB MPI_Ibcast's root until the late rank 2 comes.
+    "ireduce_big": ("MPI_Wait", 0, 0, ("early_reduce", "held"), [1, 2], [0]),
+    "ibcast_big": ("MPI_Wait", 2, 0, ("held", "late_broadcast"), [0], [2]),
 }
+
+# The collective of the modes whose members complete in an MPI_Wait (MODES' function).
+NONBLOCKING = {"iallreduce": "MPI_Iallreduce", "ibcast": "MPI_Ibcast", "ireduce_big": "MPI_Ireduce",
+               "ibcast_big": "MPI_Ibcast"}
+ROOTED_OR_SCAN = ("MPI_Bcast", "MPI_Scatter", "MPI_Reduce", "MPI_Gather", "MPI_Scan", "MPI_Ibcast", "MPI_Ireduce")
+
+
+def collective(mode):
+    return NONBLOCKING.get(mode, MODES[mode][0])
 
 
 def read_csv(path):
@@ -129,30 +144,35 @@ def traced(run_dir, function):
     return out
 
 
-def held_members(t, root):
-    """(by the root, by the last member): (iterations, ranks) masks of the members of traced calls
-    `t` that left after the root came, after the last member came: their MPI held them so long."""
-    return t["end_ns"] >= t["start_ns"][:, [max(root, 0)]], t["end_ns"] >= t["start_ns"].max(axis=1, keepdims=True)
+def arrivals(run_dir, mode):
+    """(iterations, ranks) starts of the mode's collective calls in the trace: when each member came."""
+    return traced(run_dir, collective(mode))["start_ns"]
 
 
-def expected_waits(mode, times, held, clamp=True):
-    """Each member's wait by the pattern's rule, from the program's clock (ns; clamp=False: how
-    long after the rank it waits for a member came, negative).  `held`: held_members; a blocking
-    member of a rooted collective or a Scan held until the last member came waits for it."""
+def held_members(t, arrived, root):
+    """(by the root, by the last member): (iterations, ranks) masks of the members whose traced
+    calls `t` (the collective's, or the Waits that completed it) ended after the root came, after
+    the last member came (`arrived`: arrivals): their MPI held them so long."""
+    return t["end_ns"] >= arrived[:, [max(root, 0)]], t["end_ns"] >= arrived.max(axis=1, keepdims=True)
+
+
+def expected_waits(mode, times, held, lead=False):
+    """Each member's wait by the pattern's rule, from the program's clock (ns; lead=True: how
+    long after the rank it waits for it came, negative, by their collective calls).  `held`:
+    held_members; a member of a rooted collective or a Scan held until the last member came
+    waits for it, from its call or, completed in a Wait, from its Wait's call."""
     call = times["call"]
+    own = times["wait"] if mode in NONBLOCKING and not lead else call      # where its wait begins
     expect = np.zeros_like(call)
     function, late, root = MODES[mode][:3]
     by_root, by_last = held
-    if mode in ("bcast", "scatter", "bcast_late_member", "bcast_big"):
-        expect = call[:, [root]] - call
+    if mode in ("bcast", "scatter", "bcast_late_member", "bcast_big", "ibcast", "ibcast_big"):
+        expect = call[:, [root]] - own
         expect[:, root] = 0
-    elif mode in ("reduce", "gather", "reduce_late_root", "reduce_big"):
-        expect = np.where(by_root, call[:, [root]] - call, 0)
+    elif mode in ("reduce", "gather", "reduce_late_root", "reduce_big", "ireduce_big"):
+        expect = np.where(by_root, call[:, [root]] - own, 0)
         others = np.delete(call, root, axis=1)
-        expect[:, root] = others.max(axis=1) - call[:, root]
-    elif mode == "ibcast":      # the Wait of a non-root waits for the root's MPI_Ibcast
-        expect = call[:, [root]] - times["wait"]
-        expect[:, root] = 0
+        expect[:, root] = others.max(axis=1) - own[:, root]
     elif mode in ("scan", "scan_reversed"):
         for i in range(RANKS):
             # world rank r is rank RANKS - 1 - r in the reversed one: the ranks after it go first
@@ -161,9 +181,9 @@ def expected_waits(mode, times, held, clamp=True):
         expect[np.isinf(expect)] = 0
     else:       # the Wait of each rank waits for the last MPI_Iallreduce
         expect = call.max(axis=1, keepdims=True) - times["wait"]
-    if function in ("MPI_Bcast", "MPI_Scatter", "MPI_Reduce", "MPI_Gather", "MPI_Scan"):
-        expect = np.where(by_last, np.maximum(expect, call.max(axis=1, keepdims=True) - call), expect)
-    return np.maximum(expect, 0) if clamp else expect
+    if collective(mode) in ROOTED_OR_SCAN:
+        expect = np.where(by_last, np.maximum(expect, call.max(axis=1, keepdims=True) - own), expect)
+    return expect if lead else np.maximum(expect, 0)
 
 
 def delay(mode):
@@ -176,20 +196,24 @@ def test_each_member_waits_for_whom_its_pattern_says(run):
     function, late, root, state, waiting, zero = MODES[mode]
     t = traced(run_dir, function)
     duration = t["end_ns"] - t["start_ns"]
-    held = held_members(t, root)
+    arrived = arrivals(run_dir, mode)
+    held = held_members(t, arrived, root)
     want = np.minimum(expected_waits(mode, times, held), duration)
     # The members the pattern lets go without waiting: nothing at all (a barrier's rule
     # gave the early ones max start - start: the late rank's lead over them).  That is, the
     # members that wait for nobody, and those that came clearly after the ranks they wait for
     # (by the program's clock: a loaded machine now and then holds another rank back longer
     # than the designed delay, and then the late rank rightly waits for it).
-    lead = expected_waits(mode, times, held, clamp=False)[:, zero]
+    lead = expected_waits(mode, times, held, lead=True)[:, zero]
     sure = (lead == 0) | (lead <= -TOLERANCE * delay(mode))
     assert np.mean(sure) >= 0.7, lead
     assert (t["wait_before_ns"][:, zero][sure] == 0).all(), t["wait_before_ns"]
-    # The waiting members: the rank they wait for really came late by about the delay ...
+    # The waiting members: the rank they wait for really came late by about the delay, and
+    # their waits are real ones (a Wait waits less: its collective call took part of it) ...
     if waiting:
-        assert np.median(want[:, waiting]) >= delay(mode) / 2, want
+        came = expected_waits(mode, times, held, lead=True)[:, waiting]
+        assert np.median(came) >= delay(mode) / 2, came
+        assert np.median(want[:, waiting]) >= 2 * TOLERANCE * delay(mode), want
     # ... and every wait is what the program's clock says, within a tenth of the delay for most.
     error = np.abs(t["wait_before_ns"] - want)
     assert np.median(error) <= TOLERANCE * delay(mode), (t["wait_before_ns"], want)
@@ -197,8 +221,8 @@ def test_each_member_waits_for_whom_its_pattern_says(run):
     # Wait states name the pattern; no wait after but for N-to-N; execution the rest, never negative.
     if isinstance(state, tuple):
         state = np.where(np.arange(RANKS) == root, *state)
-    if MODES[mode][0] in ("MPI_Bcast", "MPI_Scatter"):     # a non-root held for another member than the root
-        by_last = held[1] & (t["start_ns"][:, [root]] < t["start_ns"].max(axis=1, keepdims=True))
+    if collective(mode) in ("MPI_Bcast", "MPI_Scatter", "MPI_Ibcast"):   # a non-root held for another than the root
+        by_last = held[1] & (arrived[:, [root]] < arrived.max(axis=1, keepdims=True))
         state = np.where(by_last, "held", state)
     assert ((t["wait_state"] == state) == (t["wait_before_ns"] > 0)).all(), t["wait_state"]
     assert (t["wait_after_ns"] == 0).all()
@@ -257,7 +281,7 @@ def test_every_graph_algorithm_gives_the_same_path(run, tmp_path):
         analyse_copy(run_dir, tmp_path / "parallel-toposort", "parallel-toposort")
 
 
-@pytest.mark.parametrize("run", ["scan", "iallreduce", "reduce_late_root"], indirect=True)
+@pytest.mark.parametrize("run", ["scan", "iallreduce", "reduce_late_root", "ireduce_big"], indirect=True)
 def test_two_analysis_ranks_give_the_same_tables(run, tmp_path):
     """The members of an instance meet on its owner as partials and their waits as sums: the
     tables of 2 analysis ranks (rank 0's trace ranks on one, the others on the other) are those of 1."""

@@ -532,7 +532,8 @@ def test_group_instances_releases_like_the_rules_say():
             end = start + int(rng.integers(0, 3)) * 100       # before, at or after the root's start
             comm_rank = rank if comm == 0 else size - 1 - rank      # a communicator that reverses them
             call = 2 * seq + (comm != 0)
-            done_call = call + int(rng.random() < 0.2)         # now and then a nonblocking one's Wait
+            # now and then a nonblocking one's Wait, or none (never completed)
+            done_call = int(rng.choice([call, call + 1, -1], p=[0.7, 0.2, 0.1]))
             for name, value in (("comm", comm), ("seq", seq), ("rank", rank), ("comm_rank", comm_rank),
                                 ("comm_size", size), ("call", call), ("func", func), ("root", root),
                                 ("start", start), ("end", end), ("done_call", done_call)):
@@ -551,26 +552,26 @@ def test_group_instances_releases_like_the_rules_say():
         rank, func, root = int(m["rank"][i]), int(m["func"][i]), int(m["root"][i])
         name = mf.BY_ID[func].name
         start_of = dict(members)
-        own, end = m["done_call"][i] == m["call"][i], m["end"][i]
+        completed, end = m["done_call"][i] >= 0, m["end"][i]       # end: of its own call or its Wait
         latest = max(start_of.values())
         if func == funcs[0] or (func == funcs[2] and rank == root):
             release = last_arriver(members)
         elif func in funcs[1:3]:
             if func == funcs[1] and rank != root:
                 release = root
-            else:       # a Reduce's non-root: the root, where it held the member in its own call
-                release = root if func == funcs[2] and own and end >= start_of[root] else -1
+            else:       # a Reduce's non-root: the root, where it held the member in its completing call
+                release = root if func == funcs[2] and completed and end >= start_of[root] else -1
             release = -1 if release == rank else release
             # A Bcast's or Reduce's member its MPI held until the last arrival came waited for it.
             last = last_arriver(members)
-            if own and end >= latest and last != rank and (release < 0 or start_of[release] < latest):
+            if completed and end >= latest and last != rank and (release < 0 or start_of[release] < latest):
                 release = last
         elif func == funcs[3]:      # the ranks before it in the communicator, last among equals in that order
             earlier = [(r, s) for c, r, s in by_comm_rank if c < int(m["comm_rank"][i])]
             release = last_arriver(earlier) if earlier else -1
-            # ... or the last of all, where it held the member in its own call
+            # ... or the last of all, where it held the member in its completing call
             last = last_arriver([(r, s) for _, r, s in by_comm_rank])
-            if own and m["end"][i] >= latest and last != rank and (release < 0 or dict(members)[release] < latest):
+            if completed and end >= latest and last != rank and (release < 0 or dict(members)[release] < latest):
                 release = last
         else:
             release = -1
@@ -596,7 +597,7 @@ def _random_members(rng, n_instances=300):
             for name, value in (("comm", comm), ("seq", seq), ("rank", rank), ("comm_rank", comm_rank),
                                 ("comm_size", size), ("call", 2 * seq + (comm != 0)), ("func", func), ("root", root),
                                 ("start", int(rng.integers(0, 4)) * 100), ("end", int(rng.integers(0, 5)) * 100),
-                                ("done_call", 2 * seq + (comm != 0))):
+                                ("done_call", 2 * seq + (comm != 0) + int(rng.random() < 0.2))):   # a Wait
                 rows[name].append(value)
     rows = {name: np.array(v, dtype) for (name, v), dtype in zip(rows.items(), collectives.MEMBER_DTYPES.values())}
     order = np.argsort(rows["rank"], kind="stable")

@@ -269,8 +269,8 @@ def _exclusive_prefix_argmax(values, group_of):
 #
 # A Scan's data goes up the ranks, but its usual algorithm (recursive doubling) has the lower
 # ranks exchange with higher ones too, and keeps them in the call until those come: as a member
-# of a rooted collective its MPI held (_with_holds), a member that completed in its own call and
-# ended at or after the instance's last arrival waited for that last member.
+# of a rooted collective its MPI held (_with_holds), a member whose completing call (its own or
+# its Wait) ended at or after the instance's last arrival waited for that last member.
 
 _SCAN_DTYPES = {"comm": np.int64, "seq": np.int64, "comm_rank": np.int64, "rank": np.int64, "call": np.int64,
                 "done_call": np.int64, "start": np.int64, "end": np.int64, "src": np.int64, "row": np.int64}
@@ -300,7 +300,7 @@ def scan_releases(rows):
     if n:
         group_max = np.maximum.reduceat(start, np.flatnonzero(new))
         last, max_start = _segment_argmax(start, group_max, group)[group], group_max[group]
-        held = (rows["done_call"] == rows["call"])[order] & (rows["end"][order] >= max_start)
+        held = (rows["done_call"] >= 0)[order] & (rows["end"][order] >= max_start)
         held &= (last != np.arange(n)) & ((prev < 0) | (start[np.maximum(prev, 0)] < max_start))
         prev[held] = last[held]
     has = prev >= 0
@@ -749,18 +749,21 @@ def _with_holds(m, rows, last):
     Reduce or Gather needs nobody, its data may leave eagerly, but MPICH's shared-memory
     Reduce keeps it until the root comes; a large Bcast (scatter, then allgather) keeps the root
     and the others until the last member comes.  As with a late receiver (a send waits only
-    where it ended after the receive was posted), a member completed in its own call (a blocking
-    one) that ended at or after a member's start waited for it: an N-to-1 non-root for its root
-    (its pattern's release here, dropped where the root did not hold it), and any member for the
-    last arriver where that came after its release (members completed in a Wait: their own)."""
+    where it ended after the receive was posted), a completed member whose completing call (its
+    own, or the Wait or Test that completed it) ended at or after a member's start waited for it:
+    an N-to-1 non-root for its root (its pattern's release here, dropped where the root did not
+    hold it), and any member for the last arriver where that came after its release.  A large
+    MPI_Igather's non-roots stay in their Wait until the root comes, as the blocking ones do in
+    their call; the wait is charged from the completing call's start (metrics.waits), so a Wait
+    entered after the member came waits nothing."""
     if not len(rows):
         return m
-    own = m["done_call"][rows] == m["call"][rows]
-    end = m["end"][rows]
+    done = m["done_call"][rows] >= 0
+    end = m["end"][rows]          # the completing call's
     free = _IS_N_TO_ONE.take(m["func"][rows]) & (m["rank"][rows] != m["root"][rows])
-    free &= ~own | (end < m["release_start"][rows])
+    free &= ~done | (end < m["release_start"][rows])
     last_rank, last_call, max_start = last
-    held = own & (end >= max_start) & (m["release_start"][rows] < max_start)
+    held = done & (end >= max_start) & (m["release_start"][rows] < max_start)
     held &= (last_rank != m["rank"][rows]) | (last_call != m["call"][rows])       # nobody waits for itself
     for name, value in (("release_rank", last_rank), ("release_call", last_call), ("release_start", max_start)):
         column = m[name]

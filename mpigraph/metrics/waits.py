@@ -18,8 +18,8 @@ Collectives, per member i of an instance, by the pattern of its function
     Scan, Exscan: the member of rank i waits for the latest of the ranks < i (early
         scan), wait_before = clamp(max_{j<i} start_j - start_i), i and j ranks of the
         communicator (whose order may differ from MPI_COMM_WORLD's); or, where its MPI held
-        it until the last member came (it completed in its own call and ended at or after
-        that: recursive doubling exchanges with higher ranks too), for the last member;
+        it until the last member came (its completing call ended at or after that:
+        recursive doubling exchanges with higher ranks too), for the last member;
     neighbourhood collectives (MPI_Neighbor_*, MPI_Ineighbor_*): the member waits for the
         latest of its in-neighbours, wait_before = clamp(max_{j in in(i)} start_j - start_i)
         (match.neighbors);
@@ -27,10 +27,11 @@ Collectives, per member i of an instance, by the pattern of its function
         targets' latest MPI_Win_post (late post), in the first call of the epoch that ended
         after it; a target's MPI_Win_wait for its origins' latest MPI_Win_complete (early wait);
 and, beyond the pattern, where the MPI library held a member of a 1-to-N or N-to-1 collective
-(match.collectives._with_holds; held): a blocking member that ended at or after a member's start
-waited for it, an N-to-1 non-root for its root (MPICH's shared-memory Reduce keeps them), any for
+(match.collectives._with_holds; held): a member whose completing call (its own, or the Wait/Test
+of a nonblocking one) ended at or after a member's start waited for it, an N-to-1 non-root for
+its root (MPICH's shared-memory Reduce keeps them, and a large Ireduce's in their Wait), any for
 the last arrival (a large Bcast keeps the root and the others until the last member came),
-wait_before = clamp(that start - start_i);
+wait_before = clamp(that start - start of the completing call);
 where clamp(x) = min(max(x, 0), duration).  A nonblocking collective (MPI_Iallreduce,
 MPI_Ibarrier, ...) arrives when its call starts and waits in the Wait/Test call that
 completed its request: that call's wait_before is clamp(releasing start - its start)

@@ -29,6 +29,12 @@
  *               reduce); rank 1, which MPICH keeps until rank 2 comes, DELAY_MS (held)
  *   ibcast   MPI_Ibcast then MPI_Wait at once, root 1, the root late: the non-roots'
  *            MPI_Wait waits DELAY_MS, the root's 0
+ *   ireduce_big   MPI_Ireduce of BIG doubles then MPI_Wait at once, root 0, the root late:
+ *                 MPICH keeps the non-roots in their MPI_Wait until the root comes: their
+ *                 Waits wait DELAY_MS for it (held), the root's 0
+ *   ibcast_big    MPI_Ibcast of BIG doubles then MPI_Wait at once, root 0, rank 2 late:
+ *                 MPICH keeps the root in its MPI_Wait until rank 2 comes: it waits DELAY_MS
+ *                 (held); rank 1 DELAY_MS where its MPI held it too, else about 0; rank 2 0
  *
  *   iallreduce  no Barrier: MPI_Iallreduce, COMPUTE_MS of compute, MPI_Wait; the last
  *               rank computes IDELAY_MS before its MPI_Iallreduce, the others nothing:
@@ -40,8 +46,8 @@
  * collective (CLOCK_MONOTONIC, one clock for all ranks of a host), one line per iteration:
  * "collective_patterns: iteration I rank R late_ns N call_ns C wait_ns W": N how long its
  * late compute took (0 on the others), C the time just before the collective (the
- * MPI_Iallreduce), W just before the MPI_Wait (iallreduce; else 0).  The expected wait of a
- * rank is the difference of C between the rank it waits for and itself.
+ * nonblocking one), W just before the MPI_Wait (the modes with one; else 0).  The expected
+ * wait of a rank is C of the rank it waits for less its own C (or W, in a Wait).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -61,7 +67,7 @@ static int late_rank(const char *mode, int size)
 {
     if (!strcmp(mode, "bcast") || !strcmp(mode, "scatter") || !strncmp(mode, "scan", 4) || !strcmp(mode, "ibcast"))
         return 1;
-    if (!strcmp(mode, "reduce_late_root"))
+    if (!strcmp(mode, "reduce_late_root") || !strcmp(mode, "ireduce_big"))
         return 0;
     return size - 1;
 }
@@ -127,6 +133,15 @@ int main(int argc, char **argv)
             MPI_Scan(in, out, 8, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         else if (!strcmp(mode, "scan_reversed"))
             MPI_Scan(in, out, 8, MPI_DOUBLE, MPI_SUM, reversed);
+        else if (!strcmp(mode, "ireduce_big") || !strcmp(mode, "ibcast_big")) {
+            MPI_Request request;
+            if (!strcmp(mode, "ireduce_big"))
+                MPI_Ireduce(big_in, big_out, BIG, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD, &request);
+            else
+                MPI_Ibcast(big_in, BIG, MPI_DOUBLE, 0, MPI_COMM_WORLD, &request);
+            wait_ns[it] = now() * 1e9;
+            MPI_Wait(&request, MPI_STATUS_IGNORE);
+        }
         else if (!strcmp(mode, "ibcast")) {
             MPI_Request request;
             MPI_Ibcast(in, 8, MPI_DOUBLE, 1, MPI_COMM_WORLD, &request);
