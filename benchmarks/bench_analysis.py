@@ -58,7 +58,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from machine import describe_machine, describe_memory, memory_gib  # noqa: E402
+from machine import compile_mpigraph, describe_machine, describe_memory, memory_gib  # noqa: E402
 
 STAGE_LINE = re.compile(r"^mpigraph: (\S+)\s+([0-9.]+) s")
 PROBE_LINE = re.compile(r"^probe rank (\d+) wall ([0-9.]+) base_kb (\d+) peak_kb (\d+) records (\d+)")
@@ -449,6 +449,7 @@ def main():
         return probe(args.probe, args.prefault_mb)
     print(describe_machine())
     print(describe_memory())
+    print(compile_mpigraph())
     print("%s; median of %d; stage seconds and records/s per analysis rank (M/s)"
           % ("the recorded run " + args.run if args.run else "synthetic %s runs" % args.structure, args.repeat))
     workdir = args.workdir or tempfile.mkdtemp(prefix="mpigraph-bench-")
