@@ -9,6 +9,8 @@ Two MPIs are used when present:
   because installing Open MPI switches the plain mpicc/mpiexec alternatives).
 
 Both are MPICH-ABI (libmpi.so.12 / libmpich.so.12), so one shim serves both.
+Debian's Open MPI (openmpi-bin, libopenmpi-dev; mpicc.openmpi, mpirun.openmpi)
+has another ABI: its runs preload a shim built for it (``build_openmpi_shim``).
 
 Oversubscription: the tests run 4 ranks on machines that may have 2 cores,
 and MPICH's ranks busy-poll while they wait.  With the mpich 5 wheel (ch4),
@@ -42,10 +44,11 @@ QUIET_POLLING = {
 
 
 class MPI:
-    """One MPI installation: its compiler wrappers and its launcher (None when absent)."""
+    """One MPI installation: its compiler wrappers and its launcher (None when absent), and the
+    shim its runs preload (None: the installed one, `python -m mpigraph lib`)."""
 
-    def __init__(self, name, mpicc, mpiexec, mpif90=None):
-        self.name, self.mpicc, self.mpiexec, self.mpif90 = name, mpicc, mpiexec, mpif90
+    def __init__(self, name, mpicc, mpiexec, mpif90=None, shim=None):
+        self.name, self.mpicc, self.mpiexec, self.mpif90, self.shim = name, mpicc, mpiexec, mpif90, shim
 
     def __repr__(self):
         return "MPI(%s: %s, %s, %s)" % (self.name, self.mpicc, self.mpiexec, self.mpif90)
@@ -72,6 +75,27 @@ def debian_mpich():
     mpicc, mpiexec = _executable("/usr/bin/mpicc.mpich"), _executable("/usr/bin/mpiexec.mpich")
     mpif90 = _executable("/usr/bin/mpif90.mpich") if shutil.which("gfortran") else None
     return MPI("debian-mpich", mpicc, mpiexec, mpif90) if mpicc and mpiexec else None
+
+
+def open_mpi(shim=None):
+    """Debian's Open MPI, when its compiler wrapper and launcher are installed; `shim`: the
+    shim built for it (build_openmpi_shim)."""
+    mpicc, mpirun = shutil.which("mpicc.openmpi"), shutil.which("mpirun.openmpi")
+    return MPI("openmpi", mpicc, mpirun, shim=shim) if mpicc and mpirun else None
+
+
+def build_openmpi_shim(directory):
+    """libmpigraph.so built against Open MPI's headers (csrc/build.py) under `directory`; its path."""
+    sys.path.insert(0, os.path.join(REPO, "csrc"))
+    try:
+        from build import build_shim
+    finally:
+        sys.path.pop(0)
+    return build_shim(os.path.join(directory, "mpigraph"), os.path.join(directory, "build"), mpicc="mpicc.openmpi")
+
+
+# Open MPI's mpirun refuses to start as root (the CI's containers) without these.
+OPENMPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
 def shim_path():
@@ -131,14 +155,24 @@ def mpirun(mpi, nprocs, argv, out=None, rank_env=None, cwd=None):
     With `out`, the ranks run under the shim (LD_PRELOAD, set for the ranks
     only with -genv, as the README tells users) and write their run into `out`.
     `rank_env` holds further variables for the ranks.  No time limit.
+    Open MPI's mpirun passes on only the variables named with -x: the ranks
+    get PYTHONPATH too, so that the analysis imports this mpigraph.
     """
-    cmd = [mpi.mpiexec, "-n", str(nprocs)]
     env_for_ranks = dict(rank_env or {})
     if out is not None:
-        env_for_ranks = {"LD_PRELOAD": shim_path(), "MPIGRAPH_OUT": str(out), **env_for_ranks}
-    for name, value in env_for_ranks.items():
-        cmd += ["-genv", name, str(value)]
-    return subprocess.run(cmd + [str(a) for a in argv], capture_output=True, text=True, env=base_env(),
+        env_for_ranks = {"LD_PRELOAD": mpi.shim or shim_path(), "MPIGRAPH_OUT": str(out), **env_for_ranks}
+    env = base_env()
+    if mpi.name == "openmpi":
+        env.update(OPENMPI_AS_ROOT)
+        env_for_ranks.setdefault("PYTHONPATH", os.pathsep.join(p for p in [env["PYTHONPATH"]] + sys.path if p))
+        cmd = [mpi.mpiexec, "-np", str(nprocs), "--oversubscribe"]
+        for name, value in env_for_ranks.items():
+            cmd += ["-x", "%s=%s" % (name, value)]
+    else:
+        cmd = [mpi.mpiexec, "-n", str(nprocs)]
+        for name, value in env_for_ranks.items():
+            cmd += ["-genv", name, str(value)]
+    return subprocess.run(cmd + [str(a) for a in argv], capture_output=True, text=True, env=env,
                           cwd=cwd or NEUTRAL_CWD)
 
 

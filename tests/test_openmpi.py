@@ -7,45 +7,28 @@ Debian's openmpi-bin and libopenmpi-dev (.ci/run installs them).
 
 import csv
 import os
-import shutil
 import subprocess
-import sys
 
 import pytest
 
 import mpi_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
 
-pytestmark = pytest.mark.skipif(shutil.which("mpicc.openmpi") is None or shutil.which("mpirun.openmpi") is None,
+pytestmark = pytest.mark.skipif(mpi_env.open_mpi() is None,
                                 reason="Open MPI (Debian openmpi-bin, libopenmpi-dev) is not installed")
-
-ROOT_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
 @pytest.fixture(scope="module")
-def openmpi_shim(tmp_path_factory):
-    work = tmp_path_factory.mktemp("openmpi")
-    sys.path.insert(0, os.path.join(REPO, "csrc"))
-    try:
-        from build import build_shim
-    finally:
-        sys.path.pop(0)
-    return build_shim(str(work / "mpigraph"), str(work / "build"), mpicc="mpicc.openmpi")
+def openmpi(tmp_path_factory):
+    return mpi_env.open_mpi(mpi_env.build_openmpi_shim(str(tmp_path_factory.mktemp("openmpi"))))
 
 
-def test_openmpi_program_is_recorded_and_analysed(openmpi_shim, tmp_path):
+def test_openmpi_program_is_recorded_and_analysed(openmpi, tmp_path):
     exe = tmp_path / "calls"
-    subprocess.run(["mpicc.openmpi", "-o", str(exe), os.path.join(HERE, "shim_programs", "records.c")], check=True)
+    subprocess.run([openmpi.mpicc, "-o", str(exe), os.path.join(HERE, "shim_programs", "records.c")], check=True)
     out = tmp_path / "run"
-    env = dict(os.environ, **ROOT_ENV)
-    ranks_env = {"LD_PRELOAD": openmpi_shim, "MPIGRAPH_OUT": str(out), "MPIGRAPH_QUIET": "1",
-                 "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    cmd = ["mpirun.openmpi", "-np", "4", "--oversubscribe"]
-    for name, value in ranks_env.items():
-        cmd += ["-x", "%s=%s" % (name, value)]
-    result = subprocess.run(cmd + [str(exe)], env=env, capture_output=True, text=True, timeout=600)
+    result = mpi_env.mpirun(openmpi, 4, [exe], out=out, rank_env={"MPIGRAPH_QUIET": "1"})
     assert result.returncode == 0, result.stderr
     assert result.stdout == "records done\n"
     counts = {row["function"]: int(row["calls"]) for row in csv.DictReader(open(out / "functions.csv"))}
