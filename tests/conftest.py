@@ -17,3 +17,10 @@ def wheel():
 def builder(tmp_path_factory):
     """Compiles test programs into a directory of the module's own."""
     return mpi_env.Builder(str(tmp_path_factory.mktemp("programs")))
+
+
+@pytest.fixture(scope="session")
+def openmpi(tmp_path_factory):
+    """Debian's Open MPI with a shim built for its ABI, once per session.  Only the tests that
+    mpi_env.also_under_openmpi gave an Open MPI case ask for it, and only where it is installed."""
+    return mpi_env.open_mpi(mpi_env.build_openmpi_shim(str(tmp_path_factory.mktemp("openmpi"))))

@@ -94,6 +94,18 @@ def build_openmpi_shim(directory):
     return build_shim(os.path.join(directory, "mpigraph"), os.path.join(directory, "build"), mpicc="mpicc.openmpi")
 
 
+def also_under_openmpi(cases):
+    """Test parameters: each of `cases` (under the mpich wheel), and each again as "openmpi:CASE"
+    where Open MPI is installed (.ci/run installs it).  ``mpi_of`` splits one."""
+    return list(cases) + (["openmpi:%s" % case for case in cases] if open_mpi() else [])
+
+
+def mpi_of(param):
+    """(MPI name: "mpich" or "openmpi", case) of an also_under_openmpi parameter."""
+    name, _, case = param.rpartition(":")
+    return name or "mpich", case
+
+
 # Open MPI's mpirun refuses to start as root (the CI's containers) without these.
 OPENMPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 

@@ -105,38 +105,21 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
-def also_under_openmpi(modes):
-    """The run parameters of `modes`: each under the mpich wheel, and again under Open MPI
-    ("openmpi:MODE") where it is installed.  The rules are the MPI's business only through the
-    trace: where Open MPI lets a member go that MPICH holds, the member waits for nobody."""
-    return list(modes) + (["openmpi:" + mode for mode in modes] if mpi_env.open_mpi() else [])
-
-
 _PROGRAMS, _RUNS = {}, {}
 
 
-def program(mpi_name, tmp_path_factory):
-    """(MPI, collective_patterns built with its mpicc) of "mpich" (the wheel) or "openmpi", built once."""
-    if mpi_name not in _PROGRAMS:
-        where = str(tmp_path_factory.mktemp(mpi_name))
-        if mpi_name == "openmpi":
-            mpi = mpi_env.open_mpi(mpi_env.build_openmpi_shim(where))
-        else:
-            mpi = mpi_env.wheel_mpi()
-            assert mpi, "no mpicc/mpiexec found: install with pip install '.[mpich,test]'"
-        _PROGRAMS[mpi_name] = mpi, mpi_env.Builder(where).build("collective_patterns.c", mpi.mpicc)
-    return _PROGRAMS[mpi_name]
-
-
 @pytest.fixture
-def run(request, tmp_path_factory):
+def run(request, builder, tmp_path_factory):
     """(mode, run directory, program's times {name: (iterations, ranks) array}, MPI name) of one
-    mode ("openmpi:MODE": under Open MPI), run once."""
+    mode ("openmpi:MODE": under Open MPI, whose algorithms hold other members than MPICH's: the
+    numbers must follow its trace), run once."""
     key = request.param
-    mpi_name, _, mode = key.rpartition(":")
-    mpi_name = mpi_name or "mpich"
+    mpi_name, mode = mpi_env.mpi_of(key)
     if key not in _RUNS:
-        mpi, exe = program(mpi_name, tmp_path_factory)
+        if mpi_name not in _PROGRAMS:
+            mpi = request.getfixturevalue("openmpi" if mpi_name == "openmpi" else "wheel")
+            _PROGRAMS[mpi_name] = mpi, builder.build("collective_patterns.c", mpi.mpicc)
+        mpi, exe = _PROGRAMS[mpi_name]
         out = tmp_path_factory.mktemp("runs") / key.replace(":", "-")
         result = mpi_env.mpirun(mpi, RANKS, [exe, mode, ITERATIONS], out=out,
                                 rank_env={"MPIGRAPH_CLOCK": "none", "MPIGRAPH_QUIET": "1"})
@@ -215,7 +198,7 @@ def delay(mode):
     return IDELAY_NS - COMPUTE_NS if mode == "iallreduce" else DELAY_NS
 
 
-@pytest.mark.parametrize("run", also_under_openmpi(MODES), indirect=True)
+@pytest.mark.parametrize("run", mpi_env.also_under_openmpi(MODES), indirect=True)
 def test_each_member_waits_for_whom_its_pattern_says(run):
     mode, run_dir, times, mpi_name = run
     function, late, root, state, waiting, zero = MODES[mode]
@@ -280,7 +263,7 @@ def test_a_nonblocking_collective_is_all_execution_and_an_instance(run):
     assert [inst["wait_total_ns"][i] for i in mine] == waits.tolist()
 
 
-@pytest.mark.parametrize("run", also_under_openmpi(MODES), indirect=True)
+@pytest.mark.parametrize("run", mpi_env.also_under_openmpi(MODES), indirect=True)
 def test_the_critical_path_runs_through_the_late_rank(run):
     """The graph's edges follow the same rule: the path goes back from the waiting members to
     the late rank's arrival and through its long compute, which is nearly all of the run: of
@@ -332,7 +315,7 @@ def analyse_copy(run_dir, where, algorithm, clock="none", nprocs=None, splits="o
     return read_csv(where / critical_path.CSV_NAME)
 
 
-@pytest.mark.parametrize("run", also_under_openmpi(MODES), indirect=True)
+@pytest.mark.parametrize("run", mpi_env.also_under_openmpi(MODES), indirect=True)
 def test_user_tables_hold_no_negative_execution_and_shares_within_0_to_100(run):
     _, run_dir, _, _ = run
     check_user_tables(run_dir)

@@ -19,11 +19,6 @@ pytestmark = pytest.mark.skipif(mpi_env.open_mpi() is None,
                                 reason="Open MPI (Debian openmpi-bin, libopenmpi-dev) is not installed")
 
 
-@pytest.fixture(scope="module")
-def openmpi(tmp_path_factory):
-    return mpi_env.open_mpi(mpi_env.build_openmpi_shim(str(tmp_path_factory.mktemp("openmpi"))))
-
-
 def test_openmpi_program_is_recorded_and_analysed(openmpi, tmp_path):
     exe = tmp_path / "calls"
     subprocess.run([openmpi.mpicc, "-o", str(exe), os.path.join(HERE, "shim_programs", "records.c")], check=True)

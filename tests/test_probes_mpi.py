@@ -11,6 +11,8 @@
   sender, with the wait charged 2 : 1 by the airport rule.
 Every graph algorithm finds the same path offline as the analysis in the job.
 Tolerances come from the programs' delays; the programs measure their own compute.
+The C programs' known answers are checked again under Open MPI where it is installed
+(mpi_env.also_under_openmpi): its probes and eager limits are its own.
 """
 
 import csv
@@ -37,9 +39,9 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
-def run(tmp_path_factory, name, nprocs, argv):
+def run(tmp_path_factory, name, nprocs, argv, mpi=None):
     out = tmp_path_factory.mktemp(name) / "run"
-    result = mpi_env.mpirun(mpi_env.wheel_mpi(), nprocs, argv, out=out, rank_env={"MPIGRAPH_QUIET": "1"})
+    result = mpi_env.mpirun(mpi or mpi_env.wheel_mpi(), nprocs, argv, out=out, rank_env={"MPIGRAPH_QUIET": "1"})
     assert result.returncode == 0, result.stderr[-4000:]
     assert (out / "summary.txt").is_file(), result.stderr[-4000:]
     return out, result.stdout
@@ -74,13 +76,39 @@ def function_time(out, rank, function):
                if r == rank and f == function) / 1e9
 
 
-@pytest.fixture(scope="module", params=["probe", "iprobe", "mprobe"])
-def master_worker(request, tmp_path_factory, builder, wheel):
-    exe = builder.build("master_worker.c", wheel.mpicc)
-    out, stdout = run(tmp_path_factory, "mw_" + request.param, 3, [exe, request.param, TASKS])
-    compute = measured(stdout, r"master_worker: rank (\d+) compute_ns (\d+)")
-    assert sorted(compute) == ["1", "2"], stdout
-    return request.param, out, compute
+_RUNS = {}
+PROBE_MODES = ["probe", "iprobe", "mprobe"]
+
+
+def _built(request, param, source):
+    """(MPI, `source` built with its mpicc, case) of an also_under_openmpi parameter."""
+    mpi_name, case = mpi_env.mpi_of(param)
+    mpi = request.getfixturevalue("openmpi" if mpi_name == "openmpi" else "wheel")
+    return mpi, request.getfixturevalue("builder").build(source, mpi.mpicc), case
+
+
+def _master_worker(request, param):
+    """(mode, run directory, the workers' measured compute) of master_worker.c in mode `param`
+    ("openmpi:MODE": under Open MPI), run once."""
+    if param not in _RUNS:
+        mpi, exe, mode = _built(request, param, "master_worker.c")
+        out, stdout = run(request.getfixturevalue("tmp_path_factory"), "mw_" + param.replace(":", "_"), 3,
+                          [exe, mode, TASKS], mpi)
+        compute = measured(stdout, r"master_worker: rank (\d+) compute_ns (\d+)")
+        assert sorted(compute) == ["1", "2"], stdout
+        _RUNS[param] = mode, out, compute
+    return _RUNS[param]
+
+
+@pytest.fixture(scope="module", params=PROBE_MODES)
+def master_worker(request):
+    return _master_worker(request, request.param)
+
+
+@pytest.fixture
+def any_master_worker(request):
+    """master_worker of an also_under_openmpi parameter (indirect)."""
+    return _master_worker(request, request.param)
 
 
 @pytest.fixture(scope="module")
@@ -92,31 +120,48 @@ def mpi4py_late(tmp_path_factory, wheel):
     return out, delay["delay_ns"] / 1e9
 
 
+def _waitall_tie(request, param):
+    """(run directory, rank 1's measured delay in s) of waitall_tie.c ("openmpi:tie": under Open
+    MPI), run once."""
+    if param not in _RUNS:
+        mpi, exe, _ = _built(request, param, "waitall_tie.c")
+        out, stdout = run(request.getfixturevalue("tmp_path_factory"), param.replace(":", "_"), 2,
+                          [exe, TIE_ROUNDS, TIE_DELAY_MS], mpi)
+        delay = measured(stdout, r"waitall_tie: (delay_ns) (\d+)")
+        assert "delay_ns" in delay, stdout
+        _RUNS[param] = out, delay["delay_ns"] / 1e9
+    return _RUNS[param]
+
+
 @pytest.fixture(scope="module")
-def waitall_tie(tmp_path_factory, builder, wheel):
-    exe = builder.build("waitall_tie.c", wheel.mpicc)
-    out, stdout = run(tmp_path_factory, "tie", 2, [exe, TIE_ROUNDS, TIE_DELAY_MS])
-    delay = measured(stdout, r"waitall_tie: (delay_ns) (\d+)")
-    assert "delay_ns" in delay, stdout
-    return out, delay["delay_ns"] / 1e9
+def waitall_tie(request):
+    return _waitall_tie(request, "tie")
+
+
+@pytest.fixture
+def any_waitall_tie(request):
+    """waitall_tie of an also_under_openmpi parameter (indirect)."""
+    return _waitall_tie(request, request.param)
 
 
 # ---- master-worker ----------------------------------------------------------------------------
 
-def test_the_path_runs_through_the_slow_worker(master_worker):
+@pytest.mark.parametrize("any_master_worker", mpi_env.also_under_openmpi(PROBE_MODES), indirect=True)
+def test_the_path_runs_through_the_slow_worker(any_master_worker):
     """The slow worker computes TASKS x 3 TASK_MS (360 ms) in a row, each task sent the moment its
     last result arrived: from its first task on, the run is its compute and a few message
     latencies, so at least 80% of the path from there (before the probes had edges: 0%, the path
     stayed in rank 0's probes).  From there: with 3 ranks on 2 busy cores the slow worker can
     start late, and the master then serves the fast one alone for a while (the path rightly runs
     there meanwhile)."""
-    mode, out, compute = master_worker
+    mode, out, compute = any_master_worker
     share = path_share(out, 2, from_first=True)
     print("%s: slow worker's share of the path %.1f%%, measured compute %s" % (mode, 100 * share, compute))
     assert share >= 0.80
 
 
-def test_the_masters_probe_waits_are_late_sender_time(master_worker):
+@pytest.mark.parametrize("any_master_worker", mpi_env.also_under_openmpi(PROBE_MODES), indirect=True)
+def test_the_masters_probe_waits_are_late_sender_time(any_master_worker):
     """Rank 0 waits in its probes while the slow worker computes: its late-sender time in them is
     the slow worker's measured compute, within 10% (what a task's hand-over costs: latencies of
     microseconds, milliseconds on a loaded machine).  An Iprobe loop waits inside its Iprobes
@@ -124,7 +169,7 @@ def test_the_masters_probe_waits_are_late_sender_time(master_worker):
     are rank 0's compute (7% of the loop here): 20% below.  The rest of its time in the probes is from
     a send's start to the probe noticing it: at most a quarter of a fast task (5 ms, a loaded
     machine's scheduling) for each of the 2 x TASKS results."""
-    mode, out, compute = master_worker
+    mode, out, compute = any_master_worker
     probe = {"probe": "MPI_Probe", "iprobe": "MPI_Iprobe", "mprobe": "MPI_Mprobe"}[mode]
     late = state_time(out, 0, probe, "late_sender")
     slow = compute["2"] / 1e9
@@ -137,12 +182,13 @@ def test_the_masters_probe_waits_are_late_sender_time(master_worker):
     assert float(ranks["0"]["late_sender_s"]) >= late
 
 
-def test_the_shim_marks_the_probes_that_found_a_message(master_worker):
+@pytest.mark.parametrize("any_master_worker", mpi_env.also_under_openmpi(PROBE_MODES), indirect=True)
+def test_the_shim_marks_the_probes_that_found_a_message(any_master_worker):
     """One found probe per result (2 workers x TASKS), each naming a worker; an Iprobe that found
     nothing has no MATCHED flag (it names the source it asked for: MPI_ANY_SOURCE here)."""
     from mpigraph.trace import functions, logs as trace, record
 
-    mode, out, _ = master_worker
+    mode, out, _ = any_master_worker
     func = functions.BY_NAME[{"probe": "MPI_Probe", "iprobe": "MPI_Iprobe", "mprobe": "MPI_Mprobe"}[mode]].id
     records = trace.open_run(str(out)).logs[0].records
     probes = records[records["func"] == func]
@@ -177,14 +223,15 @@ def test_mpi4py_recv_waits_for_its_late_sender(mpi4py_late):
 
 # ---- Waitall with a tying send --------------------------------------------------------------------
 
-def test_a_waitall_that_waited_for_a_late_sender_is_late_sender(waitall_tie):
+@pytest.mark.parametrize("any_waitall_tie", mpi_env.also_under_openmpi(["tie"]), indirect=True)
+def test_a_waitall_that_waited_for_a_late_sender_is_late_sender(any_waitall_tie):
     """Rank 0's Waitall completes two receives (late sender, waits d, d + e) and a send whose
     receiver posted after its own sends (late receiver, wait d + e + f; e, f: microseconds): the
     largest is the send's, but two messages of three waited for the late sender.  Airport rule:
     late sender 2d/3 + e/2, late receiver d/3 + e/2 + f, with this run's e and f (a round whose
     send completed before its receiver posted has no late receiver); the wait within 10% of rank
     1's delay."""
-    out, delay = waitall_tie
+    out, delay = any_waitall_tie
     import pyarrow.parquet as pq
 
     calls = pq.read_table(out / "calls.parquet").to_pydict()
