@@ -183,7 +183,7 @@ def patterns_program(tmp_path_factory):
     return mpi, mpi_env.Builder(str(tmp_path_factory.mktemp("programs"))).build("collective_patterns.c", mpi.mpicc)
 
 
-@pytest.mark.parametrize("mode", ["gather", "scan_reversed", "ibcast"])
+@pytest.mark.parametrize("mode", ["gather", "scan_reversed", "ibcast", "bcast_big"])
 def test_rooted_scan_and_nonblocking_collectives_built_on_the_ranks(patterns_program, tmp_path, mode):
     """A real run of tests/programs/collective_patterns.c on 3 ranks (N-to-1 hubs out to the
     root only, a Scan on a communicator that reverses the ranks, a 1-to-N release from a late

@@ -136,14 +136,14 @@ class _Slab:
                    edge_src_slab)
 
     def __init__(self, me, ids, source, degree, edge_src, edge_weight, edge_src_slab):
-        self.ids = ids
+        self.ids, self.heads = ids, arrays.run_heads(ids)     # a run of ids per trace rank: positions_among
         self.sources = np.flatnonzero(source)
         n = len(ids)
         row = np.repeat(np.arange(n, dtype=np.int64), degree)
         local = edge_src_slab == me
         indptr = arrays.row_pointers(row[local], n, index_dtype(int(np.count_nonzero(local))))
-        self.search = Reversed(n, indptr, np.searchsorted(ids, edge_src[local]).astype(index_dtype(n)),
-                               edge_weight[local])
+        src = arrays.positions_among(ids, edge_src[local], self.heads).astype(index_dtype(n))
+        self.search = Reversed(n, indptr, src, edge_weight[local])
         away = ~local
         self.away_row, self.away_src, self.away_weight = row[away], edge_src[away], edge_weight[away]
         self.away_slab = edge_src_slab[away]
@@ -153,7 +153,7 @@ class _Slab:
     def offer(self, vertices, values):
         """Offers received: values (int64) to vertices (joined ids of this slab)."""
         if len(vertices):
-            self.offered_at.append(np.searchsorted(self.ids, vertices))
+            self.offered_at.append(arrays.positions_among(self.ids, vertices, self.heads))
             self.offered.append(values)
 
     def sweep(self):
