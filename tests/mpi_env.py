@@ -94,10 +94,12 @@ def build_openmpi_shim(directory):
     return build_shim(os.path.join(directory, "mpigraph"), os.path.join(directory, "build"), mpicc="mpicc.openmpi")
 
 
-def also_under_openmpi(cases):
-    """Test parameters: each of `cases` (under the mpich wheel), and each again as "openmpi:CASE"
-    where Open MPI is installed (.ci/run installs it).  ``mpi_of`` splits one."""
-    return list(cases) + (["openmpi:%s" % case for case in cases] if open_mpi() else [])
+def also_under_openmpi(cases, openmpi_cases=None):
+    """Test parameters: each of `cases` (under the mpich wheel), and each of `openmpi_cases`
+    (default: the same) again as "openmpi:CASE" where Open MPI is installed (.ci/run installs
+    it).  ``mpi_of`` splits one."""
+    again = list(cases) if openmpi_cases is None else openmpi_cases
+    return list(cases) + (["openmpi:%s" % case for case in again] if open_mpi() else [])
 
 
 def mpi_of(param):

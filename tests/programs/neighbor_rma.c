@@ -69,8 +69,15 @@ static long neighbours(const char *mode, int iterations, int rank, int size)
     int send[2] = {rank, rank}, recv[2] = {-1, -1};
     long got = 0;
     MPI_Request persistent = MPI_REQUEST_NULL;
-    if (!strcmp(mode, "pcart"))
+    if (!strcmp(mode, "pcart")) {
+#if MPI_VERSION >= 4        /* persistent collectives are MPI 4 (Open MPI 4.1 is MPI 3.1) */
         MPI_Neighbor_allgather_init(send, 1, MPI_INT, recv, 1, MPI_INT, topo, MPI_INFO_NULL, &persistent);
+#else
+        if (rank == 0)
+            fprintf(stderr, "neighbor_rma: pcart needs MPI 4 (this MPI is %d.%d)\n", MPI_VERSION, MPI_SUBVERSION);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+#endif
+    }
     for (int it = 0; it < iterations; it++) {
         MPI_Barrier(MPI_COMM_WORLD);
         if (rank == late)
