@@ -25,8 +25,9 @@ the program, not from the trace: a member waits for the rank its pattern names,
 each within the call's duration.  The program's clock reading and the shim's differ by
 the shim's overhead (microseconds) unless a rank is descheduled in between, which a loaded
 machine does now and then: the waits must agree within TOLERANCE (a tenth of the delay) for
-most members, and the expected waits must be real ones (most at least half the delay), so a
-rule that gets the pattern wrong (a barrier's max start - start for all, as before) fails.
+most members, and the expected waits must be real ones (the rank waited for came at least
+half the delay later, and the waits are at least twice the tolerance), so a rule that gets the
+pattern wrong (a barrier's max start - start for all, as before) fails.
 
 The modes run under the mpich wheel, and the checks of the waits, the path and the user
 tables again under Open MPI where it is installed (.ci/run installs it): its algorithms hold
@@ -283,7 +284,12 @@ def test_the_critical_path_runs_through_the_late_rank(run):
     assert on_path.argmax() == late and on_path[late] >= 0.6 * on_path.sum(), on_path
 
 
-@pytest.mark.parametrize("run", list(MODES), indirect=True)
+# The modes whose graphs every algorithm searches: one per kind of edge (scatter, gather, scan
+# and bcast_late_member have bcast's, reduce's and scan_reversed's kinds; six analyses a mode).
+ALGORITHM_MODES = [mode for mode in MODES if mode not in ("scatter", "gather", "scan", "bcast_late_member")]
+
+
+@pytest.mark.parametrize("run", ALGORITHM_MODES, indirect=True)
 def test_every_graph_algorithm_gives_the_same_path(run, tmp_path):
     mode, run_dir, _, _ = run
     want = read_csv(run_dir / critical_path.CSV_NAME)
