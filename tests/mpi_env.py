@@ -108,6 +108,13 @@ def mpi_of(param):
     return name or "mpich", case
 
 
+def mpi_for(request, param):
+    """(MPI, case) of an also_under_openmpi parameter, from the test's fixtures (conftest): the
+    mpich wheel, or Open MPI with the shim built for it once per session."""
+    name, case = mpi_of(param)
+    return request.getfixturevalue("openmpi" if name == "openmpi" else "wheel"), case
+
+
 # Open MPI's mpirun refuses to start as root (the CI's containers) without these.
 OPENMPI_AS_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 

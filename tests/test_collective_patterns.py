@@ -106,7 +106,7 @@ def read_csv(path):
         return list(csv.DictReader(f))
 
 
-_PROGRAMS, _RUNS = {}, {}
+_RUNS = {}
 
 
 @pytest.fixture
@@ -117,10 +117,8 @@ def run(request, builder, tmp_path_factory):
     key = request.param
     mpi_name, mode = mpi_env.mpi_of(key)
     if key not in _RUNS:
-        if mpi_name not in _PROGRAMS:
-            mpi = request.getfixturevalue("openmpi" if mpi_name == "openmpi" else "wheel")
-            _PROGRAMS[mpi_name] = mpi, builder.build("collective_patterns.c", mpi.mpicc)
-        mpi, exe = _PROGRAMS[mpi_name]
+        mpi, _ = mpi_env.mpi_for(request, key)
+        exe = builder.build("collective_patterns.c", mpi.mpicc)      # once per MPI: the builder keeps it
         out = tmp_path_factory.mktemp("runs") / key.replace(":", "-")
         result = mpi_env.mpirun(mpi, RANKS, [exe, mode, ITERATIONS], out=out,
                                 rank_env={"MPIGRAPH_CLOCK": "none", "MPIGRAPH_QUIET": "1"})

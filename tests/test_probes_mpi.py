@@ -82,8 +82,7 @@ PROBE_MODES = ["probe", "iprobe", "mprobe"]
 
 def _built(request, param, source):
     """(MPI, `source` built with its mpicc, case) of an also_under_openmpi parameter."""
-    mpi_name, case = mpi_env.mpi_of(param)
-    mpi = request.getfixturevalue("openmpi" if mpi_name == "openmpi" else "wheel")
+    mpi, case = mpi_env.mpi_for(request, param)
     return mpi, request.getfixturevalue("builder").build(source, mpi.mpicc), case
 
 
