@@ -94,15 +94,60 @@ def one_way_distances(n, indptr, src, weight, sources):
 @settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_ranks=st.integers(1, 4), n_calls=st.integers(1, 60),
        n_deps=st.integers(0, 30), long_run=st.sampled_from([0, 16, 10**9]),
-       scan_chunk=st.sampled_from([1, 3, 1 << 16]))
-def test_bypass_distances_with_long_straight_runs(seed, n_ranks, n_calls, n_deps, long_run, scan_chunk):
+       scan_chunk=st.sampled_from([1, 3, 1 << 16]), kernel=st.sampled_from(["on", "off"]))
+def test_bypass_distances_with_long_straight_runs(seed, n_ranks, n_calls, n_deps, long_run, scan_chunk, kernel):
     """Ranks of S -> E -> S ... chains (straight runs of one-way vertices) and a few edges between
-    ranks: distances through the Bypass equal plain relaxation's, whether the runs are skipped
-    first (LONG_RUN 0: always; 10**9: never) or not."""
+    ranks: distances through the Bypass equal plain relaxation's, with its runs found in C or by
+    numpy, whether numpy skips the straight runs first (LONG_RUN 0: always; 10**9: never) or not."""
     with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MPIGRAPH_PATH_KERNEL", kernel)
         patch.setattr(dijkstra, "LONG_RUN", long_run)
         patch.setattr(dijkstra, "SCAN_CHUNK", scan_chunk)
         check_bypass(seed, n_ranks, n_calls, n_deps)
+
+
+def random_dag_csr(rng, n, m, weight_dtype, largest_weight):
+    """(indptr, src, weight) of m random edges forward in id among n vertices (a DAG with runs
+    of one-way vertices), rows by dst."""
+    src = rng.integers(0, max(n - 1, 1), m)
+    dst = np.minimum(src + rng.integers(1, 4, m), n - 1)
+    keep = dst > src
+    src, dst = src[keep], dst[keep]
+    order = np.argsort(dst, kind="stable")
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(dst[order], minlength=n))))
+    weight = rng.integers(0, largest_weight + 1, len(src)).astype(weight_dtype)
+    return indptr, src[order], weight
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 120), per_vertex=st.floats(0.3, 2.0),
+       ids=st.sampled_from([np.int32, np.int64]), weight_dtype=st.sampled_from([np.uint32, np.int64]),
+       largest_weight=st.sampled_from([5, 2**31]), n_keep=st.integers(0, 5))
+def test_bypass_in_c_equals_bypass_by_numpy(seed, n, per_vertex, ids, weight_dtype, largest_weight, n_keep):
+    """The Bypass whose runs the C kernel found has every array equal to numpy's, dtypes
+    included: uint32 slacks widen to int64 in both where a run's sum passes 2**32 - 1."""
+    rng = np.random.default_rng(seed)
+    indptr, src, weight = random_dag_csr(rng, n, int(n * per_vertex), weight_dtype, largest_weight)
+    sources = np.unique(rng.integers(0, n, min(n, 2))) if n else np.zeros(0, np.int64)
+    keep = rng.integers(0, n, n_keep) if n else None
+    made = {}
+    for kernel in ("on", "off"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("MPIGRAPH_PATH_KERNEL", kernel)
+            made[kernel] = dijkstra.Bypass(n, indptr, src.astype(ids), weight, sources, keep)
+    for name in ("vertices", "target", "slack", "sources", "indptr", "src", "weight"):
+        c, by_numpy = getattr(made["on"], name), getattr(made["off"], name)
+        assert c.dtype == by_numpy.dtype, name
+        assert c.tolist() == by_numpy.tolist(), name
+
+
+@pytest.mark.parametrize("kernel", ["on", "off"])
+def test_bypass_of_a_cycle_of_one_way_vertices_says_so(monkeypatch, kernel):
+    """0 -> 1 -> 2 -> 0, each vertex one-way: no run has an end."""
+    monkeypatch.setenv("MPIGRAPH_PATH_KERNEL", kernel)
+    indptr, src = np.array([0, 1, 2, 3]), np.array([2, 0, 1])       # row d: the edge into d
+    with pytest.raises(ValueError, match="cycle of one-way vertices"):
+        dijkstra.Bypass(4, np.append(indptr, 3), src, np.ones(3, np.int64), np.array([3]))
 
 
 def check_bypass(seed, n_ranks, n_calls, n_deps):

@@ -192,9 +192,75 @@ int64_t NAME(int64_t n, const PTR *indptr, const INDEX *src, const WEIGHT *weigh
     return away;                                                                              \
 }
 
+/* A Bypass's runs (paths.dijkstra.Bypass): where each one-way vertex's run of one-way vertices
+ * ends and the slacks up to there, and the edges the search keeps.  Row d of the CSR lists the
+ * edges src[e] -> d.  state[v]: 1 where v is one-way (its single edge is its run's next step),
+ * else 0; overwritten.  searched[v]: the search keeps v's edges.
+ *
+ * target[v], slack[v] (v and 0 unless one-way) become the first vertex of v's run that is not
+ * one-way and the weights up to it; kept_* get the edges out of searched vertices, in edge order.
+ * A run is walked twice: once to its end, summing the weights (state 2: on this walk), once more
+ * to write each vertex's end and the rest of the sum (state 3: done, read by later runs that
+ * lead into it).  Returns the kept edges' count; -1 where one-way vertices make a cycle; -2 where
+ * a run's slack does not fit WEIGHT (the caller widens the weights and calls again). */
+#define BYPASS_RUNS(NAME, PTR, INDEX, WEIGHT, LARGEST)                                          \
+int64_t NAME(int64_t n, const PTR *indptr, const INDEX *src, const WEIGHT *weight, char *state,  \
+             const char *searched, INDEX *target, WEIGHT *slack, INDEX *kept_dst,              \
+             INDEX *kept_src, WEIGHT *kept_weight)                                            \
+{                                                                                             \
+    int64_t kept = 0;                                                                         \
+    for (int64_t v = 0; v < n; v++)                                                           \
+        if (!state[v]) {                                                                      \
+            target[v] = (INDEX)v;                                                             \
+            slack[v] = 0;                                                                     \
+        }                                                                                     \
+    for (int64_t d = 0; d < n; d++)                                                           \
+        for (int64_t e = indptr[d]; e < indptr[d + 1]; e++) {                                 \
+            int64_t s = src[e];                                                               \
+            if (state[s]) {                                                                   \
+                target[s] = (INDEX)d;                                                         \
+                slack[s] = weight[e];                                                         \
+            } else if (searched[s]) {                                                         \
+                kept_dst[kept] = (INDEX)d;                                                    \
+                kept_src[kept] = (INDEX)s;                                                    \
+                kept_weight[kept++] = weight[e];                                              \
+            }                                                                                 \
+        }                                                                                     \
+    for (int64_t v = 0; v < n; v++) {                                                         \
+        if (state[v] != 1)                                                                    \
+            continue;                                                                         \
+        uint64_t sum = 0;                                                                     \
+        int64_t u = v;                                                                        \
+        for (; state[u] == 1; u = target[u]) {                                                \
+            state[u] = 2;                                                                     \
+            sum += slack[u];                                                                  \
+        }                                                                                     \
+        if (state[u] == 2)                                                                    \
+            return -1;                                                                        \
+        int64_t end = u;                                                                      \
+        if (state[u] == 3) {       /* into a run done before: on to its end */                \
+            sum += slack[u];                                                                  \
+            end = target[u];                                                                  \
+        }                                                                                     \
+        if (sum > (uint64_t)(LARGEST))                                                        \
+            return -2;                                                                        \
+        for (int64_t w = v; state[w] == 2;) {                                                 \
+            int64_t next = target[w];                                                         \
+            uint64_t own = slack[w];                                                          \
+            slack[w] = (WEIGHT)sum;                                                           \
+            target[w] = (INDEX)end;                                                           \
+            state[w] = 3;                                                                     \
+            sum -= own;                                                                       \
+            w = next;                                                                         \
+        }                                                                                     \
+    }                                                                                         \
+    return kept;                                                                              \
+}
+
 #define CSR_KERNELS(SUFFIX, PTR, INDEX, WEIGHT)                                                 \
     DAG_SEARCH(dag_search_##SUFFIX, PTR, INDEX, WEIGHT)                                       \
-    NEXT_FROM_DIST(next_from_dist_##SUFFIX, PTR, INDEX, WEIGHT)
+    NEXT_FROM_DIST(next_from_dist_##SUFFIX, PTR, INDEX, WEIGHT)                               \
+    BYPASS_RUNS(bypass_runs_##SUFFIX, PTR, INDEX, WEIGHT, (WEIGHT)-1 > 0 ? (uint64_t)(WEIGHT)-1 : INT64_MAX)
 
 /* (Their variants, and CSR_COUNT's and CSR_PLACE's, are instantiated after this text: one per
  * entry of CSR_VARIANTS, PLACE_VARIANTS.) */
@@ -375,7 +441,12 @@ _COUNT_DECL = "int64_t csr_count_%s(int64_t m, const void *dst, int64_t n, int64
 _PLACE_DECL = """void csr_place_%s(int64_t m, const void *dst, const void *src, const int64_t *weight, int64_t *fill,
                     void *out_src, void *out_weight);"""
 
-CDEF = "\n".join(decl % suffix for suffix in CSR_VARIANTS.values() for decl in (_SEARCH_DECL, _WHOLE_DECL, _NEXT_DECL)) + "\n" \
+_BYPASS_DECL = """int64_t bypass_runs_%s(int64_t n, const void *indptr, const void *src, const void *weight, char *state,
+                     const char *searched, void *target, void *slack, void *kept_dst, void *kept_src,
+                     void *kept_weight);"""
+
+CDEF = "\n".join(decl % suffix for suffix in CSR_VARIANTS.values()
+                 for decl in (_SEARCH_DECL, _WHOLE_DECL, _NEXT_DECL, _BYPASS_DECL)) + "\n" \
     + "\n".join([_COUNT_DECL % "i32", _COUNT_DECL % "i64"] + [_PLACE_DECL % v for v in PLACE_VARIANTS.values()]) + """
 void run_exits(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64_t *nxt, int64_t *exits,
                int64_t *stack);
@@ -401,6 +472,7 @@ for _suffix in PLACE_VARIANTS.values():
 for _suffix in CSR_VARIANTS.values():
     _FUNCTIONS["dag_search_" + _suffix], _FUNCTIONS["dag_search_%s_whole" % _suffix] = _SEARCH_ARGS, _WHOLE_ARGS
     _FUNCTIONS["next_from_dist_" + _suffix] = _NEXT_ARGS
+    _FUNCTIONS["bypass_runs_" + _suffix] = (_I64, [_I64] + [_PTR] * 10)
 
 
 def _library():
@@ -459,6 +531,35 @@ def search(n, indptr, indices, weight, sources, offsets, inf, whole=False):
     found = getattr(lib, "dag_search_" + suffix)(n, *columns, len(sources), sources.ctypes.data, dist.ctypes.data,
                                                  reached.ctypes.data, indeg.ctypes.data, order.ctypes.data)
     return dist if found >= 0 else None
+
+
+def bypass_runs(one_way, searched, indptr, src, weight, n_kept):
+    """A Bypass's (target, slack, [dst, src, weight] of the n_kept edges out of `searched`
+    vertices), as ``dijkstra.Bypass._runs`` makes them, in one pass over the edges and two over
+    each run; None where the kernel cannot run.  `src` holds the ids as target will (int32 where
+    the graph's vertices fit); the slacks are in weight's dtype, int64 where a run's sum does not
+    fit uint32.  ValueError where one-way vertices make a cycle."""
+    lib = _library()
+    if lib is None:
+        return None
+    n = len(one_way)
+    searched = np.ascontiguousarray(searched, bool)
+    while True:
+        suffix, indptr, src, weight = _csr(indptr, src, weight)
+        target, slack = np.empty(n, src.dtype), np.empty(n, weight.dtype)
+        kept = [np.empty(n_kept, src.dtype), np.empty(n_kept, src.dtype), np.empty(n_kept, weight.dtype)]
+        state = one_way.astype(np.int8)
+        found = getattr(lib, "bypass_runs_" + suffix)(n, indptr.ctypes.data, src.ctypes.data, weight.ctypes.data,
+                                                     state.ctypes.data, searched.ctypes.data, target.ctypes.data,
+                                                     slack.ctypes.data, *(k.ctypes.data for k in kept))
+        if found == -1:
+            raise ValueError("the graph has a cycle of one-way vertices")
+        if found == -2 and weight.dtype != np.int64:
+            weight = weight.astype(np.int64)       # a run's slack beyond uint32: widened once
+            continue
+        if found != n_kept:
+            raise ValueError("a run's slack does not fit int64")
+        return target, slack, kept
 
 
 def _starts(n, sources, offsets, inf):

@@ -125,6 +125,9 @@ class Bypass:
         a whole run, microseconds a run), and a bound by their total would give up the four
         bytes on every large run.
         """
+        found = dag.bypass_runs(one_way, searched, indptr, src.astype(index, copy=False), weight, n_kept)
+        if found is not None:       # in C: one pass over the edges and two over each run
+            return found
         n = len(one_way)
         slack_type = np.uint32 if weight.dtype == np.uint32 else np.int64
         target, slack = np.empty(n, index), np.empty(n, slack_type)
