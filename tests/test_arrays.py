@@ -157,3 +157,19 @@ def test_run_sums_sum_each_run_exactly(lengths):
     values = 2**53 + np.arange(bounds[-1], dtype=np.int64)      # beyond float64's 53 bits
     sums = arrays.run_sums(values, bounds)
     assert sums.tolist() == [sum(values[a:b].tolist()) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+@given(st.sampled_from([1, 3, 256, 257, 70_000]), st.integers(0, 300), st.booleans(), st.data())
+def test_grouped_orders_the_rows_stably_by_group_and_counts_them(n_groups, n_rows, in_order, data):
+    """Each group's rows in their order, the groups in order, whatever width the radix sort
+    takes (8 bits up to 256 groups, 16 up to 65,536, the groups' own dtype beyond); rows already
+    in order need no order at all."""
+    group = np.array(data.draw(st.lists(st.integers(0, n_groups - 1), min_size=n_rows, max_size=n_rows)), np.int32)
+    if in_order:
+        group = np.sort(group)
+    order, counts = arrays.grouped(group, n_groups)
+    expected = np.argsort(group, kind="stable")
+    assert (order is None) == bool((np.diff(group) >= 0).all())
+    np.testing.assert_array_equal(expected if order is None else order, expected)
+    np.testing.assert_array_equal(counts, np.bincount(group, minlength=n_groups))
+    assert counts.dtype == np.int64

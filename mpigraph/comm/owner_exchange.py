@@ -9,6 +9,7 @@ encoding, no pickles.  The big one-time moves
 import numpy as np
 
 from mpigraph.comm import meter
+from mpigraph.util import arrays
 
 
 def send_rows(comm, dest, columns, with_source=False):
@@ -28,13 +29,14 @@ def send_rows(comm, dest, columns, with_source=False):
         return (received, np.zeros(len(dest), np.int64)) if with_source else received
     if len(dest) and (dest.min() < 0 or dest.max() >= size):
         raise ValueError("a destination rank is not a rank of the communicator (0 to %d)" % (size - 1))
-    order, send_counts = _by_rank(dest, size)
+    order, send_counts = arrays.grouped(dest, size)
     recv_counts = np.empty(size, np.int64)
     comm.Alltoall(send_counts, recv_counts)
     send_displ, recv_displ = _displacements(send_counts), _displacements(recv_counts)
     result = []
     for column in columns:      # one Alltoallv per column: no row-major table to build and take apart
-        outgoing = np.ascontiguousarray(np.asarray(column)[order])
+        column = np.asarray(column)
+        outgoing = np.ascontiguousarray(column if order is None else column[order])
         incoming = np.empty(int(recv_counts.sum()), outgoing.dtype)
         comm.Alltoallv([outgoing, (send_counts, send_displ)], [incoming, (recv_counts, recv_displ)])
         meter.count((send_counts.sum() - send_counts[rank]) * outgoing.itemsize,
@@ -55,15 +57,6 @@ def keep_or_send(comm, owner, columns):
     away = ~here
     received = send_rows(comm, owner[away], [np.asarray(c)[away] for c in columns])
     return [np.concatenate((np.asarray(c)[here], r)) for c, r in zip(columns, received)]
-
-
-def _by_rank(dest, size):
-    """(A stable order of rows by destination rank, rows per rank): one pass per rank when
-    there are few."""
-    if size > 16:
-        return np.argsort(dest, kind="stable"), np.bincount(dest, minlength=size).astype(np.int64)
-    rows = [np.flatnonzero(dest == r) for r in range(size)]
-    return np.concatenate(rows), np.array([len(r) for r in rows], np.int64)
 
 
 def _displacements(counts):

@@ -43,6 +43,7 @@ from mpi4py import MPI
 from mpigraph.comm.codec import Codec, CodecError, decode
 from mpigraph.comm import meter
 from mpigraph.comm.parallel import wait_idly
+from mpigraph.util import arrays
 
 ORDERS = ("rounds", "naive")
 TAG = 0x6D67                    # "mg": our point-to-point messages on the analysis comm
@@ -157,14 +158,10 @@ def batch_rows(batch):
 
 def split_by_dest(columns, dest, n_parts):
     """A list of n_parts batches: rows with dest == i, in their original order, go to batch i."""
-    dest = np.asarray(dest)
-    if np.all(dest[1:] >= dest[:-1]):          # often already grouped (rows in owned-rank order)
-        return _slices({name: np.asarray(c) for name, c in columns.items()},
-                       np.searchsorted(dest, np.arange(n_parts + 1)))
-    # A stable sort of small ints is a radix sort (linear) in numpy: destinations fit in 16 bits.
-    order = np.argsort(dest.astype(np.uint16) if n_parts <= 1 << 16 else dest, kind="stable")
-    cuts = np.searchsorted(dest[order], np.arange(n_parts + 1))
-    return _slices({name: np.asarray(c)[order] for name, c in columns.items()}, cuts)
+    order, counts = arrays.grouped(dest, n_parts)      # None: often grouped already (owned-rank order)
+    cuts = np.concatenate(([0], np.cumsum(counts)))
+    return _slices({name: np.asarray(c) if order is None else np.asarray(c)[order] for name, c in columns.items()},
+                   cuts)
 
 
 def _slices(columns, cuts):

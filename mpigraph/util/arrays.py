@@ -81,6 +81,29 @@ def keyed_sums(keys, values):
     return uniq, count[present].astype(np.int64), sums[present]
 
 
+def grouped(group, n_groups):
+    """(a stable order of the rows by `group`, a small int 0..n_groups-1, or None where they are
+    in that order already; the rows in each group, int64).
+
+    A few groups take a mask and a flatnonzero each; more take numpy's stable sort of 8- or
+    16-bit ints, a radix sort: one pass whatever n_groups, where the masks take n_groups passes
+    and a sort of wider ints is a merge sort (``benchmarks/bench_grouping.py``)."""
+    group = np.asarray(group)
+    if len(group) < 2 or bool((group[1:] >= group[:-1]).all()):
+        return None, np.bincount(group.astype(np.intp, copy=False), minlength=n_groups).astype(np.int64)
+    if n_groups <= FEW_GROUPS:
+        rows = [np.flatnonzero(group == g) for g in range(n_groups)]
+        return np.concatenate(rows), np.array([len(r) for r in rows], np.int64)
+    narrow = np.uint8 if n_groups <= 1 << 8 else np.uint16 if n_groups <= 1 << 16 else group.dtype
+    return (np.argsort(group.astype(narrow, copy=False), kind="stable"),
+            np.bincount(group, minlength=n_groups).astype(np.int64))
+
+
+# Up to this many groups a mask per group costs no more than the radix sort (a million rows in 8
+# groups: 9.7 against 11.2 ms on the 2-core VM; in 16: 31.9 against 6.3 ms).
+FEW_GROUPS = 8
+
+
 def runs(values):
     """(start, length) of each run of equal neighbours in a non-empty 1-d array."""
     starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))

@@ -36,6 +36,7 @@ import numpy as np
 
 from mpigraph.comm import parallel
 from mpigraph.comm import shuffle
+from mpigraph.util import arrays
 from mpigraph.whatif.envelope import Edges, Model, Pass, combine_units, tight_eps
 
 
@@ -122,8 +123,8 @@ def _blocks(edges: Edges, edge_piece, p: Plan):
 
 def _by_owner(owner, K):
     """(the indices sorted by owner, stably, and each owner's bounds in them)."""
-    order = np.argsort(owner.astype(np.uint16) if K <= 1 << 16 else owner, kind="stable")   # a radix sort
-    return order, np.r_[0, np.cumsum(np.bincount(owner, minlength=K))]
+    order, counts = arrays.grouped(owner, K)
+    return (np.arange(len(owner)) if order is None else order), np.r_[0, np.cumsum(counts)]
 
 
 class Spread:
