@@ -99,6 +99,21 @@ def distance_mismatches(comm, inp, options):
     return bad
 
 
+def told_source_mismatches(comm, inp, options):
+    """Where this rank's part of the graph, built from edges that carry their sources' starts
+    (the match stage's: no owner is asked for the sources on other ranks), differs from the part
+    whose sources are all asked of their owners; [] where none does (on every rank)."""
+    from mpigraph.paths import graph
+
+    threshold_ns = int(round(options.get("threshold_s", 0) * 1e9))
+    told = graph.build(comm, share(inp, comm.size, comm.rank, with_starts=True), threshold_ns)
+    asked = graph.build(comm, share(inp, comm.size, comm.rank, with_starts=False), threshold_ns)
+    differ = [name for name in ("time", "indptr", "src", "weight", "sources", "source_piece", "hub_time")
+              if not np.array_equal(getattr(told, name), getattr(asked, name))]
+    differ = comm.gather(differ, root=0)
+    return ["rank %d: %s differ with the sources told" % (r, d) for r, d in enumerate(differ or []) if d]
+
+
 def sync_point_mismatches(comm, inp, options):
     """Where the synchronisation points found on the job's ranks, each holding its own trace
     ranks' columns of the member-call table, differ from those found on one rank (keys, times,
@@ -214,7 +229,7 @@ def main():
             expected = rows(reference)
             bad = [setting for setting in SETTINGS if rows(results[setting]) != expected]
         bad = (comm.bcast(bad if comm.rank == 0 else None, root=0) + distance_mismatches(comm, inp, options)
-               + sync_point_mismatches(comm, inp, options))
+               + sync_point_mismatches(comm, inp, options) + told_source_mismatches(comm, inp, options))
         if comm.rank == 0:
             failures += len(bad)
             print("%-18s %d segments, slack %s: %s" % (name, len(expected), sorted(set(slacks.values())),

@@ -100,13 +100,21 @@ def random_input(seed, n_ranks, n_calls, n_deps, collectives=0, step_ns=50):
     return path_input(calls, deps(*rows_))
 
 
-def share(inp, n_analysis, me):
-    """The part of a whole-run PathInput that analysis rank `me` of `n_analysis` holds."""
+def share(inp, n_analysis, me, with_starts=True):
+    """The part of a whole-run PathInput that analysis rank `me` of `n_analysis` holds;
+    `with_starts`: its edges carry their source calls' starts, as the match stage's do
+    (the graph's build then asks no owner for the sources it is told)."""
     from mpigraph.comm.parallel import Ownership
 
     mine = Ownership(inp.n_trace_ranks, n_analysis).ranks_of(me)
     d = inp.deps
     owned = (d.dst_rank >= mine.start) & (d.dst_rank < mine.stop)
+    starts = None
+    if with_starts:
+        counts = [len(inp.calls[r].start_ns) for r in range(inp.n_trace_ranks)]
+        first = np.concatenate(([0], np.cumsum(counts)))
+        every = np.concatenate([inp.calls[r].start_ns for r in range(inp.n_trace_ranks)] + [np.zeros(0, np.int64)])
+        starts = every[first[d.src_rank[owned]] + d.src_call[owned]]
     return graph.PathInput(inp.n_trace_ranks, {r: inp.calls[r] for r in mine},
                            graph.Dependencies(d.src_rank[owned], d.src_call[owned], d.src_vertex[owned],
-                                              d.dst_rank[owned], d.dst_call[owned], d.kind[owned]))
+                                              d.dst_rank[owned], d.dst_call[owned], d.kind[owned], starts))

@@ -57,6 +57,8 @@ stored with their vertex owner), as equal-length numpy columns:
     N-to-N instance has no edge to itself (it is no global synchronisation point).
     Only the latest releasing member has an edge: the others' would have more
     slack, so the path never takes them (and a Scan's would be quadratic).
+    src_start   int64  the source call's start (repaired), where the match stage
+                       knows it (None: the path stage asks the source's owner)
 Every edge u -> E(c) satisfies t(u) <= t(E(c)) after the repair, so slacks
 max(0, t(S(c)) - t(u)) are >= 0 and the graph is acyclic in time.
 
@@ -170,11 +172,15 @@ class Dependencies:
     dst_rank: np.ndarray
     dst_call: np.ndarray
     kind: np.ndarray
+    src_start: np.ndarray = None     # see the module doc: the path stage asks no owner for these
 
     def __post_init__(self):
         for name, dtype in EDGE_DTYPES.items():
             setattr(self, name, np.ascontiguousarray(getattr(self, name), dtype=dtype))
-        if len({len(getattr(self, name)) for name in EDGE_DTYPES}) > 1:
+        if self.src_start is not None:
+            self.src_start = np.ascontiguousarray(self.src_start, dtype=np.int64)
+        names = list(EDGE_DTYPES) + (["src_start"] if self.src_start is not None else [])
+        if len({len(getattr(self, name)) for name in names}) > 1:
             raise ValueError("Dependencies columns differ in length")
 
     @classmethod
@@ -185,17 +191,21 @@ class Dependencies:
     def picked(cls, parts):
         """The edges that each part's mask picks from its columns, in the order of the parts.
 
-        A part is (mask, src_rank, src_call, dst_rank, dst_call, kind); a column is an array
-        over the mask's rows or a scalar, and the source is always VERTEX_START.  Each column of
-        the result is allocated once and filled in place: a bulk-synchronous run has an edge
-        per call, and edge tables made per part and then concatenated would write every column
-        twice, in memory new to the process."""
+        A part is (mask, src_rank, src_call, dst_rank, dst_call, kind[, src_start]); a column
+        is an array over the mask's rows or a scalar, and the source is always VERTEX_START;
+        src_start is kept where every part has it.  Each column of the result is allocated once
+        and filled in place: a bulk-synchronous run has an edge per call, and edge tables made
+        per part and then concatenated would write every column twice, in memory new to the
+        process."""
         rows = [np.flatnonzero(mask) for mask, *_ in parts]
         bounds = np.cumsum([0] + [len(r) for r in rows])
-        out = {name: np.empty(bounds[-1], dtype) for name, dtype in EDGE_DTYPES.items()}
+        with_start = all(len(part) > len(_PICKED_COLUMNS) + 1 for part in parts)
+        dtypes = dict(EDGE_DTYPES, **({"src_start": np.int64} if with_start else {}))
+        out = {name: np.empty(bounds[-1], dtype) for name, dtype in dtypes.items()}
         out["src_vertex"].fill(VERTEX_START)
+        names = _PICKED_COLUMNS + (("src_start",) if with_start else ())
         for (_, *columns), picked, a, b in zip(parts, rows, bounds[:-1], bounds[1:]):
-            for name, column in zip(_PICKED_COLUMNS, columns):
+            for name, column in zip(names, columns):
                 _take_into(column, picked, out[name][a:b])
         return cls(**out)
 

@@ -215,8 +215,9 @@ _BLOCKING_N_TO_N = (collectives.PATTERN_OF_FUNC == COLLECTIVE_N_TO_N) & ~NONBLOC
 
 
 def dependency_edges(to_me, from_me, members, probe_edges=None):
-    """The incoming edges of the owned ranks (match.py's Dependencies); `probe_edges`: (send rank,
-    send call, probe rank, probe call) late-sender edges into probes (match.probes)."""
+    """The incoming edges of the owned ranks (match.py's Dependencies), with their sources' starts;
+    `probe_edges`: (send rank, send call, probe rank, probe call, send start) late-sender edges
+    into probes (match.probes)."""
     done = to_me["r_done_call"] >= 0
     # Only a send call that ended after the receive was posted may have waited for it.
     waited = (from_me["s_done_call"] >= 0) & (from_me["r_post_start"] <= from_me["s_done_end"])
@@ -232,13 +233,20 @@ def dependency_edges(to_me, from_me, members, probe_edges=None):
     last = _BLOCKING_N_TO_N[members["func"]]
     last &= completed
     last &= ~released
+    # Each source's start goes with its edge (the match has it): the path stage need not ask
+    # the source's owner for it (a pipeline's messages all come from another analysis rank).
+    s_rank, s_call, p_rank, p_call, s_start = probe_edges if probe_edges else (None,) * 5
     return Dependencies.picked([
-        (done, to_me["s_rank"], to_me["s_post_call"], to_me["r_rank"], to_me["r_done_call"], MESSAGE_LATE_SENDER),
+        (done, to_me["s_rank"], to_me["s_post_call"], to_me["r_rank"], to_me["r_done_call"], MESSAGE_LATE_SENDER,
+         to_me["s_post_start"]),
         (waited, from_me["r_rank"], from_me["r_post_call"], from_me["s_rank"], from_me["s_done_call"],
-         MESSAGE_LATE_RECEIVER),
-        (released, members["release_rank"], members["release_call"], members["rank"], members["done_call"], pattern),
-        (last, members["rank"], members["call"], members["rank"], members["call"], COLLECTIVE_N_TO_N),
-    ] + ([(np.ones(len(probe_edges[0]), bool), *probe_edges, MESSAGE_LATE_SENDER)] if probe_edges else []))
+         MESSAGE_LATE_RECEIVER, from_me["r_post_start"]),
+        (released, members["release_rank"], members["release_call"], members["rank"], members["done_call"], pattern,
+         members["release_start"]),
+        (last, members["rank"], members["call"], members["rank"], members["call"], COLLECTIVE_N_TO_N,
+         members["start"]),
+    ] + ([(np.ones(len(s_rank), bool), s_rank, s_call, p_rank, p_call, MESSAGE_LATE_SENDER, s_start)]
+         if probe_edges else []))
 
 
 def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=True):

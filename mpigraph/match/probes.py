@@ -109,7 +109,7 @@ def probe_links(calls_by_rank, probes, probe_message, messages):
     `probe_message`: per probe row, its message's row in `messages` (-1 none); `messages`: the
     matched messages on the receivers' owner (with the repaired times).
     waits: (rank, call, ns) late-sender time of each call of each run; edges: (s_rank,
-    s_post_call, rank, call) of each late-sender edge into a probe run; path_ends: {owned rank:
+    s_post_call, rank, call, s_post_start) of each late-sender edge into a probe run; path_ends: {owned rank:
     its calls' end times for the path stage}, only for ranks with a polling run."""
     has = probe_message >= 0
     rank, call = probes["rank"][has].astype(np.int64), probes["call"][has]
@@ -140,7 +140,8 @@ def probe_links(calls_by_rank, probes, probe_message, messages):
     keep = released < n
     owner = np.repeat(index.ranks, np.diff(index.offsets))        # the trace rank of each position
     waits = (owner[member], member - index.offsets[np.searchsorted(index.ranks, owner[member])], wait)
-    edges = (send_rank[keep], send_call[keep], rank[keep], call[keep] - (found_at[keep] - released[keep]))
+    edges = (send_rank[keep], send_call[keep], rank[keep], call[keep] - (found_at[keep] - released[keep]),
+             send_start[keep])
     return waits, edges, _path_ends(index, calls_by_rank, member[polling], path_end[polling])
 
 

@@ -212,7 +212,7 @@ def build(comm, inp, threshold_ns=0, keep_remote_hub_edges=False):
     time = _interleave([blocks[r][0] for r in mine], [blocks[r][1] for r in mine])
     func = np.repeat(np.concatenate([blocks[r][2] for r in mine] + [np.zeros(0, np.int64)]).astype(FUNC_DTYPE), 2)
 
-    deps = _dependency_edges(comm, ownership, deps_in, blocks, base, lo, time)
+    deps = _dependency_edges(comm, ownership, deps_in, blocks, base, lo, time, merged=threshold_ns > 0)
     del deps_in
     hubs = splits.find_sync_points(comm, inp.n_trace_ranks, base, lo, time, deps)
     deps = _not_replaced_by_hubs(deps, hubs)
@@ -411,34 +411,57 @@ class DependencyEdges:
     dst_call: np.ndarray
 
 
-def _dependency_edges(comm, ownership, deps, blocks, base, lo, time):
-    """Map dependencies to vertex ids; fetch each source's time from its owner."""
+def _dependency_edges(comm, ownership, deps, blocks, base, lo, time, merged=False):
+    """Map dependencies to vertex ids; fetch each source's time from its owner, unless the match
+    stage gave it (``Dependencies.src_start``) and no calls merge: then the id is the source
+    call's own vertex (base[rank] + 2 call), its time that start, and nothing travels (a
+    pipeline's messages all come from another analysis rank)."""
     dst_call = _block_index(blocks, deps.dst_rank, deps.dst_call, "dependency destination")
     dst = 2 * dst_call
     dst += base[deps.dst_rank]
     dst += END
+    if ((deps.src_vertex != START) & (deps.src_vertex != END)).any():
+        raise ValueError("dependency src_vertex must be 0 (start) or 1 (end)")
+    mine = ownership.ranks_of(comm.Get_rank())
+    away = (deps.src_rank < mine.start) | (deps.src_rank >= mine.stop)
+    told = None
+    if deps.src_start is not None and not merged:
+        told = away & (deps.src_vertex == START)
+        away &= ~told
+    if told is None or not told.any():
+        src, t_src = _asked_sources(comm, ownership, deps, None, away, blocks, base, lo, time)
+    else:
+        src, t_src = np.empty(len(dst), np.int64), np.empty(len(dst), np.int64)
+        asked = np.flatnonzero(~told)
+        src[asked], t_src[asked] = _asked_sources(comm, ownership, deps, asked, away[asked], blocks, base, lo, time)
+        told = np.flatnonzero(told)
+        src[told] = base[deps.src_rank[told]] + 2 * deps.src_call[told] + START
+        t_src[told] = deps.src_start[told]
+    keep = src != dst     # a call merged with its own releaser: no edge
+    if keep.all():        # always without a threshold: no copy of every column
+        return DependencyEdges(src, dst, t_src, deps.kind, deps.dst_rank, dst_call)
+    return DependencyEdges(src[keep], dst[keep], t_src[keep], deps.kind[keep], deps.dst_rank[keep],
+                           dst_call[keep])
+
+
+def _asked_sources(comm, ownership, deps, rows, away, blocks, base, lo, time):
+    """(vertex id, time) of the sources of deps' edges `rows` (None: all), from their owners
+    (the owned ones here).  Collective.  `away`: of those rows, which another rank owns."""
 
     def answer(query):
         rank, call, side = query
         vertex = base[rank] + 2 * _block_index(blocks, rank, call, "dependency source") + side
         return [vertex, time[vertex - lo]]
 
-    if ((deps.src_vertex != START) & (deps.src_vertex != END)).any():
-        raise ValueError("dependency src_vertex must be 0 (start) or 1 (end)")
+    columns = [deps.src_rank, deps.src_call, deps.src_vertex]
+    if rows is not None:
+        columns = [c[rows] for c in columns]
     # Ask once per distinct source event that another rank answers: the members of a
     # collective share theirs.  This rank's own are looked up here, however often they repeat.
-    mine = ownership.ranks_of(comm.Get_rank())
-    away = (deps.src_rank < mine.start) | (deps.src_rank >= mine.stop)
-    rows, inverse = _distinct_rows((deps.src_rank, deps.src_call, deps.src_vertex), away)
-    del away
-    src_rank, src_call, src_vertex = deps.src_rank[rows], deps.src_call[rows], deps.src_vertex[rows]
+    heads, inverse = _distinct_rows(columns, away)
+    src_rank, src_call, src_vertex = (c[heads] for c in columns)
     src, t_src = exchange.ask_owners(comm, ownership.owner_of(src_rank), [src_rank, src_call, src_vertex], answer)
-    src, t_src = src[inverse], t_src[inverse]
-    keep = src != dst     # a call merged with its own releaser: no edge
-    if keep.all():        # always without a threshold: no copy of every column
-        return DependencyEdges(src, dst, t_src, deps.kind, deps.dst_rank, dst_call)
-    return DependencyEdges(src[keep], dst[keep], t_src[keep], deps.kind[keep], deps.dst_rank[keep],
-                           dst_call[keep])
+    return src[inverse], t_src[inverse]
 
 
 def _distinct_rows(columns, away):
