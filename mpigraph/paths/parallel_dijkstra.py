@@ -90,6 +90,13 @@ def _distances(comm, g, split, heartbeat=None):
     n_all = comm.allreduce(n)
     started, asked, researched = time.perf_counter(), False, False
     while True:
+        if researched and not asked:
+            # The last round searched most of the graph again (a pipeline): the joined search takes
+            # over before another exchange of offers, whose distances it would not read.
+            asked = True
+            found = joined.distances(heartbeat, rounds)
+            if found is not None:
+                return found, rounds + 1
         send = changed[cross_dst]
         target, offer = exchange.send_rows(comm, cross_owner[send],
                                            [cross_src[send], dist[cross_dst[send]] + cross_w[send]])
@@ -98,12 +105,13 @@ def _distances(comm, g, split, heartbeat=None):
         sources, offsets = np.concatenate((sources, target)), np.concatenate((offsets, dist[target]))
         if not comm.allreduce(len(sources), op=MPI.SUM):
             break           # no offer improved any distance: the rounds are done
-        # Rounds are still to come.  After join_at rounds, after a round that searched most of the
-        # graph again, or once the rounds have taken as long as the joined search would (the
-        # slowest rank's clock, so that all decide alike), it takes over if it fits: only then,
-        # so a search whose rounds are over (a run with a synchronisation point every few
-        # calls, whose pieces are done in a round or two) is never done again.
-        if not asked and (rounds == join_at or researched or (rounds and comm.allreduce(
+        # Rounds are still to come.  After join_at rounds, or once the rounds have taken as long
+        # as the joined search would (the slowest rank's clock, so that all decide alike), it
+        # takes over if it fits: only then, so a search whose rounds are over (a run with a
+        # synchronisation point every few calls, whose pieces are done in a round or two) is
+        # never done again.  After a round that searched most of the graph again it takes over
+        # at once (above).
+        if not asked and (rounds == join_at or (rounds and comm.allreduce(
                 time.perf_counter() - started, op=MPI.MAX) >= join_after_s)):
             asked = True
             found = joined.distances(heartbeat, rounds)
