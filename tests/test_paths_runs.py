@@ -240,3 +240,36 @@ def test_run_ends_point_each_straight_vertex_past_its_run(seed, n, p, scan_chunk
         dijkstra._point_at_run_ends(straight, target, slack)
     assert target.tolist() == expected_target.tolist()
     assert slack.tolist() == expected_slack.tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(2, 5), n_rank=st.integers(1, 60), n_hubs=st.integers(0, 9),
+       per_vertex=st.floats(0, 3), ids=st.sampled_from([np.int32, np.int64]),
+       weights=st.sampled_from([np.uint32, np.int64]), split=st.booleans(), data=st.data())
+def test_split_part_in_c_equals_numpys(seed, k, n_rank, n_hubs, per_vertex, ids, weights, split, data):
+    """parallel-dijkstra's split of an analysis rank's part into the edges out of the vertices it
+    owns (rank vertices lo..hi-1, hubs h with h % k == me) and the crossing ones before a cut: the
+    C kernel's columns equal numpy's masks', dtypes included."""
+    from mpigraph.paths import graph, parallel_dijkstra
+
+    rng = np.random.default_rng(seed)
+    me = data.draw(st.integers(0, k - 1))
+    bounds = np.sort(np.concatenate(([0, n_rank], rng.integers(0, n_rank + 1, k - 1))))
+    lo, hi = int(bounds[me]), int(bounds[me + 1])
+    rows = (hi - lo) + len(range(me, n_hubs, k))
+    n_edges = int(rows * per_vertex)
+    src = rng.integers(0, n_rank + n_hubs, n_edges).astype(ids)
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(rng.integers(0, max(rows, 1), n_edges), minlength=rows))))
+    indptr = indptr.astype(ids)
+    weight = rng.integers(0, 1000, n_edges).astype(weights)
+    part = graph.Graph(k, me, np.array([0, n_rank]), bounds, None, np.zeros(n_hubs, np.int64),
+                       np.zeros(rows, np.int64), np.zeros(rows, np.int16), indptr, src, weight, 0, None, 0)
+    cut = data.draw(st.integers(0, n_edges))
+    found = {}
+    for kernel in ("on", "off"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("MPIGRAPH_PATH_KERNEL", kernel)
+            found[kernel] = parallel_dijkstra._split(part, split, cut)
+    for c, by_numpy in zip(found["on"], found["off"]):
+        for a, b in zip(c, by_numpy):
+            assert a.dtype == b.dtype and a.tolist() == b.tolist()

@@ -15,6 +15,10 @@ along next[] leaves an analysis rank's vertices; walk_runs() its runs on the pat
 (``walk._Runs``); chain_entries() their entries' chain on rank 0 (``walk._chain_entries``): a
 run at a time, without Python's cost per run.
 
+bypass_runs() finds a Bypass's runs of one-way vertices (``dijkstra.Bypass``) and split_part()
+splits an analysis rank's part into its local and crossing edges (``parallel_dijkstra._split``):
+passes over the edges that numpy would make as several passes and temporaries each.
+
 The CSR's kernels read its columns in the dtypes the graph keeps (int32 indptr and ids, uint32
 slacks where they fit: ``model.index_dtype``, ``model.slack_dtype``), one variant per combination.
 
@@ -257,10 +261,74 @@ int64_t NAME(int64_t n, const PTR *indptr, const INDEX *src, const WEIGHT *weigh
     return kept;                                                                              \
 }
 
+/* An analysis rank's part of the graph split for parallel-dijkstra's rounds
+ * (parallel_dijkstra._JoinedSearch.of): the edges src[e] -> d of its CSR (rows: its local vertices)
+ * whose source it owns, as a CSR of local ids, and the others, the crossing edges.  A source s
+ * at or past n_rank is hub s - n_rank, owned by analysis rank (s - n_rank) % k, at local id
+ * (hi - lo) + (s - n_rank) / k; a rank vertex is owned in lo .. hi - 1, at local id s - lo.
+ * Edges out of hubs are left out unless relax_hubs; crossing edges at or past cut are left out.
+ *
+ * NAME_count: the local edges' count, and the crossing ones' in *n_cross.  NAME: fills
+ * out_indptr (n + 1), out_src and out_weight (the local edges, in order) and the crossing edges'
+ * cross_dst (their rows), cross_src and cross_weight, in order. */
+#define SPLIT_PART(NAME, PTR, INDEX, WEIGHT)                                                    \
+static inline int NAME##_side(int64_t s, int64_t lo, int64_t hi, int64_t n_rank, int64_t k,      \
+                              int64_t me, int64_t relax_hubs, int64_t *local)                 \
+{   /* 1: local (its local id in *local), -1: crossing, 0: left out */                        \
+    if (s >= n_rank) {                                                                        \
+        if (!relax_hubs)                                                                      \
+            return 0;                                                                         \
+        if ((s - n_rank) % k != me)                                                           \
+            return -1;                                                                        \
+        *local = (hi - lo) + (s - n_rank) / k;                                                \
+        return 1;                                                                             \
+    }                                                                                         \
+    if (s < lo || s >= hi)                                                                    \
+        return -1;                                                                            \
+    *local = s - lo;                                                                          \
+    return 1;                                                                                 \
+}                                                                                             \
+int64_t NAME##_count(int64_t n, const PTR *indptr, const INDEX *src, int64_t lo, int64_t hi,    \
+                     int64_t n_rank, int64_t k, int64_t me, int64_t relax_hubs, int64_t cut,   \
+                     int64_t *n_cross)                                                        \
+{                                                                                             \
+    int64_t n_local = 0, crossing = 0, local;                                                 \
+    for (int64_t e = 0; e < (int64_t)indptr[n]; e++) {                                        \
+        int side = NAME##_side(src[e], lo, hi, n_rank, k, me, relax_hubs, &local);            \
+        n_local += side > 0;                                                                  \
+        crossing += side < 0 && e < cut;                                                      \
+    }                                                                                         \
+    *n_cross = crossing;                                                                      \
+    return n_local;                                                                           \
+}                                                                                             \
+void NAME(int64_t n, const PTR *indptr, const INDEX *src, const WEIGHT *weight, int64_t lo,     \
+          int64_t hi, int64_t n_rank, int64_t k, int64_t me, int64_t relax_hubs, int64_t cut,   \
+          PTR *out_indptr, INDEX *out_src, WEIGHT *out_weight, INDEX *cross_dst,              \
+          INDEX *cross_src, WEIGHT *cross_weight)                                             \
+{                                                                                             \
+    int64_t at = 0, c = 0, local;                                                             \
+    out_indptr[0] = 0;                                                                        \
+    for (int64_t d = 0; d < n; d++) {                                                         \
+        for (int64_t e = indptr[d]; e < (int64_t)indptr[d + 1]; e++) {                        \
+            int side = NAME##_side(src[e], lo, hi, n_rank, k, me, relax_hubs, &local);        \
+            if (side > 0) {                                                                   \
+                out_src[at] = (INDEX)local;                                                   \
+                out_weight[at++] = weight[e];                                                 \
+            } else if (side < 0 && e < cut) {                                                 \
+                cross_dst[c] = (INDEX)d;                                                      \
+                cross_src[c] = src[e];                                                        \
+                cross_weight[c++] = weight[e];                                                \
+            }                                                                                 \
+        }                                                                                     \
+        out_indptr[d + 1] = (PTR)at;                                                          \
+    }                                                                                         \
+}
+
 #define CSR_KERNELS(SUFFIX, PTR, INDEX, WEIGHT)                                                 \
     DAG_SEARCH(dag_search_##SUFFIX, PTR, INDEX, WEIGHT)                                       \
     NEXT_FROM_DIST(next_from_dist_##SUFFIX, PTR, INDEX, WEIGHT)                               \
-    BYPASS_RUNS(bypass_runs_##SUFFIX, PTR, INDEX, WEIGHT, (WEIGHT)-1 > 0 ? (uint64_t)(WEIGHT)-1 : INT64_MAX)
+    BYPASS_RUNS(bypass_runs_##SUFFIX, PTR, INDEX, WEIGHT, (WEIGHT)-1 > 0 ? (uint64_t)(WEIGHT)-1 : INT64_MAX) \
+    SPLIT_PART(split_part_##SUFFIX, PTR, INDEX, WEIGHT)
 
 /* (Their variants, and CSR_COUNT's and CSR_PLACE's, are instantiated after this text: one per
  * entry of CSR_VARIANTS, PLACE_VARIANTS.) */
@@ -445,8 +513,17 @@ _BYPASS_DECL = """int64_t bypass_runs_%s(int64_t n, const void *indptr, const vo
                      const char *searched, void *target, void *slack, void *kept_dst, void *kept_src,
                      void *kept_weight);"""
 
+_SPLIT_COUNT_DECL = """int64_t split_part_%s_count(int64_t n, const void *indptr, const void *src, int64_t lo, int64_t hi,
+                     int64_t n_rank, int64_t k, int64_t me, int64_t relax_hubs, int64_t cut,
+                     int64_t *n_cross);"""
+_SPLIT_DECL = """void split_part_%s(int64_t n, const void *indptr, const void *src, const void *weight, int64_t lo,
+          int64_t hi, int64_t n_rank, int64_t k, int64_t me, int64_t relax_hubs, int64_t cut,
+          void *out_indptr, void *out_src, void *out_weight, void *cross_dst, void *cross_src,
+          void *cross_weight);"""
+
 CDEF = "\n".join(decl % suffix for suffix in CSR_VARIANTS.values()
-                 for decl in (_SEARCH_DECL, _WHOLE_DECL, _NEXT_DECL, _BYPASS_DECL)) + "\n" \
+                 for decl in (_SEARCH_DECL, _WHOLE_DECL, _NEXT_DECL, _BYPASS_DECL, _SPLIT_COUNT_DECL, _SPLIT_DECL)) \
+    + "\n" \
     + "\n".join([_COUNT_DECL % "i32", _COUNT_DECL % "i64"] + [_PLACE_DECL % v for v in PLACE_VARIANTS.values()]) + """
 void run_exits(int64_t n, int64_t lo, int64_t sink, int64_t no_next, const int64_t *nxt, int64_t *exits,
                int64_t *stack);
@@ -473,6 +550,8 @@ for _suffix in CSR_VARIANTS.values():
     _FUNCTIONS["dag_search_" + _suffix], _FUNCTIONS["dag_search_%s_whole" % _suffix] = _SEARCH_ARGS, _WHOLE_ARGS
     _FUNCTIONS["next_from_dist_" + _suffix] = _NEXT_ARGS
     _FUNCTIONS["bypass_runs_" + _suffix] = (_I64, [_I64] + [_PTR] * 10)
+    _FUNCTIONS["split_part_%s_count" % _suffix] = (_I64, [_I64, _PTR, _PTR] + [_I64] * 7 + [_PTR])
+    _FUNCTIONS["split_part_" + _suffix] = (None, [_I64, _PTR, _PTR, _PTR] + [_I64] * 7 + [_PTR] * 6)
 
 
 def _library():
@@ -560,6 +639,27 @@ def bypass_runs(one_way, searched, indptr, src, weight, n_kept):
         if found != n_kept:
             raise ValueError("a run's slack does not fit int64")
         return target, slack, kept
+
+
+def split_part(indptr, src, weight, lo, hi, n_rank, k, me, relax_hubs, cut):
+    """(indptr, src, weight of the owned sources' edges, src as local ids; dst (row), src, weight
+    of the crossing edges before edge `cut`) of an analysis rank's CSR, in two passes over its
+    edges (the split that ``parallel_dijkstra._JoinedSearch.of`` makes); None where the kernel
+    cannot run.  The columns keep the CSR's dtypes where a kernel reads them."""
+    lib = _library()
+    if lib is None:
+        return None
+    suffix, indptr, src, weight = _csr(indptr, src, weight)
+    n = len(indptr) - 1
+    scalars = (lo, hi, n_rank, k, me, int(relax_hubs), cut)
+    n_cross = np.zeros(1, np.int64)
+    n_local = getattr(lib, "split_part_%s_count" % suffix)(n, indptr.ctypes.data, src.ctypes.data, *scalars,
+                                                         n_cross.ctypes.data)
+    part = np.empty(n + 1, indptr.dtype), np.empty(n_local, src.dtype), np.empty(n_local, weight.dtype)
+    cross = np.empty(n_cross[0], src.dtype), np.empty(n_cross[0], src.dtype), np.empty(n_cross[0], weight.dtype)
+    getattr(lib, "split_part_" + suffix)(n, indptr.ctypes.data, src.ctypes.data, weight.ctypes.data, *scalars,
+                                         *(a.ctypes.data for a in part + cross))
+    return part, cross
 
 
 def _starts(n, sources, offsets, inf):

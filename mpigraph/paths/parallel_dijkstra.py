@@ -48,7 +48,7 @@ from mpigraph.util import arrays
 from mpigraph.comm import owner_exchange as exchange
 from mpigraph.paths.graph import INF
 from mpigraph.comm.parallel import barrier_idly
-from mpigraph.paths import gather, relay
+from mpigraph.paths import dag, gather, relay
 from mpigraph.paths.dijkstra import Bypass, Reversed, add_hub_edges, distances, with_remote_edges
 from mpigraph.paths.labels import from_dist, local_sinks
 
@@ -163,21 +163,41 @@ def joined_distances(comm, g, split):
     return _JoinedSearch.of(comm, g, split).distances()
 
 
-def _local_part(g, local, to_hubs):
-    """(n, indptr, src, weight): the CSR of what each round searches, this rank's local edges.
-    Searched whole: a round's search is one sweep in C of what its sources reach (``paths.dag``),
-    and a bulk-synchronous run or a halo exchange with a synchronisation point every few calls is
-    done in a round or two; only a join bypasses its one-way vertices (``_JoinedSearch.bypass``).
+def _split(g, split, cut):
+    """((indptr, src, weight): the CSR of the edges out of vertices this rank owns, src as local
+    ids; (dst, src, weight): the crossing edges before edge `cut`); with splits the edges out of
+    hubs are in neither (edges out of sinks).  In C (``dag.split_part``: two passes over the
+    edges), else by numpy's masks."""
+    found = dag.split_part(g.indptr, g.src, g.weight, g.lo, g.hi, g.n_rank_vertices, g.n_analysis, g.me,
+                           not split, cut)
+    if found is not None:
+        return found
+    relaxed = g.src < g.n_rank_vertices if split else np.ones(len(g.src), bool)
+    local = relaxed & g.owns(g.src)
+    crossing = relaxed & ~local
+    crossing[cut:] = False
+    cross = np.flatnonzero(crossing)
+    del relaxed, crossing
+    # The crossing edges' rows (a few of the edges): found in indptr, not in a dst per edge.
+    cross_dst = (arrays.sorted_positions(g.indptr, cross, "right") - 1).astype(g.src.dtype)
+    kept = np.zeros(len(local) + 1, g.indptr.dtype)      # local edges before each edge
+    np.cumsum(local, out=kept[1:])
+    indptr = kept[g.indptr]
+    del kept
+    return (indptr, g.local_index(g.src[local]), g.weight[local]), (cross_dst, g.src[cross], g.weight[cross])
+
+
+def _local_part(g, indptr, src, weight, to_hubs):
+    """(n, indptr, src, weight): the CSR of what each round searches, this rank's local edges
+    (``_split``).  Searched whole: a round's search is one sweep in C of what its sources reach
+    (``paths.dag``), and a bulk-synchronous run or a halo exchange with a synchronisation point
+    every few calls is done in a round or two; only a join bypasses its one-way vertices
+    (``_JoinedSearch.bypass``).
 
     `to_hubs` (with splits: Graph.remote_hub_edges, or None) become edges into one more vertex,
     n, a sink standing for the other ranks' hubs (all sinks): a member call's S then gets its
     edge's slack, and no offer comes for it from the hub's owner.
     """
-    kept = np.zeros(len(local) + 1, g.indptr.dtype)      # local edges before each edge
-    np.cumsum(local, out=kept[1:])
-    indptr = kept[g.indptr]
-    del kept
-    src, weight = g.local_index(g.src[local]), g.weight[local]
     n = len(g.time)
     if to_hubs is None or not len(to_hubs[0]):
         return n, indptr, src, weight
@@ -245,21 +265,15 @@ class _JoinedSearch:
     def of(cls, comm, g, split):
         """Collective: g's local part bypassed (``_local_part``) and its crossing edges (dst, src,
         weight, src's owner); with splits the edges out of hubs are left out (edges out of sinks)."""
-        relaxed = g.src < g.n_rank_vertices if split else np.ones(len(g.src), bool)
-        local = relaxed & g.owns(g.src)
-        crossing = relaxed & ~local
         to_hubs = g.remote_hub_edges if split else None
-        if to_hubs is not None:   # the edges into hubs from other ranks' members: there they are local
-            crossing[g.first_hub_edge:] = False
-        cross = np.flatnonzero(crossing)
-        del relaxed, crossing
-        cross_src = g.src[cross]
-        # The crossing edges' rows (a few of the edges): found in indptr, not in a dst per edge.
-        cross_dst = (arrays.sorted_positions(g.indptr, cross, "right") - 1).astype(g.src.dtype)
+        # With to_hubs, the edges into hubs from other ranks' members are no crossing edges: there
+        # they are local.
+        part, (cross_dst, cross_src, cross_weight) = _split(g, split, g.first_hub_edge if to_hubs is not None
+                                                            else len(g.src))
         # Local ids in the graph's id dtype and owners in int32: four bytes an edge each, not eight.
-        cross = cross_dst, cross_src, g.weight[cross], g.owner_of(cross_src).astype(np.int32)
+        cross = cross_dst, cross_src, cross_weight, g.owner_of(cross_src).astype(np.int32)
         keep = with_remote_edges(comm, g, cross_src, cross[3])
-        return cls(comm, g, local_sinks(g, split), _local_part(g, local, to_hubs), keep, cross)
+        return cls(comm, g, local_sinks(g, split), _local_part(g, *part, to_hubs), keep, cross)
 
     def sources(self):
         """The part's vertices at distance 0: the sinks, and the vertex standing for the other
