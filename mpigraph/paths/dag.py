@@ -612,15 +612,16 @@ def search(n, indptr, indices, weight, sources, offsets, inf, whole=False):
     return dist if found >= 0 else None
 
 
-def bypass_runs(one_way, searched, indptr, src, weight, n_kept):
+def bypass_runs(one_way, searched, indptr, src, weight, n_kept, index):
     """A Bypass's (target, slack, [dst, src, weight] of the n_kept edges out of `searched`
     vertices), as ``dijkstra.Bypass._runs`` makes them, in one pass over the edges and two over
-    each run; None where the kernel cannot run.  `src` holds the ids as target will (int32 where
-    the graph's vertices fit); the slacks are in weight's dtype, int64 where a run's sum does not
-    fit uint32.  ValueError where one-way vertices make a cycle."""
+    each run; None where the kernel cannot run.  The ids (target, the kept edges' ends) are in
+    `index` (int32 where the graph's vertices fit); the slacks in weight's dtype, int64 where a
+    run's sum does not fit uint32.  ValueError where one-way vertices make a cycle."""
     lib = _library()
     if lib is None:
         return None
+    src = np.asarray(src).astype(index, copy=False)        # a copy only where the kernel runs
     n = len(one_way)
     searched = np.ascontiguousarray(searched, bool)
     while True:

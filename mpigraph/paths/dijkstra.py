@@ -125,7 +125,7 @@ class Bypass:
         a whole run, microseconds a run), and a bound by their total would give up the four
         bytes on every large run.
         """
-        found = dag.bypass_runs(one_way, searched, indptr, src.astype(index, copy=False), weight, n_kept)
+        found = dag.bypass_runs(one_way, searched, indptr, src, weight, n_kept, index)
         if found is not None:       # in C: one pass over the edges and two over each run
             return found
         n = len(one_way)
