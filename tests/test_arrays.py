@@ -43,16 +43,6 @@ def test_runs_are_the_runs_of_equal_neighbours(values):
         assert start + length == len(values) or values[start + length] != values[start]
 
 
-@given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 30)), max_size=20), st.data())
-def test_positions_among_runs_are_searchsorted(runs, data):
-    """Ids in runs of consecutive values (gaps between them, or none), queries among them in any
-    order: the positions numpy's binary search finds."""
-    ids = np.unique(np.concatenate([np.arange(a, a + n) for a, n in runs] or [np.zeros(0, np.int64)])).astype(np.int64)
-    queries = data.draw(hnp.arrays(np.int64, st.integers(0, 60), elements=st.sampled_from(ids.tolist()))
-                        if len(ids) else st.just(np.zeros(0, np.int64)))
-    np.testing.assert_array_equal(arrays.positions_among(ids, queries), np.searchsorted(ids, queries))
-
-
 def test_chunk_bounds_cover_every_row_in_chunks_of_about_so_many_edges():
     indptr = np.array([0, 2, 2, 9, 10, 10, 14])
     bounds = arrays.chunk_bounds(indptr, 4).tolist()

@@ -22,14 +22,22 @@ def send_rows(comm, dest, columns, with_source=False):
     grouped by source rank in rank order, each source's rows in their order;
     with_source: (columns, source rank of each received row).
     """
-    rank, size = comm.Get_rank(), comm.Get_size()
+    size = comm.Get_size()
     dest = np.asarray(dest)          # in its own dtype: a copy to int64 of millions of rows is not needed
     if size == 1:
         received = [np.asarray(c) for c in columns]
         return (received, np.zeros(len(dest), np.int64)) if with_source else received
     if len(dest) and (dest.min() < 0 or dest.max() >= size):
         raise ValueError("a destination rank is not a rank of the communicator (0 to %d)" % (size - 1))
-    order, send_counts = arrays.grouped(dest, size)
+    return send_grouped(comm, *arrays.grouped(dest, size), columns, with_source)
+
+
+def send_grouped(comm, order, send_counts, columns, with_source=False):
+    """send_rows, where the rows' grouping by destination is known: `order` puts them in rank
+    order (None: they are in it), send_counts[r] of them for rank r.  A caller that sends the
+    same rows twice groups them once (``paths.relay``: a slab's distances go back as blocks)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    send_counts = np.ascontiguousarray(send_counts, np.int64)
     recv_counts = np.empty(size, np.int64)
     comm.Alltoall(send_counts, recv_counts)
     send_displ, recv_displ = _displacements(send_counts), _displacements(recv_counts)

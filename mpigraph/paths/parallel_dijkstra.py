@@ -311,18 +311,21 @@ class _JoinedSearch:
         self._count()
         comm, bypass = self.comm, self.bypass
         n_here = len(bypass.vertices)
-        first = comm.exscan(n_here) or 0            # this rank's first vertex in the joined numbering
         slab = relay.slabs(comm, self._times())
-        degree, src, weight, src_slab = self._rows(first, slab)
+        places = relay.Places(comm, slab)
+        degree, src, weight, src_slab = self._rows(places.position, slab)
         say = None if heartbeat is None else (
             lambda n_slabs: heartbeat.say_now(self.describe(rounds, "relayed over %d slabs of time" % n_slabs)))
-        dist = relay.distances(comm, first, slab, degree, src, weight, src_slab, bypass.sources, say)
+        dist = relay.distances(comm, places, degree, src, weight, src_slab, bypass.sources, say)
         if dist is None:
-            del slab, src_slab
+            del places, degree, src, weight, src_slab
             if not self.fits():
                 return None
             if heartbeat is not None:
                 heartbeat.say_now(self.describe(rounds, "on analysis rank 0 (times out of order for a relay)"))
+            first = comm.exscan(n_here) or 0            # this rank's first vertex in the joined numbering
+            degree, src, weight, _ = self._rows(first + np.arange(n_here, dtype=np.int64), slab)
+            del slab
             dist = self._gathered(first, degree, src, weight)
         return bypass.expand(dist)[:len(self.g.time)]
 
@@ -352,19 +355,20 @@ class _JoinedSearch:
         times[real] = time[vertices[real]]
         return times
 
-    def _rows(self, first, slab):
+    def _rows(self, number, slab):
         """(degree of each searched vertex here, src, weight, src_slab) of this rank's searched
-        edges and crossing edges into them, sorted by their vertex: a CSR's rows in the joined
-        numbering (src: int32 where the joined graph's ids fit, as Reversed keeps them), and
-        the slab of each edge's source (`slab`: this rank's vertices')."""
+        edges and crossing edges into them, sorted by their vertex: a CSR's rows, src the
+        source's `number` (each searched vertex's, on the rank that has it: its id in the joined
+        graph, or its position in its slab for the relay; int32 where the joined graph's ids fit,
+        as Reversed keeps them), and the slab of each edge's source (`slab`: this rank's vertices')."""
         bypass, g = self.bypass, self.g
         cross_dst, cross_src, cross_w, cross_owner = self.cross
 
-        def joined(query):
+        def numbered(query):
             at = bypass.index_of(g.local_index(query[0]))
-            return [first + at, slab[at]]
+            return [number[at], slab[at]]
 
-        joined_src, remote_slab = exchange.ask_owners(self.comm, cross_owner, [cross_src], joined)
+        remote_src, remote_slab = exchange.ask_owners(self.comm, cross_owner, [cross_src], numbered)
         n_here = len(bypass.vertices)
         crossing_rows = bypass.target[cross_dst].astype(np.int64)
         # The searched edges are in row order already: only the crossing edges are put among them.
@@ -373,7 +377,7 @@ class _JoinedSearch:
         degree = np.bincount(rows, minlength=n_here)
         del rows
         index = np.int32 if self.n_vertices < 2 ** 31 - 1 else np.int64
-        src = np.concatenate((first + bypass.src.astype(np.int64), joined_src))[order].astype(index)
+        src = np.concatenate((number[bypass.src], remote_src))[order].astype(index)
         weight = np.concatenate((bypass.weight, cross_w.astype(np.int64) + bypass.slack[cross_dst]))[order]
         src_slab = np.concatenate((slab[bypass.src], remote_slab))[order].astype(np.int32)
         return degree, src, weight, src_slab

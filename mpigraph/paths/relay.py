@@ -78,16 +78,40 @@ def slab_bounds(samples, n_slabs):
     return np.where(after < len(sample), sample[np.minimum(after, len(sample) - 1)], just_after)
 
 
-def distances(comm, first, slab, degree, src, weight, src_slab, sources, say=None):
-    """Collective: int64 distances (INF: unreached) of this rank's searched vertices, numbered
-    first, first + 1, ... in the joined graph, from the relay of the module doc; None, before
-    anything moves, where an edge comes from a later slab than its end's (but into a source).
+class Places:
+    """Where each of this rank's searched vertices goes: its slab (``slabs``) and its position
+    among that slab's vertices.  A slab receives its vertices grouped by the rank that sends
+    them, in rank order, each rank's in its own order (``owner_exchange.send_rows``), so every
+    rank knows its vertices' positions there from how many each rank sends to each slab: edges
+    and offers name their ends by position, and no slab looks ids up.  Collective."""
 
-    `slab` is each vertex's (``slabs``); `degree`, `src`, `weight` and `src_slab` are its CSR
-    rows of incoming edges, in vertex order (src: joined ids, the same dtype on every rank);
-    `sources` are the vertices here (0-based) at distance 0.  `say` hears, once the relay is
-    sure to run, how many slabs it sweeps."""
+    def __init__(self, comm, slab):
+        size, me = comm.Get_size(), comm.Get_rank()
+        self.slab = slab
+        self.order, counts = arrays.grouped(slab, size)      # this rank's vertices slab by slab
+        self.counts = np.array(comm.allgather(counts), np.int64).reshape(size, size)    # [rank, slab]
+        before = self.counts[:me].sum(axis=0)       # each slab's vertices from the lower ranks
+        # The k-th of this rank's vertices of slab s (in order) is at before[s] + k there.
+        ordered = np.arange(len(slab), dtype=np.int64) + np.repeat(before - (np.cumsum(counts) - counts), counts)
+        if self.order is None:
+            self.position = ordered
+        else:
+            self.position = np.empty(len(slab), np.int64)
+            self.position[self.order] = ordered
+
+
+def distances(comm, places, degree, src, weight, src_slab, sources, say=None):
+    """Collective: int64 distances (INF: unreached) of this rank's searched vertices from the
+    relay of the module doc; None, before anything moves, where an edge comes from a later slab
+    than its end's (but into a source).
+
+    `places` (``Places``) are the vertices' slabs and positions there; `degree`, `src`, `weight`
+    and `src_slab` are their CSR rows of incoming edges, in vertex order (src: the source's
+    position in its slab, src_slab, in the same dtype on every rank); `sources` are the vertices
+    here (0-based) at distance 0.  `say` hears, once the relay is sure to run, how many slabs it
+    sweeps."""
     me, size = comm.Get_rank(), comm.Get_size()
+    slab = places.slab
     n_here = len(slab)
     is_source = np.zeros(n_here, bool)
     is_source[sources] = True
@@ -99,51 +123,55 @@ def distances(comm, first, slab, degree, src, weight, src_slab, sources, say=Non
         say(size)
     weight = weight.astype(np.int64, copy=False)
     early = exchange.send_rows(comm, src_slab[into_source], [src[into_source].astype(np.int64), weight[into_source]])
-    kept = ~into_source
-    part = _Slab.of(comm, first + np.arange(n_here, dtype=np.int64), slab, is_source,
-                    np.bincount(dst[kept], minlength=n_here), dst[kept], src[kept], weight[kept], src_slab[kept])
-    del dst, into_source, kept
+    kept = np.flatnonzero(~into_source)
+    kept_dst = dst[kept]
+    del dst, into_source
+    part = _Slab.of(comm, places, is_source, np.bincount(kept_dst, minlength=n_here), places.slab[kept_dst], kept,
+                    [src, weight, src_slab])
+    del kept_dst, kept
     part.offer(*early)
     for turn in range(size - 1, -1, -1):
         dest, offers = part.sweep() if turn == me else _NO_OFFERS
         barrier_idly(comm)     # the other ranks wait for this turn's sweep without spinning
         part.offer(*exchange.send_rows(comm, dest, offers))
-    return _home(comm, first, n_here, part.ids, part.dist)
+    return _home(comm, places, part.dist)
 
 
-# What a rank that does not sweep this turn sends: no rows, in the offers' dtypes (int64 ids).
+# What a rank that does not sweep this turn sends: no rows, in the offers' dtypes (int64 positions).
 _NO_OFFERS = (np.zeros(0, np.int32), [np.zeros(0, np.int64), np.zeros(0, np.int64)])
 
 
 class _Slab:
-    """One analysis rank's slab of the joined graph: its vertices (sorted joined ids), the CSR of
-    the edges between them, the edges into them from earlier slabs, and the offers received."""
+    """One analysis rank's slab of the joined graph: the CSR of the edges between its vertices
+    (numbered by their positions, ``Places``), the edges into them from earlier slabs, and the
+    offers received."""
 
     @classmethod
-    def of(cls, comm, ids, slab, is_source, degree, dst, src, weight, src_slab):
-        """Collective: every rank's vertices (`ids`, their `slab`, whether each `is_source`, its
-        `degree`) and edges (the positions of their ends among the vertices, `dst`, in order) sent
-        to the ranks of their slabs; this rank's slab."""
-        vertex_ids, vertex_source, vertex_degree = exchange.send_rows(
-            comm, slab, [ids, is_source.view(np.int8), degree.astype(np.int32)])
+    def of(cls, comm, places, is_source, degree, edge_slab, edges, columns):
+        """Collective: every rank's vertices (whether each `is_source`, its `degree`) and the
+        edges of rows `edges` of `columns` (src, weight, src_slab; the slab of each one's end,
+        `edge_slab`; in their ends' order) sent to the ranks of their slabs; this rank's slab."""
+        me, size = comm.Get_rank(), comm.Get_size()
+        vertex_source, vertex_degree = exchange.send_grouped(
+            comm, places.order, places.counts[me], [is_source.view(np.int8), degree.astype(np.int32)])
         # A vertex's edges arrive in its order and after those of its rank's earlier vertices
         # (send_rows keeps each source's order and puts the sources in rank order, for the
         # vertices and the edges alike): its slab finds each edge's row from the degrees.
-        slab_type = np.int16 if comm.Get_size() <= 1 << 15 else np.int32
-        edge_src, edge_weight, edge_src_slab = exchange.send_rows(comm, slab[dst],
-                                                                  [src, weight, src_slab.astype(slab_type)])
-        return cls(comm.Get_rank(), vertex_ids, vertex_source.view(bool), vertex_degree, edge_src, edge_weight,
-                   edge_src_slab)
+        # The edges are picked and grouped by one gather of each column.
+        order, counts = arrays.grouped(edge_slab, size)
+        src, weight, src_slab = columns
+        slab_type = np.int16 if size <= 1 << 15 else np.int32
+        edge_src, edge_weight, edge_src_slab = exchange.send_grouped(
+            comm, edges if order is None else edges[order], counts, [src, weight, src_slab.astype(slab_type)])
+        return cls(me, vertex_source.view(bool), vertex_degree, edge_src, edge_weight, edge_src_slab)
 
-    def __init__(self, me, ids, source, degree, edge_src, edge_weight, edge_src_slab):
-        self.ids, self.heads = ids, arrays.run_heads(ids)     # a run of ids per trace rank: positions_among
+    def __init__(self, me, source, degree, edge_src, edge_weight, edge_src_slab):
         self.sources = np.flatnonzero(source)
-        n = len(ids)
+        n = len(source)
         row = np.repeat(np.arange(n, dtype=np.int64), degree)
         local = edge_src_slab == me
         indptr = arrays.row_pointers(row[local], n, index_dtype(int(np.count_nonzero(local))))
-        src = arrays.positions_among(ids, edge_src[local], self.heads).astype(index_dtype(n))
-        self.search = Reversed(n, indptr, src, edge_weight[local])
+        self.search = Reversed(n, indptr, edge_src[local].astype(index_dtype(n)), edge_weight[local])
         away = ~local
         self.away_row, self.away_src, self.away_weight = row[away], edge_src[away], edge_weight[away]
         self.away_slab = edge_src_slab[away]
@@ -151,9 +179,9 @@ class _Slab:
         self.dist = None
 
     def offer(self, vertices, values):
-        """Offers received: values (int64) to vertices (joined ids of this slab)."""
+        """Offers received: values (int64) to vertices (positions in this slab)."""
         if len(vertices):
-            self.offered_at.append(arrays.positions_among(self.ids, vertices, self.heads))
+            self.offered_at.append(vertices)
             self.offered.append(values)
 
     def sweep(self):
@@ -168,11 +196,14 @@ class _Slab:
                                          self.dist[self.away_row[reached]] + self.away_weight[reached]]
 
 
-def _home(comm, first, n_here, ids, dist):
-    """The slab's distances sent to the ranks whose vertices they are: this rank's, in its order."""
-    ends = np.cumsum(comm.allgather(n_here))
-    owner = np.searchsorted(ends, ids, "right")
-    back_ids, back_dist = exchange.send_rows(comm, owner, [ids, dist])
-    out = np.full(n_here, INF, np.int64)
-    out[back_ids - first] = back_dist
+def _home(comm, places, dist):
+    """The slab's distances sent back to the ranks whose vertices they are: this rank's, in its
+    order.  The slab holds them grouped by rank, in rank order: each rank's block goes back whole,
+    and arrives slab by slab, as they were sent."""
+    me = comm.Get_rank()
+    back, = exchange.send_grouped(comm, None, places.counts[:, me], [dist])
+    if places.order is None:
+        return back
+    out = np.empty(len(back), np.int64)
+    out[places.order] = back
     return out

@@ -211,27 +211,6 @@ def sorted_positions(sorted_values, queries, side="left"):
     return np.searchsorted(sorted_values, np.asarray(queries).astype(sorted_values.dtype, copy=False), side)
 
 
-def run_heads(ids):
-    """Where the runs of consecutive values begin in sorted distinct integers `ids`: the index
-    positions_among searches (made once where many searches use it)."""
-    return np.flatnonzero(np.concatenate(([True], np.diff(ids) != 1))) if len(ids) else np.zeros(0, np.int64)
-
-
-def positions_among(ids, queries, heads=None):
-    """np.searchsorted(ids, queries) for queries that are all among `ids`: sorted distinct
-    integers, mostly in runs of consecutive values (a slab of the joined graph holds a run of ids
-    per trace rank); `heads`: their run_heads, when known.  A binary search among the runs'
-    first ids, few enough to stay in cache, and an offset into the run, not a binary search
-    among millions of ids (a cache miss a step)."""
-    queries = np.asarray(queries)
-    if not len(ids) or not len(queries):
-        return np.zeros(len(queries), np.int64)
-    heads = run_heads(ids) if heads is None else heads
-    first = ids[heads]
-    run = np.searchsorted(first, queries, "right") - 1
-    return heads[run] + (queries - first[run])
-
-
 def column_counts(table, columns, limits):
     """How many entries of each asked column of a 2-d table are <= its limit, the columns'
     entries increasing down the rows: np.searchsorted(table[:, c], limit, "right") for every
