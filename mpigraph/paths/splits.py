@@ -214,19 +214,21 @@ GATHER_POINT_CALLS = 1 << 20
 
 
 def pieces(comm, n_trace_ranks, base, points, vertices):
-    """piece_of any rank vertices: those of other analysis ranks' trace ranks looked up there,
-    each distinct vertex once (points.calls holds this rank's columns only), or with every
-    rank's columns gathered when they are few.  Collective."""
+    """piece_of any rank vertices: this rank's trace ranks' in its own columns (points.calls),
+    the others' looked up on their ranks, each distinct vertex once, or in every rank's columns
+    gathered when they are few.  Collective."""
     vertices = np.asarray(vertices, np.int64)
     if comm.Get_size() == 1:
         return piece_of(base, points.calls, vertices, points.first)
-    if len(points.keys) * n_trace_ranks <= GATHER_POINT_CALLS:
-        whole = np.concatenate(comm.allgather(points.calls), axis=1)     # columns in trace rank order
-        return piece_of(base, whole, vertices)
+    # The same on every rank (the points are): gathered or asked, every rank takes part.
+    whole = (np.concatenate(comm.allgather(points.calls), axis=1)     # columns in trace rank order
+             if len(points.keys) * n_trace_ranks <= GATHER_POINT_CALLS else None)
     ownership = Ownership(n_trace_ranks, comm.Get_size())
     mine = ownership.ranks_of(comm.Get_rank())
     # This rank's trace ranks' vertices are the ids base[first] .. base[stop] - 1: two
-    # comparisons, and only the other vertices' owners are looked up.
+    # comparisons, and only the other vertices are looked up elsewhere.  Those here are looked
+    # up among this rank's calls only, not every trace rank's (``_piece_by_lookup`` counts
+    # along all the calls of the ranks it covers).
     here = (vertices >= base[mine.start]) & (vertices < base[mine.stop])
     if here.all():
         result = piece_of(base, points.calls, vertices, points.first)
@@ -235,6 +237,9 @@ def pieces(comm, n_trace_ranks, base, points, vertices):
         result[here] = piece_of(base, points.calls, vertices[here], points.first)
     away = np.flatnonzero(~here)
     del here
+    if whole is not None:
+        result[away] = piece_of(base, whole, vertices[away])
+        return result
     asked, _, inverse = arrays.unique_inverse(vertices[away])
     owner = ownership.owner_of(np.searchsorted(base, asked, "right") - 1)
 
