@@ -38,9 +38,12 @@ def random_next(rng, n, straight):
 
 @settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 300), straight=st.sampled_from([0.0, 0.5, 0.95, 1.0]),
-       first_scan=st.sampled_from([1, 2, 8]), last_scan=st.sampled_from([2, 64, 1 << 20]))
-def test_chase_follows_next_as_one_vertex_at_a_time(seed, n, straight, first_scan, last_scan):
+       first_scan=st.sampled_from([1, 2, 8]), last_scan=st.sampled_from([2, 64, 1 << 20]),
+       kernel=st.sampled_from(["on", "off"]))
+def test_chase_follows_next_as_one_vertex_at_a_time(seed, n, straight, first_scan, last_scan, kernel):
+    """In C (dag.walk_runs) or by numpy's scans of straight runs (kernel off)."""
     with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MPIGRAPH_PATH_KERNEL", kernel)
         patch.setattr(walk, "FIRST_SCAN", first_scan)
         patch.setattr(walk, "LAST_SCAN", max(first_scan, last_scan))
         check_chase(seed, n, straight)
