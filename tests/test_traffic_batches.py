@@ -187,12 +187,41 @@ def test_creation_rows_number_each_ranks_calls():
     assert rows["parent"].tolist() == [0, 0, 0, 0]
 
 
-def test_p2p_sites_of_interleaved_ranks():
-    calls = _rank_calls()
-    ops = {"rank": np.array([3, 0, 3, 1, 0, 4]), "post_record": np.array([5, 2, 0, 7, 3, 1])}
-    expected = [(r << sizes.SITE_BITS) + int(calls[r].records["site"][i])
-                for r, i in zip(ops["rank"].tolist(), ops["post_record"].tolist())]
-    assert sizes.p2p_sites(ops, calls).tolist() == expected
+def _p2p_records(rank):
+    """A rank's point-to-point records, each with a site of its own (100 * rank + record): a
+    Send, an Isend and an Irecv completed in a Waitall (its parts: other sites), a Recv."""
+    fid = {name: mf.BY_NAME[name].id for name in ("MPI_Init", "MPI_Send", "MPI_Isend", "MPI_Irecv",
+                                                  "MPI_Waitall", "MPI_Recv", "MPI_Finalize")}
+    peer = 1 - rank
+    rows = [("MPI_Init", 0, -1, 0, 0), ("MPI_Send", record.SEND, peer, 5, 0),
+            ("MPI_Isend", record.SEND, peer, 6, 1), ("MPI_Irecv", record.RECV, peer, 6, 2),
+            ("MPI_Waitall", 0, -1, 0, 0), ("MPI_Waitall", record.SEND | record.PART, peer, 6, 1),
+            ("MPI_Waitall", record.RECV | record.PART, peer, 6, 2), ("MPI_Recv", record.RECV, peer, 5, 0),
+            ("MPI_Finalize", 0, -1, 0, 0)]
+    records = np.zeros(len(rows), record.RECORD_DTYPE)
+    for i, (name, flags, p, tag, request) in enumerate(rows):
+        records[i]["func"], records[i]["flags"], records[i]["peer"] = fid[name], flags, p
+        records[i]["tag"], records[i]["request"], records[i]["bytes"] = tag, request, 8
+        records[i]["site"] = 100 * rank + i
+    return records
+
+
+def test_operations_carry_the_site_of_the_record_that_posted_them():
+    """An operation's site (callsite_sizes) is its posting call's, not its completion's: the
+    Isend's and Irecv's, not the Waitall parts'; a blocking one its own.  In a batch of two ranks,
+    so a site read from the wrong rank's log changes it."""
+    from mpigraph.match import p2p
+
+    calls = {}
+    for rank in (0, 1):
+        records = _p2p_records(rank)
+        zeros = np.zeros(len(records), np.int64)
+        calls[rank] = core.rank_calls(_Log(rank, records), zeros, zeros)
+    ops, orphans = p2p.operations(core.CallBatch([calls[0], calls[1]]))
+    assert not orphans
+    posted = [(r, 100 * r + i) for r in (0, 1) for i in (1, 7, 2, 3)]     # blocking first, then the posts
+    assert list(zip(ops["rank"].tolist(), ops["site"].tolist())) == posted
+    assert sizes.p2p_sites(ops).tolist() == [(r << sizes.SITE_BITS) + site for r, site in posted]
 
 
 def test_rows_of_a_batch_know_their_rank_past_an_empty_one():

@@ -266,7 +266,7 @@ def link(comm, ownership, calls, world_size, clock_info, codec=None, with_edges=
     dependencies = dependency_edges(messages, from_me, members, probe_edges) if with_edges else None
     receive_ends = messages["r_done_end"][messages["r_done_call"] >= 0].astype(np.int64)
     return Linked(calls, dependencies, waits, instances, pairs.unmatched, orphans, _incomplete(ops), repair,
-                  clock_info, path_ends, receive_ends, traffic_stage.from_match(ops, messages, calls))
+                  clock_info, path_ends, receive_ends, traffic_stage.from_match(ops, messages, by_site=True))
 
 
 def _probe_links(calls, found, ops, pairs, messages):

@@ -22,7 +22,7 @@ SEND_SIDE, RECV_SIDE = 0, 1
 # the log's fields (record.RECORD_DTYPE): a pipelined program has an operation per record.
 OP_DTYPES = {"side": np.int8, "rank": np.int32, "comm": np.int64, "peer": np.int32, "tag": np.int32,
              "bytes": np.int64, "post_call": np.int64, "done_call": np.int64, "post_record": np.int64,
-             "func": np.uint16}
+             "func": np.uint16, "site": np.uint16}
 
 
 # What a record that moves data (SEND or RECV) is to the operation table, by its function and
@@ -112,6 +112,9 @@ def operations(batch):
         "done_call": done_call,
         "post_record": batch.local_record(post),
         "func": func[post],     # of the posting call: reports name it without the log
+        # The posting record's call site (callsite_sizes), read with its other fields, whose
+        # cache lines the gathers above have just brought in: not a pass over the logs later.
+        "site": records["site"][post],
     }
     return {name: ops[name].astype(dtype, copy=False) for name, dtype in OP_DTYPES.items()}, batch.per_rank(orphans)
 

@@ -40,16 +40,18 @@ def histogram(func, comm, nbytes, site=None):
     func, comm, nbytes = (np.asarray(a, np.int64) for a in (func, comm, nbytes))
     if not len(func):
         return empty(site is not None)
-    lo, _ = bins(nbytes)
-    return _summed(func, comm, lo, np.ones(len(func), np.int64), nbytes, site)
+    return _summed(func, comm, nbytes, None, nbytes, site)
 
 
-def _summed(func, comm, lo, count, nbytes, site=None):
-    """Rows with the same (func, comm, bin_lo) added up (and site, when given).  The communicators
-    (a few ids of up to 64 bits) and the sites are numbered first, so the keys pack into one int64
-    of a small span: numbered by a table over it (arrays.unique_codes), not sorted."""
+def _summed(func, comm, size, count, nbytes, site=None):
+    """Rows with the same (func, comm, bin) added up (and site, when given); `size`: a size in
+    each row's bin (its bytes, or the bin's low end); `count`: each row's count (None: one each).
+    The communicators (a few ids of up to 64 bits) and the sites are numbered first, so the keys
+    pack into one int64 of a small span: numbered by a table over it (arrays.unique_codes), not
+    sorted."""
     comms, comm_code = arrays.unique_codes(comm)
-    k = np.where(lo > 0, np.frexp(np.maximum(lo, 1).astype(np.float64))[1], 0).astype(np.int64)   # 0..63
+    # The bin's number, 0 for 0 bytes, else floor(log2 size) + 1: frexp's exponent (frexp(0) is 0).
+    k = np.frexp(np.asarray(size, np.float64))[1].astype(np.int64)      # 0..63
     key = (comm_code * (mf.MAX_ID + 1) + func) * 64 + k
     stride = len(comms) * (mf.MAX_ID + 1) * 64
     if site is not None:
@@ -62,7 +64,7 @@ def _summed(func, comm, lo, count, nbytes, site=None):
     bin_k = unique % 64
     lo = np.where(bin_k > 0, np.left_shift(np.int64(1), np.maximum(bin_k - 1, 0)), 0)
     out = {"func": (unique // 64) % (mf.MAX_ID + 1), "comm": comms[unique % stride // 64 // (mf.MAX_ID + 1)],
-           "bin_lo": lo, "bin_hi": bins(lo)[1], "count": np.bincount(inverse, count, n).astype(np.int64),
+           "bin_lo": lo, "bin_hi": bins(lo)[1], "count": (np.bincount(inverse, minlength=n) if count is None else int_sums(inverse, count, n)),
            "bytes": totals}
     if site is not None:
         out["site"] = sites[unique // stride]
@@ -110,22 +112,10 @@ def p2p_sizes(ops, site=None):
                      None if site is None else site[done])
 
 
-def p2p_sites(ops, calls):
+def p2p_sites(ops):
     """The site key of each operation of an operation table: that of the record that posted it
-    (``post_record``; a part record has its call's site: csrc/shim.h), from `calls` (trace rank ->
-    match.RankCalls, the ranks of the table)."""
-    rank = np.asarray(ops["rank"], np.int64)
-    site = np.empty(len(rank), np.int64)
-    if not len(rank):
-        return site
-    # By rank: one gather from each rank's log (a map of its own), the keys made for all at once.
-    order = np.argsort(rank, kind="stable")
-    by_rank, post = rank[order], np.asarray(ops["post_record"])[order]
-    starts, lengths = arrays.runs(by_rank)
-    shim_site = np.concatenate([calls[r].records["site"].take(post[a:a + n])
-                                for r, a, n in zip(by_rank[starts].tolist(), starts.tolist(), lengths.tolist())])
-    site[order] = site_key(by_rank, shim_site)
-    return site
+    (its "site": a part record has its call's site, csrc/shim.h)."""
+    return site_key(ops["rank"], ops["site"])
 
 
 def collective_sizes(calls, by_site=False):

@@ -20,21 +20,20 @@ from mpigraph.trace import functions as mf
 from mpigraph.trace.batches import of_ranks
 
 
-def from_match(ops, messages, calls=None):
+def from_match(ops, messages, by_site=False):
     """What the match stage hands on (``Linked.traffic``): the matched messages' (sender, receiver)
     sums and the size histogram of the owned ranks' point-to-point operations, made where the
     operation table and the messages are at hand (no second pass over the logs for them); with
-    `calls` (the owned ranks' match.RankCalls) the histogram per call site too ("site_sizes",
-    keyed by sizes.site_key).  CHUNK_ROWS rows at a time: the keys and sort orders of millions of
+    `by_site` the histogram per call site too ("site_sizes", keyed by sizes.site_key).  CHUNK_ROWS rows at a time: the keys and sort orders of millions of
     rows would add to the match stage's peak memory."""
     pairs = [matrix.p2p_pairs(_rows(messages, piece)) for piece in _pieces(len(messages["s_rank"]))]
-    if calls is None:
+    if not by_site:
         hists = [sizes.p2p_sizes(_rows(ops, piece)) for piece in _pieces(len(ops["side"]))]
         return {"pairs": matrix.concat(pairs), "sizes": sizes.concat(hists)}
     hists = []
     for piece in _pieces(len(ops["side"])):
         rows = _rows(ops, piece)
-        hists.append(sizes.p2p_sizes(rows, sizes.p2p_sites(rows, calls)))
+        hists.append(sizes.p2p_sizes(rows, sizes.p2p_sites(rows)))
     by_site = sizes.concat(hists, with_site=True)
     # Summed over the sites (concat without with_site), the plain histogram: no second pass.
     return {"pairs": matrix.concat(pairs), "sizes": sizes.concat([by_site]), "site_sizes": by_site}
