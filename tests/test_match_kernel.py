@@ -54,9 +54,14 @@ def test_the_kernel_declines_an_order_repeated_within_a_group():
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_pairing_by_ordinal_is_pair_by_key(seed):
+@pytest.mark.parametrize("setting", ["off", "on"])
+def test_pairing_by_ordinal_is_pair_by_key(monkeypatch, seed, setting):
     """Sends numbered 0..k-1 in each stream, receives with some sends missing, some extra
-    ordinals and unresolved ones (-1): the same pairs as the sort, in the same (key) order."""
+    ordinals and unresolved ones (-1): the same pairs as the sort, in the same (key) order, by
+    numpy's counting and by the kernel's (kernel.pair_by_slot)."""
+    monkeypatch.setenv("MPIGRAPH_MATCH_KERNEL", setting)
+    if setting == "on" and not kernel.available():
+        pytest.skip("no C compiler")
     rng = np.random.default_rng(seed)
     n_streams = 40
     stream_a = rng.integers(0, n_streams, 3000)
@@ -72,13 +77,28 @@ def test_pairing_by_ordinal_is_pair_by_key(seed):
     assert len(got[0]) >= 2500 and all(np.array_equal(g, w) for g, w in zip(got, want))
 
 
-def test_pairing_by_ordinal_gives_way_to_the_sort_where_a_stream_skips_an_ordinal():
-    stream_a, ordinal_a = np.array([0, 0, 1]), np.array([0, 2, 0])
-    stream_b, ordinal_b = np.array([1, 0, 0]), np.array([0, 2, 1])
+@pytest.mark.parametrize("setting", ["off", "on"])
+@pytest.mark.parametrize("a, b, pairs", [
+    # a stream skips an ordinal (0, 2): counting does not apply, the sort pairs them
+    (([0, 0, 1], [0, 2, 0]), ([1, 0, 0], [0, 2, 1]), ([1, 2], [1, 0])),
+    # an ordinal twice in a's stream 0
+    (([0, 0, 1], [1, 1, 0]), ([0, 1], [1, 0]), ([0, 1, 2], [0, 0, 1])),
+    # b asks for a slot twice: the sort's one pair
+    (([0, 0], [0, 1]), ([0, 0, 0], [1, 1, 5]), ([1], [0])),
+    # b's ordinal one past its stream's last: no pair (not the next stream's first send)
+    (([0, 0, 1], [0, 1, 0]), ([0], [2]), ([], [])),
+])
+def test_pairing_by_odd_ordinals_is_pair_by_key(monkeypatch, setting, a, b, pairs):
+    """Where counting does not apply, pair_by_ordinal gives way to the sort; an ordinal past
+    its stream's sends pairs with none."""
+    monkeypatch.setenv("MPIGRAPH_MATCH_KERNEL", setting)
+    if setting == "on" and not kernel.available():
+        pytest.skip("no C compiler")
+    (stream_a, ordinal_a), (stream_b, ordinal_b) = [[np.array(x) for x in side] for side in (a, b)]
     want = core.pair_by_key([stream_a, ordinal_a], [stream_b, ordinal_b])
     got = core.pair_by_ordinal(stream_a, ordinal_a, stream_b, ordinal_b, 2)
     assert all(np.array_equal(g, w) for g, w in zip(got, want))
-    assert got[0].tolist() == [1, 2] and got[1].tolist() == [1, 0]
+    assert (got[0].tolist(), got[1].tolist()) == pairs
 
 
 def _members_and_calls(rng, own=True):

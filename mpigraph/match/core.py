@@ -427,10 +427,14 @@ def pair_by_ordinal(stream_a, ordinal_a, stream_b, ordinal_b, n_streams):
     0..n_streams-1 and each stream's rows of a have the ordinals 0..count-1 once each (a channel's
     sends, numbered in posting order); rows of b with ordinal -1 pair with none.  By counting,
     without a sort: a's rows are laid out stream after stream, each at its ordinal, and b's rows
-    look up their slot there.  Other ordinals of a take pair_by_key."""
+    look up their slot there (in C, ``kernel.pair_by_slot``, else numpy's passes).  Other
+    ordinals of a take pair_by_key."""
     na = len(ordinal_a)
     if na == 0 or len(ordinal_b) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    found = kernel.pair_by_slot(stream_a, ordinal_a, stream_b, ordinal_b, n_streams)
+    if found is not None:
+        return found
     count = np.bincount(stream_a, minlength=n_streams)
     first = np.cumsum(count)
     first -= count                                   # each stream's first slot

@@ -9,6 +9,7 @@ rows by group and numbers the sorted runs (a sort, a gather and a scatter of eve
 scatters into the calls (a bulk-synchronous run has a member per call).  ``largest_waits`` is
 metrics.message_kinds' np.maximum.at of the messages' waits into their calls, with the kinds
 that waited, in one pass; ``op_times`` the times of operations' posting and completing calls.
+``pair_by_slot`` is core.pair_by_ordinal's counting in three passes, where numpy makes fifteen.
 
 Each function returns None where the kernel cannot be used (no C compiler, or
 MPIGRAPH_MATCH_KERNEL=off, a test setting); the callers then do the same with numpy.
@@ -134,6 +135,54 @@ int64_t op_times(int64_t n, const int32_t *rank, const int64_t *post_call, const
     }
     return 0;
 }
+
+/* core.pair_by_ordinal by counting: a's rows laid out stream after stream (streams 0..n_streams-1),
+ * each at its ordinal, b's rows looking their slot up; the pairs (i_a, i_b) in slot order.
+ * first: n_streams int64 of 0; a_of_slot, b_of_slot: na int64 of -1; i_a, i_b: room for
+ * min(na, nb).  A row of b with an ordinal outside its stream's count pairs with none.  Returns
+ * how many pairs, or -1 where counting does not apply (a stream outside the codes, an ordinal
+ * of a outside its stream's count or twice in it, a slot asked for twice by b). */
+int64_t pair_by_slot(int64_t na, const int64_t *stream_a, const int64_t *ordinal_a, int64_t nb,
+                     const int64_t *stream_b, const int64_t *ordinal_b, int64_t n_streams, int64_t *first,
+                     int64_t *a_of_slot, int64_t *b_of_slot, int64_t *i_a, int64_t *i_b)
+{
+    for (int64_t i = 0; i < na; i++) {
+        if (stream_a[i] < 0 || stream_a[i] >= n_streams)
+            return -1;
+        first[stream_a[i]]++;
+    }
+    int64_t at = 0;
+    for (int64_t s = 0; s < n_streams; s++) {       /* counts -> each stream's first slot */
+        int64_t count = first[s];
+        first[s] = at;
+        at += count;
+    }
+    for (int64_t i = 0; i < na; i++) {
+        int64_t s = stream_a[i], o = ordinal_a[i];
+        int64_t end = s + 1 < n_streams ? first[s + 1] : na;
+        if (o < 0 || first[s] + o >= end || a_of_slot[first[s] + o] != -1)
+            return -1;
+        a_of_slot[first[s] + o] = i;
+    }
+    for (int64_t j = 0; j < nb; j++) {
+        int64_t s = stream_b[j], o = ordinal_b[j];
+        if (s < 0 || s >= n_streams)
+            return -1;
+        int64_t end = s + 1 < n_streams ? first[s + 1] : na;
+        if (o < 0 || first[s] + o >= end)
+            continue;
+        if (b_of_slot[first[s] + o] != -1)
+            return -1;
+        b_of_slot[first[s] + o] = j;
+    }
+    int64_t k = 0;
+    for (int64_t slot = 0; slot < na; slot++)
+        if (b_of_slot[slot] != -1) {
+            i_a[k] = a_of_slot[slot];
+            i_b[k++] = b_of_slot[slot];
+        }
+    return k;
+}
 """
 
 CDEF = ckernel.declarations(SOURCE)
@@ -144,7 +193,8 @@ _FUNCTIONS = {"ordinals": (_I64, [_I64, _PTR, _PTR, _PTR, _PTR, _PTR]),
               "member_waits": (_I64, [_I64] + [_PTR] * 10 + [_I64, _I64, _PTR, _I64, _PTR, _PTR, _I64, ctypes.c_int8]
                                + [_PTR] * 5),
               "largest_waits": (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR]),
-              "op_times": (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _I64, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _PTR])}
+              "op_times": (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _I64, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _PTR]),
+              "pair_by_slot": (_I64, [_I64, _PTR, _PTR, _I64, _PTR, _PTR, _I64] + [_PTR] * 5)}
 
 
 def _library():
@@ -243,3 +293,21 @@ def op_times(rank, post_call, done_call, r0, first_call, start_ns, end_ns):
                     *(o.ctypes.data for o in out)):
         return None
     return out
+
+
+def pair_by_slot(stream_a, ordinal_a, stream_b, ordinal_b, n_streams):
+    """core.pair_by_ordinal's (i_a, i_b) by counting in C; None without the kernel or where
+    counting does not apply (the caller then finds out why with numpy, and sorts)."""
+    lib = _library()
+    if lib is None:
+        return None
+    stream_a, ordinal_a, stream_b, ordinal_b = (np.ascontiguousarray(a, np.int64)
+                                                for a in (stream_a, ordinal_a, stream_b, ordinal_b))
+    na, nb = len(stream_a), len(stream_b)
+    first = np.zeros(n_streams, np.int64)
+    a_of_slot, b_of_slot = np.full(na, -1, np.int64), np.full(na, -1, np.int64)
+    i_a, i_b = np.empty(min(na, nb), np.int64), np.empty(min(na, nb), np.int64)
+    k = lib.pair_by_slot(na, stream_a.ctypes.data, ordinal_a.ctypes.data, nb, stream_b.ctypes.data,
+                         ordinal_b.ctypes.data, n_streams, first.ctypes.data, a_of_slot.ctypes.data,
+                         b_of_slot.ctypes.data, i_a.ctypes.data, i_b.ctypes.data)
+    return None if k < 0 else (i_a[:k], i_b[:k])
