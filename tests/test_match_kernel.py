@@ -196,3 +196,42 @@ def test_operation_times_of_the_kernel_and_of_numpy_are_the_same(monkeypatch, se
     for name in p2p.MESSAGE_TIME_COLUMNS:
         assert np.array_equal(results[""][name], results["off"][name])
     assert (results["off"]["done_end"] == -1).any() and (results["off"]["done_end"] > 0).any()
+
+
+def test_op_fields_are_numpy_s_gathers(monkeypatch):
+    """The operation table's fields read in C (kernel.op_fields) are numpy's gathers of the same
+    records, dtypes included; the whole operation table is the same with the kernel on and off."""
+    from mpigraph.match import p2p
+    from mpigraph.trace import record
+
+    if not kernel.available():
+        pytest.skip("no C compiler")
+    rng = np.random.default_rng(5)
+    records = np.zeros(500, record.RECORD_DTYPE)
+    for name in ("comm", "bytes"):
+        records[name] = rng.integers(-2**40, 2**40, len(records))
+    for name in ("peer", "tag"):
+        records[name] = rng.integers(-2**31, 2**31, len(records))
+    for name in ("func", "site"):
+        records[name] = rng.integers(0, 2**16, len(records))
+    post, described = rng.integers(0, len(records), 300), rng.integers(0, len(records), 300)
+    got = kernel.op_fields(records, post, described)
+    for name in ("comm", "func", "site"):
+        assert got[name].dtype == records.dtype[name] and np.array_equal(got[name], records[name][post])
+    for name in ("peer", "tag", "bytes"):
+        assert got[name].dtype == records.dtype[name] and np.array_equal(got[name], records[name][described])
+    with pytest.raises(IndexError):
+        kernel.op_fields(records, np.array([len(records)]), np.array([0]))
+
+    from test_traffic_batches import _p2p_records, _Log
+
+    calls = {r: core.rank_calls(_Log(r, _p2p_records(r)), np.zeros(9, np.int64), np.zeros(9, np.int64))
+             for r in (0, 1)}
+    tables = {}
+    for setting in ("on", "off"):
+        monkeypatch.setenv("MPIGRAPH_MATCH_KERNEL", setting)
+        tables[setting], _ = p2p.operations(core.CallBatch([calls[0], calls[1]]))
+    assert tables["on"].keys() == tables["off"].keys() == p2p.OP_DTYPES.keys()
+    for name in p2p.OP_DTYPES:
+        assert tables["on"][name].dtype == tables["off"][name].dtype
+        assert tables["on"][name].tolist() == tables["off"][name].tolist(), name

@@ -10,6 +10,8 @@ scatters into the calls (a bulk-synchronous run has a member per call).  ``large
 metrics.message_kinds' np.maximum.at of the messages' waits into their calls, with the kinds
 that waited, in one pass; ``op_times`` the times of operations' posting and completing calls.
 ``pair_by_slot`` is core.pair_by_ordinal's counting in three passes, where numpy makes fifteen.
+``op_fields`` reads the operation table's fields from the log records (p2p.operations): each
+operation's two records once, where numpy's gathers read a record's cache line once per field.
 
 Each function returns None where the kernel cannot be used (no C compiler, or
 MPIGRAPH_MATCH_KERNEL=off, a test setting); the callers then do the same with numpy.
@@ -19,10 +21,12 @@ import ctypes
 
 import numpy as np
 
+from mpigraph.trace import record
 from mpigraph.util import ckernel
 
 SOURCE = r"""
 #include <stdint.h>
+#include <string.h>
 
 /* out[i] = the number of rows j < i with code[j] == code[i] (codes 0..n_codes-1), where
  * `order` increases along each code's rows.  count: n_codes int64 of 0; last: n_codes int64
@@ -183,6 +187,26 @@ int64_t pair_by_slot(int64_t na, const int64_t *stream_a, const int64_t *ordinal
         }
     return k;
 }
+
+/* The fields of operations i < n read from records of `size` bytes at `base` (p2p.operations):
+ * comm, func and site of its post record post[i]; peer, tag and bytes of described[i], the
+ * record whose status describes its message (a completed receive's completion, else the post).
+ * at_*: each field's offset in a record (their widths: record.RECORD_DTYPE's). */
+void op_fields(int64_t n, const char *base, int64_t size, const int64_t *post, const int64_t *described,
+               int64_t at_comm, int64_t at_func, int64_t at_site, int64_t at_peer, int64_t at_tag,
+               int64_t at_bytes, int64_t *comm, uint16_t *func, uint16_t *site, int32_t *peer, int32_t *tag,
+               int64_t *bytes)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const char *p = base + post[i] * size, *d = base + described[i] * size;
+        memcpy(comm + i, p + at_comm, sizeof *comm);
+        memcpy(func + i, p + at_func, sizeof *func);
+        memcpy(site + i, p + at_site, sizeof *site);
+        memcpy(peer + i, d + at_peer, sizeof *peer);
+        memcpy(tag + i, d + at_tag, sizeof *tag);
+        memcpy(bytes + i, d + at_bytes, sizeof *bytes);
+    }
+}
 """
 
 CDEF = ckernel.declarations(SOURCE)
@@ -194,7 +218,8 @@ _FUNCTIONS = {"ordinals": (_I64, [_I64, _PTR, _PTR, _PTR, _PTR, _PTR]),
                                + [_PTR] * 5),
               "largest_waits": (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR]),
               "op_times": (_I64, [_I64, _PTR, _PTR, _PTR, _I64, _I64, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _PTR]),
-              "pair_by_slot": (_I64, [_I64, _PTR, _PTR, _I64, _PTR, _PTR, _I64] + [_PTR] * 5)}
+              "pair_by_slot": (_I64, [_I64, _PTR, _PTR, _I64, _PTR, _PTR, _I64] + [_PTR] * 5),
+              "op_fields": (None, [_I64, _PTR, _I64, _PTR, _PTR] + [_I64] * 6 + [_PTR] * 6)}
 
 
 def _library():
@@ -311,3 +336,24 @@ def pair_by_slot(stream_a, ordinal_a, stream_b, ordinal_b, n_streams):
                          ordinal_b.ctypes.data, n_streams, first.ctypes.data, a_of_slot.ctypes.data,
                          b_of_slot.ctypes.data, i_a.ctypes.data, i_b.ctypes.data)
     return None if k < 0 else (i_a[:k], i_b[:k])
+
+
+# The fields op_fields reads, in its order: of the post record, then of the described one.
+OP_FIELDS = ("comm", "func", "site", "peer", "tag", "bytes")
+
+
+def op_fields(records, post, described):
+    """{field: column} of OP_FIELDS (record.RECORD_DTYPE's dtypes) read from `records` at `post`
+    (comm, func, site) and `described` (peer, tag, bytes) in one pass; None without the kernel
+    or where the records are not one C-contiguous array of that dtype."""
+    lib = _library()
+    if lib is None or records.dtype != record.RECORD_DTYPE or not records.flags.c_contiguous:
+        return None
+    post, described = np.ascontiguousarray(post, np.int64), np.ascontiguousarray(described, np.int64)
+    if len(post) and (min(post.min(), described.min()) < 0 or max(post.max(), described.max()) >= len(records)):
+        raise IndexError("an operation's record is outside the batch's records")
+    fields = record.RECORD_DTYPE.fields
+    out = {name: np.empty(len(post), fields[name][0]) for name in OP_FIELDS}
+    lib.op_fields(len(post), records.ctypes.data, records.itemsize, post.ctypes.data, described.ctypes.data,
+                  *(fields[name][1] for name in OP_FIELDS), *(out[name].ctypes.data for name in OP_FIELDS))
+    return out

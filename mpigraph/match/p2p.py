@@ -89,13 +89,12 @@ def operations(batch):
     # A receive's real source and tag are on the record that completed it (its status).
     post_flags = flags[post]
     described = np.where(((post_flags & record.RECV) != 0) & has_done, done, post)
-    # MPI_PROC_NULL moves no message; PEER_NONE cannot occur on a send or receive.  The rows
-    # are dropped before the columns are gathered, not from each column after.
-    peer = records["peer"][described]
-    keep = (peer >= 0) | (peer == record.PEER_ANY)
+    fields = _fields(records, post, described)
+    # MPI_PROC_NULL moves no message; PEER_NONE cannot occur on a send or receive.
+    keep = (fields["peer"] >= 0) | (fields["peer"] == record.PEER_ANY)
     if not keep.all():            # no copy of each column where no operation is dropped
-        post, done, has_done, described, peer = post[keep], done[keep], has_done[keep], described[keep], peer[keep]
-        post_flags = post_flags[keep]
+        post, done, has_done, post_flags = post[keep], done[keep], has_done[keep], post_flags[keep]
+        fields = {name: column[keep] for name, column in fields.items()}
     post_call = batch.call_of(post)
     if has_done.all():
         done_call = batch.call_of(done)
@@ -104,19 +103,24 @@ def operations(batch):
     ops = {
         "side": np.where((post_flags & record.SEND) != 0, np.int8(SEND_SIDE), np.int8(RECV_SIDE)),
         "rank": batch.rank_of(post),
-        "comm": records["comm"][post],
-        "peer": peer,
-        "tag": records["tag"][described],
-        "bytes": records["bytes"][described],
         "post_call": post_call,
         "done_call": done_call,
         "post_record": batch.local_record(post),
-        "func": func[post],     # of the posting call: reports name it without the log
-        # The posting record's call site (callsite_sizes), read with its other fields, whose
-        # cache lines the gathers above have just brought in: not a pass over the logs later.
-        "site": records["site"][post],
+        **fields,
     }
     return {name: ops[name].astype(dtype, copy=False) for name, dtype in OP_DTYPES.items()}, batch.per_rank(orphans)
+
+
+def _fields(records, post, described):
+    """The operations' fields read from their records: comm, func (reports name the posting call
+    without the log) and site (callsite_sizes) of the post record, peer, tag and bytes of the
+    `described` one.  Each operation's two records read once (``kernel.op_fields``), else a
+    numpy gather a field (a 64-byte record's cache line read again for each)."""
+    found = kernel.op_fields(records, post, described)
+    if found is not None:
+        return found
+    return {"comm": records["comm"][post], "func": records["func"][post], "site": records["site"][post],
+            "peer": records["peer"][described], "tag": records["tag"][described], "bytes": records["bytes"][described]}
 
 
 def message_keys(ops):
