@@ -153,7 +153,8 @@ def _write_report(comm, out_dir, info, tables, path, linked):
     queries = linked_tables.owned_path_queries(comm, path.table, info.world_size)
     parallel.collectively(comm, lambda: datasets.prepare_all(out_dir, info, path.table is not None)
                           if comm.rank == 0 else None)
-    sites = parallel.collectively(comm, callsites.tracker, info, sorted(linked.calls))
+    # The sites are read here, then resolved and numbered by all ranks together (share).
+    sites = parallel.collectively(comm, callsites.tracker, info, sorted(linked.calls), False)
     sites.sites.share(comm)
     by_phase = phases_callsites.tracker(comm, sites, linked.calls)     # sums the same blocks per phase too
     path = _path_with_sites(comm, path, linked, sites.sites, info.world_size)

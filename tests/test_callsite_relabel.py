@@ -56,8 +56,8 @@ def test_run_ids_past_a_ranks_sites_are_unknown_and_its_table_is_small(tmp_path)
     sites = Sites(str(tmp_path / "raw"), [])
     place = ("/bin/app", "main", "app.c", 10, "")
     sites._found = {("/bin/app", 16, ""): place, ("/bin/app", 32, ""): place[:3] + (20, "")}
-    sites._shim_keys = {0: (np.array([1, 4]), [("/bin/app", 16, ""), ("/bin/app", 32, "")]),
-                        1: (np.zeros(0, np.int64), [])}
+    sites._named = {("/bin/app", 16, ()): ("/bin/app", 16, ""), ("/bin/app", 32, ()): ("/bin/app", 32, "")}
+    sites._raw = {0: (np.array([1, 4]), [("/bin/app", 16, ()), ("/bin/app", 32, ())]), 1: (np.zeros(0, np.int64), [])}
     sites._number()
     assert sites.run_ids(0, np.array([1, 4, 2, 5, 9000, 65535])).tolist() == [1, 2, 0, 0, 0, 0]
     assert sites.run_ids(1, np.array([1, 4])).tolist() == [0, 0]      # wrote no sites

@@ -430,6 +430,19 @@ def test_line_programs_decoded_in_c_give_pyelftools_rows(tmp_path, monkeypatch, 
     assert in_c[2] == in_python[2]
 
 
+def test_analysis_ranks_share_the_resolution_of_their_sites(c_run_g):
+    """With 2 analysis ranks each reading one trace rank's sites, the program's sites are
+    resolved on one of them (the last: rank 0 writes the small tables), not on both, and both
+    get the places and ids one Sites of every trace rank gives."""
+    out, _ = c_run_g
+    check = os.path.join(os.path.dirname(__file__), "callsites_share_check.py")
+    returncode, stdout, stderr = mpi_env.run_guarded([sys.executable, check, out / "raw", RANKS], 2)
+    assert returncode == 0, stdout[-4000:] + stderr[-4000:]
+    resolved = dict(re.findall(r"rank (\d) resolved (\d+)", stdout))
+    assert resolved.keys() == {"0", "1"}
+    assert resolved["0"] == "0" and int(resolved["1"]) > 0, stdout
+
+
 def test_an_objects_dwarf_is_read_once_for_all_its_sites(c_run_g, monkeypatch):
     """stats.Sites resolves every site of its ranks in one resolve.batch(): the program's DWARF
     (sections and relocations, read by pyelftools' get_dwarf_info) once, though its sites fall in

@@ -25,6 +25,7 @@ import os
 import numpy as np
 
 from mpigraph.callsites import files, resolve
+from mpigraph.comm.parallel import barrier_idly
 from mpigraph.metrics import call_kernel
 from mpigraph.trace import functions as mf
 from mpigraph.util import arrays
@@ -36,30 +37,51 @@ N_SHIM_IDS = 1 << 16          # the record's site field is 16 bits
 class Sites:
     """Each rank's shim site ids -> call-site ids (lut[rank], 0: unknown); places[id] = (object,
     caller, file, line, stack): stack names the callers (MPIGRAPH_CALLSITE_DEPTH > 1), innermost
-    first."""
+    first.
 
-    def __init__(self, raw_dir: str, ranks):
+    A site is first known by its raw key, (object, offset, callers: each caller's (object,
+    offset), or (None, address) outside any object); resolving it reads the objects' symbols and
+    DWARF and names it by (object, offset, stack)."""
+
+    def __init__(self, raw_dir: str, ranks, resolved=True):
         """`ranks`: the trace ranks whose sites to read (an analysis rank's own); ``share`` numbers
-        them together with the other analysis ranks'."""
+        them together with the other analysis ranks'.  `resolved`: resolve them here (False:
+        ``share`` resolves every analysis rank's together, each object's sites on one rank)."""
+        self._raw = {rank: self._read_rank(raw_dir, rank) for rank in ranks}   # rank -> (shim ids, raw keys)
+        self._named = {}        # raw key -> (object, offset, stack)
         self._found = {}        # (object, offset, stack) -> (object, caller, file, line, stack)
-        self._shim_keys = {}    # rank -> (shim ids, their keys)
-        with resolve.batch():   # each object's DWARF read once for all the ranks' sites
-            for rank in ranks:
-                self._shim_keys[rank] = self._read_rank(raw_dir, rank, self._found)
-        self._number()
+        if resolved:
+            self._add(_resolved(self._raw_keys()))
+            self._number()
 
     def share(self, comm) -> "Sites":
-        """Number every analysis rank's sites together (collective over comm): each analysis
-        rank's ids are then the run's, the same for every number of analysis ranks."""
+        """Resolve and number every analysis rank's sites together (collective over comm): each
+        analysis rank's ids are then the run's, the same for every number of analysis ranks.
+
+        The ranks of a program mostly share their sites and objects: each distinct object's
+        sites are resolved on one analysis rank (from the last: rank 0 writes the small tables),
+        not its symbols and DWARF read and held on every rank (a big program's debug sections
+        are hundreds of MB, K times over on a node); objects of their own go to different ranks."""
         if comm.size > 1:
-            # A few dozen sites per rank, mostly the same on every rank: small enough to send whole.
-            for other in comm.allgather(self._found):
-                self._found.update(other)
+            asked = set()
+            for keys in comm.allgather(self._raw_keys() - self._named.keys()):
+                asked |= keys
+            objects = sorted({key[0] for key in asked})
+            owner = {path: comm.size - 1 - i % comm.size for i, path in enumerate(objects)}
+            mine = _resolved({key for key in asked if owner[key[0]] == comm.rank})
+            barrier_idly(comm)      # the ranks with no object to read wait without spinning
+            for part in comm.allgather((mine, self._named, self._found)):
+                self._add(part[0])
+                self._named.update(part[1])
+                self._found.update(part[2])
             self._number()
             parts = comm.allgather(self._pairs)
             self._pairs = tuple(np.concatenate([p[i] for p in parts]) for i in range(2))
             order = np.argsort(self._pairs[0], kind="stable")
             self._pairs = (self._pairs[0][order], self._pairs[1][order])
+        else:
+            self._add(_resolved(self._raw_keys() - self._named.keys()))
+            self._number()
         return self
 
     def any_rank_ids(self, ranks, shim_ids) -> np.ndarray:
@@ -72,6 +94,15 @@ class Sites:
         at = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
         return np.where(keys[at] == key, ids[at], 0)
 
+    def _raw_keys(self):
+        return {key for _, keys in self._raw.values() for key in keys}
+
+    def _add(self, resolved):
+        """Take in resolved sites ({raw key: (named key, place)})."""
+        for raw, (named, place) in resolved.items():
+            self._named[raw] = named
+            self._found[named] = place
+
     def _number(self):
         found = self._found
         keys = sorted(found, key=lambda k: (found[k][0], found[k][2], found[k][3], found[k][1], k[1], k[2]))
@@ -79,11 +110,11 @@ class Sites:
         self.places = [UNKNOWN] + [found[k] for k in keys]
         self.lut = {}
         keys, ids_of = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-        for rank, (ids, rank_keys) in self._shim_keys.items():
+        for rank, (ids, rank_keys) in self._raw.items():
             # As long as the rank's largest id, and a 0 after it for any id past that (run_ids):
             # 2**16 entries a rank would be 0.5 MB each, zeroed, at thousands of ranks.
             lut = np.zeros(int(ids.max(initial=-1)) + 2, np.int64)
-            lut[ids] = [number[k] for k in rank_keys]
+            lut[ids] = [number[self._named[k]] for k in rank_keys]
             self.lut[rank] = lut
             keys.append(rank * N_SHIM_IDS + np.asarray(ids, np.int64))
             ids_of.append(lut[ids])
@@ -104,8 +135,8 @@ class Sites:
         return lut[np.minimum(np.asarray(shim_ids, np.int64), len(lut) - 1)]     # past its ids: its last, 0
 
     @staticmethod
-    def _read_rank(raw_dir, rank, found):
-        """(the rank's shim ids, their keys), resolving keys not yet in `found`."""
+    def _read_rank(raw_dir, rank):
+        """(the rank's shim ids, their raw keys): no object is read."""
         ids, addrs, callers = files.read_sites(raw_dir, rank)
         if not len(ids):
             return np.zeros(0, np.int64), []
@@ -115,14 +146,20 @@ class Sites:
         for i in range(len(ids)):       # per site: a rank has a few dozen
             if at[i] < 0:
                 continue
-            path = load_map.paths[at[i]]
-            stack = " < ".join(_frame_name(load_map, a) for a in callers[i])
-            key = (path, int(offset[i]), stack)
-            if key not in found:
-                found[key] = (path,) + _where(path, int(offset[i])) + (stack,)
             keep.append(int(ids[i]))
-            keys.append(key)
+            keys.append((load_map.paths[at[i]], int(offset[i]), tuple(_frame(load_map, a) for a in callers[i])))
         return np.array(keep, np.int64), keys
+
+
+def _resolved(raw_keys):
+    """{raw key: ((object, offset, stack), (object, caller, file, line, stack))} of the sites."""
+    out = {}
+    with resolve.batch():   # each object's DWARF read once for all the sites
+        for raw in raw_keys:
+            path, offset, callers = raw
+            stack = " < ".join(_frame_name(frame) for frame in callers)
+            out[raw] = ((path, offset, stack), (path,) + _where(path, offset) + (stack,))
+    return out
 
 
 def _where(path, offset):
@@ -134,12 +171,18 @@ def _where(path, offset):
     return caller, file, line
 
 
-def _frame_name(load_map, addr):
-    """A caller's frame in a stack: "file.c:40" with debug information, else its function."""
+def _frame(load_map, addr):
+    """A caller's return address as (object, offset), or (None, address) outside every object."""
     at, offset = load_map.locate([addr])
-    if at[0] < 0:
-        return "0x%x" % addr
-    caller, file, line = _where(load_map.paths[at[0]], int(offset[0]))
+    return (None, int(addr)) if at[0] < 0 else (load_map.paths[at[0]], int(offset[0]))
+
+
+def _frame_name(frame):
+    """A caller's frame in a stack: "file.c:40" with debug information, else its function."""
+    path, offset = frame
+    if path is None:
+        return "0x%x" % offset
+    caller, file, line = _where(path, offset)
     return "%s:%d" % (os.path.basename(file), line) if line else caller
 
 
@@ -369,9 +412,10 @@ def summary_lines(table: dict, limit: int = 10) -> list:
     return lines
 
 
-def tracker(info, ranks=None) -> Accumulator:
+def tracker(info, ranks=None, resolved=True) -> Accumulator:
     """An Accumulator of an analysis rank (info: trace.RunInfo; `ranks`: the trace ranks it owns,
-    default all), their sites read beside the raw logs; call ``sites.share(comm)`` before its part
-    of the calls table passes through it (report.datasets), ``combined`` sums the parts."""
+    default all), their sites read beside the raw logs (`resolved`: see Sites); call
+    ``sites.share(comm)`` before its part of the calls table passes through it (report.datasets),
+    ``combined`` sums the parts."""
     ranks = range(info.world_size) if ranks is None else ranks
-    return Accumulator(Sites(os.path.join(info.run_dir, "raw"), ranks), info.world_size)
+    return Accumulator(Sites(os.path.join(info.run_dir, "raw"), ranks, resolved), info.world_size)
