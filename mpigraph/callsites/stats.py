@@ -68,12 +68,11 @@ class Sites:
                 asked |= keys
             objects = sorted({key[0] for key in asked})
             owner = {path: comm.size - 1 - i % comm.size for i, path in enumerate(objects)}
-            mine = _resolved({key for key in asked if owner[key[0]] == comm.rank})
+            self._add(_resolved({key for key in asked if owner[key[0]] == comm.rank}))
             barrier_idly(comm)      # the ranks with no object to read wait without spinning
-            for part in comm.allgather((mine, self._named, self._found)):
-                self._add(part[0])
-                self._named.update(part[1])
-                self._found.update(part[2])
+            for named, found in comm.allgather((self._named, self._found)):
+                self._named.update(named)
+                self._found.update(found)
             self._number()
             parts = comm.allgather(self._pairs)
             self._pairs = tuple(np.concatenate([p[i] for p in parts]) for i in range(2))

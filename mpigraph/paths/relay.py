@@ -126,7 +126,7 @@ def distances(comm, places, degree, src, weight, src_slab, sources, say=None):
     kept = np.flatnonzero(~into_source)
     kept_dst = dst[kept]
     del dst, into_source
-    part = _Slab.of(comm, places, is_source, np.bincount(kept_dst, minlength=n_here), places.slab[kept_dst], kept,
+    part = _Slab.of(comm, places, is_source, np.bincount(kept_dst, minlength=n_here), slab[kept_dst], kept,
                     [src, weight, src_slab])
     del kept_dst, kept
     part.offer(*early)

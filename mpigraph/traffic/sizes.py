@@ -63,9 +63,9 @@ def _summed(func, comm, size, count, nbytes, site=None):
     totals = int_sums(inverse, nbytes, n)
     bin_k = unique % 64
     lo = np.where(bin_k > 0, np.left_shift(np.int64(1), np.maximum(bin_k - 1, 0)), 0)
+    counts = np.bincount(inverse, minlength=n) if count is None else int_sums(inverse, count, n)
     out = {"func": (unique // 64) % (mf.MAX_ID + 1), "comm": comms[unique % stride // 64 // (mf.MAX_ID + 1)],
-           "bin_lo": lo, "bin_hi": bins(lo)[1], "count": (np.bincount(inverse, minlength=n) if count is None else int_sums(inverse, count, n)),
-           "bytes": totals}
+           "bin_lo": lo, "bin_hi": bins(lo)[1], "count": counts, "bytes": totals}
     if site is not None:
         out["site"] = sites[unique // stride]
     return out

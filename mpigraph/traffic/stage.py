@@ -24,8 +24,9 @@ def from_match(ops, messages, by_site=False):
     """What the match stage hands on (``Linked.traffic``): the matched messages' (sender, receiver)
     sums and the size histogram of the owned ranks' point-to-point operations, made where the
     operation table and the messages are at hand (no second pass over the logs for them); with
-    `by_site` the histogram per call site too ("site_sizes", keyed by sizes.site_key).  CHUNK_ROWS rows at a time: the keys and sort orders of millions of
-    rows would add to the match stage's peak memory."""
+    `by_site` the histogram per call site too ("site_sizes", keyed by sizes.site_key).
+    CHUNK_ROWS rows at a time: the keys and sort orders of millions of rows would add to the
+    match stage's peak memory."""
     pairs = [matrix.p2p_pairs(_rows(messages, piece)) for piece in _pieces(len(messages["s_rank"]))]
     if not by_site:
         hists = [sizes.p2p_sizes(_rows(ops, piece)) for piece in _pieces(len(ops["side"]))]
