@@ -264,3 +264,35 @@ def test_ask_owners_answers_each_row_on_its_owner_in_the_order_asked():
     assert doubled.tolist() == (value.astype(np.int64) * 2).tolist()
     assert answered_by.tolist() == owner.tolist()
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("exchange", ["send_rows", "shuffle"])
+def test_a_rank_done_early_waits_for_a_late_one_without_spinning(exchange):
+    """The ranks that reach an exchange first wait for the last without polling MPI all along
+    (``parallel.wait_idly``): on a node with more ranks than cores a polling wait takes the CPU
+    the late rank needs.  Rank 0 comes LATE_S late; each other rank's CPU time through its wait
+    stays well under that wait's length (a polling wait takes about all of it, or its share of
+    the node's cores)."""
+    import time
+    from mpi4py import MPI
+    from mpigraph.comm import owner_exchange
+    world = MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    if size == 1:
+        return
+    late_s = 0.6
+    world.Barrier()
+    if rank == 0:
+        time.sleep(late_s)
+    wall, cpu = time.perf_counter(), time.process_time()
+    dest = np.arange(size, dtype=np.int32)
+    if exchange == "send_rows":
+        received, = owner_exchange.send_rows(world, dest, [dest.astype(np.int64)])
+        assert received.tolist() == [rank] * size
+    else:
+        received, _ = shuffle.exchange(world, [{"x": np.array([rank])} for _ in range(size)])
+        assert sorted(int(b["x"][0]) for b in received.values()) == list(range(size))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    if rank:
+        assert wall > late_s / 2          # it did wait for rank 0
+        assert cpu < 0.25 * wall, "rank %d took %.3f s of CPU in a %.3f s wait" % (rank, cpu, wall)

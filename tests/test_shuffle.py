@@ -118,7 +118,7 @@ def test_bound_depends_on_sample_size():
 
 # -- the MPI checks, launched ---------------------------------------------------------
 
-N_MPI_CHECKS = 2 * 2 + 5 * 2 + 1 + 2 + 2 + 1 + 1 + 1 + 1 + 1   # the test functions x parameters of mpi_shuffle_checks.py
+N_MPI_CHECKS = 2 * 2 + 5 * 2 + 1 + 2 + 2 + 1 + 1 + 1 + 1 + 1 + 2   # the test functions x parameters of mpi_shuffle_checks.py
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])

@@ -9,6 +9,7 @@ encoding, no pickles.  The big one-time moves
 import numpy as np
 
 from mpigraph.comm import meter
+from mpigraph.comm.parallel import wait_idly
 from mpigraph.util import arrays
 
 
@@ -39,7 +40,8 @@ def send_grouped(comm, order, send_counts, columns, with_source=False):
     rank, size = comm.Get_rank(), comm.Get_size()
     send_counts = np.ascontiguousarray(send_counts, np.int64)
     recv_counts = np.empty(size, np.int64)
-    comm.Alltoall(send_counts, recv_counts)
+    # The counts' exchange is where a rank done early waits for the others: without spinning.
+    wait_idly(comm.Ialltoall(send_counts, recv_counts))
     send_displ, recv_displ = _displacements(send_counts), _displacements(recv_counts)
     result = []
     for column in columns:      # one Alltoallv per column: no row-major table to build and take apart

@@ -217,7 +217,7 @@ def exchange(comm, batches_by_dest, codec=None, order="rounds"):
     t = time.perf_counter()
     send_sizes = np.array([len(outgoing.get(d, b"")) for d in range(size)], np.int64)
     recv_sizes = np.empty(size, np.int64)
-    comm.Alltoall(send_sizes, recv_sizes)
+    wait_idly(comm.Ialltoall(send_sizes, recv_sizes))     # a rank done early waits without spinning
     meter.count(send_sizes.sum(), recv_sizes.sum())     # own batch: never encoded, size 0 here
     plan = _rounds if order == "rounds" else _naive
     received = plan(comm, outgoing, recv_sizes)
