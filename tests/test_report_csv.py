@@ -1,4 +1,5 @@
-"""report.write_csv: the text Python's csv module writes, made by pyarrow's kernels a block at a time."""
+"""report.write_csv: the text Python's csv module writes, made by pyarrow's kernels a block at a time
+(by Python's formatting for a block of at most PYTHON_CSV_ROWS rows: the same text)."""
 
 import csv
 
@@ -32,8 +33,11 @@ def python_csv(path, table, columns):
 
 
 @settings(max_examples=100, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 40), block=st.sampled_from([1, 3, 1 << 20]))
-def test_write_csv_writes_what_the_csv_module_writes(tmp_path_factory, seed, n, block):
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 40), block=st.sampled_from([1, 3, 1 << 20]),
+       python_rows=st.sampled_from([0, 2, 1 << 12]))
+def test_write_csv_writes_what_the_csv_module_writes(tmp_path_factory, seed, n, block, python_rows):
+    """Blocks of 1, 3 or all rows, made by the kernels (python_rows 0), by Python's formatting (4096),
+    or some each way (2: blocks of 1 row by Python, of 3 by the kernels)."""
     rng = np.random.default_rng(seed)
     tmp = tmp_path_factory.mktemp("csv")
     codes = rng.integers(0, len(NAMES), n)
@@ -42,12 +46,24 @@ def test_write_csv_writes_what_the_csv_module_writes(tmp_path_factory, seed, n, 
     table = {"t": rng.integers(-scale, scale, dtype=np.int64), "n": rng.integers(-2**62, 2**62, n),
              "x": np.where(rng.random(n) < 0.2, np.nan, rng.normal(0, 1e3, n)), "ok": rng.random(n) < 0.5,
              "name": NAMES[codes], "label": Labels(codes, NAMES)}
-    original, report.CSV_BLOCK_ROWS = report.CSV_BLOCK_ROWS, block
+    original = report.CSV_BLOCK_ROWS, report.PYTHON_CSV_ROWS
+    report.CSV_BLOCK_ROWS, report.PYTHON_CSV_ROWS = block, python_rows
     try:
         report.write_csv(tmp / "fast.csv", table, COLUMNS)
     finally:
-        report.CSV_BLOCK_ROWS = original
+        report.CSV_BLOCK_ROWS, report.PYTHON_CSV_ROWS = original
     python_csv(tmp / "python.csv", table, COLUMNS)
     assert (tmp / "fast.csv").read_bytes() == (tmp / "python.csv").read_bytes()
     with open(tmp / "fast.csv", newline="") as f:
         assert len(list(csv.reader(f))) == n + 1
+
+
+def test_python_fields_of_int64s_ends_and_awkward_names():
+    """The Python way's text of what the random table above rarely draws: int64's ends as times
+    and ints, names with quotes, commas and line ends, a missing name (None), as the kernels make it."""
+    ns = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min + 1, -1, 0], np.int64)   # |least| overflows
+    names = np.array(['a "b"', "c,d", "e\r\nf", None, ""], dtype=object)
+    for column, values in ((Column("t", "time", ""), ns), (Column("n", "int", ""), ns),
+                           (Column("s", "str", ""), names)):
+        assert report._python_fields(column, values) == report._csv_text(column, values, slice(None)).to_pylist()
+    assert report._python_fields(Column("s", "str", ""), names)[:3] == ['"a ""b"""', '"c,d"', '"e\r\nf"']

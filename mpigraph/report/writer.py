@@ -168,7 +168,6 @@ def parquet_name(column):
 
 # Rows per block of write_csv: the text of one block is in memory at a time.
 CSV_BLOCK_ROWS = 1 << 20
-_NAMES = schema.Column("name", "str", "a CSV header's column names, quoted as fields are")
 
 
 def write_csv(path, table, columns, header=True):
@@ -187,15 +186,48 @@ def write_csv(path, table, columns, header=True):
             f.write(text)
 
 
+# A block of at most this many rows gets its CSV text from Python's formatting (``_python_lines``),
+# the same bytes as the string kernels': the report of a small run then never imports
+# pyarrow.compute, which was a third of an empty program's report stage (0.05-0.1 s of imports on
+# every in-job analysis).
+PYTHON_CSV_ROWS = 4096
+
+
+def _csv_header(columns):
+    return (",".join(_python_quoted(csv_name(c)) for c in columns) + "\n").encode()
+
+
+def _python_lines(table, columns, rows):
+    """``_csv_lines`` of a few rows (a slice), by Python's formatting: the same text, as bytes."""
+    cells = [_python_fields(c, rows_of(table[c.name], rows)) for c in columns]
+    return "".join(",".join(fields) + "\n" for fields in zip(*cells)).encode()
+
+
+def _python_fields(column, values):
+    """The CSV fields (str) of a column's `values`, as ``_csv_text`` writes them."""
+    if column.kind == "time":
+        return ["%s%d.%09d" % (("-" if ns < 0 else "",) + divmod(abs(ns), 10**9))
+                for ns in np.asarray(values, np.int64).tolist()]
+    if column.kind == "float":
+        return ["" if v != v else "%.6f" % v for v in np.asarray(values, np.float64).tolist()]
+    if column.kind == "bool":
+        return ["true" if v else "false" for v in np.asarray(values, bool).tolist()]
+    if column.kind == "int":
+        return [str(v) for v in np.asarray(values, np.int64).tolist()]
+    return ["" if v is None else _python_quoted(v) for v in np.asarray(values, object).tolist()]
+
+
+def _python_quoted(text):
+    """A CSV field of `text`, quoted as Python's csv module quotes it (QUOTE_MINIMAL): ``_quoted``."""
+    if any(c in text for c in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
 def _blocks(n, size=None):
     """Slices of `size` rows (default CSV_BLOCK_ROWS, looked up when called) over n rows."""
     size = size or CSV_BLOCK_ROWS
     return (slice(a, min(a + size, n)) for a in range(0, n, size))
-
-
-def _csv_header(columns):
-    names = _csv_text(_NAMES, np.array([csv_name(c) for c in columns], object), slice(None))
-    return (",".join(names.to_pylist()) + "\n").encode()
 
 
 # Threads making a CSV's text: a CSV of millions of rows is the report's longest file to make.
@@ -204,6 +236,8 @@ CSV_THREADS = 2
 
 def _csv_lines(table, columns, rows):
     """The CSV text of table's `rows` (a slice), a line per row, as a memoryview."""
+    if rows.stop - rows.start <= PYTHON_CSV_ROWS:        # the slices of _blocks
+        return _python_lines(table, columns, rows)
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
