@@ -61,7 +61,7 @@ def test_write_csv_writes_what_the_csv_module_writes(tmp_path_factory, seed, n, 
 def test_python_fields_of_int64s_ends_and_awkward_names():
     """The Python way's text of what the random table above rarely draws: int64's ends as times
     and ints, names with quotes, commas and line ends, a missing name (None), as the kernels make it."""
-    ns = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min + 1, -1, 0], np.int64)   # |least| overflows
+    ns = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min, np.iinfo(np.int64).min + 1, -1, 0], np.int64)
     names = np.array(['a "b"', "c,d", "e\r\nf", None, ""], dtype=object)
     for column, values in ((Column("t", "time", ""), ns), (Column("n", "int", ""), ns),
                            (Column("s", "str", ""), names)):

@@ -22,10 +22,10 @@ def test_known_values():
 
 
 def test_both_sides_of_the_one_cast_limit_and_int64s_ends():
-    # The limit's own last ns (one cast) and the next (the general way); int64's largest and,
-    # past its least's overflowing |x|, the least but one.
+    # The limit's own last ns (one cast) and the next (the general way); int64's largest, least
+    # (whose |x| overflows int64) and least but one.
     ns = np.array([LIMIT_NS + 999_999_999, LIMIT_NS + 10**9, -(LIMIT_NS + 999_999_999), -(LIMIT_NS + 10**9),
-                   INT64.max, INT64.min + 1, 0], np.int64)
+                   INT64.max, INT64.min + 1, 0, INT64.min], np.int64)
     assert writer._seconds_text(ns).to_pylist() == exact(ns.tolist())
     assert writer._seconds_text(ns[[0, 2, 6]]).to_pylist() == exact(ns[[0, 2, 6]].tolist())   # one cast only
 

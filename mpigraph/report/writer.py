@@ -352,8 +352,9 @@ def _seconds_text(ns):
     (pad or slice, join) that make the text per field otherwise."""
     import pyarrow as pa
 
-    whole, part = np.divmod(np.abs(ns), 10**9)
-    if whole.max(initial=0) > _ONE_CAST_MAX_S or whole.min(initial=0) < 0:     # < 0: |int64's least| overflows
+    whole, part = np.divmod(_magnitude(ns), np.uint64(10**9))
+    whole, part = whole.astype(np.int64), part.astype(np.int64)      # whole < 2**63 / 10**9
+    if whole.max(initial=0) > _ONE_CAST_MAX_S:
         return _seconds_text_joined(ns, whole, part)
     number = np.maximum(whole, 1) * 10**10 + (10**9 + part)
     if ns.min(initial=0) < 0:       # times and waits are rarely negative: no pass for the sign then
@@ -365,6 +366,13 @@ def _seconds_text(ns):
     chars[ends - 10] = ord(".")
     chars[ends[whole == 0] - 11] = ord("0")
     return pa.StringArray.from_buffers(len(text), offsets, pa.py_buffer(chars))
+
+
+def _magnitude(ns):
+    """|ns| as uint64: exact for int64's least too, whose np.abs overflows back to itself."""
+    magnitude = ns.astype(np.uint64)
+    np.negative(magnitude, out=magnitude, where=ns < 0)        # 0 - x modulo 2**64: |x|
+    return magnitude
 
 
 def _seconds_text_joined(ns, whole, part):
