@@ -175,7 +175,8 @@ def write_csv(path, table, columns, header=True):
     line per row.
 
     The text is made by pyarrow's string kernels a block of rows at a time, not a Python
-    string per cell: a path table can have a row per MPI call (gigabytes of text).
+    string per cell: a path table can have a row per MPI call (gigabytes of text).  A block of
+    at most PYTHON_CSV_ROWS rows gets the same text from Python's formatting.
     CSV_THREADS threads make the blocks' text at once (the kernels let go of the GIL), and they
     are written in order.  Fields are quoted as Python's csv module quotes them (QUOTE_MINIMAL)."""
     n = len(table[columns[0].name]) if columns else 0
