@@ -353,8 +353,8 @@ def _seconds_text(ns):
     (pad or slice, join) that make the text per field otherwise."""
     import pyarrow as pa
 
-    whole, part = np.divmod(_magnitude(ns), np.uint64(10**9))
-    whole, part = whole.astype(np.int64), part.astype(np.int64)      # whole < 2**63 / 10**9
+    # Both below 2**63 (whole < 2**64 / 10**9): int64 views of them, not copies.
+    whole, part = (q.view(np.int64) for q in np.divmod(_magnitude(ns), np.uint64(10**9)))
     if whole.max(initial=0) > _ONE_CAST_MAX_S:
         return _seconds_text_joined(ns, whole, part)
     number = np.maximum(whole, 1) * 10**10 + (10**9 + part)
