@@ -266,6 +266,16 @@ def test_lib_prints_the_library_path(monkeypatch, capsys):
     assert capsys.readouterr().err == "mpigraph: error: /x/libmpigraph.so is missing: install mpigraph with pip\n"
 
 
+def test_lib_imports_none_of_the_analysis_libraries():
+    # `LD_PRELOAD=$(mpigraph lib)` runs before every job: it builds the whole command line (every
+    # subcommand's options) and must not pay for numpy (0.15 s), pyarrow or mpi4py.
+    heavy = ("numpy", "pyarrow", "mpi4py", "scipy")
+    code = "import sys\nfrom mpigraph import cli\ncli.main(['lib'])\nprint(sorted(set(%r) & set(sys.modules)))" % (heavy,)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT, env=env())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"
+
+
 # ---- flags shared by subcommands, the output directory, view --out, config ----------------------
 
 

@@ -51,6 +51,7 @@ from mpigraph.util import arrays
 from mpigraph.match.core import COLLECTIVE_N_TO_N, COLLECTIVE_N_TO_ONE, COLLECTIVE_ONE_TO_N, SCAN
 
 from mpigraph.whatif import sync
+from mpigraph.whatif.options import COLLECTIVE_ALGORITHMS, MODELS, WhatifError  # noqa: F401
 from mpigraph.whatif.envelope import Edges
 
 (COMPUTE, CALL, MESSAGE, LATE_RECEIVER, HUB_IN, HUB_OUT, RELEASE, END, ROUND, ROUND_MESSAGE, NEIGHBOR, RMA_LATE_POST,
@@ -60,13 +61,6 @@ KIND_NAMES = ("compute", "call", "message", "late_receiver", "hub_in", "hub_out"
 # the edges that carry a collective's (or a synchronisation's) latency, reported per function
 COLLECTIVE_KINDS = (HUB_OUT, RELEASE, ROUND_MESSAGE, NEIGHBOR, RMA_LATE_POST, RMA_EARLY_WAIT)
 _SYNC_KIND = np.array([NEIGHBOR, RMA_LATE_POST, RMA_EARLY_WAIT], np.int8)      # by sync.NEIGHBOR, ...
-MODELS = ("delta", "loggps")
-COLLECTIVE_ALGORITHMS = ("recdoub", "ring", "dissemination")
-
-
-class WhatifError(ValueError):
-    """Bad input that the user can fix (the message says how)."""
-
 
 @dataclasses.dataclass
 class NetParams:

@@ -4,7 +4,7 @@ import re
 import sys
 
 from mpigraph.util import units
-from mpigraph.whatif.build import COLLECTIVE_ALGORITHMS, MODELS, WhatifError
+from mpigraph.whatif.options import COLLECTIVE_ALGORITHMS, MODELS, WhatifError
 
 
 def parse_time(text, default_unit="us"):
