@@ -86,6 +86,9 @@ def cmd_run(args):
 
 
 def cmd_analyze(args):
+    from mpigraph.util import blas
+
+    blas.import_numpy()         # an analysis rank, as in the job: BLAS held to one thread
     from mpigraph import run as api
     from mpigraph.util.left_out import left_out
 
@@ -255,7 +258,7 @@ def _user_error_types():
                          ("mpigraph.report.writer", "ReportError"), ("mpigraph.comm.node_memory", "NotEnoughMemory"),
                          ("mpigraph.model.mva", "ModelError"), ("mpigraph.report.outdir", "OutputDirError"),
                          ("mpigraph.view", "ViewError"), ("mpigraph.network", "NetworkError"),
-                         ("mpigraph.whatif.build", "WhatifError"), ("mpigraph.comm.launch", "MPIMismatch"),
+                         ("mpigraph.whatif.options", "WhatifError"), ("mpigraph.comm.launch", "MPIMismatch"),
                          ("mpigraph.export.otf2_trace", "ExportError"), ("mpigraph.phases.stage", "PhaseError"),
                          ("mpigraph.util.units", "UnitError")):
         if module in sys.modules:

@@ -50,6 +50,9 @@ def _analyse(run_dir, process_ends):
     mpi4py.rc.finalize = False
     from mpi4py import MPI
 
+    from mpigraph.util import blas
+
+    blas.import_numpy()         # before any module of the analysis imports it
     from mpigraph import analysis, config
     from mpigraph.comm import launch
     from mpigraph.util.left_out import left_out

@@ -1,0 +1,31 @@
+"""numpy imported for an analysis rank, its BLAS held to one thread.
+
+numpy's wheels bundle OpenBLAS, which starts a thread per core as numpy is imported, and each of
+those threads then spins for about 0.1 s (2^28 cycles) waiting for work before it sleeps.  The
+analysis never calls BLAS, and it runs as one rank per core: every analysis rank paid a core's
+0.1-0.17 s of CPU for threads that never work (an empty program's analysis rank: 0.53 s of CPU
+with them, 0.35 s without, on 2 cores), and a node of 16 ranks starts 240 of them at once.
+"""
+
+import os
+import sys
+
+# OpenBLAS reads it once, when numpy loads it; it comes before OMP_NUM_THREADS and GOTO_NUM_THREADS.
+THREADS_SETTING = "OPENBLAS_NUM_THREADS"
+
+
+def import_numpy():
+    """Import numpy with OpenBLAS's threads held to one, unless numpy is loaded already (a Python
+    program's own numpy keeps its threads).  The environment is left as it was: the program's
+    later children see the user's setting, not ours."""
+    if "numpy" in sys.modules:
+        return
+    before = os.environ.get(THREADS_SETTING)
+    os.environ[THREADS_SETTING] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        if before is None:
+            del os.environ[THREADS_SETTING]
+        else:
+            os.environ[THREADS_SETTING] = before
