@@ -2,9 +2,9 @@
 
 numpy's wheels bundle OpenBLAS, which starts a thread per core as numpy is imported, and each of
 those threads then spins for about 0.1 s (2^28 cycles) waiting for work before it sleeps.  The
-analysis never calls BLAS, and it runs as one rank per core: every analysis rank paid a core's
-0.1-0.17 s of CPU for threads that never work (an empty program's analysis rank: 0.53 s of CPU
-with them, 0.35 s without, on 2 cores), and a node of 16 ranks starts 240 of them at once.
+analysis never calls BLAS, and it runs as one rank per core: every analysis rank paid about 0.1 s
+of CPU per other core for threads that never work (``import numpy`` alone on 2 cores: 0.24 s
+of CPU, 0.12 s with one thread), and a node of 16 analysis ranks would start 240 of them at once.
 """
 
 import os
