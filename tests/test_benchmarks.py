@@ -12,6 +12,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 import mpi_env
 
 BENCHMARKS = os.path.join(mpi_env.REPO, "benchmarks")
@@ -131,15 +133,23 @@ def test_bench_kscale_measures_a_recorded_run_with_both_codes(wheel, tmp_path):
     assert all(float(row[3]) > 0 for row in rows if row[1] == "all")
 
 
-def test_bench_parquet_prints_the_writer_options_and_every_column(wheel, tmp_path):
+@pytest.fixture(scope="module")
+def analysed_halo(wheel, tmp_path_factory):
+    """A small analysed synthetic run (4 ranks of 30 calls)."""
+    from mpigraph.testing import synth
+
+    run = tmp_path_factory.mktemp("halo")
+    synth.generate(str(run), 4, 30, "halo")
+    done = mpi_env.mpigraph(["analyze", run, "--quiet"], nprocs=1, mpi=wheel)
+    assert done.returncode == 0, done.stderr
+    return run
+
+
+def test_bench_parquet_prints_the_writer_options_and_every_column(wheel, analysed_halo):
     """A report's calls table written again: a row per writer option set, then per column."""
     import pyarrow.parquet as pq
 
-    from mpigraph.testing import synth
-
-    synth.generate(str(tmp_path), 4, 30, "halo")
-    done = mpi_env.mpigraph(["analyze", tmp_path, "--quiet"], nprocs=1, mpi=wheel)
-    assert done.returncode == 0, done.stderr
+    tmp_path = analysed_halo
     out = run_benchmark(wheel, "bench_parquet.py", str(tmp_path), "--rounds", "1")
     header, rows = markdown_table(out, "writer options")
     assert header == ["writer options", "seconds", "ns per row", "file MB"]
@@ -148,6 +158,16 @@ def test_bench_parquet_prints_the_writer_options_and_every_column(wheel, tmp_pat
     names = pq.read_schema(next((tmp_path / "calls.parquet").glob("*.parquet"))).names
     assert [row[0] for row in rows] == names
     assert all(float(row[3]) >= 0 and float(row[4]) >= 0 for row in rows)
+
+
+def test_bench_csv_prints_each_way_and_finds_the_same_bytes(wheel, analysed_halo):
+    """A report's calls table as CSV again: a row per way of making the text, and the same text."""
+    out = run_benchmark(wheel, "bench_csv.py", str(analysed_halo), "--rounds", "1")
+    header, rows = markdown_table(out, "made by")
+    assert header == ["made by", "wall s", "CPU s", "CPU ns per row", "MB"]
+    assert [row[0].split(",")[0] for row in rows] == ["the C kernel", "pyarrow's string kernels", "the C kernel"]
+    assert len({row[4] for row in rows}) == 1 and all(float(row[3]) > 0 for row in rows)
+    assert "the same bytes every way: yes" in out
 
 
 def test_bench_intercept_prints_both_calls_with_and_without_the_helper(wheel):

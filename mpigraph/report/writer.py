@@ -117,7 +117,7 @@ from mpigraph.util.names import Labels, rows_of
 from mpigraph import schema
 from mpigraph.paths import segments as cp
 from mpigraph.view import svg
-from mpigraph.report import diagnosis
+from mpigraph.report import csv_kernel, diagnosis
 from mpigraph.report.outdir import read_summary
 from mpigraph.trace import functions as mf
 from mpigraph.trace import inflight
@@ -174,11 +174,12 @@ def write_csv(path, table, columns, header=True):
     """`table` (a dict of columns) as CSV: a header of csv_name()s (unless not `header`), then one
     line per row.
 
-    The text is made by pyarrow's string kernels a block of rows at a time, not a Python
-    string per cell: a path table can have a row per MPI call (gigabytes of text).  A block of
-    at most PYTHON_CSV_ROWS rows gets the same text from Python's formatting.
-    CSV_THREADS threads make the blocks' text at once (the kernels let go of the GIL), and they
-    are written in order.  Fields are quoted as Python's csv module quotes them (QUOTE_MINIMAL)."""
+    The text is made a block of rows at a time, not a Python string per cell (a path table can
+    have a row per MPI call: gigabytes of text): by the C kernel of report.csv_kernel, or where it
+    does not run (no compiler; a float column) by pyarrow's string kernels, or for a block of at
+    most PYTHON_CSV_ROWS rows by Python's formatting: the same text each way.  CSV_THREADS threads
+    make the blocks' text at once (the kernels let go of the GIL), and they are written in order.
+    Fields are quoted as Python's csv module quotes them (QUOTE_MINIMAL)."""
     n = len(table[columns[0].name]) if columns else 0
     with open(path, "wb") as f, threads.pool(CSV_THREADS, "mpigraph-csv") as pool:
         if header:
@@ -236,7 +237,10 @@ CSV_THREADS = 2
 
 
 def _csv_lines(table, columns, rows):
-    """The CSV text of table's `rows` (a slice), a line per row, as a memoryview."""
+    """The CSV text of table's `rows` (a slice), a line per row, as a memoryview (bytes)."""
+    text = _kernel_lines(table, columns, rows)
+    if text is not None:
+        return text
     if rows.stop - rows.start <= PYTHON_CSV_ROWS:        # the slices of _blocks
         return _python_lines(table, columns, rows)
     import pyarrow as pa
@@ -254,6 +258,22 @@ def _csv_lines(table, columns, rows):
     except pa.ArrowInvalid:
         return _joined_lines(cells)
     return memoryview(sink.getvalue())
+
+
+def _kernel_lines(table, columns, rows):
+    """``_csv_lines`` by the C kernel (report.csv_kernel); None where it does not run, or a column
+    is a float column (a table of few rows) or a str column of other than names.Labels of str."""
+    fields = []
+    for c in columns:
+        values = rows_of(table[c.name], rows)
+        if c.kind in ("int", "time", "bool"):
+            fields.append((c.kind, values, None))
+        elif c.kind == "str" and isinstance(values, Labels) and all(isinstance(n, str) or n is None
+                                                                     for n in values.names.tolist()):
+            fields.append(("str", values.codes, [_python_quoted(n or "").encode() for n in values.names.tolist()]))
+        else:
+            return None
+    return csv_kernel.lines(fields)
 
 
 def _joined_lines(cells):
