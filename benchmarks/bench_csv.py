@@ -11,7 +11,6 @@ least wall seconds and CPU seconds (all threads) of the rounds, ns of CPU per ro
 as a markdown table; the ways' files are checked to be the same bytes.
 """
 
-import argparse
 import filecmp
 import os
 import sys
@@ -21,6 +20,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from machine import describe_machine  # noqa: E402
+from bench_parquet import report_table  # noqa: E402
 
 
 def report_columns(table, columns):
@@ -55,18 +55,11 @@ def least(write, rounds):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("report", help="an analysed run's directory (its report files)")
-    parser.add_argument("--table", default="calls", choices=["calls", "critical_path", "waitstates"])
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args, columns, table = report_table(__doc__)
 
-    from mpigraph import schema
-    from mpigraph.report import datasets, writer
+    from mpigraph.report import writer
 
-    columns = {"calls": schema.CALL_COLUMNS, "critical_path": schema.SEGMENT_COLUMNS,
-               "waitstates": schema.WAITSTATE_COLUMNS}[args.table]
-    table = report_columns(datasets.read(os.path.join(args.report, args.table + ".parquet")), columns)
+    table = report_columns(table, columns)
     rows = len(table[columns[0].name])
     print(describe_machine())
     print("%s.csv of %s: %d rows, %d columns; least of %d rounds\n" % (args.table, args.report, rows, len(columns),

@@ -44,21 +44,30 @@ def variants(options):
     yield "plain integers", dict(options, column_encoding=plain)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def report_table(doc):
+    """(arguments, the table's columns (schema), the table as pyarrow read it) of a benchmark of one
+    big table of a report: REPORT_DIR, --table, --rounds."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("report", help="an analysed run's directory (its report files)")
     parser.add_argument("--table", default="calls", choices=["calls", "critical_path", "waitstates"])
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
 
-    import pyarrow.parquet as pq
-
     from mpigraph import schema
-    from mpigraph.report import datasets, writer
+    from mpigraph.report import datasets
 
     columns = {"calls": schema.CALL_COLUMNS, "critical_path": schema.SEGMENT_COLUMNS,
                "waitstates": schema.WAITSTATE_COLUMNS}[args.table]
-    table = datasets.read(os.path.join(args.report, args.table + ".parquet"))
+    return args, columns, datasets.read(os.path.join(args.report, args.table + ".parquet"))
+
+
+def main():
+    args, columns, table = report_table(__doc__)
+
+    import pyarrow.parquet as pq
+
+    from mpigraph.report import writer
+
     options = writer._parquet_options(columns)
     rows = max(table.num_rows, 1)
     print(describe_machine())
