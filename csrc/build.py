@@ -29,7 +29,7 @@ import sysconfig
 CSRC = os.path.dirname(os.path.abspath(__file__))
 LIBRARY = "libmpigraph.so"
 C_SOURCES = ["shim.c", "pmpi.c", "logfile.c", "handle_map.c", "comms.c", "requests.c", "clock_sync.c",
-             "messages.c", "fortran.c", "types.c", "spare_cpu.c", "windows.c",
+             "messages.c", "fortran.c", "types.c", "spare_cpu.c", "analysis_ranks.c", "windows.c",
              "phases.c", "regions.c", "callsites.c", "gpu.c"]
 
 # The Python side of the shim: cffi runs this once, in the program's process,
@@ -61,6 +61,7 @@ int mpigraph_close_log(void);
 const char *mpigraph_run_dir(void);
 int mpigraph_analysis_wanted(void);
 int mpigraph_analysis_ranks(void);
+int mpigraph_analysis_rank(int i);
 void mpigraph_mark_analysed(void);
 """
 

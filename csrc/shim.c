@@ -37,12 +37,12 @@ static int mg_python_host;       /* the program itself is a Python interpreter *
 static char mg_run_dir[PATH_MAX];
 static int mg_finalize_called; /* mg_finalize_handover ran (MPI_Finalize, C or Fortran) */
 static int32_t mg_next_thread_slot = 1;
-static int mg_analysis_ranks; /* the analysis runs on world ranks 0 .. mg_analysis_ranks - 1 */
+static int mg_analysis_ranks; /* how many world ranks analyse the run (analysis_ranks.c) */
+static int *mg_analysis_list; /* they, in world rank order */
 
 /* Records an analysis rank is given at least before another one joins: an analysis rank costs
  * a fixed start (Python, imports: a few tenths of a second) and analyses about a million records a second,
  * so a small run is analysed by few ranks and the others leave MPI_Finalize at once. */
-#define RECORDS_PER_ANALYSIS_RANK 1000000LL
 
 /* One line on stderr, written at once: stderr is unbuffered, and the ranks' lines written in
  * pieces came out mixed with each other's ("mpigraph: mpigraph: error: ..."). */
@@ -261,19 +261,28 @@ static void finalize_locally(void)
     t_finalize();
 }
 
-/* Every rank here (they all arrived) and its log closed: how many ranks analyse the run, from
- * its records; the ranks past them do not analyse.  The Allreduce also makes sure every log is
- * closed before an analysis rank reads it. */
+/* Every rank here (they all arrived) and its log closed: which ranks analyse the run, from its
+ * records and the nodes' CPUs (analysis_ranks.c); the others do not.  The Allreduce also makes
+ * sure every log is closed before an analysis rank reads it. */
 static void choose_analysis_ranks(void)
 {
     long long mine = mg.n, total = 0;
     PMPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-    long long k = (total + RECORDS_PER_ANALYSIS_RANK - 1) / RECORDS_PER_ANALYSIS_RANK;
-    mg_analysis_ranks = k < 1 ? 1 : k > mg.world_size ? mg.world_size : (int)k;
+    int *chosen = malloc((size_t)mg.world_size * sizeof *chosen);
+    mg_analysis_list = malloc((size_t)mg.world_size * sizeof *mg_analysis_list);
+    if (!chosen || !mg_analysis_list) {
+        mg_say("rank %d: out of memory choosing the analysis ranks", mg.world_rank);
+        PMPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    mg_analysis_ranks = mg_choose_analysis_ranks(total, chosen);
+    for (int r = 0, i = 0; r < mg.world_size; r++)
+        if (chosen[r])
+            mg_analysis_list[i++] = r;
     if (mg_analysis_ranks < mg.world_size)
         finalize_locally();
-    if (mg.world_rank >= mg_analysis_ranks)
+    if (!chosen[mg.world_rank])
         mg_analyze = 0;
+    free(chosen);
 }
 
 /* Stop recording and close the log with a Finalize record; 1 if this call did it. */
@@ -321,6 +330,7 @@ int mpigraph_close_log(void)
 
 const char *mpigraph_run_dir(void) { return mg_run_dir; }
 int mpigraph_analysis_ranks(void) { return mg_analysis_ranks; }
+int mpigraph_analysis_rank(int i) { return i >= 0 && i < mg_analysis_ranks ? mg_analysis_list[i] : -1; }
 int mpigraph_analysis_wanted(void) { return mg_analyze && mg_phase == MG_CLOSED; }
 void mpigraph_mark_analysed(void) { mg_phase = MG_ANALYSED; }
 

@@ -69,6 +69,10 @@ SETTINGS = [
     Setting("MPIGRAPH_POLL_GAP_NS", "1000",
             "ns: failed polls (MPI_Iprobe, MPI_Improbe, MPI_Test*) of the same arguments closer than this share "
             "one record with a count; the gaps merged count as MPI time (0: a record per call)", True),
+    Setting("MPIGRAPH_ANALYSIS_RECORDS", "1000000",
+            "records per analysis rank at MPI_Finalize: ceil(records / this) ranks analyse the run, at most "
+            "one per CPU of a node (its ranks' affinity masks together), spread over the nodes; the others "
+            "leave MPI_Finalize at once", True),
     Setting("MPIGRAPH_CALLSITE_DEPTH", "1",
             "frames per call site (callsites.csv): 1, the return address (a few ns per call); k up to 8, the "
             "call and k - 1 callers, found by unwinding the stack (about a microsecond per call)", True),

@@ -170,12 +170,13 @@ class Builder:
         return self.cache[key]
 
 
-def mpirun(mpi, nprocs, argv, out=None, rank_env=None, cwd=None):
+def mpirun(mpi, nprocs, argv, out=None, rank_env=None, cwd=None, prefix=(), mpiexec_args=()):
     """Run `argv` on `nprocs` ranks with `mpi`'s mpiexec; returns the CompletedProcess.
 
     With `out`, the ranks run under the shim (LD_PRELOAD, set for the ranks
     only with -genv, as the README tells users) and write their run into `out`.
-    `rank_env` holds further variables for the ranks.  No time limit.
+    `rank_env` holds further variables for the ranks.  `prefix` comes before mpiexec (taskset),
+    `mpiexec_args` after it (-hosts).  No time limit.
     Open MPI's mpirun passes on only the variables named with -x: the ranks
     get PYTHONPATH too, so that the analysis imports this mpigraph.
     """
@@ -186,11 +187,11 @@ def mpirun(mpi, nprocs, argv, out=None, rank_env=None, cwd=None):
     if mpi.name == "openmpi":
         env.update(OPENMPI_AS_ROOT)
         env_for_ranks.setdefault("PYTHONPATH", os.pathsep.join(p for p in [env["PYTHONPATH"]] + sys.path if p))
-        cmd = [mpi.mpiexec, "-np", str(nprocs), "--oversubscribe"]
+        cmd = [*prefix, mpi.mpiexec, *mpiexec_args, "-np", str(nprocs), "--oversubscribe"]
         for name, value in env_for_ranks.items():
             cmd += ["-x", "%s=%s" % (name, value)]
     else:
-        cmd = [mpi.mpiexec, "-n", str(nprocs)]
+        cmd = [*prefix, mpi.mpiexec, *mpiexec_args, "-n", str(nprocs)]
         for name, value in env_for_ranks.items():
             cmd += ["-genv", name, str(value)]
     return subprocess.run(cmd + [str(a) for a in argv], capture_output=True, text=True, env=env,

@@ -82,15 +82,16 @@ def _analyse(run_dir, process_ends):
 
 
 def _analysis_comm(mpi):
-    """A private communicator of the analysis ranks: world ranks 0 .. K-1, K as the shim chose
-    from the run's records (mpigraph_analysis_ranks: all ranks of a big run, one of a small one).
-    The other ranks do not come here: they leave MPI_Finalize at once."""
+    """A private communicator of the analysis ranks, the K world ranks the shim chose from the
+    run's records and the nodes' CPUs (csrc/analysis_ranks.c: all ranks of a big run on a core
+    each, one of a small one), in world rank order.  The other ranks do not come here: they
+    leave MPI_Finalize at once."""
     shim = sys.modules.get("_mpigraph_shim")
     k = shim.lib.mpigraph_analysis_ranks() if shim is not None else 0
     world = mpi.COMM_WORLD
     if not 0 < k < world.size:
         return world.Dup()
-    group = world.Get_group().Range_incl([(0, k - 1, 1)])
+    group = world.Get_group().Incl([shim.lib.mpigraph_analysis_rank(i) for i in range(k)])
     try:
         return world.Create_group(group)      # collective over the group's ranks only
     finally:
