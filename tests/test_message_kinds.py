@@ -25,6 +25,35 @@ def test_group_then_cost_order_when_the_pair_does_not_fit_one_int64():
     assert len(message_kinds._by_group_then_cost(np.zeros(0, np.int64), np.zeros(0, np.int64))) == 0
 
 
+def test_group_then_cost_order_breaks_cost_ties_by_the_tie_key_then_row_order():
+    rng = np.random.default_rng(11)
+    group, cost, tie = rng.integers(0, 30, 4000), rng.integers(0, 4, 4000), rng.random(4000) < 0.5
+    assert np.array_equal(message_kinds._by_group_then_cost(group, cost, tie), np.lexsort((tie, cost, group)))
+    # Not fitting one int64: lexsort's order with the tie key too.
+    group, cost, tie = np.array([0, 0, 1, 0]), np.array([2**62, 2**62, 5, 0]), np.array([True, False, False, False])
+    assert message_kinds._by_group_then_cost(group, cost, tie).tolist() == [3, 1, 0, 2]
+
+
+def test_charged_kinds_do_not_depend_on_the_messages_order():
+    # A Waitall of two receives and a send that each waited 1 ns: a third of a ns each, rounded
+    # to 0, and the call's last row takes the 1 ns left.  Which kind gets it must not depend on
+    # the order the messages came in (it comes from the exchanges: it varies with the analysis
+    # ranks): the late sender, ordered last among rows of equal wait.
+    position, wait = np.zeros(3, np.int64), np.ones(3, np.int64)
+    is_receiver = np.array([False, False, True])
+    for order in ([0, 1, 2], [2, 0, 1], [0, 2, 1]):
+        total, ls, lr = message_kinds.charged(position[order], wait[order], is_receiver[order], 1)
+        assert (total.tolist(), ls.tolist(), lr.tolist()) == ([1], [1], [0]), order
+    # Random calls of mixed kinds and tied waits: the same charges in every order of the rows.
+    rng = np.random.default_rng(3)
+    position, wait, is_receiver = rng.integers(0, 50, 600), rng.integers(0, 4, 600), rng.random(600) < 0.5
+    first = message_kinds.charged(position, wait, is_receiver, 50)
+    for _ in range(5):
+        order = rng.permutation(600)
+        again = message_kinds.charged(position[order], wait[order], is_receiver[order], 50)
+        assert all(np.array_equal(a, b) for a, b in zip(first, again))
+
+
 def test_airport_shares_the_same_through_either_order():
     # The same two groups once with small costs, once shifted by 2^61 (overflowing the key):
     # a group's shares depend on its cost differences only, so they are the same.
