@@ -20,6 +20,7 @@
 #include "shim.h"
 
 #define DEFAULT_RECORDS_PER_RANK 1000000LL
+#define CHOSEN (-2) /* below every slot (-1: none) */
 
 static long long records_per_rank(void)
 {
@@ -51,34 +52,36 @@ static int node_slot(void)
     return local_rank < cpus ? local_rank : -1;
 }
 
-/* Choose the analysis ranks of a run of `total` records: chosen[r] = 1 for each of them (world
- * ranks), 0 for the others; returns how many (at least 1: world rank 0 always analyses).
- * Collective over MPI_COMM_WORLD. */
-int mg_choose_analysis_ranks(long long total, int *chosen)
+/* The analysis ranks of a run of `total` records: their world ranks in order (malloc'ed), *k of
+ * them (at least 1: world rank 0 always analyses).  Collective over MPI_COMM_WORLD. */
+int *mg_choose_analysis_ranks(long long total, int *k)
 {
     long long per = records_per_rank();
     long long want = (total + per - 1) / per;
     want = want < 1 ? 1 : want > mg.world_size ? mg.world_size : want;
     int slot = node_slot();
+    /* Every rank's slot, CHOSEN once picked; then the chosen ranks, written over it in order. */
     int *slots = malloc((size_t)mg.world_size * sizeof *slots);
     if (!slots) {
         mg_say("rank %d: out of memory choosing the analysis ranks", mg.world_rank);
         PMPI_Abort(MPI_COMM_WORLD, 1);
     }
-    memset(chosen, 0, (size_t)mg.world_size * sizeof *chosen);
     PMPI_Allgather(&slot, 1, MPI_INT, slots, 1, MPI_INT, MPI_COMM_WORLD);
     int picked = 0;
     for (int level = 0; picked < want; level++) {      /* every node's rank of this slot, then the next */
         int any = 0;
         for (int r = 0; r < mg.world_size && picked < want; r++)
             if (slots[r] == level) {
-                chosen[r] = 1;
+                slots[r] = CHOSEN;
                 picked++;
                 any = 1;
             }
         if (!any)
             break;
     }
-    free(slots);
-    return picked;
+    *k = 0;
+    for (int r = 0; r < mg.world_size; r++)
+        if (slots[r] == CHOSEN)
+            slots[(*k)++] = r;      /* over slots already read */
+    return slots;
 }

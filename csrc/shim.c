@@ -40,10 +40,6 @@ static int32_t mg_next_thread_slot = 1;
 static int mg_analysis_ranks; /* how many world ranks analyse the run (analysis_ranks.c) */
 static int *mg_analysis_list; /* they, in world rank order */
 
-/* Records an analysis rank is given at least before another one joins: an analysis rank costs
- * a fixed start (Python, imports: a few tenths of a second) and analyses about a million records a second,
- * so a small run is analysed by few ranks and the others leave MPI_Finalize at once. */
-
 /* One line on stderr, written at once: stderr is unbuffered, and the ranks' lines written in
  * pieces came out mixed with each other's ("mpigraph: mpigraph: error: ..."). */
 void mg_say(const char *fmt, ...)
@@ -268,21 +264,14 @@ static void choose_analysis_ranks(void)
 {
     long long mine = mg.n, total = 0;
     PMPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-    int *chosen = malloc((size_t)mg.world_size * sizeof *chosen);
-    mg_analysis_list = malloc((size_t)mg.world_size * sizeof *mg_analysis_list);
-    if (!chosen || !mg_analysis_list) {
-        mg_say("rank %d: out of memory choosing the analysis ranks", mg.world_rank);
-        PMPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    mg_analysis_ranks = mg_choose_analysis_ranks(total, chosen);
-    for (int r = 0, i = 0; r < mg.world_size; r++)
-        if (chosen[r])
-            mg_analysis_list[i++] = r;
+    mg_analysis_list = mg_choose_analysis_ranks(total, &mg_analysis_ranks);
     if (mg_analysis_ranks < mg.world_size)
         finalize_locally();
-    if (!chosen[mg.world_rank])
+    int analyses = 0;
+    for (int i = 0; i < mg_analysis_ranks; i++)
+        analyses |= mg_analysis_list[i] == mg.world_rank;
+    if (!analyses)
         mg_analyze = 0;
-    free(chosen);
 }
 
 /* Stop recording and close the log with a Finalize record; 1 if this call did it. */

@@ -376,8 +376,9 @@ void mg_discard_log(const struct mg_run_setup *s);
 void mg_close_log_file(void);
 /* The thread that prepares the log's next pages (logfile.c); stop is idempotent. */
 int mg_rank_has_spare_cpu(void);
-/* The ranks that analyse a run of `total` records at MPI_Finalize (analysis_ranks.c). */
-int mg_choose_analysis_ranks(long long total, int *chosen);
+/* The world ranks that analyse a run of `total` records at MPI_Finalize, in order, *k of them
+ * (analysis_ranks.c). */
+int *mg_choose_analysis_ranks(long long total, int *k);
 void mg_start_log_helper(int spare_cpu);
 void mg_stop_log_helper(void);
 
