@@ -2,10 +2,10 @@
 line end straight into the block's buffer.
 
 The string kernels (``writer._csv_lines``) make each column's text as an Arrow array, then join
-the columns into lines: 1.2 s of CPU for calls.csv's million rows (21 columns), the longest part
-of the report of a run of that size.  Here a field is a few digits' stores: integers two digits
-at a time from a table, a time as its whole seconds, a point and nine digits of nanoseconds, a
-name copied from the names' text, quoted once per block.
+the columns into lines: 0.9-1.2 s of CPU for calls.csv's million rows (21 columns), the longest
+part of the report of a run of that size.  Here a field is a few digits' stores: integers two
+digits at a time from a table, a time as its whole seconds, a point and nine digits of
+nanoseconds, a name copied from the names' text, quoted once per block.
 
 It takes int and time columns (int64), bool columns and str columns of few names (names.Labels:
 codes into the names' text).  Compiled on first use (``util.ckernel``); where it cannot be, or

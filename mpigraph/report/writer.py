@@ -266,11 +266,11 @@ def _kernel_lines(table, columns, rows):
     fields = []
     for c in columns:
         values = rows_of(table[c.name], rows)
+        names = values.names.tolist() if c.kind == "str" and isinstance(values, Labels) else None
         if c.kind in ("int", "time", "bool"):
             fields.append((c.kind, values, None))
-        elif c.kind == "str" and isinstance(values, Labels) and all(isinstance(n, str) or n is None
-                                                                     for n in values.names.tolist()):
-            fields.append(("str", values.codes, [_python_quoted(n or "").encode() for n in values.names.tolist()]))
+        elif names is not None and all(isinstance(n, str) or n is None for n in names):
+            fields.append(("str", values.codes, [_python_quoted(n or "").encode() for n in names]))
         else:
             return None
     return csv_kernel.lines(fields)
