@@ -95,7 +95,11 @@ class ObjectIndex:
             return _batch[self.path]
         with open(self.path, "rb") as f:
             elf = ELFFile(f)
-            dwarf = elf.get_dwarf_info() if elf.has_dwarf_info() else None
+            # Only an object file's DWARF has relocations to apply; a program's or a library's is
+            # linked, and looking for them scans every section header again per DWARF section
+            # (12 ms of a small program's 15).
+            dwarf = (elf.get_dwarf_info(relocate_dwarf_sections=elf["e_type"] == "ET_REL")
+                     if elf.has_dwarf_info() else None)
         if _batch is not None:
             _batch[self.path] = dwarf
         return dwarf
