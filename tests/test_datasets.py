@@ -155,3 +155,32 @@ def test_prepare_removes_what_an_earlier_analysis_left(tmp_path):
     datasets.prepare(str(tmp_path))
     for name in datasets.NAMES:
         assert (tmp_path / name).is_dir() and not os.listdir(tmp_path / name)
+
+
+@pytest.mark.parametrize("failing", ["write_path_part", "write_calls_part"])
+def test_a_part_that_fails_beside_another_names_its_file(tmp_path, monkeypatch, failing):
+    """The path's and wait states' parts are written on another thread while the calls part is:
+    a disk error in either reaches the caller naming that part's file, after both writers have
+    stopped, and no dataset is left half written."""
+    import mpigraph
+    from mpigraph.report.writer import ReportError
+    from mpigraph.testing import synth
+
+    synth.generate(str(tmp_path / "run"), 4, 2_000)
+    written = []
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    for name in ("write_path_part", "write_calls_part", "write_waitstates_part"):
+        real = getattr(datasets, name)
+        monkeypatch.setattr(datasets, name, full_disk if name == failing else
+                            lambda *a, _real=real, _name=name, **k: (_real(*a, **k), written.append(_name)))
+    with pytest.raises(ReportError) as error:
+        mpigraph.analyze(tmp_path / "run", out_dir=tmp_path / "report")
+    part = {"write_path_part": datasets.PATH, "write_calls_part": datasets.CALLS}[failing]
+    assert os.path.join(str(tmp_path / "report"), part, "part-0000.parquet") in str(error.value)
+    assert "No space left on device" in str(error.value)
+    # The other writers ran to their end before the error was raised; then every dataset went.
+    assert sorted(written) == sorted({"write_path_part", "write_calls_part", "write_waitstates_part"} - {failing})
+    assert not any((tmp_path / "report" / name).exists() for name in datasets.NAMES)
