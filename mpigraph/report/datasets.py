@@ -26,7 +26,6 @@ from mpigraph.comm import owner_exchange as exchange, parallel
 from mpigraph.metrics import run_tables as linked_tables
 from mpigraph.paths import segments as cp
 from mpigraph.report import writer
-from mpigraph.util import threads
 from mpigraph.util.names import Labels
 
 CALLS = writer.CALLS_PARQUET
@@ -178,33 +177,19 @@ def write_parts(comm, out_dir, info, linked, waitstates, queries, path_block, ca
     A part that cannot be written (a full disk: every rank may meet it) is one error: analysis
     rank 0 removes the datasets and raises the ReportError of the first rank that failed, naming
     its file; the others raise PeerFailed (they say nothing)."""
-    def part(name, step):
-        target = _part(out_dir, name, comm.rank, comm.size)
-        try:
-            step()
-        except OSError as e:
-            e.filename = e.filename or target      # pyarrow's errors name no file
-            raise
+    def part(name):       # its path in out_dir: the file an error names
+        return os.path.join(name, part_name(comm.rank, comm.size))
 
-    def others():
-        part(WAITSTATES, lambda: write_waitstates_part(out_dir, comm.rank, comm.size, waitstates))
-        if path_block is not None:
-            part(PATH, lambda: write_path_part(out_dir, comm.rank, comm.size, path_block, path_csv))
-
-    def write():
-        # The calls part's encoder thread is its bottleneck and leaves this thread mostly idle:
-        # the wait states' and the path's parts, ready now, are encoded beside it on another thread.
-        with threads.pool(1, "mpigraph-parts") as pool:
-            beside = pool.submit(others)
-            try:
-                part(CALLS, lambda: write_calls_part(out_dir, comm.rank, comm.size, linked, queries, calls_csv,
-                                                     sites))
-            finally:
-                failed = beside.exception()       # waits: no part is left half written
-        if failed is not None:
-            raise failed
-
-    _together(comm, out_dir, info, write)
+    # The calls part pulls its blocks (talks MPI) on this thread; its encoder thread is its
+    # bottleneck and leaves this thread mostly idle, so the wait states' and the path's parts,
+    # ready now, are encoded on other threads meanwhile.
+    files = [writer.File(part(CALLS), lambda p: write_calls_part(out_dir, comm.rank, comm.size, linked, queries,
+                                                                 calls_csv, sites), talks_mpi=True),
+             writer.File(part(WAITSTATES), lambda p: write_waitstates_part(out_dir, comm.rank, comm.size, waitstates))]
+    if path_block is not None:
+        files.append(writer.File(part(PATH), lambda p: write_path_part(out_dir, comm.rank, comm.size, path_block,
+                                                                       path_csv)))
+    _together(comm, out_dir, info, lambda: writer.write_at_once(out_dir, files))
     joined = ([writer.CALLS_CSV] if calls_csv else []) + ([cp.CSV_NAME] if path_csv and path_block is not None else [])
     if joined:
         join_csv(comm, out_dir, info, joined)

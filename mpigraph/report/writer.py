@@ -794,7 +794,7 @@ def _job_id_note(info):
 # ---- the report ------------------------------------------------------------------
 
 @dataclasses.dataclass
-class _File:
+class File:
     """A report file: its name, what writes it to a path, whether that talks MPI (then it runs
     on the calling thread, the only one that does), and the names of files it also writes."""
 
@@ -808,16 +808,16 @@ def _linked_files(linked, with_csv):
     """The linked run's tables (mpigraph.metrics.run_tables); calls.parquet pulls its blocks from the
     other analysis ranks.  calls.csv and collectives.csv when `with_csv` (a run small enough)."""
     lt = linked_tables
-    files = [_File(CALLS_PARQUET, lambda p: _write_calls(p, linked["calls"], with_csv), True,
+    files = [File(CALLS_PARQUET, lambda p: _write_calls(p, linked["calls"], with_csv), True,
                    (CALLS_CSV,) if with_csv else ()),
-             _File(COLLECTIVES_PARQUET, lambda p: write_parquet(p, linked["collectives"], lt.COLLECTIVE_COLUMNS))]
+             File(COLLECTIVES_PARQUET, lambda p: write_parquet(p, linked["collectives"], lt.COLLECTIVE_COLUMNS))]
     if with_csv:
-        files.append(_File(COLLECTIVES_CSV, lambda p: write_csv(p, linked["collectives"], lt.COLLECTIVE_COLUMNS)))
+        files.append(File(COLLECTIVES_CSV, lambda p: write_csv(p, linked["collectives"], lt.COLLECTIVE_COLUMNS)))
     return files + [
-        _File(WAITSTATES_CSV, lambda p: write_csv(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
-        _File(WAITSTATES_PARQUET, lambda p: write_parquet(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
-        _File(UNMATCHED_CSV, lambda p: write_csv(p, linked["unmatched"], lt.UNMATCHED_COLUMNS)),
-        _File(UNMATCHED_PARQUET, lambda p: write_parquet(p, linked["unmatched"], lt.UNMATCHED_COLUMNS))]
+        File(WAITSTATES_CSV, lambda p: write_csv(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
+        File(WAITSTATES_PARQUET, lambda p: write_parquet(p, linked["waitstates"], lt.WAITSTATE_COLUMNS)),
+        File(UNMATCHED_CSV, lambda p: write_csv(p, linked["unmatched"], lt.UNMATCHED_COLUMNS)),
+        File(UNMATCHED_PARQUET, lambda p: write_parquet(p, linked["unmatched"], lt.UNMATCHED_COLUMNS))]
 
 
 COMM_MATRIX_CSV, COMM_MATRIX_PARQUET = "commmatrix.csv", "commmatrix.parquet"
@@ -840,7 +840,7 @@ def _traffic_files(traffic):
                                    ((CALLSITE_SIZES_CSV, CALLSITE_SIZES_PARQUET), "callsite_sizes",
                                     schema.CALLSITE_SIZE_COLUMNS)))
     text = heatmap.svg_text(traffic["matrix"], traffic["world_size"])
-    return files + [_File(heatmap.SVG_NAME, lambda p: _write_text(p, text))]
+    return files + [File(heatmap.SVG_NAME, lambda p: _write_text(p, text))]
 
 
 PHASES_CSV, PHASES_PARQUET = "phases.csv", "phases.parquet"
@@ -868,8 +868,8 @@ def _table_files(tables, specs):
         table = tables.get(key)
         if table is None:
             continue
-        files += [_File(names[0], lambda p, t=table, c=columns: write_csv(p, t, c)),
-                  _File(names[1], lambda p, t=table, c=columns: write_parquet(p, t, c))]
+        files += [File(names[0], lambda p, t=table, c=columns: write_csv(p, t, c)),
+                  File(names[1], lambda p, t=table, c=columns: write_parquet(p, t, c))]
     return files
 
 
@@ -942,21 +942,21 @@ def csv_parts(out_dir, names=(CALLS_CSV, cp.CSV_NAME)):
 def _report_files(info, tables, linked, path, text):
     """Every report file but the analysis ranks' parts; summary.txt last: its presence means the
     report is complete."""
-    files = [_File(RANKS_CSV, lambda p: write_csv(p, tables.ranks, metrics.RANK_COLUMNS)),
-             _File(RANKS_PARQUET, lambda p: write_parquet(p, tables.ranks, metrics.RANK_COLUMNS)),
-             _File(FUNCTIONS_CSV, lambda p: write_csv(p, tables.functions, metrics.FUNCTION_COLUMNS)),
-             _File(FUNCTIONS_PARQUET, lambda p: write_parquet(p, tables.functions, metrics.FUNCTION_COLUMNS))]
+    files = [File(RANKS_CSV, lambda p: write_csv(p, tables.ranks, metrics.RANK_COLUMNS)),
+             File(RANKS_PARQUET, lambda p: write_parquet(p, tables.ranks, metrics.RANK_COLUMNS)),
+             File(FUNCTIONS_CSV, lambda p: write_csv(p, tables.functions, metrics.FUNCTION_COLUMNS)),
+             File(FUNCTIONS_PARQUET, lambda p: write_parquet(p, tables.functions, metrics.FUNCTION_COLUMNS))]
     if linked is not None:
         files += _linked_files(linked, big_csv_written(tables.ranks))
         files += _traffic_files(linked.get("traffic"))
         files += _phase_files(linked.get("phases"))
     chart = svg.per_rank_from_table(tables.ranks)
-    files.append(_File(svg.SVG_NAME, lambda p: svg.write_rank_chart(os.path.dirname(p), chart)))
+    files.append(File(svg.SVG_NAME, lambda p: svg.write_rank_chart(os.path.dirname(p), chart)))
     files += _callsite_files(linked)
     path_files = [] if path is None else [cp.PARQUET_NAME] + ([cp.CSV_NAME] if path_csv_written(path) else [])
     facts = run_facts(info, tables, linked, path, sorted([n for f in files for n in (f.name,) + f.also] + path_files))
-    files += [_File(RUN_JSON, lambda p: _write_text(p, json.dumps(facts, indent=1) + "\n")),
-              _File(SUMMARY, lambda p: _write_text(p, text))]
+    files += [File(RUN_JSON, lambda p: _write_text(p, json.dumps(facts, indent=1) + "\n")),
+              File(SUMMARY, lambda p: _write_text(p, text))]
     return files
 
 
@@ -966,12 +966,12 @@ def _callsite_files(linked):
     table = linked.get("callsites") if linked is not None else None
     if table is None:
         return []
-    files = [_File(CALLSITES_CSV, lambda p: write_csv(p, table, schema.CALLSITE_COLUMNS)),
-             _File(CALLSITES_PARQUET, lambda p: write_parquet(p, table, schema.CALLSITE_COLUMNS))]
+    files = [File(CALLSITES_CSV, lambda p: write_csv(p, table, schema.CALLSITE_COLUMNS)),
+             File(CALLSITES_PARQUET, lambda p: write_parquet(p, table, schema.CALLSITE_COLUMNS))]
     waits = linked.get("callsite_waitstates")
     if waits is not None:
-        files += [_File(CALLSITE_WAITSTATES_CSV, lambda p: write_csv(p, waits, schema.CALLSITE_WAITSTATE_COLUMNS)),
-                  _File(CALLSITE_WAITSTATES_PARQUET,
+        files += [File(CALLSITE_WAITSTATES_CSV, lambda p: write_csv(p, waits, schema.CALLSITE_WAITSTATE_COLUMNS)),
+                  File(CALLSITE_WAITSTATES_PARQUET,
                         lambda p: write_parquet(p, waits, schema.CALLSITE_WAITSTATE_COLUMNS))]
     return files
 
@@ -1054,11 +1054,11 @@ def write_report(out_dir, info, tables, linked=None, path=None, path_lines=(), d
     text = summary_text(info, tables, linked, list(path_lines) + _path_csv_left_out(path), in_flight)
     files = [f for f in _report_files(info, tables, linked, path, text) if f.name not in datasets]
     if in_flight is not None and len(in_flight["table"]["rank"]):
-        files.insert(-1, _File(inflight.CSV_NAME,
+        files.insert(-1, File(inflight.CSV_NAME,
                                lambda p: write_csv(p, in_flight["table"], schema.INFLIGHT_COLUMNS)))
     try:
         os.makedirs(out_dir, exist_ok=True)
-        _write_at_once(out_dir, files[:-1])
+        write_at_once(out_dir, files[:-1])
         _write_one(out_dir, files[-1])
     except OSError as e:
         _remove([os.path.join(out_dir, name) for f in files for name in (f.name,) + f.also])
@@ -1080,7 +1080,7 @@ def report_error(error, out_dir, info):
 REPORT_THREADS = 2
 
 
-def _write_at_once(out_dir, files):
+def write_at_once(out_dir, files):
     """Write `files`: those that talk MPI on this thread, the others by REPORT_THREADS threads
     meanwhile.  Once every writer has stopped, raises the error of the first file (in the
     report's order) that failed."""
