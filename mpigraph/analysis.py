@@ -111,6 +111,16 @@ def _raise(error):
     raise error
 
 
+def waits_packed_for_path(algorithm, comm):
+    """Whether this rank holds the calls' waits packed through the path stage (CallWaits.pack):
+    only analysis rank 0 of a serial algorithm with several analysis ranks, where the path stage
+    gathers every rank's graph (dijkstra, delta-stepping) or compute intervals (toposort) on top
+    of what the match holds (1e7 records, 2 ranks: packed, rank 0's peak is 8-12% lower).
+    Elsewhere the match sets the peak, and packing and unpacking would only cost time (0.2-0.45 s
+    at 4e6-1e7 records)."""
+    return comm.size > 1 and comm.rank == 0 and not algorithms.ALGORITHMS[algorithm].distributed
+
+
 def _metrics(comm, logs, linked, codec, times, algorithm):
     """Stage metrics: local tables on each rank, combined on rank 0 (None elsewhere).
 
@@ -125,7 +135,7 @@ def _metrics(comm, logs, linked, codec, times, algorithm):
     extra = parallel.collectively(comm, linked_tables.gather, comm, linked, codec, waitstates)
     if extra is not None:
         extra["facts"] = {"clock_method": linked.clock.method, "repair": linked.repair, "algorithm": algorithm}
-    linked.waits.pack()   # only the report reads them after this: not held whole through the path stage
+    linked.waits.before_path()   # only the report reads them after this
     return tables, extra, waitstates
 
 
@@ -240,6 +250,7 @@ def analyze(run_dir, comm=None, config=None, in_job=False, out_dir=None):
                           % ("%d edges here" % len(r.dependencies) if on_graph else "no edges (not needed)",
                              r.repair.repaired))
 
+    linked.waits.pack_for_path = waits_packed_for_path(config.algorithm, comm)
     # Every record's (start, end) on rank 0's clock, after the receive-before-send repair.
     times = {rank: calls.record_times() for rank, calls in linked.calls.items()}
     tables = progress.run("metrics", _metrics, comm, logs, linked, codec, times, config.algorithm)

@@ -213,6 +213,31 @@ def test_waits_packed_for_the_path_stage_come_back_the_same(tmp_path):
         waits[2]
 
 
+class _Comm:
+    def __init__(self, rank, size):
+        self.rank, self.size = rank, size
+
+
+@pytest.mark.parametrize("algorithm, rank, size, packed", [
+    ("dijkstra", 0, 2, True), ("delta-stepping", 0, 4, True), ("toposort", 0, 2, True),
+    ("dijkstra", 1, 2, False),                 # only rank 0 holds the gathered graph
+    ("dijkstra", 0, 1, False),                 # one rank: its own graph, as the parallel ones build it
+    ("parallel-dijkstra", 0, 2, False), ("parallel-delta-stepping", 0, 2, False),
+    ("parallel-toposort", 0, 2, False)])
+def test_waits_are_packed_only_where_the_path_stage_gathers(algorithm, rank, size, packed):
+    assert analysis.waits_packed_for_path(algorithm, _Comm(rank, size)) is packed
+
+
+def test_waits_not_packed_for_the_path_stage_stay_as_they_are(tmp_path):
+    waits = linked_run(write_two(tmp_path)).waits
+    waits.pack_for_path = False
+    waits.before_path()
+    assert waits._columns is not None and waits._packed is None
+    waits.pack_for_path = True
+    waits.before_path()
+    assert waits._columns is None and waits._packed is not None
+
+
 def test_report_files_of_the_hand_built_run(tmp_path):
     run_dir = write_two(tmp_path)
     analysis.analyze(str(run_dir), MPI.COMM_WORLD, QUIET)

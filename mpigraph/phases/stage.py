@@ -118,7 +118,7 @@ def phases(comm, logs, times, linked, select=None):
         return None
     local = {rank: rank_phases(log, times[rank][0], times[rank][1], linked.waits[rank])
              for rank, log in logs.items()}
-    linked.waits.pack()     # asking for a rank's waits unpacked them: held encoded again through the path stage
+    linked.waits.before_path()     # asking for a rank's waits unpacked them
     gathered = comm.gather(local, root=0)
     if comm.rank != 0:
         return None
