@@ -238,6 +238,28 @@ def test_waits_not_packed_for_the_path_stage_stay_as_they_are(tmp_path):
     assert waits._columns is None and waits._packed is not None
 
 
+@pytest.mark.parametrize("offsets", [None, [0, 40_000, -30_000, 25_000, 0, -45_000]])
+def test_the_sources_starts_given_with_the_edges_are_their_calls_starts(tmp_path, offsets):
+    """The path stage takes each edge's source start from the match (Dependencies.src_start)
+    for every source that is a call's start, this rank's own too: it must be that call's start
+    as the graph has it, after the clocks' repair (offsets and no clock alignment: receives
+    before their sends, repaired)."""
+    from mpigraph.testing import synth
+
+    synth.generate(tmp_path, 6, 60, "halo", clock_offsets_ns=offsets)
+    run = trace.open_run(str(tmp_path))
+    calls, info = link.aligned_calls(MPI.COMM_WORLD, run.logs, "none")
+    linked = link.link(MPI.COMM_WORLD, parallel.Ownership(6, 1), calls, 6, info)
+    if offsets is not None:
+        assert linked.repair.found > 0
+    deps = linked.dependencies
+    start = deps.src_vertex == 0
+    assert start.sum() > 100
+    for rank in np.unique(deps.src_rank[start]):
+        mine = start & (deps.src_rank == rank)
+        assert (deps.src_start[mine] == linked.calls[int(rank)].start_ns[deps.src_call[mine]]).all(), rank
+
+
 def test_report_files_of_the_hand_built_run(tmp_path):
     run_dir = write_two(tmp_path)
     analysis.analyze(str(run_dir), MPI.COMM_WORLD, QUIET)

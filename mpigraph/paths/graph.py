@@ -426,7 +426,9 @@ def _dependency_edges(comm, ownership, deps, blocks, base, lo, time, merged=Fals
     away = (deps.src_rank < mine.start) | (deps.src_rank >= mine.stop)
     told = None
     if deps.src_start is not None and not merged:
-        told = away & (deps.src_vertex == START)
+        # Every source start the match gave, this rank's own too: a lookup of its vertex's
+        # time here would find that same start, after finding the distinct sources first.
+        told = deps.src_vertex == START
         away &= ~told
     if told is None or not told.any():
         src, t_src = _asked_sources(comm, ownership, deps, None, away, blocks, base, lo, time)
