@@ -108,11 +108,11 @@ TABLES = {
 }
 
 KIND_TYPES = {  # schema kind -> (CSV, Parquet)
-    "time": ("seconds, 9 decimals (`_s`)", "int64 ns (`_ns`)"),
-    "int": ("integer", "int64"),
+    "time": ("seconds, 9 decimals (`_s`)", "int64 ns (`_ns`), required (never null)"),
+    "int": ("integer", "int64, required"),
     "float": ("decimal; empty: missing", "float64; null: missing"),
-    "str": ("text", "string (dictionary)"),
-    "bool": ("`true`/`false`", "bool"),
+    "str": ("text", "string (dictionary); null: missing"),
+    "bool": ("`true`/`false`", "bool, required"),
 }
 
 HEADER = """<!-- Made by scripts/make_outputs_doc.py from mpigraph/schema.py: edit those, then run

