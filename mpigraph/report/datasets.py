@@ -58,25 +58,24 @@ def remove(path: str) -> None:
         os.remove(path)
 
 
-def write_calls_part(out_dir, rank, size, linked, queries, with_csv=False, sites=None):
+def write_calls_part(path, linked, queries, csv_path=None, header=False, sites=None):
     """This analysis rank's rows of the calls table (its trace ranks' calls, on_path from the
-    path's ``path_queries``), a chunk at a time (``run_tables.call_chunks``); with `with_csv`
-    their calls.csv text too, from the same chunks (``writer.calls_csv_part``, joined by ``join_csv``).
+    path's ``path_queries``) as the part file `path`, a chunk at a time
+    (``run_tables.call_chunks``); with `csv_path` their calls.csv text too, from the same chunks
+    (``writer.calls_csv_part``, joined by ``join_csv``; `header`: the part that begins the file).
     `sites` (a callsites.stats.Accumulator): gives the callsite column the run's ids (in both) and
     sums the chunks per call site as they pass (the callsites table is made from the analysis
     ranks' sums)."""
     blocks = (linked_tables.call_block(rows) for rows in linked_tables.call_chunks(linked, queries))
     if sites is not None:
         blocks = (sites.add(block) for block in blocks)
-    csv_path = writer.calls_csv_part(out_dir, rank, size) if with_csv else None
-    # Rank 0's CSV part begins with the header: it becomes calls.csv, the others appended to it.
-    writer.write_calls_blocks(_part(out_dir, CALLS, rank, size), blocks, csv_path, header=rank == 0)
+    writer.write_calls_blocks(path, blocks, csv_path, header=header)
 
 
-def write_waitstates_part(out_dir, rank, size, rows):
-    """This analysis rank's rows of the wait-state table (its ``run_tables.waitstate_rows``, named)."""
-    named = linked_tables.named_waitstates(rows)
-    writer.write_parquet(_part(out_dir, WAITSTATES, rank, size), named, linked_tables.WAITSTATE_COLUMNS)
+def write_waitstates_part(path, rows):
+    """This analysis rank's rows of the wait-state table (its ``run_tables.waitstate_rows``, named)
+    as the part file `path`."""
+    writer.write_parquet(path, linked_tables.named_waitstates(rows), linked_tables.WAITSTATE_COLUMNS)
 
 
 def path_block(comm, part):
@@ -150,20 +149,14 @@ def _travel_dtype(array):
     return array.dtype       # uint64 values past int64's range
 
 
-def write_path_part(out_dir, rank, size, block, with_csv=False):
-    """This analysis rank's block of the path table (``path_block``) as its part, and with
-    `with_csv` its CSV text of critical_path.csv (rank 0's with the header)."""
+def write_path_part(path, block, csv_path=None, header=False):
+    """This analysis rank's block of the path table (``path_block``) as the part file `path`, and
+    with `csv_path` its CSV text of critical_path.csv (`header`: the part that begins the file)."""
     import pyarrow.parquet as pq
 
-    pq.write_table(writer.arrow_table(block, cp.SEGMENT_COLUMNS), _part(out_dir, PATH, rank, size),
-                   **writer._parquet_options(cp.SEGMENT_COLUMNS))
-    if with_csv:
-        writer.write_csv(writer.csv_part(out_dir, cp.CSV_NAME, rank, size), block, cp.SEGMENT_COLUMNS,
-                         header=rank == 0)
-
-
-def _part(out_dir, name, rank, size):
-    return os.path.join(out_dir, name, part_name(rank, size))
+    pq.write_table(writer.arrow_table(block, cp.SEGMENT_COLUMNS), path, **writer._parquet_options(cp.SEGMENT_COLUMNS))
+    if csv_path is not None:
+        writer.write_csv(csv_path, block, cp.SEGMENT_COLUMNS, header=header)
 
 
 def write_parts(comm, out_dir, info, linked, waitstates, queries, path_block, calls_csv=False, sites=None,
@@ -177,18 +170,21 @@ def write_parts(comm, out_dir, info, linked, waitstates, queries, path_block, ca
     A part that cannot be written (a full disk: every rank may meet it) is one error: analysis
     rank 0 removes the datasets and raises the ReportError of the first rank that failed, naming
     its file; the others raise PeerFailed (they say nothing)."""
-    def part(name):       # its path in out_dir: the file an error names
+    def part(name):       # its path in out_dir: the file an error names, the one written
         return os.path.join(name, part_name(comm.rank, comm.size))
 
+    # Rank 0's CSV parts begin with the header: they become the files, the others' appended.
+    first = comm.rank == 0
+    calls_csv_part = writer.calls_csv_part(out_dir, comm.rank, comm.size) if calls_csv else None
+    path_csv_part = writer.csv_part(out_dir, cp.CSV_NAME, comm.rank, comm.size) if path_csv else None
     # The calls part pulls its blocks (talks MPI) on this thread; its encoder thread is its
     # bottleneck and leaves this thread mostly idle, so the wait states' and the path's parts,
     # ready now, are encoded on other threads meanwhile.
-    files = [writer.File(part(CALLS), lambda p: write_calls_part(out_dir, comm.rank, comm.size, linked, queries,
-                                                                 calls_csv, sites), talks_mpi=True),
-             writer.File(part(WAITSTATES), lambda p: write_waitstates_part(out_dir, comm.rank, comm.size, waitstates))]
+    files = [writer.File(part(CALLS), lambda p: write_calls_part(p, linked, queries, calls_csv_part, first, sites),
+                         talks_mpi=True),
+             writer.File(part(WAITSTATES), lambda p: write_waitstates_part(p, waitstates))]
     if path_block is not None:
-        files.append(writer.File(part(PATH), lambda p: write_path_part(out_dir, comm.rank, comm.size, path_block,
-                                                                       path_csv)))
+        files.append(writer.File(part(PATH), lambda p: write_path_part(p, path_block, path_csv_part, first)))
     _together(comm, out_dir, info, lambda: writer.write_at_once(out_dir, files))
     joined = ([writer.CALLS_CSV] if calls_csv else []) + ([cp.CSV_NAME] if path_csv and path_block is not None else [])
     if joined:
