@@ -153,7 +153,8 @@ def test_bench_parquet_prints_the_writer_options_and_every_column(wheel, analyse
     out = run_benchmark(wheel, "bench_parquet.py", str(tmp_path), "--rounds", "1")
     header, rows = markdown_table(out, "writer options")
     assert header == ["writer options", "seconds", "ns per row", "file MB"]
-    assert rows[0][0].startswith("the report's") and len(rows) == 5
+    assert rows[0][0].startswith("the report's") and len(rows) == 6
+    assert rows[-1][0] == "every column nullable"
     header, rows = markdown_table(out, "column")
     names = pq.read_schema(next((tmp_path / "calls.parquet").glob("*.parquet"))).names
     assert [row[0] for row in rows] == names
