@@ -260,10 +260,16 @@ def test_ask_owners_answers_each_row_on_its_owner_in_the_order_asked():
         calls.append(len(query[0]))
         return [query[0].astype(np.int64) * 2, np.full(len(query[0]), rank, np.int64)]
 
+    from mpigraph.comm import meter
+    before = meter.totals()[0]
     doubled, answered_by = owner_exchange.ask_owners(world, owner, [value], answer)
     assert doubled.tolist() == (value.astype(np.int64) * 2).tolist()
     assert answered_by.tolist() == owner.tolist()
     assert len(calls) == 1
+    # Only the queries go (int32) and the answers come back (two int64): no row's position.
+    asked_of_me = sum(int(np.count_nonzero((np.arange(11 + 4 * r) * 5 + r) % size == rank))
+                      for r in range(size) if r != rank)
+    assert meter.totals()[0] - before == 4 * int(np.count_nonzero(owner != rank)) + 16 * asked_of_me
 
 
 @pytest.mark.parametrize("exchange", ["send_rows", "shuffle"])

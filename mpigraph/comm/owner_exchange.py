@@ -85,18 +85,20 @@ def ask_owners(comm, owner, queries, answer):
     if comm.Get_size() == 1:
         return answer([np.asarray(q, np.int64) for q in queries])
     # The rows this rank owns (most, where each asks about its own trace ranks' calls) do not
-    # travel: they are answered here, in the same call as the received ones.  The others are
-    # tagged with their position, so that the answers can be put back in order.
+    # travel: they are answered here, in the same call as the received ones.  The others go
+    # grouped by owner, and each owner answers its askers' rows in the order they came, grouped
+    # by asker: the answers come back in the order they were sent, and no row's position travels.
+    size = comm.Get_size()
     here = owner == comm.Get_rank()
     mine, away = np.flatnonzero(here), np.flatnonzero(~here)
     del here
-    received, source = send_rows(comm, owner[away], [away] + [np.asarray(q)[away] for q in queries],
-                                 with_source=True)
-    answers = answer([np.concatenate((np.asarray(q)[mine], r))
-                      for q, r in zip(queries, received[1:])])
-    back = send_rows(comm, source, [received[0]] + [a[len(mine):] for a in answers])
+    order, counts = arrays.grouped(owner[away], size)
+    sent = away if order is None else away[order]         # the rows asked of others, as they go
+    received, source = send_grouped(comm, sent, counts, [np.asarray(q) for q in queries], with_source=True)
+    answers = answer([np.concatenate((np.asarray(q)[mine], r)) for q, r in zip(queries, received)])
+    back = send_grouped(comm, None, np.bincount(source, minlength=size), [a[len(mine):] for a in answers])
     result = [np.empty(len(owner), np.int64) for _ in answers]
-    for column, values, back_values in zip(result, answers, back[1:]):
+    for column, values, back_values in zip(result, answers, back):
         column[mine] = values[:len(mine)]
-        column[back[0]] = back_values
+        column[sent] = back_values
     return result
