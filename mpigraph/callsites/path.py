@@ -46,19 +46,19 @@ def segment_sites(comm, path, linked, sites, n_trace_ranks):
 
 
 def _answers_of_owners(comm, asked, linked, sites, n_trace_ranks):
-    """The call-site ids of this rank's `asked` segments, in their order: each segment sent to
-    the analysis rank owning its trace rank, which answers it.  Each rank gets only the segments
-    of its own trace ranks: a pipelined program's path has millions, over every rank."""
+    """The call-site ids of this rank's `asked` segments, in their order: each segment asked of
+    the analysis rank owning its trace rank.  Each rank gets only the segments of its own trace
+    ranks: a pipelined program's path has millions, over every rank."""
     owner = parallel.Ownership(n_trace_ranks, comm.size).owner_of(asked["rank"])
-    columns = [np.arange(len(owner), dtype=np.int64), asked["rank"], asked["message"].astype(np.int8),
-               asked["start"], asked["end"]]
-    (position, rank, message, start, end), source = exchange.send_rows(comm, owner, columns, with_source=True)
-    mine = {"index": position, "rank": rank, "message": message.astype(bool), "start": start, "end": end}
-    found = parallel.collectively(comm, owned_sites, mine, linked, sites)
-    position, found = exchange.send_rows(comm, source, [position, found])
-    out = np.zeros(len(asked["index"]), np.int64)
-    out[position] = found
-    return out
+
+    def answer(query):
+        rank, message, start, end = query
+        mine = {"rank": rank, "message": message.astype(bool), "start": start, "end": end}
+        return [parallel.collectively(comm, owned_sites, mine, linked, sites)]
+
+    (found,) = exchange.ask_owners(comm, owner, [asked["rank"], asked["message"].astype(np.int8), asked["start"],
+                                                 asked["end"]], answer)
+    return found
 
 
 def asked_segments(path):
@@ -74,7 +74,7 @@ def asked_segments(path):
 def owned_sites(asked, linked, sites):
     """The call-site ids of the asked segments of the trace ranks this analysis rank owns, 0 for
     the others'."""
-    found = np.zeros(len(asked["index"]), np.int64)
+    found = np.zeros(len(asked["rank"]), np.int64)
     # Grouped by one sort of the segments' ranks, not a pass over every segment per owned rank (a
     # pipelined program's path has a segment per call, over thousands of ranks).
     for rank, mine in arrays.groups(asked["rank"]):
