@@ -96,7 +96,7 @@ def ask_owners(comm, owner, queries, answer):
     sent = away if order is None else away[order]         # the rows asked of others, as they go
     received, source = send_grouped(comm, sent, counts, [np.asarray(q) for q in queries], with_source=True)
     answers = answer([np.concatenate((np.asarray(q)[mine], r)) for q, r in zip(queries, received)])
-    back = send_grouped(comm, None, np.bincount(source, minlength=size), [a[len(mine):] for a in answers])
+    back = send_rows(comm, source, [a[len(mine):] for a in answers])
     result = [np.empty(len(owner), np.int64) for _ in answers]
     for column, values, back_values in zip(result, answers, back):
         column[mine] = values[:len(mine)]
