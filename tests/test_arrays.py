@@ -149,6 +149,19 @@ def test_run_sums_sum_each_run_exactly(lengths):
     assert sums.tolist() == [sum(values[a:b].tolist()) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
+@given(st.lists(st.sampled_from([1, 2, 3, 7, 256, 600]), max_size=12),
+       st.integers(0, 2**32 - 1))
+def test_run_cumsums_are_each_runs_own_cumsum(lengths, seed):
+    """Each run's running sums are np.cumsum of the run alone, bit for bit: thirds and tenths
+    summed after other runs' large values (one running sum over all rows rounds them otherwise)."""
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    values = np.random.default_rng(seed).integers(1, 10**7, int(sum(lengths))) / np.array([3.0, 10.0, 7.0])[
+        np.arange(int(sum(lengths))) % 3]
+    found = arrays.run_cumsums(values, starts, lengths)
+    for a, n in zip(starts.tolist(), lengths):
+        assert found[a:a + n].tolist() == np.cumsum(values[a:a + n]).tolist()
+
+
 @given(st.sampled_from([1, 3, 256, 257, 70_000]), st.integers(0, 300), st.booleans(), st.data())
 def test_grouped_orders_the_rows_stably_by_group_and_counts_them(n_groups, n_rows, in_order, data):
     """Each group's rows in their order, the groups in order, whatever width the radix sort

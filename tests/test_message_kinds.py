@@ -67,6 +67,21 @@ def test_airport_shares_the_same_through_either_order():
     assert shifted[[1, 3]].sum() == 2**61 + 900 and shifted[[0, 2, 4]].sum() == 2**61 + 600
 
 
+def test_a_calls_shares_do_not_depend_on_the_calls_before_it():
+    """A Waitall of two receives and two sends (a real run's): its late-receiver share is
+    1363297 / 2 + 29487 = 711135.5 ns exactly, a tie that rounds to even, 711136, whether the
+    call comes alone (as on one analysis rank of several) or after two others whose shares are
+    thirds (as on one analysis rank for all): the report is the same for every K."""
+    cost = [0, 0, 1363297, 1392784]
+    late_sender = [False, True, False, True]      # charged's tie argument: these rows last among equals
+    alone = message_kinds.airport_shares([2] * 4, cost, late_sender)
+    assert alone.tolist() == [0, 0, 681648, 711136]
+    after = message_kinds.airport_shares([0] * 4 + [1] * 4 + [2] * 4,
+                                         [14546, 42493, 2617293, 2622012, 0, 0, 1149297, 1182075] + cost,
+                                         late_sender * 3)
+    assert after[8:].tolist() == alone.tolist()
+
+
 def test_state_of_decides_the_tie_on_calls_with_late_receiver_time():
     # Call 0: 95 late sender, 105 late receiver: 10 apart = 5% of 200, a tie: late sender.
     # Call 1: 94 and 106: 12 apart > 10: late receiver.  Call 2: late sender only.

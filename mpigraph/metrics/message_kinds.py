@@ -29,6 +29,7 @@ called all of it late receiver, 25 s of it on one real run).
 import numpy as np
 
 from mpigraph.match import kernel
+from mpigraph.util import arrays
 
 
 def charged(position, wait, is_receiver, n):
@@ -95,9 +96,9 @@ def airport_shares(group, cost, tie=None):
     step = np.diff(np.r_[0, c])
     step[first] = c[first]
     piece = step / (size - rank_in_group)                 # the piece shared by the rows still waiting
-    total = np.cumsum(piece)
-    before = np.where(first, total - piece, 0)
-    share = total - np.maximum.accumulate(before)
+    # Summed within each group from 0: a group's shares, and their rounding, do not depend on the
+    # groups before it (which vary with the analysis ranks).
+    share = arrays.run_cumsums(piece, np.flatnonzero(first), end - start[first])
     out_sorted = np.rint(share).astype(np.int64)
     # The last row of each group (the largest cost) takes what rounding left: shares sum to max.
     last = np.r_[first[1:], True]

@@ -166,6 +166,24 @@ def run_sums(values, bounds):
     return sums
 
 
+def run_cumsums(values, starts, lengths):
+    """Running sums of `values` within each run (rows starts[i] .. starts[i] + lengths[i] - 1,
+    lengths >= 1), each run's from 0, left to right: each run's own np.cumsum.
+
+    Float sums of a run then do not depend on the runs before it, as the differences of one
+    running sum over all rows do (their rounding grows with that sum).  The runs of one length
+    are summed together, as the rows of a 2-d array: a few numpy steps per distinct length."""
+    values = np.asarray(values)
+    starts, lengths = np.asarray(starts, np.int64), np.asarray(lengths, np.int64)
+    out = np.empty_like(values)
+    order = np.argsort(lengths, kind="stable")
+    bounds = np.flatnonzero(np.diff(lengths[order])) + 1
+    for runs in np.split(order, bounds) if len(order) else ():
+        rows = starts[runs][:, None] + np.arange(int(lengths[runs[0]]))
+        out[rows] = np.cumsum(values[rows], axis=1)
+    return out
+
+
 def ranges(first, last):
     """The integers first[i], first[i] + 1, ..., last[i] of each pair, one range after another."""
     first, last = np.asarray(first, np.int64), np.asarray(last, np.int64)
